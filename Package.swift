@@ -1,0 +1,122 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "pushgate",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "pushgate", targets: ["pushgate"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+    ],
+    targets: [
+        // Request model, gorush JSON, outcomes, error classes. No I/O.
+        .target(name: "PushgateCore"),
+        // One small JWS signer (ES256 / RS256) shared by APNs, FCM and VAPID.
+        .target(name: "Signing", dependencies: [
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "_CryptoExtras", package: "swift-crypto"),
+        ]),
+        // HTTP/2 client connection pool on swift-nio-http2.
+        .target(name: "HTTP2Pool", dependencies: [
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "APNs", dependencies: [
+            "PushgateCore", "Signing", "HTTP2Pool",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "FCM", dependencies: [
+            "PushgateCore", "Signing", "HTTP2Pool",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "_CryptoExtras", package: "swift-crypto"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // Web Push (RFC 8030/8291/8292) and UnifiedPush.
+        .target(name: "WebPush", dependencies: [
+            "PushgateCore", "Signing", "HTTP2Pool",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // Queues, workers, retry policy. (Named PushDispatch: "Dispatch" is the system libdispatch module.)
+        .target(name: "PushDispatch", dependencies: [
+            "PushgateCore",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "Metrics", package: "swift-metrics"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+        ], path: "Sources/Dispatch"),
+        .target(name: "Server", dependencies: [
+            "PushgateCore", "PushDispatch", "APNs", "FCM", "WebPush", "HTTP2Pool", "Signing",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "Yams", package: "Yams"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "Metrics", package: "swift-metrics"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // HTTP/2 TLS mock providers used by tests, `pushgate mock` and the bench harness.
+        .target(name: "MockProviders", dependencies: [
+            "PushgateCore", "Signing",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "_CryptoExtras", package: "swift-crypto"),
+            .product(name: "X509", package: "swift-certificates"),
+        ]),
+        .executableTarget(name: "pushgate", dependencies: [
+            "Server", "MockProviders", "PushgateCore", "PushDispatch", "APNs", "FCM", "WebPush", "Signing",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "Histogram", package: "hdrhistogram-swift"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
+        .testTarget(name: "PushgateCoreTests", dependencies: ["PushgateCore"]),
+        .testTarget(name: "PushDispatchTests", dependencies: ["PushDispatch", "PushgateCore"], path: "Tests/DispatchTests"),
+        .testTarget(name: "APNsTests", dependencies: ["APNs", "MockProviders", "HTTP2Pool", "Signing", "PushgateCore"]),
+        .testTarget(name: "SigningTests", dependencies: ["Signing"]),
+        .testTarget(name: "HTTP2PoolTests", dependencies: ["HTTP2Pool", "MockProviders",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        ]),
+        .testTarget(name: "FCMTests", dependencies: ["FCM", "MockProviders", "HTTP2Pool", "Signing", "PushgateCore"]),
+        .testTarget(name: "WebPushTests", dependencies: ["WebPush", "MockProviders", "HTTP2Pool", "Signing", "PushgateCore",
+            .product(name: "Crypto", package: "swift-crypto"),
+        ]),
+        .testTarget(name: "ServerTests", dependencies: [
+            "Server", "MockProviders", "PushgateCore", "PushDispatch",
+            .product(name: "HummingbirdTesting", package: "hummingbird"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+        ]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,332 @@
+import Foundation
+import Logging
+import Metrics
+import NIOConcurrencyHelpers
+import PushgateCore
+
+/// A provider and how the dispatcher drives it.
+public struct ProviderSlot: Sendable {
+    public var provider: any PushProvider
+    /// `<provider>.max_retry`: retries after the first attempt.
+    public var maxRetry: Int
+    /// Deliveries in flight at once for this provider.
+    public var concurrency: Int
+
+    public init(provider: any PushProvider, maxRetry: Int = 3, concurrency: Int = 256) {
+        self.provider = provider
+        self.maxRetry = maxRetry
+        self.concurrency = max(1, concurrency)
+    }
+}
+
+/// What `/api/push` answers.
+public struct SubmitResult: Sendable {
+    /// gorush's `counts`.
+    public var counts: Int
+    /// Failed entries (sync mode; empty in async mode).
+    public var logs: [LogEntry]
+    /// The notif_id of each notification, given or generated, in request order.
+    public var notifIDs: [String]
+}
+
+/// Observes final outcomes (delivery status records, tests).
+public protocol DeliveryObserver: Sendable {
+    func accepted(_ job: DeliveryJob)
+    func attempted(_ job: DeliveryJob, outcome: SendOutcome, nextTry: Date?)
+    func finished(_ job: DeliveryJob, outcome: FinalOutcome)
+}
+
+/// Fans requests out to per-provider worker pools fed by the queue, applies the retry policy,
+/// and reports every final outcome (stats, metrics, feedback hook, sync waiters).
+public final class Dispatcher: Sendable {
+    public let queue: any QueueDriver
+    public let stats: Stats
+    private let slots: [Platform: ProviderSlot]
+    private let unavailable: [Platform: String]
+    private let policy: RetryPolicy
+    private let feedback: FeedbackSender?
+    private let observer: (any DeliveryObserver)?
+    private let hideToken: Bool
+    private let logger: Logger
+    private let now: @Sendable () -> Date
+    private let random: @Sendable () -> Double
+    private let waiters = WaiterRegistry()
+    private let nextJobID = NIOLockedValueBox<UInt64>(1)
+    private let metrics: [Platform: PlatformMetrics]
+
+    /// - Parameters:
+    ///   - unavailable: platforms not served, with the reason given to clients (e.g. "platform ios is not enabled").
+    public init(
+        providers: [ProviderSlot],
+        unavailable: [Platform: String] = [:],
+        queue: any QueueDriver,
+        policy: RetryPolicy = RetryPolicy(),
+        stats: Stats = Stats(),
+        feedback: FeedbackSender? = nil,
+        observer: (any DeliveryObserver)? = nil,
+        hideToken: Bool = true,
+        logger: Logger = Logger(label: "pushgate.dispatch"),
+        now: @escaping @Sendable () -> Date = { Date() },
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+    ) {
+        var s: [Platform: ProviderSlot] = [:]
+        for p in providers { s[p.provider.platform] = p }
+        slots = s
+        var u = unavailable
+        for p in Platform.allCases where s[p] == nil && u[p] == nil {
+            u[p] = "platform \(p.name) is not enabled"
+        }
+        self.unavailable = u
+        self.queue = queue
+        self.policy = policy
+        self.stats = stats
+        self.feedback = feedback
+        self.observer = observer
+        self.hideToken = hideToken
+        self.logger = logger
+        self.now = now
+        self.random = random
+        var m: [Platform: PlatformMetrics] = [:]
+        for p in Platform.allCases { m[p] = PlatformMetrics(platform: p) }
+        metrics = m
+    }
+
+    public func isEnabled(_ platform: Platform) -> Bool { slots[platform] != nil }
+
+    private func makeJobIDs(_ n: Int) -> UInt64 {
+        nextJobID.withLockedValue { id in
+            let first = id
+            id += UInt64(n)
+            return first
+        }
+    }
+
+    private func entry(notifID: String, notification n: PushNotification, target: PushTarget, error: String) -> LogEntry {
+        LogEntry(
+            notifID: notifID,
+            platform: n.platform.name,
+            token: TokenMask.apply(target.reportedToken, hide: hideToken),
+            message: n.message ?? "",
+            error: error
+        )
+    }
+
+    /// Validates, renders and queues every delivery of the request. In sync mode waits for them all.
+    /// Throws `QueueFullError` (nothing was queued then).
+    public func submit(_ request: PushRequest, sync: Bool) async throws -> SubmitResult {
+        let t = now()
+        var jobs: [DeliveryJob] = []
+        var immediateFailures: [(LogEntry, Platform)] = []
+        var counts = 0
+        var notifIDs: [String] = []
+        var unavailableEntries: [LogEntry] = []
+
+        for n in request.notifications {
+            let notifID = n.notifID ?? UUID().uuidString.lowercased()
+            notifIDs.append(notifID)
+            let targets = n.targets
+            guard let slot = slots[n.platform] else {
+                let reason = unavailable[n.platform] ?? "platform \(n.platform.name) is not enabled"
+                logger.warning("notification skipped: \(reason)", metadata: ["notif_id": "\(notifID)"])
+                for target in targets {
+                    unavailableEntries.append(entry(notifID: notifID, notification: n, target: target, error: reason))
+                }
+                continue
+            }
+            counts += n.deliveryCount
+            if targets.isEmpty {
+                immediateFailures.append((entry(notifID: notifID, notification: n, target: .token(""), error: "tokens must not be nil or empty"), n.platform))
+                continue
+            }
+            let prepared: any PreparedPush
+            do {
+                prepared = try slot.provider.prepare(n)
+            } catch {
+                let reason = (error as? PushFailure)?.reason ?? "\(error)"
+                for target in targets {
+                    immediateFailures.append((entry(notifID: notifID, notification: n, target: target, error: reason), n.platform))
+                }
+                continue
+            }
+            let accepted = AcceptedNotification(notifID: notifID, notification: n, prepared: prepared)
+            let maxAttempts = RetryPolicy.maxAttempts(requestRetry: n.retry, providerMaxRetry: slot.maxRetry)
+            for target in targets {
+                if let failure = slot.provider.validate(target: target, of: prepared) {
+                    immediateFailures.append((entry(notifID: notifID, notification: n, target: target, error: failure.reason), n.platform))
+                    continue
+                }
+                let messageID = n.apnsID ?? UUID().uuidString.lowercased()
+                jobs.append(DeliveryJob(id: 0, messageID: messageID, target: target, accepted: accepted, maxAttempts: maxAttempts, now: t))
+            }
+        }
+
+        let firstID = makeJobIDs(jobs.count)
+        for i in jobs.indices { jobs[i].id = firstID + UInt64(i) }
+
+        var waiterID: UInt64?
+        if sync {
+            let id = waiters.register(count: jobs.count, initialLogs: [])
+            waiterID = id
+            for i in jobs.indices { jobs[i].waiterID = id }
+        }
+        if !jobs.isEmpty {
+            do {
+                try await queue.enqueue(jobs)
+            } catch {
+                if let waiterID { waiters.cancel(waiterID) }
+                throw error
+            }
+        }
+        stats.accepted(count: counts)
+        stats.submitted(jobs: jobs.count)
+        if let observer { for j in jobs { observer.accepted(j) } }
+
+        // Failures found before any network call are final at once.
+        var failedNow: [LogEntry] = []
+        for (e, platform) in immediateFailures {
+            stats.finished(platform: platform, delivered: false)
+            metrics[platform]?.finished(className: "permanent")
+            feedback?.post(e)
+            failedNow.append(e)
+            logger.info("push failed before sending", metadata: ["notif_id": "\(e.notifID)", "token": "\(e.token)", "error": "\(e.error)"])
+        }
+
+        var logs: [LogEntry] = []
+        if let waiterID {
+            logs = unavailableEntries + failedNow + (await waiters.wait(waiterID))
+        }
+        return SubmitResult(counts: counts, logs: logs, notifIDs: notifIDs)
+    }
+
+    /// Runs the worker pools until `shutdown()`. Call once.
+    public func run() async {
+        await withTaskGroup(of: Void.self) { group in
+            for (platform, slot) in slots {
+                for _ in 0..<slot.concurrency {
+                    group.addTask { await self.workerLoop(platform: platform, slot: slot) }
+                }
+            }
+        }
+    }
+
+    /// Stops handing out jobs; workers finish what they hold, then `run()` returns.
+    public func shutdown() {
+        queue.shutdown()
+    }
+
+    private func workerLoop(platform: Platform, slot: ProviderSlot) async {
+        while let job = await queue.next(platform: platform) {
+            await process(job, slot: slot)
+        }
+    }
+
+    func process(_ leased: DeliveryJob, slot: ProviderSlot) async {
+        var job = leased
+        let n = job.accepted.notification
+        let prepared: any PreparedPush
+        if let p = job.accepted.prepared {
+            prepared = p
+        } else {
+            do {
+                prepared = try slot.provider.prepare(n)
+            } catch {
+                await finish(job, .failed(reason: (error as? PushFailure)?.reason ?? "\(error)", tokenDead: false))
+                return
+            }
+        }
+        job.attempts += 1
+        let started = now()
+        let outcome = await slot.provider.send(prepared, to: job.target, context: DeliveryContext(messageID: job.messageID, attempt: job.attempts))
+        let ended = now()
+        let m = metrics[job.platform]
+        m?.attempt(className: outcome.className, seconds: ended.timeIntervalSince(started))
+        if outcome.isDelivered {
+            m?.latency(seconds: ended.timeIntervalSince(job.enqueuedAt))
+        }
+
+        let decision = policy.decide(
+            outcome: outcome,
+            attempt: job.attempts,
+            maxAttempts: job.maxAttempts,
+            credentialRetryUsed: job.credentialRetryUsed,
+            now: ended,
+            expiration: n.expiration,
+            random: random()
+        )
+        switch decision {
+        case .finish(let final):
+            observer?.attempted(job, outcome: outcome, nextTry: nil)
+            await finish(job, final)
+        case .retry(let at, let reason):
+            job.notBefore = at
+            job.lastError = reason
+            stats.retried()
+            m?.retried()
+            observer?.attempted(job, outcome: outcome, nextTry: at)
+            logger.debug("retrying push", metadata: ["notif_id": "\(job.accepted.notifID)", "attempt": "\(job.attempts)", "reason": "\(reason)"])
+            await queue.reschedule(job)
+        case .retryWithFreshCredentials(let reason):
+            job.credentialRetryUsed = true
+            job.attempts -= 1
+            job.lastError = reason
+            job.notBefore = ended
+            stats.retried()
+            m?.retried()
+            observer?.attempted(job, outcome: outcome, nextTry: ended)
+            await queue.reschedule(job)
+        }
+    }
+
+    private func finish(_ job: DeliveryJob, _ outcome: FinalOutcome) async {
+        await queue.complete(job, outcome: outcome)
+        let n = job.accepted.notification
+        stats.finished(platform: job.platform, delivered: outcome.isDelivered)
+        metrics[job.platform]?.finished(className: outcome.isDelivered ? "delivered" : "failed")
+        observer?.finished(job, outcome: outcome)
+        var failure: LogEntry?
+        if case .failed(let reason, _) = outcome {
+            let e = entry(notifID: job.accepted.notifID, notification: n, target: job.target, error: reason)
+            failure = e
+            feedback?.post(e)
+            logger.info("push failed", metadata: ["notif_id": "\(e.notifID)", "platform": "\(e.platform)", "token": "\(e.token)", "error": "\(reason)", "attempts": "\(job.attempts)"])
+        }
+        if let w = job.waiterID { waiters.finished(w, failure: failure) }
+    }
+}
+
+/// swift-metrics instruments for one platform, made once.
+struct PlatformMetrics: Sendable {
+    let platform: Platform
+    let attempts: [String: Counter]
+    let finals: [String: Counter]
+    let retries: Counter
+    let sendDuration: Timer
+    let deliveryLatency: Timer
+
+    init(platform: Platform) {
+        self.platform = platform
+        let p = ("provider", platform.name)
+        var a: [String: Counter] = [:]
+        for c in ["delivered", "token_dead", "permanent", "transient", "credentials"] {
+            a[c] = Counter(label: "pushgate_provider_responses_total", dimensions: [p, ("class", c)])
+        }
+        attempts = a
+        var f: [String: Counter] = [:]
+        f["delivered"] = Counter(label: "pushgate_push_success_total", dimensions: [p])
+        f["failed"] = Counter(label: "pushgate_push_error_total", dimensions: [p])
+        f["permanent"] = f["failed"]
+        finals = f
+        retries = Counter(label: "pushgate_push_retry_total", dimensions: [p])
+        sendDuration = Timer(label: "pushgate_provider_request_duration_seconds", dimensions: [p], preferredDisplayUnit: .seconds)
+        deliveryLatency = Timer(label: "pushgate_delivery_latency_seconds", dimensions: [p], preferredDisplayUnit: .seconds)
+    }
+
+    func attempt(className: String, seconds: Double) {
+        attempts[className]?.increment()
+        sendDuration.recordNanoseconds(Int64(seconds * 1e9))
+    }
+
+    func latency(seconds: Double) { deliveryLatency.recordNanoseconds(Int64(max(0, seconds) * 1e9)) }
+    func retried() { retries.increment() }
+    func finished(className: String) { finals[className]?.increment() }
+}

@@ -1,0 +1,82 @@
+import Foundation
+import PushgateCore
+
+/// One accepted notification, shared by all of its deliveries (never copied per token).
+public final class AcceptedNotification: Sendable {
+    public let notifID: String
+    public let notification: PushNotification
+    /// The provider's rendering, made once at ingest (nil when reloaded from a store before re-preparing).
+    public let prepared: (any PreparedPush)?
+
+    public init(notifID: String, notification: PushNotification, prepared: (any PreparedPush)?) {
+        self.notifID = notifID
+        self.notification = notification
+        self.prepared = prepared
+    }
+}
+
+/// One delivery: one notification to one target, with its retry state.
+public struct DeliveryJob: Sendable {
+    /// Unique per delivery inside this process (and the store key for durable queues).
+    public var id: UInt64
+    /// Stable message identity across retries (sent as `apns-id`).
+    public var messageID: String
+    public var target: PushTarget
+    public var accepted: AcceptedNotification
+    /// Attempts made so far.
+    public var attempts: Int
+    public var maxAttempts: Int
+    public var credentialRetryUsed: Bool
+    /// Not to be sent before this time.
+    public var notBefore: Date
+    public var enqueuedAt: Date
+    public var lastError: String?
+    /// Sync-mode request waiting for this delivery, if any.
+    public var waiterID: UInt64?
+
+    public var platform: Platform { accepted.notification.platform }
+
+    public init(id: UInt64, messageID: String, target: PushTarget, accepted: AcceptedNotification, maxAttempts: Int, now: Date, waiterID: UInt64? = nil) {
+        self.id = id
+        self.messageID = messageID
+        self.target = target
+        self.accepted = accepted
+        self.attempts = 0
+        self.maxAttempts = maxAttempts
+        self.credentialRetryUsed = false
+        self.notBefore = now
+        self.enqueuedAt = now
+        self.lastError = nil
+        self.waiterID = waiterID
+    }
+}
+
+public struct QueueFullError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var pending: Int
+    public var capacity: Int
+    /// Seconds the client should wait before trying again.
+    public var retryAfter: Int
+    public init(pending: Int, capacity: Int, retryAfter: Int = 1) {
+        self.pending = pending
+        self.capacity = capacity
+        self.retryAfter = retryAfter
+    }
+    public var description: String { "queue is full (\(pending) pending, capacity \(capacity))" }
+}
+
+/// The queue behind the workers. In-memory here; durable drivers (SQLite, PostgreSQL) implement the same.
+public protocol QueueDriver: Sendable {
+    /// Adds all jobs or none: throws `QueueFullError` when they would not fit.
+    func enqueue(_ jobs: [DeliveryJob]) async throws
+    /// The next job for `platform` whose `notBefore` has come; waits. Nil once the queue is shut down.
+    func next(platform: Platform) async -> DeliveryJob?
+    /// Puts a leased job back for a later attempt.
+    func reschedule(_ job: DeliveryJob) async
+    /// The job is over (delivered or failed for good).
+    func complete(_ job: DeliveryJob, outcome: FinalOutcome) async
+    /// Jobs accepted and not yet complete (queued, leased or waiting to retry).
+    var pendingCount: Int { get }
+    var capacity: Int { get }
+    /// Wakes every waiting `next` with nil.
+    func shutdown()
+}

@@ -1,0 +1,202 @@
+import Foundation
+import NIOConcurrencyHelpers
+import PushgateCore
+
+/// In-memory queue driver: per-platform FIFO of ready jobs, a min-heap of jobs waiting to retry,
+/// and waiting workers handed jobs directly. Bounded by `capacity`.
+public final class MemoryQueue: QueueDriver {
+    private struct PlatformQueue {
+        var ready: [DeliveryJob] = []
+        var head = 0
+        var delayed = JobHeap()
+        var waiters: [CheckedContinuation<DeliveryJob?, Never>] = []
+
+        var readyCount: Int { ready.count - head }
+
+        mutating func popReady() -> DeliveryJob? {
+            guard head < ready.count else { return nil }
+            let job = ready[head]
+            head += 1
+            if head > 1024, head * 2 > ready.count {
+                ready.removeFirst(head)
+                head = 0
+            }
+            return job
+        }
+    }
+
+    private struct State {
+        var queues: [Platform: PlatformQueue] = [:]
+        var pending = 0
+        var shutdown = false
+    }
+
+    private let state = NIOLockedValueBox(State())
+    public let capacity: Int
+    private let now: @Sendable () -> Date
+    private let pollInterval: Duration
+    private let timerTask = NIOLockedValueBox<Task<Void, Never>?>(nil)
+
+    public init(capacity: Int, pollInterval: Duration = .milliseconds(10), now: @escaping @Sendable () -> Date = { Date() }) {
+        self.capacity = capacity
+        self.now = now
+        self.pollInterval = pollInterval
+        let task = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: pollInterval)
+                guard let self else { return }
+                if self.promoteDue() { return }
+            }
+        }
+        timerTask.withLockedValue { $0 = task }
+    }
+
+    deinit { timerTask.withLockedValue { $0?.cancel() } }
+
+    public var pendingCount: Int { state.withLockedValue { $0.pending } }
+
+    public func enqueue(_ jobs: [DeliveryJob]) async throws {
+        try enqueueSync(jobs)
+    }
+
+    func enqueueSync(_ jobs: [DeliveryJob]) throws {
+        var toResume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
+        try state.withLockedValue { s in
+            if s.pending + jobs.count > capacity {
+                throw QueueFullError(pending: s.pending, capacity: capacity)
+            }
+            s.pending += jobs.count
+            let t = now()
+            for job in jobs {
+                var q = s.queues[job.platform] ?? PlatformQueue()
+                if job.notBefore > t {
+                    q.delayed.push(job)
+                } else if !q.waiters.isEmpty {
+                    toResume.append((q.waiters.removeFirst(), job))
+                } else {
+                    q.ready.append(job)
+                }
+                s.queues[job.platform] = q
+            }
+        }
+        for (c, job) in toResume { c.resume(returning: job) }
+    }
+
+    public func next(platform: Platform) async -> DeliveryJob? {
+        await withCheckedContinuation { (c: CheckedContinuation<DeliveryJob?, Never>) in
+            let job: DeliveryJob?? = state.withLockedValue { s in
+                if s.shutdown { return .some(nil) }
+                var q = s.queues[platform] ?? PlatformQueue()
+                defer { s.queues[platform] = q }
+                if let j = q.popReady() { return .some(j) }
+                q.waiters.append(c)
+                return .none
+            }
+            if let job { c.resume(returning: job) }
+        }
+    }
+
+    public func reschedule(_ job: DeliveryJob) async {
+        var resume: CheckedContinuation<DeliveryJob?, Never>?
+        state.withLockedValue { s in
+            var q = s.queues[job.platform] ?? PlatformQueue()
+            if job.notBefore > now() {
+                q.delayed.push(job)
+            } else if !q.waiters.isEmpty {
+                resume = q.waiters.removeFirst()
+            } else {
+                q.ready.append(job)
+            }
+            s.queues[job.platform] = q
+        }
+        resume?.resume(returning: job)
+    }
+
+    public func complete(_ job: DeliveryJob, outcome: FinalOutcome) async {
+        state.withLockedValue { $0.pending -= 1 }
+    }
+
+    /// Moves due retries to the ready lists. Returns true once shut down.
+    @discardableResult
+    func promoteDue() -> Bool {
+        var toResume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
+        let stop: Bool = state.withLockedValue { s in
+            if s.shutdown { return true }
+            let t = now()
+            for platform in s.queues.keys {
+                guard var q = s.queues[platform], let top = q.delayed.peek, top.notBefore <= t else { continue }
+                while let top = q.delayed.peek, top.notBefore <= t {
+                    let job = q.delayed.pop()!
+                    if !q.waiters.isEmpty {
+                        toResume.append((q.waiters.removeFirst(), job))
+                    } else {
+                        q.ready.append(job)
+                    }
+                }
+                s.queues[platform] = q
+            }
+            return false
+        }
+        for (c, job) in toResume { c.resume(returning: job) }
+        return stop
+    }
+
+    public func shutdown() {
+        let waiters: [CheckedContinuation<DeliveryJob?, Never>] = state.withLockedValue { s in
+            s.shutdown = true
+            var all: [CheckedContinuation<DeliveryJob?, Never>] = []
+            for k in s.queues.keys {
+                all += s.queues[k]!.waiters
+                s.queues[k]!.waiters = []
+            }
+            return all
+        }
+        for w in waiters { w.resume(returning: nil) }
+        timerTask.withLockedValue { $0?.cancel() }
+    }
+
+    /// Ready + delayed jobs per platform (for stats and tests).
+    public func depth(platform: Platform) -> (ready: Int, delayed: Int) {
+        state.withLockedValue { s in
+            let q = s.queues[platform]
+            return (q?.readyCount ?? 0, q?.delayed.count ?? 0)
+        }
+    }
+}
+
+/// A binary min-heap of jobs by `notBefore` (ties by id, so equal times stay FIFO).
+struct JobHeap {
+    private var items: [DeliveryJob] = []
+    var count: Int { items.count }
+    var peek: DeliveryJob? { items.first }
+
+    private static func less(_ a: DeliveryJob, _ b: DeliveryJob) -> Bool {
+        a.notBefore < b.notBefore || (a.notBefore == b.notBefore && a.id < b.id)
+    }
+
+    mutating func push(_ job: DeliveryJob) {
+        items.append(job)
+        var i = items.count - 1
+        while i > 0 {
+            let p = (i - 1) / 2
+            if Self.less(items[i], items[p]) { items.swapAt(i, p); i = p } else { break }
+        }
+    }
+
+    mutating func pop() -> DeliveryJob? {
+        guard !items.isEmpty else { return nil }
+        items.swapAt(0, items.count - 1)
+        let top = items.removeLast()
+        var i = 0
+        while true {
+            let l = 2 * i + 1, r = l + 1
+            var m = i
+            if l < items.count, Self.less(items[l], items[m]) { m = l }
+            if r < items.count, Self.less(items[r], items[m]) { m = r }
+            if m == i { break }
+            items.swapAt(i, m)
+            i = m
+        }
+        return top
+    }
+}

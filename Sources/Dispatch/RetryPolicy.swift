@@ -1,0 +1,92 @@
+import Foundation
+import PushgateCore
+
+/// What to do after one delivery attempt. Pure: the caller supplies the time and the random draw.
+public enum RetryDecision: Sendable, Equatable {
+    /// The delivery is over, one way or the other.
+    case finish(FinalOutcome)
+    /// Try again, no sooner than `at`.
+    case retry(at: Date, reason: String)
+    /// Credentials were refused as stale: the provider has re-minted; retry at once, once.
+    case retryWithFreshCredentials(reason: String)
+}
+
+/// The retry policy as a pure state machine over (attempt, outcome, now, expiration).
+///
+/// - attempts = 1 + retries, retries = the request's `retry` when it is between 1 and
+///   `<provider>.max_retry`, else `max_retry` (gorush's rule);
+/// - exponential backoff with jitter: `min(maxDelay, baseDelay * 2^(attempt-1))`, scaled by a
+///   random factor in `[1 - jitter, 1]`;
+/// - a `Retry-After` from the provider is a floor: the next try is never sooner;
+/// - never retried past the notification's `expiration` (epoch seconds).
+public struct RetryPolicy: Sendable, Equatable {
+    public var baseDelay: Double
+    public var maxDelay: Double
+    public var jitter: Double
+    /// Retry-After values above this are clamped (a hostile or broken server cannot park a job for days).
+    public var maxRetryAfter: Double
+
+    public init(baseDelay: Double = 1.0, maxDelay: Double = 60, jitter: Double = 0.25, maxRetryAfter: Double = 3600) {
+        self.baseDelay = baseDelay
+        self.maxDelay = maxDelay
+        self.jitter = min(max(jitter, 0), 1)
+        self.maxRetryAfter = maxRetryAfter
+    }
+
+    /// Total attempts allowed for a delivery.
+    public static func maxAttempts(requestRetry: Int?, providerMaxRetry: Int) -> Int {
+        let cap = max(0, providerMaxRetry)
+        if let r = requestRetry, r > 0, r < cap { return 1 + r }
+        return 1 + cap
+    }
+
+    /// Backoff before attempt `attempt + 1`, given `attempt` attempts made so far (>= 1).
+    public func backoff(afterAttempt attempt: Int, random: Double) -> Double {
+        let exp = min(Double(max(attempt, 1) - 1), 30)
+        let raw = min(maxDelay, baseDelay * pow(2, exp))
+        let r = min(max(random, 0), 1)
+        return raw * (1 - jitter * r)
+    }
+
+    /// - Parameters:
+    ///   - outcome: what the provider answered for attempt number `attempt` (1-based).
+    ///   - maxAttempts: from `maxAttempts(requestRetry:providerMaxRetry:)`.
+    ///   - credentialRetryUsed: whether a fresh-credentials retry was already spent on this delivery.
+    ///   - expiration: the notification's `expiration` (epoch seconds), if any.
+    ///   - random: a draw in [0, 1) for the jitter.
+    public func decide(
+        outcome: SendOutcome,
+        attempt: Int,
+        maxAttempts: Int,
+        credentialRetryUsed: Bool,
+        now: Date,
+        expiration: Int64?,
+        random: Double
+    ) -> RetryDecision {
+        switch outcome {
+        case .delivered(let id):
+            return .finish(.delivered(providerID: id))
+        case .tokenDead(let reason, _):
+            return .finish(.failed(reason: reason, tokenDead: true))
+        case .permanent(let reason, _):
+            return .finish(.failed(reason: reason, tokenDead: false))
+        case .credentials(let reason, _):
+            if credentialRetryUsed { return .finish(.failed(reason: reason, tokenDead: false)) }
+            if let exp = expiration, now.timeIntervalSince1970 > Double(exp) {
+                return .finish(.failed(reason: "\(reason) (expired before retry)", tokenDead: false))
+            }
+            return .retryWithFreshCredentials(reason: reason)
+        case .transient(let reason, _, let retryAfter):
+            if attempt >= maxAttempts {
+                return .finish(.failed(reason: reason, tokenDead: false))
+            }
+            var delay = backoff(afterAttempt: attempt, random: random)
+            if let ra = retryAfter, ra > 0 { delay = max(delay, min(ra, maxRetryAfter)) }
+            let at = now.addingTimeInterval(delay)
+            if let exp = expiration, at.timeIntervalSince1970 > Double(exp) {
+                return .finish(.failed(reason: "\(reason) (expired before retry)", tokenDead: false))
+            }
+            return .retry(at: at, reason: reason)
+        }
+    }
+}

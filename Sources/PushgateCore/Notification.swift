@@ -1,0 +1,282 @@
+import Foundation
+
+/// gorush platform numbers, plus Pushgate's Web Push (4) and UnifiedPush (5).
+public enum Platform: Int, Sendable, Codable, CaseIterable, CustomStringConvertible {
+    case ios = 1
+    case android = 2
+    case huawei = 3
+    case webpush = 4
+    case unifiedpush = 5
+
+    /// The name gorush uses in log entries and stats.
+    public var name: String {
+        switch self {
+        case .ios: return "ios"
+        case .android: return "android"
+        case .huawei: return "huawei"
+        case .webpush: return "webpush"
+        case .unifiedpush: return "unifiedpush"
+        }
+    }
+
+    public var description: String { name }
+
+    public init?(name: String) {
+        switch name.lowercased() {
+        case "ios", "apns", "1": self = .ios
+        case "android", "fcm", "2": self = .android
+        case "huawei", "hms", "3": self = .huawei
+        case "webpush", "web", "4": self = .webpush
+        case "unifiedpush", "up", "5": self = .unifiedpush
+        default: return nil
+        }
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if let i = try? c.decode(Int.self) {
+            guard let p = Platform(rawValue: i) else {
+                throw DecodingError.dataCorruptedError(in: c, debugDescription: "unknown platform \(i) (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush)")
+            }
+            self = p
+        } else if let s = try? c.decode(String.self) {
+            guard let p = Platform(name: s) else {
+                throw DecodingError.dataCorruptedError(in: c, debugDescription: "unknown platform \"\(s)\"")
+            }
+            self = p
+        } else {
+            throw DecodingError.typeMismatch(Int.self, .init(codingPath: c.codingPath, debugDescription: "expected a platform number or name"))
+        }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(rawValue)
+    }
+}
+
+/// A browser `PushSubscription` (Web Push, current UnifiedPush).
+public struct WebPushSubscription: Sendable, Codable, Equatable, Hashable {
+    public struct Keys: Sendable, Codable, Equatable, Hashable {
+        public var p256dh: String
+        public var auth: String
+        public init(p256dh: String, auth: String) { self.p256dh = p256dh; self.auth = auth }
+    }
+    public var endpoint: String
+    public var keys: Keys?
+    public init(endpoint: String, keys: Keys?) { self.endpoint = endpoint; self.keys = keys }
+}
+
+/// APNs `alert` dictionary fields gorush accepts.
+public struct APNsAlert: Sendable, Codable, Equatable {
+    public var title: String?
+    public var subtitle: String?
+    public var body: String?
+    public var action: String?
+    public var actionLocKey: String?
+    public var launchImage: String?
+    public var locArgs: [String]?
+    public var locKey: String?
+    public var titleLocArgs: [String]?
+    public var titleLocKey: String?
+    public var summaryArg: String?
+    public var summaryArgCount: Int?
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey {
+        case title, subtitle, body, action
+        case actionLocKey = "action-loc-key"
+        case launchImage = "launch-image"
+        case locArgs = "loc-args"
+        case locKey = "loc-key"
+        case titleLocArgs = "title-loc-args"
+        case titleLocKey = "title-loc-key"
+        case summaryArg = "summary-arg"
+        case summaryArgCount = "summary-arg-count"
+    }
+
+    public var isEmpty: Bool { self == APNsAlert() }
+}
+
+/// One notification of a gorush `/api/push` request (gorush's JSON names), plus Pushgate extensions.
+public struct PushNotification: Sendable, Codable, Equatable {
+    public var notifID: String?
+    public var tokens: [String]
+    public var platform: Platform
+    public var message: String?
+    public var title: String?
+    public var topic: String?
+    public var priority: String?
+    public var contentAvailable: Bool?
+    public var mutableContent: Bool?
+    public var sound: JSONValue?
+    public var data: JSONObject?
+    public var badge: Int?
+    public var category: String?
+    public var threadID: String?
+    public var urlArgs: [String]?
+    public var alert: APNsAlert?
+    public var expiration: Int64?
+    public var apnsID: String?
+    public var collapseID: String?
+    public var pushType: String?
+    public var interruptionLevel: String?
+    public var relevanceScore: Double?
+    public var contentState: JSONObject?
+    public var staleDate: Int64?
+    public var dismissalDate: Int64?
+    public var event: String?
+    public var timestamp: Int64?
+    public var attributesType: String?
+    public var attributes: JSONObject?
+    public var production: Bool?
+    public var development: Bool?
+    public var retry: Int?
+    public var image: String?
+    public var condition: String?
+    public var to: String?
+    public var dryRun: Bool?
+    // FCM pass-through objects
+    public var fcmNotification: JSONObject?
+    public var android: JSONObject?
+    public var apns: JSONObject?
+    public var webpush: JSONObject?
+    public var fcmOptions: JSONObject?
+    // Web Push / UnifiedPush extensions
+    public var subscriptions: [WebPushSubscription]?
+    public var payload: String?
+    public var timeToLive: Int64?
+    public var urgency: String?
+
+    public init(platform: Platform, tokens: [String] = []) {
+        self.platform = platform
+        self.tokens = tokens
+    }
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case notifID = "notif_id"
+        case tokens, platform, message, title, topic, priority
+        case contentAvailable = "content_available"
+        case mutableContent = "mutable_content"
+        case sound, data, badge, category
+        case threadID = "thread-id"
+        case urlArgs = "url-args"
+        case alert, expiration
+        case apnsID = "apns_id"
+        case collapseID = "collapse_id"
+        case pushType = "push_type"
+        case interruptionLevel = "interruption_level"
+        case relevanceScore = "relevance-score"
+        case contentState = "content-state"
+        case staleDate = "stale-date"
+        case dismissalDate = "dismissal-date"
+        case event, timestamp
+        case attributesType = "attributes-type"
+        case attributes, production, development, retry, image, condition, to
+        case dryRun = "dry_run"
+        case fcmNotification = "notification"
+        case android, apns, webpush
+        case fcmOptions = "fcm_options"
+        case subscriptions, payload
+        case timeToLive = "time_to_live"
+        case urgency
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        notifID = try c.decodeIfPresent(String.self, forKey: .notifID)
+        tokens = try c.decodeIfPresent([String].self, forKey: .tokens) ?? []
+        guard c.contains(.platform) else {
+            throw DecodingError.keyNotFound(CodingKeys.platform, .init(codingPath: c.codingPath, debugDescription: "platform is required"))
+        }
+        platform = try c.decode(Platform.self, forKey: .platform)
+        message = try c.decodeIfPresent(String.self, forKey: .message)
+        title = try c.decodeIfPresent(String.self, forKey: .title)
+        topic = try c.decodeIfPresent(String.self, forKey: .topic)
+        priority = try c.decodeIfPresent(String.self, forKey: .priority)
+        contentAvailable = try c.decodeIfPresent(Bool.self, forKey: .contentAvailable)
+        mutableContent = try c.decodeIfPresent(Bool.self, forKey: .mutableContent)
+        sound = try c.decodeIfPresent(JSONValue.self, forKey: .sound)
+        if let s = sound {
+            switch s {
+            case .string, .object, .null: break
+            default:
+                throw DecodingError.typeMismatch(String.self, .init(codingPath: c.codingPath + [CodingKeys.sound], debugDescription: "expected a string or an object {critical,name,volume}"))
+            }
+        }
+        data = try c.decodeIfPresent(JSONObject.self, forKey: .data)
+        badge = try c.decodeIfPresent(Int.self, forKey: .badge)
+        category = try c.decodeIfPresent(String.self, forKey: .category)
+        threadID = try c.decodeIfPresent(String.self, forKey: .threadID)
+        urlArgs = try c.decodeIfPresent([String].self, forKey: .urlArgs)
+        alert = try c.decodeIfPresent(APNsAlert.self, forKey: .alert)
+        expiration = try c.decodeIfPresent(Int64.self, forKey: .expiration)
+        apnsID = try c.decodeIfPresent(String.self, forKey: .apnsID)
+        collapseID = try c.decodeIfPresent(String.self, forKey: .collapseID)
+        pushType = try c.decodeIfPresent(String.self, forKey: .pushType)
+        interruptionLevel = try c.decodeIfPresent(String.self, forKey: .interruptionLevel)
+        relevanceScore = try c.decodeIfPresent(Double.self, forKey: .relevanceScore)
+        contentState = try c.decodeIfPresent(JSONObject.self, forKey: .contentState)
+        staleDate = try c.decodeIfPresent(Int64.self, forKey: .staleDate)
+        dismissalDate = try c.decodeIfPresent(Int64.self, forKey: .dismissalDate)
+        event = try c.decodeIfPresent(String.self, forKey: .event)
+        timestamp = try c.decodeIfPresent(Int64.self, forKey: .timestamp)
+        attributesType = try c.decodeIfPresent(String.self, forKey: .attributesType)
+        attributes = try c.decodeIfPresent(JSONObject.self, forKey: .attributes)
+        production = try c.decodeIfPresent(Bool.self, forKey: .production)
+        development = try c.decodeIfPresent(Bool.self, forKey: .development)
+        retry = try c.decodeIfPresent(Int.self, forKey: .retry)
+        image = try c.decodeIfPresent(String.self, forKey: .image)
+        condition = try c.decodeIfPresent(String.self, forKey: .condition)
+        to = try c.decodeIfPresent(String.self, forKey: .to)
+        dryRun = try c.decodeIfPresent(Bool.self, forKey: .dryRun)
+        fcmNotification = try c.decodeIfPresent(JSONObject.self, forKey: .fcmNotification)
+        android = try c.decodeIfPresent(JSONObject.self, forKey: .android)
+        apns = try c.decodeIfPresent(JSONObject.self, forKey: .apns)
+        webpush = try c.decodeIfPresent(JSONObject.self, forKey: .webpush)
+        fcmOptions = try c.decodeIfPresent(JSONObject.self, forKey: .fcmOptions)
+        subscriptions = try c.decodeIfPresent([WebPushSubscription].self, forKey: .subscriptions)
+        payload = try c.decodeIfPresent(String.self, forKey: .payload)
+        timeToLive = try c.decodeIfPresent(Int64.self, forKey: .timeToLive)
+        urgency = try c.decodeIfPresent(String.self, forKey: .urgency)
+    }
+
+    /// Whether this is an FCM topic/condition send (gorush's `IsTopic`).
+    public var isTopicSend: Bool {
+        guard platform == .android || platform == .huawei else { return false }
+        return (topic?.isEmpty == false) || (condition?.isEmpty == false)
+    }
+
+    /// Device tokens including gorush's legacy `to` (which gorush appends to `tokens`).
+    public var allTokens: [String] {
+        if let to, !to.isEmpty, platform == .android || platform == .huawei { return tokens + [to] }
+        return tokens
+    }
+
+    /// Number of deliveries gorush counts for this notification: one per token, plus one for an FCM
+    /// topic/condition send. Pushgate also counts Web Push subscriptions.
+    public var deliveryCount: Int {
+        allTokens.count + (subscriptions?.count ?? 0) + (isTopicSend ? 1 : 0)
+    }
+
+    /// Whether the request asked for the sandbox/development APNs environment.
+    /// `nil` means "use the configured default".
+    public var productionOverride: Bool? {
+        if production == true { return true }
+        if development == true { return false }
+        return nil
+    }
+}
+
+/// The `/api/push` request body.
+public struct PushRequest: Sendable, Codable {
+    public var notifications: [PushNotification]
+    /// Pushgate extension: wait for the outcome of every delivery of this request.
+    public var sync: Bool?
+
+    public init(notifications: [PushNotification], sync: Bool? = nil) {
+        self.notifications = notifications
+        self.sync = sync
+    }
+}

@@ -1,0 +1,118 @@
+import Foundation
+
+/// How a provider answered one delivery attempt, classified. Every provider response maps to one of these.
+public enum SendOutcome: Sendable, Equatable {
+    /// Accepted by the provider. `providerID` is e.g. the `apns-id` or the FCM message `name`.
+    case delivered(providerID: String?)
+    /// The token/subscription is dead (APNs 410, FCM UNREGISTERED, Web Push 404/410): report, never retry.
+    case tokenDead(reason: String, status: Int?)
+    /// Will not succeed if retried (bad request, payload too large, configuration error).
+    case permanent(reason: String, status: Int?)
+    /// Worth retrying later; `retryAfter` (seconds) when the provider said so.
+    case transient(reason: String, status: Int?, retryAfter: Double?)
+    /// Our credentials were refused as stale (ExpiredProviderToken, FCM 401): re-mint and retry once.
+    case credentials(reason: String, status: Int?)
+
+    public var isDelivered: Bool { if case .delivered = self { return true } else { return false } }
+
+    /// The short error name reported to clients (gorush's `error` field), e.g. `BadDeviceToken`.
+    public var reason: String? {
+        switch self {
+        case .delivered: return nil
+        case .tokenDead(let r, _), .permanent(let r, _), .transient(let r, _, _), .credentials(let r, _): return r
+        }
+    }
+
+    public var status: Int? {
+        switch self {
+        case .delivered: return nil
+        case .tokenDead(_, let s), .permanent(_, let s), .transient(_, let s, _), .credentials(_, let s): return s
+        }
+    }
+
+    /// A label for metrics: delivered, token_dead, permanent, transient, credentials.
+    public var className: String {
+        switch self {
+        case .delivered: return "delivered"
+        case .tokenDead: return "token_dead"
+        case .permanent: return "permanent"
+        case .transient: return "transient"
+        case .credentials: return "credentials"
+        }
+    }
+}
+
+/// A failure found before any network call (validation, payload size, disabled platform).
+public struct PushFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    public var reason: String
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { reason }
+
+    public static func payloadTooLarge(size: Int, limit: Int) -> PushFailure {
+        PushFailure("PayloadTooLarge (\(size) > \(limit) bytes)")
+    }
+}
+
+/// The final state of one delivery, after retries.
+public enum FinalOutcome: Sendable, Equatable {
+    case delivered(providerID: String?)
+    /// `tokenDead` tells whether the feedback hook should treat the token as gone.
+    case failed(reason: String, tokenDead: Bool)
+
+    public var isDelivered: Bool { if case .delivered = self { return true } else { return false } }
+}
+
+/// gorush's log entry, used in sync responses and feedback POSTs.
+public struct LogEntry: Sendable, Codable, Equatable {
+    public var notifID: String
+    public var type: String
+    public var platform: String
+    public var token: String
+    public var message: String
+    public var error: String
+
+    public init(notifID: String, type: String = "failed-push", platform: String, token: String, message: String, error: String) {
+        self.notifID = notifID
+        self.type = type
+        self.platform = platform
+        self.token = token
+        self.message = message
+        self.error = error
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case notifID = "notif_id"
+        case type, platform, token, message, error
+    }
+
+    /// Compact JSON with gorush's key order.
+    public var json: [UInt8] {
+        var w = JSONWriter(reservingCapacity: 192)
+        write(into: &w)
+        return w.bytes
+    }
+
+    public func write(into w: inout JSONWriter) {
+        var first = true
+        w.raw("{")
+        w.key("notif_id", first: &first); w.string(notifID)
+        w.key("type", first: &first); w.string(type)
+        w.key("platform", first: &first); w.string(platform)
+        w.key("token", first: &first); w.string(token)
+        w.key("message", first: &first); w.string(message)
+        w.key("error", first: &first); w.string(error)
+        w.raw("}")
+    }
+}
+
+/// gorush's token masking: the first 10 and the last 10 characters become `**********`; a token
+/// under 20 characters is starred whole.
+public enum TokenMask {
+    public static func mask(_ token: String) -> String {
+        let chars = Array(token)
+        if chars.count < 20 { return String(repeating: "*", count: chars.count) }
+        return "**********" + String(chars[10..<(chars.count - 10)]) + "**********"
+    }
+
+    public static func apply(_ token: String, hide: Bool) -> String { hide ? mask(token) : token }
+}

@@ -1,0 +1,62 @@
+import Foundation
+
+/// Where one delivery goes.
+public enum PushTarget: Sendable, Codable, Equatable, Hashable {
+    /// A device token (APNs hex token, FCM registration token) or a bare UnifiedPush endpoint URL.
+    case token(String)
+    /// An FCM topic or condition send (one per notification).
+    case topic
+    /// A Web Push / UnifiedPush subscription.
+    case subscription(WebPushSubscription)
+
+    /// The string reported in log entries and feedback.
+    public var reportedToken: String {
+        switch self {
+        case .token(let t): return t
+        case .topic: return ""
+        case .subscription(let s): return s.endpoint
+        }
+    }
+}
+
+extension PushNotification {
+    /// Every delivery this notification asks for, in request order.
+    public var targets: [PushTarget] {
+        var out: [PushTarget] = allTokens.map { .token($0) }
+        if let subs = subscriptions { out += subs.map { .subscription($0) } }
+        if isTopicSend { out.append(.topic) }
+        return out
+    }
+}
+
+/// Identity of one delivery attempt, kept across retries.
+public struct DeliveryContext: Sendable {
+    /// Stable message identity: sent as `apns-id` (a UUID), used to recognise duplicates.
+    public var messageID: String
+    /// 1-based attempt number.
+    public var attempt: Int
+    public init(messageID: String, attempt: Int) { self.messageID = messageID; self.attempt = attempt }
+}
+
+/// A provider-specific rendering of one notification, made once and reused for every token and retry.
+public protocol PreparedPush: Sendable {}
+
+/// One push provider (APNs, FCM, Web Push, UnifiedPush) behind one small protocol.
+public protocol PushProvider: Sendable {
+    /// The platform this provider serves.
+    var platform: Platform { get }
+    /// Highest number of attempts for one delivery (`<provider>.max_retry` + 1 is decided by the caller).
+    /// Validates and renders the notification before any network call. Throws `PushFailure`
+    /// (e.g. `PayloadTooLarge (N > 4096 bytes)`) for input the provider would refuse.
+    func prepare(_ notification: PushNotification) throws -> any PreparedPush
+    /// Per-target validation before any network call (e.g. an SSRF-refused Web Push endpoint).
+    func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure?
+    /// One delivery attempt. Never throws: every failure is classified.
+    func send(_ prepared: any PreparedPush, to target: PushTarget, context: DeliveryContext) async -> SendOutcome
+    /// Closes connections.
+    func shutdown() async
+}
+
+extension PushProvider {
+    public func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure? { nil }
+}

@@ -1,0 +1,105 @@
+import Foundation
+
+/// A client error on `/api/push`: HTTP status, gorush's message, and (Pushgate) a detail naming the field.
+public struct RequestError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var status: Int
+    public var message: String
+    public var detail: String?
+
+    public init(status: Int = 400, message: String, detail: String? = nil) {
+        self.status = status
+        self.message = message
+        self.detail = detail
+    }
+
+    public var description: String { detail.map { "\(message) (\($0))" } ?? message }
+
+    /// `{"code":400,"message":"..."}` plus `"detail"` when there is one.
+    public var json: [UInt8] {
+        var w = JSONWriter()
+        var first = true
+        w.raw("{")
+        w.key("code", first: &first); w.int(status)
+        w.key("message", first: &first); w.string(message)
+        if let detail { w.key("detail", first: &first); w.string(detail) }
+        w.raw("}")
+        return w.bytes
+    }
+
+    public static let missingNotifications = "Missing notifications field."
+    public static let emptyNotifications = "Notifications field is empty."
+}
+
+public enum RequestParser {
+    /// Parses and validates a `/api/push` body exactly as gorush answers it, with a `detail` naming
+    /// the offending field where gorush's message would not.
+    public static func parse(_ body: [UInt8], maxNotifications: Int) throws(RequestError) -> PushRequest {
+        if body.isEmpty || body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+            throw RequestError(message: RequestError.missingNotifications, detail: "empty body")
+        }
+        let request: PushRequest
+        do {
+            request = try JSONDecoder().decode(PushRequest.self, from: Data(body))
+        } catch let error as DecodingError {
+            throw RequestError(message: RequestError.missingNotifications, detail: describe(error))
+        } catch {
+            throw RequestError(message: RequestError.missingNotifications, detail: "\(error)")
+        }
+        if request.notifications.isEmpty {
+            throw RequestError(message: RequestError.emptyNotifications)
+        }
+        if maxNotifications > 0, request.notifications.count > maxNotifications {
+            throw RequestError(message: "Number of notifications(\(request.notifications.count)) over limit(\(maxNotifications))")
+        }
+        for (i, n) in request.notifications.enumerated() {
+            if let data = n.data, data["aps"] != nil, n.platform == .ios {
+                throw RequestError(message: "data.aps is reserved", detail: "notifications[\(i)].data.aps: the key \"aps\" is reserved for the APNs payload; use the notification fields instead")
+            }
+        }
+        return request
+    }
+
+    static func path(_ codingPath: [CodingKey]) -> String {
+        var out = ""
+        for key in codingPath {
+            if let i = key.intValue {
+                out += "[\(i)]"
+            } else if key.stringValue.hasPrefix("Index "), let i = Int(key.stringValue.dropFirst(6)) {
+                out += "[\(i)]"
+            } else {
+                out += out.isEmpty ? key.stringValue : "." + key.stringValue
+            }
+        }
+        return out.isEmpty ? "body" : out
+    }
+
+    static func typeName(_ t: Any.Type) -> String {
+        switch t {
+        case is String.Type: return "a string"
+        case is Bool.Type: return "a boolean"
+        case is Int.Type, is Int64.Type: return "an integer"
+        case is Double.Type: return "a number"
+        default:
+            let s = "\(t)"
+            if s.hasPrefix("Array") { return "an array" }
+            if s.hasPrefix("Dictionary") || s.contains("JSONObject") || s.contains("Notification") || s.contains("Alert") || s.contains("Subscription") { return "an object" }
+            return s
+        }
+    }
+
+    static func describe(_ error: DecodingError) -> String {
+        switch error {
+        case .typeMismatch(let t, let ctx):
+            return "\(path(ctx.codingPath)): expected \(typeName(t))"
+        case .valueNotFound(let t, let ctx):
+            return "\(path(ctx.codingPath)): expected \(typeName(t)), got null"
+        case .keyNotFound(let key, let ctx):
+            return "\(path(ctx.codingPath + [key])): required field is missing"
+        case .dataCorrupted(let ctx):
+            if ctx.codingPath.isEmpty { return "body is not valid JSON" }
+            return "\(path(ctx.codingPath)): \(ctx.debugDescription)"
+        @unknown default:
+            return "\(error)"
+        }
+    }
+}
