@@ -10,6 +10,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
@@ -71,6 +72,7 @@ let package = Package(
         .target(name: "Server", dependencies: [
             "PushgateCore", "PushDispatch", "APNs", "FCM", "WebPush", "HTTP2Pool", "Signing",
             .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "Yams", package: "Yams"),
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "Metrics", package: "swift-metrics"),

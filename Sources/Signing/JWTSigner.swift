@@ -117,7 +117,7 @@ public struct JWTSigner: Sendable {
 }
 
 /// A decoded (and optionally verified) JWS, used by the mock providers and tests.
-public struct DecodedJWT: Sendable {
+public struct DecodedJWT: @unchecked Sendable {  // immutable JSON values from JSONSerialization
     public let header: [String: Any]
     public let claims: [String: Any]
     public let signingInput: String

@@ -1,0 +1,95 @@
+import Foundation
+import NIOCore
+import PushgateCore
+
+/// One notification rendered for APNs: payload bytes and the headers shared by every token and retry.
+/// Per-delivery headers (`authorization`, `apns-id`) are added by `APNsProvider.send`.
+public struct APNsPreparedPush: PreparedPush {
+    public let pushType: APNsPushType
+    /// `apns-topic`.
+    public let topic: String
+    /// `apns-priority` (nil: header omitted, APNs default 10).
+    public let priority: Int?
+    /// `apns-expiration` (nil: header omitted).
+    public let expiration: Int64?
+    /// `apns-collapse-id`.
+    public let collapseID: String?
+    /// The environment this notification goes to.
+    public let production: Bool
+    /// The exact payload bytes (size-checked).
+    public let payload: [UInt8]
+    /// `apns-push-type`, `apns-topic` and, when set, `apns-expiration`, `apns-priority`, `apns-collapse-id`.
+    public let headers: [(String, String)]
+    /// The payload as a ByteBuffer, shared (copy-on-write) by every request.
+    public let body: ByteBuffer
+
+    public var payloadString: String { String(decoding: payload, as: UTF8.self) }
+
+    public func header(_ name: String) -> String? { headers.first(where: { $0.0 == name })?.1 }
+
+    /// Validates and renders a notification. Throws a `PushFailure` naming the field, or
+    /// `PayloadTooLarge (N > LIMIT bytes)` for a payload over the push type's limit.
+    public init(_ n: PushNotification, defaultTopic: String?, defaultProduction: Bool) throws(PushFailure) {
+        let type = try APNsPushType.of(n)
+        pushType = type
+
+        let base: String
+        if let t = n.topic, !t.isEmpty {
+            base = t
+        } else if let t = defaultTopic, !t.isEmpty {
+            base = t
+        } else {
+            throw PushFailure("topic: missing (set the notification's topic or ios.topic to the app's bundle id)")
+        }
+        guard !base.contains(where: { $0 == "\r" || $0 == "\n" }) else { throw PushFailure("topic: contains a line break") }
+        topic = type.topic(for: base)
+
+        if let forced = type.forcedPriority {
+            priority = forced
+        } else {
+            switch n.priority?.lowercased() {
+            case "normal", "5": priority = 5
+            case "high", "10": priority = 10
+            case "1": priority = 1
+            default: priority = nil
+            }
+        }
+
+        if let forced = type.forcedExpiration {
+            expiration = forced
+        } else if let e = n.expiration {
+            guard e >= 0 else { throw PushFailure("expiration: must be epoch seconds (0 or more), got \(e)") }
+            expiration = e
+        } else {
+            expiration = nil
+        }
+
+        if let c = n.collapseID, !c.isEmpty {
+            let size = c.utf8.count
+            guard size <= 64 else { throw PushFailure("collapse_id: \(size) bytes, APNs allows at most 64") }
+            guard !c.contains(where: { $0 == "\r" || $0 == "\n" }) else { throw PushFailure("collapse_id: contains a line break") }
+            collapseID = c
+        } else {
+            collapseID = nil
+        }
+
+        if let id = n.apnsID, !id.isEmpty, UUID(uuidString: id) == nil {
+            throw PushFailure("apns_id: \"\(id)\" is not a UUID (8-4-4-4-12 hexadecimal digits)")
+        }
+
+        production = n.productionOverride ?? defaultProduction
+
+        let bytes = try APNsPayload.render(n, pushType: type)
+        guard bytes.count <= type.payloadLimit else {
+            throw PushFailure.payloadTooLarge(size: bytes.count, limit: type.payloadLimit)
+        }
+        payload = bytes
+        body = ByteBuffer(bytes: bytes)
+
+        var h: [(String, String)] = [("apns-push-type", type.name), ("apns-topic", topic)]
+        if let expiration { h.append(("apns-expiration", String(expiration))) }
+        if let priority { h.append(("apns-priority", String(priority))) }
+        if let collapseID { h.append(("apns-collapse-id", collapseID)) }
+        headers = h
+    }
+}

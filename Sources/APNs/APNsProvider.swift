@@ -1,0 +1,130 @@
+import Foundation
+import HTTP2Pool
+import Logging
+import NIOCore
+import PushgateCore
+
+/// The APNs provider: token-based auth, two long-lived HTTP/2 connection pools (production and
+/// sandbox) chosen per notification, one attempt per `send`, every answer classified.
+///
+/// The environment is fixed per notification at `prepare` time
+/// (`PushNotification.productionOverride ?? configuration.production`), so there is no shared,
+/// switched client (gorush's race).
+public final class APNsProvider: PushProvider {
+    public let platform: Platform = .ios
+    public let configuration: APNsConfiguration
+    /// The provider token shared by every connection of both pools.
+    public let tokens: APNsTokenManager
+    public let productionPool: HTTP2ConnectionPool
+    public let sandboxPool: HTTP2ConnectionPool
+    private let logger: Logger
+
+    /// - Parameters:
+    ///   - poolConfiguration: TLS (e.g. `HTTP2PoolConfiguration.tls(extraRootsPEM:)` for `core.ca_file`),
+    ///     timeouts; `connectionsPerTarget` is set from `configuration.connectionsPerEnvironment`.
+    ///   - tokenManager: injected by tests (clock); by default one made from the configuration.
+    public init(configuration: APNsConfiguration,
+                poolConfiguration: HTTP2PoolConfiguration = HTTP2PoolConfiguration(),
+                eventLoopGroup: any EventLoopGroup,
+                logger: Logger = Logger(label: "pushgate.apns"),
+                tokenManager: APNsTokenManager? = nil) throws(APNsConfigurationError) {
+        try configuration.validate()
+        guard let productionTarget = HTTP2Target(url: configuration.baseURL(production: true)) else {
+            throw APNsConfigurationError(key: "ios.endpoint", "\"\(configuration.baseURL(production: true))\" is not an http(s) base URL")
+        }
+        guard let sandboxTarget = HTTP2Target(url: configuration.baseURL(production: false)) else {
+            throw APNsConfigurationError(key: "ios.endpoint", "\"\(configuration.baseURL(production: false))\" is not an http(s) base URL")
+        }
+        var pc = poolConfiguration
+        pc.connectionsPerTarget = configuration.connectionsPerEnvironment
+        self.configuration = configuration
+        self.tokens = tokenManager ?? APNsTokenManager(configuration: configuration)
+        self.logger = logger
+        var productionLogger = logger
+        productionLogger[metadataKey: "apns-env"] = "production"
+        var sandboxLogger = logger
+        sandboxLogger[metadataKey: "apns-env"] = "sandbox"
+        self.productionPool = HTTP2ConnectionPool(target: productionTarget, configuration: pc, eventLoopGroup: eventLoopGroup, logger: productionLogger)
+        self.sandboxPool = HTTP2ConnectionPool(target: sandboxTarget, configuration: pc, eventLoopGroup: eventLoopGroup, logger: sandboxLogger)
+    }
+
+    public func pool(production: Bool) -> HTTP2ConnectionPool { production ? productionPool : sandboxPool }
+
+    public func prepare(_ notification: PushNotification) throws -> any PreparedPush {
+        try APNsPreparedPush(notification, defaultTopic: configuration.topic, defaultProduction: configuration.production)
+    }
+
+    public func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure? {
+        guard case .token = target else { return PushFailure("APNs delivers to device tokens only") }
+        return nil
+    }
+
+    public func send(_ prepared: any PreparedPush, to target: PushTarget, context: DeliveryContext) async -> SendOutcome {
+        guard let push = prepared as? APNsPreparedPush else {
+            return .permanent(reason: "internal error: not an APNs notification", status: nil)
+        }
+        guard case .token(let token) = target else {
+            return .permanent(reason: "APNs delivers to device tokens only", status: nil)
+        }
+        if token.isEmpty { return .permanent(reason: "MissingDeviceToken", status: nil) }
+        // The token goes into the request path: anything but hex digits is what APNs calls BadDeviceToken.
+        guard token.utf8.allSatisfy(Self.isHexDigit) else { return .tokenDead(reason: "BadDeviceToken", status: nil) }
+
+        let auth: APNsTokenManager.Token
+        do {
+            auth = try tokens.token()
+        } catch {
+            return .permanent(reason: "cannot sign the APNs provider token: \(error)", status: nil)
+        }
+        var headers: [(String, String)] = []
+        headers.reserveCapacity(push.headers.count + 2)
+        headers.append(("authorization", auth.authorization))
+        headers.append(("apns-id", context.messageID))
+        headers.append(contentsOf: push.headers)
+        let request = HTTP2Request(method: "POST", path: "/3/device/" + token, headers: headers, body: push.body)
+        let pool = push.production ? productionPool : sandboxPool
+
+        let response: HTTP2Response
+        do {
+            response = try await Self.execute(request, on: pool)
+        } catch {
+            logger.debug("APNs request failed", metadata: ["error": "\(error)", "apns-id": "\(context.messageID)"])
+            return .transient(reason: "\(error)", status: nil, retryAfter: nil)
+        }
+
+        if response.status == 200 {
+            return .delivered(providerID: response.header("apns-id"))
+        }
+        let outcome = APNsResponseClassifier.classify(
+            status: response.status,
+            apnsID: response.header("apns-id"),
+            retryAfter: response.header("retry-after"),
+            body: Array(response.body.readableBytesView))
+        if case .credentials = outcome {
+            tokens.invalidate(auth.jwt)
+        }
+        logger.debug("APNs refused a push", metadata: [
+            "status": "\(response.status)", "reason": "\(outcome.reason ?? "")", "apns-id": "\(context.messageID)",
+        ])
+        return outcome
+    }
+
+    /// One request, re-attempted once when the pool says it was not (or may not have been) processed
+    /// at the connection level (connect failure, connection closed, GOAWAY, REFUSED_STREAM).
+    static func execute(_ request: HTTP2Request, on pool: HTTP2ConnectionPool) async throws -> HTTP2Response {
+        do {
+            return try await pool.execute(request)
+        } catch let error as HTTP2PoolError where error.isRetryable {
+            return try await pool.execute(request)
+        }
+    }
+
+    public func shutdown() async {
+        await productionPool.shutdown()
+        await sandboxPool.shutdown()
+    }
+
+    @inline(__always) static func isHexDigit(_ b: UInt8) -> Bool {
+        (b >= 0x30 && b <= 0x39) || (b >= 0x61 && b <= 0x66) || (b >= 0x41 && b <= 0x46)
+    }
+}

@@ -1,0 +1,563 @@
+import Logging
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import NIOSSL
+
+/// A request waiting for (or occupying) an HTTP/2 stream.
+struct PendingRequest {
+    var request: HTTP2Request
+    var promise: EventLoopPromise<HTTP2Response>
+    var deadline: NIODeadline
+    /// How many times this request was transparently re-queued (GOAWAY / REFUSED_STREAM / lost start race).
+    var requeues: Int
+}
+
+/// Frame-level HTTP/2 client connection handler, placed directly after `NIOHTTP2Handler`
+/// (no stream multiplexer, no child channels): each request is one HEADERS (+ DATA) write,
+/// each response is collected from HEADERS + DATA frames into one `HTTP2Response`.
+///
+/// All mutable state is confined to the channel's event loop (hence `@unchecked Sendable`).
+final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
+    /// Stream state of one in-flight request.
+    struct Stream {
+        var pending: PendingRequest
+        var status: Int = 0
+        var headers: [(String, String)] = []
+        var body: ByteBuffer? = nil
+        var gotHeaders = false
+    }
+
+    enum Lifecycle {
+        case starting
+        case ready
+        /// GOAWAY received (or stream IDs exhausted / idle): no new streams.
+        case draining
+        case closed
+    }
+
+    static let connectionWindowTarget = 4 << 20
+    static let streamWindowTarget = 65_535
+    /// Past this stream ID the connection drains and a new one is made (IDs are 31-bit).
+    static let maxStreamIDBeforeDrain: Int32 = Int32.max - 4_096
+
+    let id: Int
+    let eventLoop: any EventLoop
+    private let core: HTTP2PoolCore
+    private let authority: String
+    private let scheme: String
+    private let requireALPNH2: Bool
+    private let logger: Logger
+
+    private var context: ChannelHandlerContext?
+    private(set) var lifecycle: Lifecycle = .starting
+    private var streams: [Int32: Stream] = [:]
+    private var nextStreamID: Int32 = 1
+    private var goawayLastStreamID: Int32 = .max
+    private var remoteMaxStreams: Int = 100
+    private var sawFirstSettings = false
+    private var inRead = false
+    private var flushPending = false
+    private var flushScheduled = false
+    private var sweepTask: RepeatedTask?
+    private var idleSince: NIODeadline?
+    private var lastError: (any Error)?
+    private var shutdownRequested = false
+
+    private var connectTimeoutTask: Scheduled<Void>?
+
+    init(
+        id: Int,
+        eventLoop: any EventLoop,
+        core: HTTP2PoolCore,
+        target: HTTP2Target,
+        logger: Logger
+    ) {
+        self.id = id
+        self.eventLoop = eventLoop
+        self.core = core
+        self.authority = target.authority
+        self.scheme = target.scheme
+        self.requireALPNH2 = target.isTLS
+        self.logger = logger
+    }
+
+    // MARK: - Channel events
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        // Covers TCP connect + TLS handshake + the server's SETTINGS.
+        self.connectTimeoutTask = context.eventLoop.scheduleTask(in: self.core.configuration.connectTimeout) {
+            guard self.lifecycle == .starting else { return }
+            if self.lastError == nil {
+                self.lastError = HTTP2PoolError.connectFailed("timed out after \(self.core.configuration.connectTimeout)")
+            }
+            if let context = self.context {
+                context.close(promise: nil)
+            } else {
+                self.connectionGone(error: .connectionClosed)
+            }
+        }
+    }
+
+    /// The bootstrap's connect failed (event loop).
+    func connectFailed(_ error: any Error) {
+        if self.lastError == nil { self.lastError = error }
+        self.connectionGone(error: .connectionClosed)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.connectionGone(error: HTTP2PoolError.connectionClosed)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let streamError = error as? NIOHTTP2Errors.StreamError {
+            // A stream-level error on one of our writes (or a protocol violation on a stream).
+            let sid = Int32(streamError.streamID)
+            if let stream = self.streams.removeValue(forKey: sid) {
+                stream.pending.promise.fail(HTTP2PoolError.streamReset("local: \(streamError.baseError)"))
+                self.streamDone()
+            }
+            return
+        }
+        if self.lastError == nil { self.lastError = error }
+        self.logger.debug("HTTP/2 connection error", metadata: ["connection": "\(self.id)", "error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event {
+        case let event as NIOHTTP2WindowUpdatedEvent:
+            self.windowUpdated(event)
+        case let event as StreamClosedEvent:
+            let sid = Int32(event.streamID)
+            if let stream = self.streams.removeValue(forKey: sid) {
+                // Closed without a complete response (e.g. reset while we were writing).
+                let code = event.reason ?? .cancel
+                self.streamFailed(stream, code: code)
+                self.streamDone()
+            }
+        case _ where self.requireALPNH2 && self.lifecycle == .starting:
+            // NIOTLS's TLSUserEvent (the NIOTLS module is not a declared dependency of this target,
+            // so it is recognised by name): require ALPN "h2".
+            if String(describing: type(of: event)) == "TLSUserEvent" {
+                let text = String(describing: event)
+                if text.hasPrefix("handshakeCompleted"), !text.contains("\"h2\"") {
+                    self.lastError = HTTP2PoolError.tls("server did not negotiate HTTP/2 via ALPN: \(text)")
+                    context.close(promise: nil)
+                }
+            }
+        default:
+            break
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = self.unwrapInboundIn(data)
+        self.inRead = true
+        let sid = Int32(frame.streamID)
+        switch frame.payload {
+        case .headers(let h):
+            self.receivedHeaders(streamID: sid, h)
+        case .data(let d):
+            self.receivedData(streamID: sid, d)
+        case .rstStream(let code):
+            if let stream = self.streams.removeValue(forKey: sid) {
+                self.streamFailed(stream, code: code)
+                self.streamDone()
+            }
+        case .settings(.settings(let settings)):
+            self.receivedSettings(settings)
+        case .goAway(let lastStreamID, let code, _):
+            self.receivedGoAway(lastStreamID: Int32(lastStreamID), code: code)
+        default:
+            break
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.inRead = false
+        if self.flushPending {
+            self.flushPending = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    // MARK: - Frames
+
+    private func receivedSettings(_ settings: HTTP2Settings) {
+        var newMax: Int? = nil
+        for s in settings where s.parameter == .maxConcurrentStreams {
+            newMax = s.value
+        }
+        if !self.sawFirstSettings {
+            self.sawFirstSettings = true
+            // RFC 9113: absent means unlimited; cap like Go's transport does.
+            self.remoteMaxStreams = newMax ?? 1000
+            guard self.lifecycle == .starting else { return }
+            self.lifecycle = .ready
+            self.connectTimeoutTask?.cancel()
+            self.connectTimeoutTask = nil
+            self.startSweepTimer()
+            if self.core.configuration.idleTimeout != nil { self.idleSince = .now() }
+            let toStart = self.core.connectionReady(self, maxStreams: self.remoteMaxStreams)
+            self.start(toStart)
+        } else if let newMax, newMax != self.remoteMaxStreams {
+            self.remoteMaxStreams = newMax
+            let toStart = self.core.maxStreamsChanged(connectionID: self.id, maxStreams: newMax)
+            self.start(toStart)
+        }
+    }
+
+    private func receivedGoAway(lastStreamID: Int32, code: HTTP2ErrorCode) {
+        self.goawayLastStreamID = min(self.goawayLastStreamID, lastStreamID)
+        self.logger.debug(
+            "HTTP/2 GOAWAY received",
+            metadata: ["connection": "\(self.id)", "lastStreamID": "\(lastStreamID)", "code": "\(code.name)"]
+        )
+        if self.lifecycle == .starting {
+            if self.lastError == nil { self.lastError = HTTP2PoolError.goaway(code.name) }
+            self.context?.close(promise: nil)
+            return
+        }
+        if self.lifecycle == .ready { self.lifecycle = .draining }
+        // Streams above last-stream-id were not processed: re-queue them on another connection.
+        let refusedIDs = self.streams.keys.filter { $0 > lastStreamID }.sorted()
+        var refused: [Stream] = []
+        refused.reserveCapacity(refusedIDs.count)
+        for sid in refusedIDs {
+            if let s = self.streams.removeValue(forKey: sid) { refused.append(s) }
+        }
+        self.core.connectionDraining(connectionID: self.id, released: refused.count)
+        for s in refused.reversed() {
+            // reversed + requeue-at-front keeps the original order.
+            self.core.requeue(s.pending, error: .goaway(code.name))
+        }
+        self.closeIfDrained()
+    }
+
+    private func receivedHeaders(streamID: Int32, _ h: HTTP2Frame.FramePayload.Headers) {
+        guard var stream = self.streams[streamID] else { return }
+        if !stream.gotHeaders {
+            var status = 0
+            var headers: [(String, String)] = []
+            headers.reserveCapacity(h.headers.count)
+            for (name, value, _) in h.headers {
+                if name.utf8.first == UInt8(ascii: ":") {
+                    if name == ":status" { status = Int(value) ?? 0 }
+                } else {
+                    headers.append((name, value))
+                }
+            }
+            if status >= 100 && status < 200 && !h.endStream {
+                return  // informational response, wait for the final one
+            }
+            stream.status = status
+            stream.headers = headers
+            stream.gotHeaders = true
+        } else {
+            // Trailers.
+            for (name, value, _) in h.headers where name.utf8.first != UInt8(ascii: ":") {
+                stream.headers.append((name, value))
+            }
+        }
+        if h.endStream {
+            self.streams.removeValue(forKey: streamID)
+            self.complete(stream)
+        } else {
+            self.streams[streamID] = stream
+        }
+    }
+
+    private func receivedData(streamID: Int32, _ d: HTTP2Frame.FramePayload.Data) {
+        guard self.streams[streamID] != nil else { return }
+        if case .byteBuffer(var buffer) = d.data, buffer.readableBytes > 0 {
+            // Modify in place (no copy of the stream struct).
+            if self.streams[streamID]!.body == nil {
+                self.streams[streamID]!.body = buffer
+            } else {
+                self.streams[streamID]!.body!.writeBuffer(&buffer)
+            }
+        }
+        if d.endStream, let stream = self.streams.removeValue(forKey: streamID) {
+            self.complete(stream)
+        }
+    }
+
+    private func windowUpdated(_ event: NIOHTTP2WindowUpdatedEvent) {
+        guard let size = event.inboundWindowSize, self.lifecycle != .closed else { return }
+        let target: Int
+        if event.streamID == .rootStream {
+            target = Self.connectionWindowTarget
+        } else {
+            // Only streams still expecting data.
+            guard self.streams[Int32(event.streamID)] != nil else { return }
+            target = Self.streamWindowTarget
+        }
+        if size <= target / 2 {
+            let increment = target - size
+            guard increment > 0, let context = self.context else { return }
+            context.write(
+                self.wrapOutboundOut(HTTP2Frame(streamID: event.streamID, payload: .windowUpdate(windowSizeIncrement: increment))),
+                promise: nil
+            )
+            self.flushSoon()
+        }
+    }
+
+    // MARK: - Completion
+
+    private func complete(_ stream: Stream) {
+        let response = HTTP2Response(
+            status: stream.status,
+            headers: stream.headers,
+            body: stream.body ?? ByteBuffer()
+        )
+        stream.pending.promise.succeed(response)
+        self.streamDone()
+    }
+
+    private func streamFailed(_ stream: Stream, code: HTTP2ErrorCode) {
+        if code == .refusedStream {
+            // Not processed by the server (RFC 9113 8.7): transparently re-queue.
+            self.core.requeue(stream.pending, error: .streamReset(code.name))
+        } else {
+            stream.pending.promise.fail(HTTP2PoolError.streamReset(code.name))
+        }
+    }
+
+    /// A stream slot was freed: give it back to the pool and start whatever it hands us.
+    private func streamDone() {
+        let toStart = self.core.streamReleased(connectionID: self.id)
+        self.start(toStart)
+        if self.streams.isEmpty {
+            if self.core.configuration.idleTimeout != nil { self.idleSince = .now() }
+            self.closeIfDrained()
+        }
+    }
+
+    private func closeIfDrained() {
+        if self.lifecycle == .draining && self.streams.isEmpty, let context = self.context {
+            context.close(promise: nil)
+        }
+    }
+
+    // MARK: - Starting requests
+
+    func start(_ requests: [(HTTP2ClientConnectionHandler, PendingRequest)]) {
+        for (handler, request) in requests {
+            if handler === self {
+                self.startRequest(request)
+            } else {
+                handler.startRequestOnLoop(request)
+            }
+        }
+    }
+
+    /// Start a request for which the pool already reserved a stream slot on this connection. Any thread.
+    func startRequestOnLoop(_ request: PendingRequest) {
+        if self.eventLoop.inEventLoop {
+            self.startRequest(request)
+        } else {
+            self.eventLoop.execute { self.startRequest(request) }
+        }
+    }
+
+    /// Event loop only. The slot was reserved by the pool.
+    func startRequest(_ request: PendingRequest) {
+        guard self.lifecycle == .ready, let context = self.context, self.nextStreamID < Self.maxStreamIDBeforeDrain else {
+            // Lost a race with GOAWAY / close: nothing was sent, so re-queue it elsewhere.
+            if self.lifecycle == .ready {
+                self.lifecycle = .draining  // stream IDs exhausted
+                self.core.connectionDraining(connectionID: self.id, released: 0)
+                self.closeIfDrained()
+            }
+            let toStart = self.core.streamReleased(connectionID: self.id)
+            self.core.requeue(request, error: .connectionClosed)
+            self.start(toStart)
+            return
+        }
+        let sid = self.nextStreamID
+        self.nextStreamID += 2
+        let streamID = HTTP2StreamID(sid)
+        self.idleSince = nil
+
+        let req = request.request
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(req.headers.count + 5)
+        headers.add(name: ":method", value: req.method)
+        headers.add(name: ":scheme", value: self.scheme)
+        headers.add(name: ":authority", value: self.authority)
+        headers.add(name: ":path", value: req.path)
+        var hasContentLength = false
+        for (name, value) in req.headers {
+            let lower = Self.isLowercase(name) ? name : name.lowercased()
+            if Self.isConnectionSpecific(lower) { continue }
+            if lower == "content-length" { hasContentLength = true }
+            headers.add(name: lower, value: value)
+        }
+        let body = req.body.flatMap { $0.readableBytes > 0 ? $0 : nil }
+        if let body, !hasContentLength {
+            headers.add(name: "content-length", value: String(body.readableBytes))
+        }
+        self.streams[sid] = Stream(pending: request)
+        context.write(
+            self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: body == nil)))),
+            promise: nil
+        )
+        if let body {
+            context.write(
+                self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))),
+                promise: nil
+            )
+        }
+        self.flushSoon()
+    }
+
+    private static func isLowercase(_ s: String) -> Bool {
+        for b in s.utf8 where b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z") { return false }
+        return true
+    }
+
+    private static func isConnectionSpecific(_ name: String) -> Bool {
+        switch name {
+        case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "host": return true
+        default: return false
+        }
+    }
+
+    private func flushSoon() {
+        if self.inRead {
+            self.flushPending = true
+        } else if !self.flushScheduled {
+            // Coalesce all writes issued in this event-loop tick into one flush.
+            self.flushScheduled = true
+            self.eventLoop.execute {
+                self.flushScheduled = false
+                self.context?.flush()
+            }
+        }
+    }
+
+    // MARK: - Timers
+
+    private func startSweepTimer() {
+        var tick = self.core.configuration.requestTimeout.nanoseconds / 8
+        if let idle = self.core.configuration.idleTimeout { tick = min(tick, idle.nanoseconds / 4) }
+        tick = max(min(tick, 1_000_000_000), 5_000_000)
+        self.sweepTask = self.eventLoop.scheduleRepeatedTask(
+            initialDelay: .nanoseconds(tick),
+            delay: .nanoseconds(tick)
+        ) { _ in
+            self.sweep()
+        }
+    }
+
+    private func sweep() {
+        guard self.lifecycle == .ready || self.lifecycle == .draining else { return }
+        let now = NIODeadline.now()
+        if !self.streams.isEmpty {
+            var expired: [Int32] = []
+            for (sid, s) in self.streams where s.pending.deadline <= now {
+                expired.append(sid)
+            }
+            for sid in expired {
+                guard let s = self.streams.removeValue(forKey: sid) else { continue }
+                s.pending.promise.fail(HTTP2PoolError.timeout)
+                self.context?.write(
+                    self.wrapOutboundOut(HTTP2Frame(streamID: HTTP2StreamID(sid), payload: .rstStream(.cancel))),
+                    promise: nil
+                )
+                self.flushSoon()
+                self.streamDone()
+            }
+        } else if let idle = self.core.configuration.idleTimeout, let since = self.idleSince,
+            since + idle <= now, self.lifecycle == .ready
+        {
+            self.logger.debug("closing idle HTTP/2 connection", metadata: ["connection": "\(self.id)"])
+            self.lifecycle = .draining
+            self.core.connectionDraining(connectionID: self.id, released: 0)
+            self.closeIfDrained()
+        }
+    }
+
+    // MARK: - Teardown
+
+    /// Event loop only: fail everything with `.shutdown` and close.
+    func shutdown() {
+        self.shutdownRequested = true
+        if let context = self.context {
+            context.close(promise: nil)
+        } else {
+            self.connectionGone(error: .shutdown)
+        }
+    }
+
+    private func connectionGone(error: HTTP2PoolError) {
+        guard self.lifecycle != .closed else { return }
+        let wasStarted = self.lifecycle != .starting
+        self.lifecycle = .closed
+        self.sweepTask?.cancel()
+        self.sweepTask = nil
+        self.connectTimeoutTask?.cancel()
+        self.connectTimeoutTask = nil
+        let err: HTTP2PoolError = self.shutdownRequested ? .shutdown : error
+        let failure: HTTP2PoolError
+        if wasStarted || self.shutdownRequested {
+            failure = err
+        } else {
+            failure = Self.mapConnectError(self.lastError) ?? .connectFailed("connection closed during TLS/HTTP/2 preface")
+        }
+        let streams = self.streams
+        self.streams = [:]
+        self.core.connectionClosed(connectionID: self.id, wasReady: wasStarted, error: failure)
+        for (_, s) in streams {
+            s.pending.promise.fail(err)
+        }
+    }
+
+    static func mapConnectError(_ error: (any Error)?) -> HTTP2PoolError? {
+        guard let error else { return nil }
+        if let e = error as? HTTP2PoolError { return e }
+        if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
+            return .tls(String(describing: error))
+        }
+        if let ce = error as? ChannelError, case .connectTimeout = ce {
+            return .connectFailed("connect timeout")
+        }
+        return .connectFailed(String(describing: error))
+    }
+}
+
+extension HTTP2ErrorCode {
+    /// RFC 9113 name, e.g. "REFUSED_STREAM".
+    var name: String {
+        switch self {
+        case .noError: return "NO_ERROR"
+        case .protocolError: return "PROTOCOL_ERROR"
+        case .internalError: return "INTERNAL_ERROR"
+        case .flowControlError: return "FLOW_CONTROL_ERROR"
+        case .settingsTimeout: return "SETTINGS_TIMEOUT"
+        case .streamClosed: return "STREAM_CLOSED"
+        case .frameSizeError: return "FRAME_SIZE_ERROR"
+        case .refusedStream: return "REFUSED_STREAM"
+        case .cancel: return "CANCEL"
+        case .compressionError: return "COMPRESSION_ERROR"
+        case .connectError: return "CONNECT_ERROR"
+        case .enhanceYourCalm: return "ENHANCE_YOUR_CALM"
+        case .inadequateSecurity: return "INADEQUATE_SECURITY"
+        case .http11Required: return "HTTP_1_1_REQUIRED"
+        default: return "0x\(String(self.networkCode, radix: 16))"
+        }
+    }
+}

@@ -1,0 +1,194 @@
+import Logging
+import NIOCore
+import NIOSSL
+
+/// An HTTP/2 origin: scheme + host + port.
+public struct HTTP2Target: Hashable, Sendable, CustomStringConvertible {
+    /// "https" or "http" (h2c with prior knowledge for "http").
+    public var scheme: String
+    public var host: String
+    public var port: Int
+
+    public init(scheme: String, host: String, port: Int) {
+        self.scheme = scheme.lowercased()
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses the origin out of a URL: "https://localhost:8443/any/path" -> https, localhost, 8443.
+    /// Default ports are 443 (https) and 80 (http). IPv6 literals in brackets are accepted.
+    public init?(url: String) {
+        let lowered = url.lowercased()
+        let scheme: String
+        if lowered.hasPrefix("https://") {
+            scheme = "https"
+        } else if lowered.hasPrefix("http://") {
+            scheme = "http"
+        } else {
+            return nil
+        }
+        var rest = url.dropFirst(scheme.count + 3)
+        if let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) {
+            rest = rest[rest.startIndex..<end]
+        }
+        // Strip userinfo.
+        if let at = rest.lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
+        var host: Substring
+        var portString: Substring? = nil
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]") else { return nil }
+            host = rest[rest.index(after: rest.startIndex)..<close]
+            let after = rest[rest.index(after: close)...]
+            if after.hasPrefix(":") { portString = after.dropFirst() } else if !after.isEmpty { return nil }
+        } else if let colon = rest.lastIndex(of: ":") {
+            host = rest[rest.startIndex..<colon]
+            portString = rest[rest.index(after: colon)...]
+        } else {
+            host = rest
+        }
+        guard !host.isEmpty else { return nil }
+        let port: Int
+        if let portString, !portString.isEmpty {
+            guard let p = Int(portString), p > 0, p < 65536 else { return nil }
+            port = p
+        } else {
+            port = scheme == "https" ? 443 : 80
+        }
+        self.init(scheme: scheme, host: String(host), port: port)
+    }
+
+    var isTLS: Bool { self.scheme == "https" }
+    var defaultPort: Int { self.isTLS ? 443 : 80 }
+
+    /// Host as it appears in a URL / :authority (IPv6 literals bracketed).
+    var hostForAuthority: String { self.host.contains(":") ? "[\(self.host)]" : self.host }
+
+    /// Value for the `:authority` pseudo-header ("host" or "host:port").
+    public var authority: String {
+        self.port == self.defaultPort ? self.hostForAuthority : "\(self.hostForAuthority):\(self.port)"
+    }
+
+    /// "https://host[:port]" (port omitted when it is the scheme's default).
+    public var origin: String { "\(self.scheme)://\(self.authority)" }
+
+    public var description: String { self.origin }
+}
+
+public struct HTTP2PoolConfiguration: Sendable {
+    /// Long-lived multiplexed connections per target, spread over the event loops.
+    public var connectionsPerTarget: Int = 2
+    /// TLS configuration; the pool forces ALPN to ["h2"].
+    public var tlsConfiguration: TLSConfiguration = .makeClientConfiguration()
+    /// TCP connect + TLS handshake + HTTP/2 preface (first SETTINGS) must finish within this.
+    public var connectTimeout: TimeAmount = .seconds(10)
+    /// Per request, measured from `execute` (time waiting for a stream included).
+    public var requestTimeout: TimeAmount = .seconds(30)
+    /// Requests waiting for a free stream; beyond this `execute` fails fast with `.tooManyPending`.
+    public var maxPendingRequests: Int = 100_000
+    public var reconnectBackoffInitial: TimeAmount = .milliseconds(100)
+    public var reconnectBackoffMax: TimeAmount = .seconds(10)
+    /// Close a connection that had no stream for this long (nil = keep forever).
+    public var idleTimeout: TimeAmount? = nil
+
+    public init() {}
+
+    /// Client TLS configuration trusting the system roots plus extra PEM roots (the gateway's `core.ca_file`).
+    /// Each string may hold one or several PEM certificates.
+    public static func tls(extraRootsPEM: [String]) throws -> TLSConfiguration {
+        var config = TLSConfiguration.makeClientConfiguration()
+        var certs: [NIOSSLCertificate] = []
+        for pem in extraRootsPEM {
+            do {
+                certs.append(contentsOf: try NIOSSLCertificate.fromPEMBytes(Array(pem.utf8)))
+            } catch {
+                throw HTTP2PoolError.tls("invalid PEM root certificate: \(error)")
+            }
+        }
+        if !certs.isEmpty {
+            config.additionalTrustRoots = [.certificates(certs)]
+        }
+        return config
+    }
+}
+
+public struct HTTP2Request: Sendable {
+    public var method: String
+    public var path: String
+    /// Lowercase names. The pool adds :method :scheme :authority :path (and content-length when a body is set).
+    public var headers: [(String, String)]
+    public var body: ByteBuffer?
+
+    public init(method: String = "POST", path: String, headers: [(String, String)] = [], body: ByteBuffer? = nil) {
+        self.method = method
+        self.path = path
+        self.headers = headers
+        self.body = body
+    }
+}
+
+public struct HTTP2Response: Sendable {
+    public var status: Int
+    /// Response headers without pseudo-headers (trailers, if any, are appended).
+    public var headers: [(String, String)]
+    public var body: ByteBuffer
+
+    public init(status: Int, headers: [(String, String)], body: ByteBuffer) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// Case-insensitive lookup, first value.
+    public func header(_ name: String) -> String? {
+        for (n, v) in self.headers where n.count == name.count && n.lowercased() == name.lowercased() {
+            return v
+        }
+        return nil
+    }
+}
+
+public enum HTTP2PoolError: Error, Sendable, CustomStringConvertible, Equatable {
+    /// TCP connect failed / refused / timed out, or the HTTP/2 preface was not completed.
+    case connectFailed(String)
+    /// The connection closed before the response was complete.
+    case connectionClosed
+    /// The server sent GOAWAY and the stream was not processed (only surfaced after transparent re-queue attempts are exhausted).
+    case goaway(String)
+    /// The server reset the stream (RST_STREAM) with the given error code.
+    case streamReset(String)
+    /// `requestTimeout` elapsed (queue time included).
+    case timeout
+    /// More than `maxPendingRequests` waiting for a stream.
+    case tooManyPending
+    /// The pool was shut down.
+    case shutdown
+    /// TLS handshake / certificate verification / ALPN failure.
+    case tls(String)
+
+    /// True when the request can safely be retried on another connection: it was refused before
+    /// processing (GOAWAY above last-stream-id, REFUSED_STREAM), the connect failed, or the
+    /// connection closed before a response (the server may or may not have processed it).
+    public var isRetryable: Bool {
+        switch self {
+        case .connectFailed, .connectionClosed, .goaway:
+            return true
+        case .streamReset(let code):
+            return code == "REFUSED_STREAM"
+        case .timeout, .tooManyPending, .shutdown, .tls:
+            return false
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .connectFailed(let s): return "HTTP/2 connect failed: \(s)"
+        case .connectionClosed: return "HTTP/2 connection closed before the response was complete"
+        case .goaway(let s): return "HTTP/2 GOAWAY: \(s)"
+        case .streamReset(let s): return "HTTP/2 stream reset by peer: \(s)"
+        case .timeout: return "HTTP/2 request timed out"
+        case .tooManyPending: return "HTTP/2 pool: too many pending requests"
+        case .shutdown: return "HTTP/2 pool is shut down"
+        case .tls(let s): return "TLS error: \(s)"
+        }
+    }
+}

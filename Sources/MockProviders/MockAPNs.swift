@@ -1,0 +1,365 @@
+import Crypto
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOSSL
+import Signing
+
+/// An APNs auth key made for tests: a P-256 key as the `.p8` PEM (PKCS#8) Apple hands out, with
+/// the Key ID and Team ID it goes with.
+public struct TestAPNsKey: Sendable {
+    public let privateKey: P256.Signing.PrivateKey
+    public let keyID: String
+    public let teamID: String
+
+    public init(privateKey: P256.Signing.PrivateKey, keyID: String, teamID: String) {
+        self.privateKey = privateKey
+        self.keyID = keyID
+        self.teamID = teamID
+    }
+
+    public static func generate(keyID: String = "MOCKKEY123", teamID: String = "MOCKTEAM12") -> TestAPNsKey {
+        TestAPNsKey(privateKey: P256.Signing.PrivateKey(), keyID: keyID, teamID: teamID)
+    }
+
+    public var publicKey: P256.Signing.PublicKey { privateKey.publicKey }
+    /// `-----BEGIN PRIVATE KEY-----` (PKCS#8), like an `AuthKey_<KEYID>.p8` file.
+    public var p8PEM: String { privateKey.pemRepresentation }
+
+    /// Writes the `.p8` file (e.g. for `ios.key_path`).
+    public func write(to path: String) throws {
+        try (p8PEM + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+    }
+}
+
+/// Mock APNs (`POST /3/device/<hex token>`, HTTP/2 over TLS) that checks requests like APNs does:
+/// the provider token (ES256 JWT verified with the key's public half, `kid`/`iss`, numeric and
+/// fresh `iat`), the path, `apns-topic`, `apns-push-type`, `apns-priority` (background must be 5),
+/// `apns-expiration`, `apns-id`, `apns-collapse-id`, the payload size (4096, 5120 for VoIP) and
+/// JSON with `aps`. Answers scripted replies per device token, in order, then the default (200
+/// with `apns-id`). Records every request, thread-safely.
+public final class MockAPNs: Sendable {
+    /// A scripted answer.
+    public enum Reply: Sendable, Equatable {
+        /// 200 with `apns-id`.
+        case ok
+        /// This status with APNs' usual reason for it (200 is `.ok`).
+        case status(Int)
+        /// Any status and reason, optionally with `Retry-After` (seconds).
+        case error(status: Int, reason: String, retryAfter: Int?)
+        /// 429 TooManyRequests.
+        case tooManyRequests(retryAfter: Int?)
+        /// 410 Unregistered with a `timestamp` (ms).
+        case unregistered
+        /// 410 ExpiredToken.
+        case expiredToken
+        /// 400 BadDeviceToken.
+        case badDeviceToken
+        /// 400 DeviceTokenNotForTopic.
+        case deviceTokenNotForTopic
+        /// 500 InternalServerError.
+        case internalError
+        /// 503 ServiceUnavailable.
+        case serviceUnavailable(retryAfter: Int?)
+        /// 403 ExpiredProviderToken.
+        case expiredProviderToken
+
+        /// Status and reason of the answer (nil reason for 200).
+        public var statusAndReason: (Int, String?) {
+            switch self {
+            case .ok: return (200, nil)
+            case .status(let s): return (s, s == 200 ? nil : MockAPNs.defaultReason(s))
+            case .error(let s, let r, _): return (s, r)
+            case .tooManyRequests: return (429, "TooManyRequests")
+            case .unregistered: return (410, "Unregistered")
+            case .expiredToken: return (410, "ExpiredToken")
+            case .badDeviceToken: return (400, "BadDeviceToken")
+            case .deviceTokenNotForTopic: return (400, "DeviceTokenNotForTopic")
+            case .internalError: return (500, "InternalServerError")
+            case .serviceUnavailable: return (503, "ServiceUnavailable")
+            case .expiredProviderToken: return (403, "ExpiredProviderToken")
+            }
+        }
+
+        var retryAfter: Int? {
+            switch self {
+            case .error(_, _, let r), .tooManyRequests(let r), .serviceUnavailable(let r): return r
+            default: return nil
+            }
+        }
+    }
+
+    /// One request as received, with what the mock answered.
+    public struct RecordedRequest: Sendable {
+        public var receivedAt: Date
+        public var method: String
+        public var path: String
+        /// The device token from the path (empty when the path was not `/3/device/<token>`).
+        public var token: String
+        public var headers: [(String, String)]
+        public var body: [UInt8]
+        public var connectionID: Int
+        public var status: Int
+        /// The reason answered (nil for 200).
+        public var reason: String?
+        /// Whether the answer came from a script / the default reply (false: refused by the checks).
+        public var scripted: Bool
+
+        public func header(_ name: String) -> String? {
+            let lower = name.lowercased()
+            return headers.first(where: { $0.0.lowercased() == lower })?.1
+        }
+        public var apnsID: String? { header("apns-id") }
+        public var topic: String? { header("apns-topic") }
+        public var pushType: String? { header("apns-push-type") }
+        public var priority: String? { header("apns-priority") }
+        public var expiration: String? { header("apns-expiration") }
+        public var collapseID: String? { header("apns-collapse-id") }
+        /// The JWT after `bearer `.
+        public var providerToken: String? {
+            guard let auth = header("authorization") else { return nil }
+            let parts = auth.split(separator: " ", maxSplits: 1)
+            guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+            return String(parts[1])
+        }
+        public var bodyString: String { String(decoding: body, as: UTF8.self) }
+        /// The payload as a dictionary (empty when not a JSON object).
+        public var payload: [String: Any] {
+            (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] ?? [:]
+        }
+        public var aps: [String: Any] { payload["aps"] as? [String: Any] ?? [:] }
+    }
+
+    public struct Options: Sendable {
+        /// Verifies provider tokens (the public half of the `.p8` key).
+        public var publicKey: P256.Signing.PublicKey
+        /// Expected JWT `kid` / `iss` (nil: not checked).
+        public var keyID: String?
+        public var teamID: String?
+        /// A token whose `iat` is older than this is refused with 403 ExpiredProviderToken.
+        public var maxTokenAge: Double = 3600
+        /// Tolerated clock skew for an `iat` in the future.
+        public var maxClockSkew: Double = 300
+        public var tls: TLSConfiguration?
+        public var port: Int = 0
+        /// Scripted latency added before every response.
+        public var responseDelay: TimeAmount? = nil
+        /// SETTINGS_MAX_CONCURRENT_STREAMS (APNs: 1 until a valid token was seen, then e.g. 500; here constant).
+        public var maxConcurrentStreams: Int = 1000
+
+        public init(publicKey: P256.Signing.PublicKey, keyID: String? = nil, teamID: String? = nil, tls: TLSConfiguration?) {
+            self.publicKey = publicKey
+            self.keyID = keyID
+            self.teamID = teamID
+            self.tls = tls
+        }
+
+        public init(key: TestAPNsKey, tls: TLSConfiguration?) {
+            self.init(publicKey: key.publicKey, keyID: key.keyID, teamID: key.teamID, tls: tls)
+        }
+    }
+
+    struct State {
+        var scripts: [String: [Reply]] = [:]
+        var defaultReply: Reply = .ok
+        var requests: [RecordedRequest] = []
+        /// Verified provider tokens and their `iat` (each distinct token is verified once).
+        var verifiedTokens: [String: Int64] = [:]
+        var providerTokensSeen: [String] = []
+    }
+
+    public static let payloadLimit = 4096
+    public static let voipPayloadLimit = 5120
+    static let pushTypes: Set<String> = ["alert", "background", "voip", "location", "complication", "fileprovider", "mdm",
+                                         "liveactivity", "pushtotalk", "widgets", "controls"]
+    static let topicSuffixes: [String: String] = [
+        "voip": ".voip", "location": ".location-query", "complication": ".complication",
+        "fileprovider": ".pushkit.fileprovider", "liveactivity": ".push-type.liveactivity", "pushtotalk": ".voip-ptt",
+        "widgets": ".push-type.widgets",
+    ]
+
+    public let options: Options
+    let state = NIOLockedValueBox(State())
+    let serverBox = NIOLockedValueBox<MockHTTPServer?>(nil)
+
+    public init(options: Options, eventLoopGroup: any EventLoopGroup) {
+        self.options = options
+        var serverOptions = MockHTTPServer.Options()
+        serverOptions.tls = options.tls
+        serverOptions.port = options.port
+        serverOptions.responseDelay = options.responseDelay
+        serverOptions.maxConcurrentStreams = options.maxConcurrentStreams
+        let server = MockHTTPServer(options: serverOptions, eventLoopGroup: eventLoopGroup, syncHandler: { [weak self] request in
+            guard let self else { return MockResponse(status: 503, headers: [], body: []) }
+            return self.handle(request)
+        })
+        serverBox.withLockedValue { $0 = server }
+    }
+
+    public var server: MockHTTPServer { serverBox.withLockedValue { $0! } }
+
+    public func start() async throws { try await server.start() }
+    public func stop() async throws { try await server.stop() }
+    public var port: Int { server.port }
+    /// `https://127.0.0.1:<port>`: the APNs `endpoint`.
+    public var baseURL: String { server.baseURL }
+    public var connectionsAccepted: Int { server.connectionsAccepted }
+
+    // MARK: scripting
+
+    /// Answers for the next requests to `token`, in order; then the default.
+    public func script(_ token: String, _ replies: [Reply]) {
+        state.withLockedValue { $0.scripts[token, default: []].append(contentsOf: replies) }
+    }
+
+    /// The answer when nothing is scripted for a token (initially `.ok`).
+    public func setDefaultReply(_ reply: Reply) {
+        state.withLockedValue { $0.defaultReply = reply }
+    }
+
+    public func reset() {
+        state.withLockedValue { $0 = State() }
+    }
+
+    // MARK: observations
+
+    /// Every request received, in arrival order.
+    public var requests: [RecordedRequest] { state.withLockedValue { $0.requests } }
+    public var requestCount: Int { state.withLockedValue { $0.requests.count } }
+    public func requests(for token: String) -> [RecordedRequest] { state.withLockedValue { $0.requests.filter { $0.token == token } } }
+    /// Distinct provider tokens (JWTs) that verified, in the order first seen.
+    public var providerTokensSeen: [String] { state.withLockedValue { $0.providerTokensSeen } }
+    /// Requests refused by the checks (not by a script), as "status reason".
+    public var rejections: [String] {
+        state.withLockedValue { $0.requests.filter { !$0.scripted }.map { "\($0.status) \($0.reason ?? "")" } }
+    }
+
+    // MARK: handling
+
+    static func defaultReason(_ status: Int) -> String {
+        switch status {
+        case 400: return "BadRequest"
+        case 403: return "Forbidden"
+        case 404: return "BadPath"
+        case 405: return "MethodNotAllowed"
+        case 410: return "Unregistered"
+        case 413: return "PayloadTooLarge"
+        case 429: return "TooManyRequests"
+        case 500: return "InternalServerError"
+        case 503: return "ServiceUnavailable"
+        default: return "Status\(status)"
+        }
+    }
+
+    static func isHex(_ s: Substring) -> Bool {
+        s.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) || ($0 >= 0x41 && $0 <= 0x46) }
+    }
+
+    func handle(_ request: MockRequest) -> MockResponse {
+        let received = Date()
+        var token = ""
+        let apnsID = request.header("apns-id") ?? UUID().uuidString
+        func answer(_ status: Int, _ reason: String?, retryAfter: Int? = nil, scripted: Bool = false) -> MockResponse {
+            let record = RecordedRequest(receivedAt: received, method: request.method, path: request.path, token: token,
+                                         headers: request.headers, body: request.body, connectionID: request.connectionID,
+                                         status: status, reason: reason, scripted: scripted)
+            state.withLockedValue { $0.requests.append(record) }
+            var headers: [(String, String)] = [("apns-id", apnsID)]
+            guard let reason else { return MockResponse(status: status, headers: headers) }
+            if let retryAfter { headers.append(("retry-after", String(retryAfter))) }
+            headers.append(("content-type", "application/json"))
+            var body = #"{"reason":"\#(reason)""#
+            if status == 410 && reason == "Unregistered" {
+                body += #","timestamp":\#(Int64(received.timeIntervalSince1970 * 1000))"#
+            }
+            body += "}"
+            return MockResponse(status: status, headers: headers, body: Array(body.utf8))
+        }
+
+        guard request.method == "POST" else { return answer(405, "MethodNotAllowed") }
+        let prefix = "/3/device/"
+        guard request.path.hasPrefix(prefix) else { return answer(404, "BadPath") }
+        let rawToken = request.path.dropFirst(prefix.count)
+        token = String(rawToken)
+        if rawToken.isEmpty { return answer(400, "MissingDeviceToken") }
+        guard Self.isHex(rawToken), !rawToken.contains("/") else { return answer(400, "BadDeviceToken") }
+
+        // Provider token.
+        if let refused = checkProviderToken(request.header("authorization")) { return answer(403, refused) }
+
+        // Headers.
+        guard let topic = request.header("apns-topic"), !topic.isEmpty else { return answer(400, "MissingTopic") }
+        guard let pushType = request.header("apns-push-type") else { return answer(400, "InvalidPushType") }
+        guard Self.pushTypes.contains(pushType) else { return answer(400, "InvalidPushType") }
+        if let suffix = Self.topicSuffixes[pushType], !topic.hasSuffix(suffix) { return answer(400, "TopicDisallowed") }
+        if let p = request.header("apns-priority") {
+            guard ["1", "5", "10"].contains(p) else { return answer(400, "BadPriority") }
+            if pushType == "background" && p != "5" { return answer(400, "BadPriority") }
+        } else if pushType == "background" {
+            return answer(400, "BadPriority")  // default 10 is an error for background pushes
+        }
+        if let e = request.header("apns-expiration"), Int64(e) == nil || Int64(e)! < 0 { return answer(400, "BadExpirationDate") }
+        if let id = request.header("apns-id"), UUID(uuidString: id) == nil { return answer(400, "BadMessageId") }
+        if let c = request.header("apns-collapse-id"), c.utf8.count > 64 { return answer(400, "BadCollapseId") }
+
+        // Payload.
+        if request.body.isEmpty { return answer(400, "PayloadEmpty") }
+        let limit = pushType == "voip" ? Self.voipPayloadLimit : Self.payloadLimit
+        if request.body.count > limit { return answer(413, "PayloadTooLarge") }
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(request.body))) as? [String: Any],
+              object["aps"] is [String: Any] else { return answer(400, "BadPayload") }
+
+        // Scripted answer.
+        let reply: Reply = state.withLockedValue { s in
+            if var queue = s.scripts[token], !queue.isEmpty {
+                let r = queue.removeFirst()
+                s.scripts[token] = queue
+                return r
+            }
+            return s.defaultReply
+        }
+        let (status, reason) = reply.statusAndReason
+        return answer(status, reason, retryAfter: reply.retryAfter, scripted: true)
+    }
+
+    /// nil when the token is good, else APNs' 403 reason.
+    func checkProviderToken(_ authorization: String?) -> String? {
+        guard let authorization, !authorization.isEmpty else { return "MissingProviderToken" }
+        let parts = authorization.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return "MissingProviderToken" }
+        let jwt = String(parts[1])
+        let now = Date().timeIntervalSince1970
+
+        let known = state.withLockedValue { $0.verifiedTokens[jwt] }
+        let iat: Int64
+        if let known {
+            iat = known
+        } else {
+            guard let decoded = try? DecodedJWT(jwt) else { return "InvalidProviderToken" }
+            guard decoded.header["alg"] as? String == "ES256" else { return "InvalidProviderToken" }
+            if let keyID = options.keyID, decoded.header["kid"] as? String != keyID { return "InvalidProviderToken" }
+            if let teamID = options.teamID, decoded.claims["iss"] as? String != teamID { return "InvalidProviderToken" }
+            // iat must be a JSON number (not a string, not a boolean).
+            guard Self.iatIsNumber(jwt), let n = decoded.claims["iat"] as? NSNumber else { return "InvalidProviderToken" }
+            guard (try? decoded.verify(es256: options.publicKey)) != nil else { return "InvalidProviderToken" }
+            iat = n.int64Value
+            state.withLockedValue {
+                if $0.verifiedTokens.updateValue(iat, forKey: jwt) == nil { $0.providerTokensSeen.append(jwt) }
+            }
+        }
+        if Double(iat) > now + options.maxClockSkew { return "InvalidProviderToken" }
+        if now - Double(iat) > options.maxTokenAge { return "ExpiredProviderToken" }
+        return nil
+    }
+
+    /// Whether the claims' `iat` is written as a JSON number.
+    static func iatIsNumber(_ jwt: String) -> Bool {
+        let parts = jwt.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let claims = Base64URL.decode(String(parts[1])) else { return false }
+        let text = String(decoding: claims, as: UTF8.self)
+        guard let range = text.range(of: "\"iat\"") else { return false }
+        let rest = text[range.upperBound...].drop(while: { $0 == " " || $0 == ":" })
+        guard let first = rest.first else { return false }
+        return first.isNumber || first == "-"
+    }
+}

@@ -1,0 +1,339 @@
+import Crypto
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOSSL
+import PushgateCore
+import Signing
+
+/// A browser / UnifiedPush-distributor key set made for tests: a P-256 key pair and a 16-byte auth
+/// secret, as `PushManager.subscribe()` would create them.
+public struct TestWebPushSubscriber: Sendable {
+    public let id: String
+    public let privateKey: P256.KeyAgreement.PrivateKey
+    public let authSecret: [UInt8]
+
+    public init(id: String, privateKey: P256.KeyAgreement.PrivateKey = .init(), authSecret: [UInt8]? = nil) {
+        self.id = id
+        self.privateKey = privateKey
+        var g = SystemRandomNumberGenerator()
+        self.authSecret = authSecret ?? (0..<16).map { _ in UInt8.random(in: 0...255, using: &g) }
+    }
+
+    /// base64url of the 65-byte uncompressed public key.
+    public var p256dh: String { Base64URL.encode(privateKey.publicKey.x963Representation) }
+    public var auth: String { Base64URL.encode(authSecret) }
+    public var keys: WebPushSubscription.Keys { .init(p256dh: p256dh, auth: auth) }
+}
+
+/// A mock Web Push service (RFC 8030 + RFC 8291 + RFC 8292) that also accepts legacy UnifiedPush
+/// unencrypted POSTs. It verifies VAPID (ES256 signature with the `k` key, `aud` = its origin,
+/// `exp` at most 24 h ahead), decrypts `aes128gcm` bodies with the subscriber's private key,
+/// records the plaintexts and answers scripted statuses per subscription id.
+///
+/// Endpoints: `<baseURL>/push/<id>`. A POST without `Content-Encoding` is taken as a legacy
+/// UnifiedPush message (the raw body is the plaintext).
+public final class MockWebPush: Sendable {
+    public enum Reply: Sendable, Equatable {
+        /// 201 Created with a `Location` (what push services answer).
+        case created
+        /// 200 with an ntfy-style JSON body (what ntfy answers).
+        case ntfyOK
+        case gone
+        case notFound
+        case tooManyRequests(retryAfter: Int?)
+        case payloadTooLarge
+        /// ntfy's 507 "no active subscriber" (temporary).
+        case insufficientStorage
+        case serverError(status: Int, retryAfter: Int?)
+        case redirect(location: String)
+        case custom(status: Int, body: String, headers: [String: String])
+    }
+
+    public struct RecordedPush: Sendable {
+        public var subscriptionID: String
+        public var path: String
+        public var headers: [(String, String)]
+        public var body: [UInt8]
+        /// Decrypted (encrypted pushes) or raw (legacy) plaintext.
+        public var plaintext: [UInt8]
+        public var encrypted: Bool
+        public var ttl: Int?
+        public var urgency: String?
+        public var topic: String?
+        /// The `k=` of the VAPID header and the verified JWT claims (encrypted pushes).
+        public var vapidKey: String?
+        public var vapidAudience: String?
+        public var vapidExpiry: Int64?
+        public var vapidSubject: String?
+        public var reply: Reply
+        public var connectionID: Int
+
+        public var plaintextString: String { String(decoding: plaintext, as: UTF8.self) }
+        public func header(_ name: String) -> String? {
+            headers.first { $0.0.lowercased() == name.lowercased() }?.1
+        }
+    }
+
+    public struct Options: Sendable {
+        public var tls: TLSConfiguration?
+        public var port: Int = 0
+        public var responseDelay: TimeAmount? = nil
+        /// When set, VAPID `k=` must be this key (base64url) or the push is refused with 403.
+        public var expectedVAPIDKey: String? = nil
+        /// Accept POSTs without Content-Encoding as legacy UnifiedPush messages.
+        public var acceptLegacy = true
+        public init(tls: TLSConfiguration?) { self.tls = tls }
+    }
+
+    struct State {
+        var subscribers: [String: TestWebPushSubscriber] = [:]
+        var scripts: [String: [Reply]] = [:]
+        var defaultReply: Reply = .created
+        var requests = 0
+        var rejections: [String] = []
+        var pushes: [RecordedPush] = []
+        var sequence = 0
+    }
+
+    public let options: Options
+    let state = NIOLockedValueBox(State())
+    let server: MockHTTPServer
+
+    public init(options: Options, eventLoopGroup: any EventLoopGroup) {
+        self.options = options
+        var serverOptions = MockHTTPServer.Options()
+        serverOptions.tls = options.tls
+        serverOptions.port = options.port
+        serverOptions.responseDelay = options.responseDelay
+        let box = MockWebPushHandlerBox()
+        self.server = MockHTTPServer(options: serverOptions, eventLoopGroup: eventLoopGroup, syncHandler: { request in
+            box.mock?.handle(request) ?? MockResponse(status: 503)
+        })
+        box.set(self)
+    }
+
+    public func start() async throws { try await server.start() }
+    public func stop() async throws { try await server.stop() }
+    public var port: Int { server.port }
+    /// `https://127.0.0.1:<port>`: also the VAPID `aud` the mock expects.
+    public var baseURL: String { server.baseURL }
+    public var connectionsAccepted: Int { server.connectionsAccepted }
+
+    // MARK: subscribers and scripting
+
+    /// Creates (and registers) a subscriber with a fresh key pair and auth secret.
+    @discardableResult
+    public func makeSubscriber(id: String? = nil) -> TestWebPushSubscriber {
+        let sid = id ?? state.withLockedValue { s -> String in s.sequence += 1; return "sub\(s.sequence)" }
+        let sub = TestWebPushSubscriber(id: sid)
+        register(sub)
+        return sub
+    }
+
+    public func register(_ subscriber: TestWebPushSubscriber) {
+        state.withLockedValue { $0.subscribers[subscriber.id] = subscriber }
+    }
+
+    /// `https://127.0.0.1:PORT/push/<id>`.
+    public func endpoint(id: String) -> String { "\(baseURL)/push/\(id)" }
+
+    /// The browser-style subscription JSON of a subscriber (endpoint + keys).
+    public func subscription(for subscriber: TestWebPushSubscriber) -> WebPushSubscription {
+        WebPushSubscription(endpoint: endpoint(id: subscriber.id), keys: subscriber.keys)
+    }
+
+    /// A fresh subscriber's subscription (key pair + auth secret made here, private key kept by the mock).
+    public func makeSubscription(id: String? = nil) -> (WebPushSubscription, TestWebPushSubscriber) {
+        let s = makeSubscriber(id: id)
+        return (subscription(for: s), s)
+    }
+
+    /// Answers for the next pushes to `id`, in order; then the default.
+    public func script(id: String, replies: [Reply]) {
+        state.withLockedValue { $0.scripts[id, default: []].append(contentsOf: replies) }
+    }
+
+    public func setDefaultReply(_ reply: Reply) { state.withLockedValue { $0.defaultReply = reply } }
+    public func reset() { state.withLockedValue { $0.pushes = []; $0.rejections = []; $0.requests = 0; $0.scripts = [:] } }
+
+    // MARK: observations
+
+    public var requestCount: Int { state.withLockedValue { $0.requests } }
+    /// Why requests were refused before recording (bad VAPID, undecryptable body, missing TTL, ...).
+    public var rejections: [String] { state.withLockedValue { $0.rejections } }
+    public var pushes: [RecordedPush] { state.withLockedValue { $0.pushes } }
+    public func pushes(id: String) -> [RecordedPush] { pushes.filter { $0.subscriptionID == id } }
+
+    // MARK: handling
+
+    func reject(_ status: Int, _ why: String) -> MockResponse {
+        state.withLockedValue { $0.rejections.append(why) }
+        return MockResponse(status: status, headers: [("content-type", "text/plain")], body: Array(why.utf8))
+    }
+
+    func handle(_ request: MockRequest) -> MockResponse {
+        state.withLockedValue { $0.requests += 1 }
+        let path = request.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.path
+        guard path.hasPrefix("/push/"), path.count > 6 else { return reject(404, "no such endpoint \(path)") }
+        let id = String(path.dropFirst(6))
+        guard request.method == "POST" else { return reject(405, "method \(request.method) not allowed") }
+        guard let ttlString = request.header("ttl") else { return reject(400, "missing TTL header") }
+        guard let ttl = Int(ttlString), ttl >= 0 else { return reject(400, "bad TTL header \(ttlString)") }
+        let urgency = request.header("urgency")
+        if let u = urgency, !["very-low", "low", "normal", "high"].contains(u) { return reject(400, "bad Urgency \(u)") }
+        let topic = request.header("topic")
+        if let t = topic, !(1...32).contains(t.utf8.count) || !t.utf8.allSatisfy(Self.isBase64URL) {
+            return reject(400, "bad Topic \(t)")
+        }
+        if request.body.count > 4096 { return reject(413, "payload of \(request.body.count) bytes exceeds 4096") }
+
+        var record = RecordedPush(subscriptionID: id, path: request.path, headers: request.headers, body: request.body,
+                                  plaintext: [], encrypted: false, ttl: ttl, urgency: urgency, topic: topic,
+                                  reply: .created, connectionID: request.connectionID)
+        let encoding = request.header("content-encoding")
+        if let encoding {
+            guard encoding.lowercased() == "aes128gcm" else { return reject(400, "unsupported Content-Encoding \(encoding)") }
+            guard let authorization = request.header("authorization") else { return reject(401, "missing VAPID Authorization") }
+            switch verifyVAPID(authorization) {
+            case .failure(let r): return reject(r.status, r.message)
+            case .success(let v):
+                record.vapidKey = v.key; record.vapidAudience = v.aud; record.vapidExpiry = v.exp; record.vapidSubject = v.sub
+            }
+            guard let sub = state.withLockedValue({ $0.subscribers[id] }) else { return reject(404, "unknown subscription \(id)") }
+            do {
+                record.plaintext = try Self.decrypt(request.body, privateKey: sub.privateKey, authSecret: sub.authSecret)
+            } catch {
+                return reject(400, "cannot decrypt: \(error)")
+            }
+            record.encrypted = true
+        } else {
+            guard options.acceptLegacy else { return reject(400, "missing Content-Encoding") }
+            guard !request.body.isEmpty else { return reject(400, "empty legacy message") }
+            record.plaintext = request.body
+        }
+        let reply: Reply = state.withLockedValue { s in
+            if var queue = s.scripts[id], !queue.isEmpty {
+                let r = queue.removeFirst()
+                s.scripts[id] = queue
+                return r
+            }
+            return s.defaultReply
+        }
+        record.reply = reply
+        let n = state.withLockedValue { s -> Int in s.pushes.append(record); return s.pushes.count }
+        return Self.response(reply, id: id, sequence: n)
+    }
+
+    static func response(_ reply: Reply, id: String, sequence: Int) -> MockResponse {
+        func text(_ status: Int, _ s: String, _ h: [(String, String)] = []) -> MockResponse {
+            MockResponse(status: status, headers: [("content-type", "text/plain")] + h, body: Array(s.utf8))
+        }
+        switch reply {
+        case .created:
+            return MockResponse(status: 201, headers: [("location", "/message/\(id)-\(sequence)")], body: [])
+        case .ntfyOK:
+            return MockResponse.json(200, "{\"id\":\"m\(sequence)\",\"time\":\(Int(Date().timeIntervalSince1970)),\"event\":\"message\",\"topic\":\"\(id)\"}")
+        case .gone: return text(410, "push subscription has unsubscribed or expired")
+        case .notFound: return text(404, "push subscription not found")
+        case .tooManyRequests(let ra): return text(429, "too many requests", ra.map { [("retry-after", String($0))] } ?? [])
+        case .payloadTooLarge: return text(413, "payload too large")
+        case .insufficientStorage: return MockResponse.json(507, "{\"code\":50701,\"http\":507,\"error\":\"cannot publish to UnifiedPush topic without previously active subscriber\"}")
+        case .serverError(let st, let ra): return text(st, "server error", ra.map { [("retry-after", String($0))] } ?? [])
+        case .redirect(let loc): return MockResponse(status: 301, headers: [("location", loc)], body: [])
+        case .custom(let st, let body, let headers): return MockResponse(status: st, headers: headers.map { ($0.key, $0.value) }, body: Array(body.utf8))
+        }
+    }
+
+    struct VAPIDInfo { var key: String; var aud: String; var exp: Int64; var sub: String }
+    struct Refusal: Error { var status: Int; var message: String }
+
+    func verifyVAPID(_ header: String) -> Result<VAPIDInfo, Refusal> {
+        // vapid t=<jwt>, k=<key>
+        guard header.lowercased().hasPrefix("vapid ") else { return .failure(Refusal(status: 401, message: "Authorization scheme is not vapid")) }
+        var t: String?, k: String?
+        for part in header.dropFirst(6).split(separator: ",") {
+            let kv = part.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
+            guard kv.count == 2 else { continue }
+            if kv[0] == "t" { t = String(kv[1]) } else if kv[0] == "k" { k = String(kv[1]) }
+        }
+        guard let t, let k else { return .failure(Refusal(status: 401, message: "vapid header needs t= and k=")) }
+        if let expected = options.expectedVAPIDKey, expected != k {
+            return .failure(Refusal(status: 403, message: "VAPID key does not match the subscription's applicationServerKey"))
+        }
+        guard let raw = Base64URL.decode(k), raw.count == 65,
+              let publicKey = try? P256.Signing.PublicKey(x963Representation: raw) else {
+            return .failure(Refusal(status: 401, message: "k= is not an uncompressed P-256 public key"))
+        }
+        let jwt: DecodedJWT
+        do { jwt = try DecodedJWT(t); try jwt.verify(es256: publicKey) } catch {
+            return .failure(Refusal(status: 401, message: "VAPID JWT rejected: \(error)"))
+        }
+        guard (jwt.header["typ"] as? String)?.uppercased() == "JWT" || jwt.header["typ"] == nil else {
+            return .failure(Refusal(status: 401, message: "VAPID JWT typ is not JWT"))
+        }
+        guard let aud = jwt.claims["aud"] as? String, aud == baseURL else {
+            return .failure(Refusal(status: 401, message: "VAPID aud \(jwt.claims["aud"] ?? "missing") is not \(baseURL)"))
+        }
+        guard let expNumber = jwt.claims["exp"] as? NSNumber else { return .failure(Refusal(status: 401, message: "VAPID exp missing")) }
+        let exp = expNumber.int64Value
+        let now = Int64(Date().timeIntervalSince1970)
+        guard exp > now else { return .failure(Refusal(status: 401, message: "VAPID JWT expired")) }
+        guard exp <= now + 24 * 3600 else { return .failure(Refusal(status: 401, message: "VAPID exp more than 24 hours ahead")) }
+        let sub = jwt.claims["sub"] as? String ?? ""
+        guard sub.hasPrefix("mailto:") || sub.hasPrefix("https:") else {
+            return .failure(Refusal(status: 401, message: "VAPID sub must be mailto: or https: (got \(sub))"))
+        }
+        return .success(VAPIDInfo(key: k, aud: aud, exp: exp, sub: sub))
+    }
+
+    static func isBase64URL(_ b: UInt8) -> Bool {
+        (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x2D || b == 0x5F
+    }
+
+    struct DecryptError: Error, CustomStringConvertible { var description: String }
+
+    /// A minimal RFC 8291/8188 aes128gcm decryptor (the mock cannot import WebPush).
+    static func decrypt(_ body: [UInt8], privateKey: P256.KeyAgreement.PrivateKey, authSecret: [UInt8]) throws -> [UInt8] {
+        guard body.count > 21 + 65 + 16 else { throw DecryptError(description: "body too short") }
+        let salt = Array(body[0..<16])
+        let rs = Int(body[16]) << 24 | Int(body[17]) << 16 | Int(body[18]) << 8 | Int(body[19])
+        guard body[20] == 65, rs >= 18 else { throw DecryptError(description: "bad header (idlen \(body[20]), rs \(rs))") }
+        let asPublic = Array(body[21..<86])
+        guard let sender = try? P256.KeyAgreement.PublicKey(x963Representation: asPublic) else { throw DecryptError(description: "bad sender key") }
+        let shared = try privateKey.sharedSecretFromKeyAgreement(with: sender)
+        let info = Array("WebPush: info".utf8) + [0] + Array(privateKey.publicKey.x963Representation) + asPublic
+        let ikm = shared.hkdfDerivedSymmetricKey(using: SHA256.self, salt: authSecret, sharedInfo: info, outputByteCount: 32)
+        let cek = HKDF<SHA256>.deriveKey(inputKeyMaterial: ikm, salt: salt, info: Array("Content-Encoding: aes128gcm".utf8) + [0], outputByteCount: 16)
+        let nonceKey = HKDF<SHA256>.deriveKey(inputKeyMaterial: ikm, salt: salt, info: Array("Content-Encoding: nonce".utf8) + [0], outputByteCount: 12)
+        let baseNonce = nonceKey.withUnsafeBytes { [UInt8]($0) }
+        var out: [UInt8] = []
+        var offset = 86
+        var seq: UInt64 = 0
+        while offset < body.count {
+            let end = min(offset + rs, body.count)
+            var nonce = baseNonce
+            for i in 0..<8 { nonce[11 - i] ^= UInt8(truncatingIfNeeded: seq >> (8 * UInt64(i))) }
+            let chunk = Array(body[offset..<end])
+            guard chunk.count > 16 else { throw DecryptError(description: "record too short") }
+            let box = try AES.GCM.SealedBox(nonce: AES.GCM.Nonce(data: nonce), ciphertext: chunk.dropLast(16), tag: chunk.suffix(16))
+            let plain: [UInt8]
+            do { plain = Array(try AES.GCM.open(box, using: cek)) } catch { throw DecryptError(description: "record \(seq) does not authenticate") }
+            guard let d = plain.lastIndex(where: { $0 != 0 }) else { throw DecryptError(description: "no delimiter") }
+            let expected: UInt8 = end == body.count ? 2 : 1
+            guard plain[d] == expected else { throw DecryptError(description: "delimiter \(plain[d]), expected \(expected)") }
+            out += plain[..<d]
+            offset = end
+            seq += 1
+        }
+        return out
+    }
+}
+
+/// Breaks the init-time cycle between the server's handler and the mock.
+final class MockWebPushHandlerBox: Sendable {
+    private let box = NIOLockedValueBox<Weak?>(nil)
+    struct Weak: @unchecked Sendable { weak var value: MockWebPush? }
+    func set(_ mock: MockWebPush) { box.withLockedValue { $0 = Weak(value: mock) } }
+    var mock: MockWebPush? { box.withLockedValue { $0?.value } }
+}

@@ -1,0 +1,332 @@
+import Foundation
+import Yams
+
+/// A configuration problem: one line naming the key and what is wrong.
+public struct ConfigError: Error, CustomStringConvertible, Equatable {
+    public var key: String
+    public var problem: String
+    public init(key: String, problem: String) { self.key = key; self.problem = problem }
+    public var description: String { "config error: \(key): \(problem)" }
+}
+
+/// Raw configuration: YAML file + defaults + environment overrides, flattened to `section.key`.
+///
+/// Precedence: `PUSHGATE_<SECTION>_<KEY>` > `GORUSH_<SECTION>_<KEY>` > file > built-in default.
+/// Keys are gorush's wherever gorush has them; unknown keys in the file produce one warning each.
+public struct RawConfig: Sendable {
+    public private(set) var values: [String: ConfigValue]
+    public private(set) var warnings: [String] = []
+    /// Where each value came from (for `/api/config` and error messages).
+    public private(set) var sources: [String: String] = [:]
+
+    public enum ConfigValue: Sendable, Equatable {
+        case string(String)
+        case int(Int)
+        case bool(Bool)
+        case list([String])
+
+        var yaml: Any {
+            switch self {
+            case .string(let s): return s
+            case .int(let i): return i
+            case .bool(let b): return b
+            case .list(let l): return l
+            }
+        }
+    }
+
+    /// Every key Pushgate knows, with its default. gorush keys Pushgate accepts but does not act on are
+    /// listed in `ignoredGorushKeys` (no warning for them).
+    public static let defaults: [String: ConfigValue] = [
+        "core.enabled": .bool(true),
+        "core.address": .string(""),
+        "core.port": .int(8088),
+        "core.worker_num": .int(0),
+        "core.queue_num": .int(0),
+        "core.max_notification": .int(100),
+        "core.max_body_bytes": .int(5 * 1024 * 1024),
+        "core.sync": .bool(false),
+        "core.sync_timeout": .int(60),
+        "core.feedback_hook_url": .string(""),
+        "core.feedback_timeout": .int(10),
+        "core.feedback_header": .list([]),
+        "core.shutdown_timeout": .int(30),
+        "core.mode": .string("release"),
+        "core.ca_file": .string(""),
+        "api.push_uri": .string("/api/push"),
+        "api.stat_go_uri": .string("/api/stat/go"),
+        "api.stat_app_uri": .string("/api/stat/app"),
+        "api.config_uri": .string("/api/config"),
+        "api.sys_stat_uri": .string("/sys/stats"),
+        "api.metric_uri": .string("/metrics"),
+        "api.health_uri": .string("/healthz"),
+        "ios.enabled": .bool(false),
+        "ios.key_path": .string(""),
+        "ios.key_base64": .string(""),
+        "ios.key_type": .string("p8"),
+        "ios.key_id": .string(""),
+        "ios.team_id": .string(""),
+        "ios.production": .bool(false),
+        "ios.max_retry": .int(3),
+        "ios.max_concurrent_pushes": .int(512),
+        "ios.connections": .int(2),
+        "ios.topic": .string(""),
+        "ios.endpoint": .string(""),
+        "android.enabled": .bool(false),
+        "android.key_path": .string(""),
+        "android.credential": .string(""),
+        "android.max_retry": .int(3),
+        "android.max_concurrent_pushes": .int(512),
+        "android.endpoint": .string("https://fcm.googleapis.com"),
+        "huawei.enabled": .bool(false),
+        "huawei.appid": .string(""),
+        "huawei.appsecret": .string(""),
+        "huawei.max_retry": .int(0),
+        "webpush.enabled": .bool(false),
+        "webpush.vapid_private_key": .string(""),
+        "webpush.vapid_subject": .string(""),
+        "webpush.allow_http": .bool(false),
+        "webpush.allow_private_endpoints": .bool(false),
+        "webpush.host_allowlist": .list([]),
+        "webpush.default_ttl": .int(86400),
+        "webpush.max_retry": .int(3),
+        "webpush.max_concurrent_pushes": .int(256),
+        "unifiedpush.enabled": .bool(false),
+        "unifiedpush.max_retry": .int(3),
+        "log.format": .string("string"),
+        "log.access_level": .string("info"),
+        "log.error_level": .string("error"),
+        "log.hide_token": .bool(true),
+        "log.hide_messages": .bool(false),
+        "queue.engine": .string("memory"),
+        "queue.max_pending": .int(200_000),
+        "queue.sqlite.path": .string("data/pushgate.sqlite"),
+        "queue.postgres.url": .string(""),
+        "stat.engine": .string("memory"),
+        "mock.enabled": .bool(false),
+        "mock.apns_port": .int(0),
+        "mock.fcm_port": .int(0),
+        "mock.webpush_port": .int(0),
+    ]
+
+    /// gorush keys (and sections) accepted for drop-in use, not acted upon.
+    public static let ignoredGorushPrefixes: [String] = [
+        "core.ssl", "core.cert_path", "core.key_path", "core.cert_base64", "core.key_base64", "core.http_proxy",
+        "core.pid.", "core.auto_tls.", "grpc.", "ios.password", "log.access_log", "log.error_log",
+        "queue.nsq.", "queue.nats.", "queue.redis.", "stat.redis.", "stat.boltdb.", "stat.buntdb.",
+        "stat.leveldb.", "stat.badgerdb.",
+    ]
+
+    /// Keys whose values are secrets: shown as `[REDACTED]`.
+    public static let secretKeys: Set<String> = [
+        "ios.key_base64", "ios.password", "android.credential", "huawei.appsecret", "webpush.vapid_private_key",
+        "queue.postgres.url", "core.key_base64", "core.feedback_header",
+    ]
+
+    public init(yaml: String?, environment: [String: String]) throws {
+        values = Self.defaults
+        for k in values.keys { sources[k] = "default" }
+        if let yaml, !yaml.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
+            let root: Any?
+            do { root = try Yams.load(yaml: yaml) } catch {
+                throw ConfigError(key: "file", problem: "not valid YAML: \(String(describing: error).split(separator: "\n").first ?? "")")
+            }
+            if let root {
+                guard let dict = root as? [String: Any] else { throw ConfigError(key: "file", problem: "top level must be a mapping of sections") }
+                var flat: [(String, Any)] = []
+                Self.flatten(dict, prefix: "", into: &flat)
+                for (key, raw) in flat.sorted(by: { $0.0 < $1.0 }) {
+                    guard let def = Self.defaults[key] else {
+                        if !Self.ignoredGorushPrefixes.contains(where: { key == $0 || key.hasPrefix($0) }) {
+                            warnings.append("unknown config key \(key) ignored")
+                        }
+                        continue
+                    }
+                    values[key] = try Self.coerce(raw, like: def, key: key)
+                    sources[key] = "file"
+                }
+            }
+        }
+        for key in Self.defaults.keys {
+            let suffix = key.replacingOccurrences(of: ".", with: "_").uppercased()
+            for prefix in ["GORUSH_", "PUSHGATE_"] {   // later wins
+                if let v = environment[prefix + suffix] {
+                    values[key] = try Self.coerce(v, like: Self.defaults[key]!, key: key)
+                    sources[key] = "env \(prefix + suffix)"
+                }
+            }
+        }
+    }
+
+    public static func load(path: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> RawConfig {
+        var text: String?
+        if let path {
+            do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
+                throw ConfigError(key: "--config", problem: "cannot read \(path): \(error.localizedDescription)")
+            }
+        }
+        return try RawConfig(yaml: text, environment: environment)
+    }
+
+    static func flatten(_ dict: [String: Any], prefix: String, into out: inout [(String, Any)]) {
+        for (k, v) in dict {
+            let key = prefix.isEmpty ? k : prefix + "." + k
+            if let sub = v as? [String: Any] {
+                flatten(sub, prefix: key, into: &out)
+            } else {
+                out.append((key, v))
+            }
+        }
+    }
+
+    static func coerce(_ raw: Any, like def: ConfigValue, key: String) throws -> ConfigValue {
+        switch def {
+        case .string:
+            if raw is NSNull { return .string("") }
+            if let s = raw as? String { return .string(s) }
+            if let i = raw as? Int { return .string(String(i)) }
+            if let b = raw as? Bool { return .string(b ? "true" : "false") }
+            if let d = raw as? Double { return .string(String(d)) }
+            throw ConfigError(key: key, problem: "expected a string")
+        case .int:
+            if let i = raw as? Int { return .int(i) }
+            if let s = raw as? String {
+                let t = s.trimmingCharacters(in: .whitespaces)
+                if t.isEmpty { return def }
+                if let i = Int(t) { return .int(i) }
+            }
+            throw ConfigError(key: key, problem: "expected an integer, got \"\(raw)\"")
+        case .bool:
+            if let b = raw as? Bool { return .bool(b) }
+            if let s = raw as? String {
+                switch s.lowercased().trimmingCharacters(in: .whitespaces) {
+                case "true", "1", "yes", "on": return .bool(true)
+                case "false", "0", "no", "off", "": return .bool(false)
+                default: break
+                }
+            }
+            if let i = raw as? Int { return .bool(i != 0) }
+            throw ConfigError(key: key, problem: "expected true or false, got \"\(raw)\"")
+        case .list:
+            if raw is NSNull { return .list([]) }
+            if let a = raw as? [Any] { return .list(a.map { "\($0)" }) }
+            if let s = raw as? String {
+                let parts = s.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+                return .list(parts)
+            }
+            throw ConfigError(key: key, problem: "expected a list")
+        }
+    }
+
+    public func string(_ key: String) -> String {
+        if case .string(let s)? = values[key] { return s }
+        return ""
+    }
+
+    public func int(_ key: String) -> Int {
+        if case .int(let i)? = values[key] { return i }
+        return 0
+    }
+
+    public func bool(_ key: String) -> Bool {
+        if case .bool(let b)? = values[key] { return b }
+        return false
+    }
+
+    public func list(_ key: String) -> [String] {
+        if case .list(let l)? = values[key] { return l }
+        return []
+    }
+
+    public mutating func set(_ key: String, _ value: ConfigValue) {
+        values[key] = value
+        sources[key] = "override"
+    }
+
+    /// The effective configuration as YAML, secrets shown as `[REDACTED]`.
+    public func redactedYAML() -> String {
+        var root: [String: Any] = [:]
+        for (key, value) in values {
+            var v: Any = value.yaml
+            if Self.secretKeys.contains(key) {
+                switch value {
+                case .string(let s) where !s.isEmpty: v = "[REDACTED]"
+                case .list(let l) where !l.isEmpty: v = l.map { _ in "[REDACTED]" }
+                default: break
+                }
+            }
+            Self.insert(&root, path: key.split(separator: ".").map(String.init), value: v)
+        }
+        return (try? Yams.dump(object: root, sortKeys: true)) ?? ""
+    }
+
+    static func insert(_ dict: inout [String: Any], path: [String], value: Any) {
+        guard let first = path.first else { return }
+        if path.count == 1 { dict[first] = value; return }
+        var sub = dict[first] as? [String: Any] ?? [:]
+        insert(&sub, path: Array(path.dropFirst()), value: value)
+        dict[first] = sub
+    }
+}
+
+/// The typed view the server uses, validated.
+public struct GatewaySettings: Sendable {
+    public var address: String
+    public var port: Int
+    public var maxNotification: Int
+    public var maxBodyBytes: Int
+    public var sync: Bool
+    public var syncTimeout: Int
+    public var feedbackURL: String
+    public var feedbackHeaders: [String]
+    public var feedbackTimeout: Int
+    public var shutdownTimeout: Int
+    public var caFile: String
+    public var hideToken: Bool
+    public var queueEngine: String
+    public var maxPending: Int
+    public var routes: Routes
+
+    public struct Routes: Sendable {
+        public var push, statGo, statApp, config, sysStats, metrics, health: String
+    }
+
+    public init(_ raw: RawConfig) throws {
+        address = raw.string("core.address")
+        port = raw.int("core.port")
+        guard (0...65535).contains(port) else { throw ConfigError(key: "core.port", problem: "\(port) is not a valid port (0-65535)") }
+        maxNotification = raw.int("core.max_notification")
+        maxBodyBytes = raw.int("core.max_body_bytes")
+        guard maxBodyBytes > 0 else { throw ConfigError(key: "core.max_body_bytes", problem: "must be positive") }
+        sync = raw.bool("core.sync")
+        syncTimeout = max(1, raw.int("core.sync_timeout"))
+        feedbackURL = raw.string("core.feedback_hook_url")
+        if !feedbackURL.isEmpty, !(feedbackURL.hasPrefix("http://") || feedbackURL.hasPrefix("https://")) {
+            throw ConfigError(key: "core.feedback_hook_url", problem: "\"\(feedbackURL)\" is not an http(s) URL")
+        }
+        feedbackHeaders = raw.list("core.feedback_header")
+        for h in feedbackHeaders where !h.contains(":") {
+            throw ConfigError(key: "core.feedback_header", problem: "\"\(h)\" is not of the form \"Key: value\"")
+        }
+        feedbackTimeout = max(1, raw.int("core.feedback_timeout"))
+        shutdownTimeout = max(0, raw.int("core.shutdown_timeout"))
+        caFile = raw.string("core.ca_file")
+        if !caFile.isEmpty, !FileManager.default.isReadableFile(atPath: caFile) {
+            throw ConfigError(key: "core.ca_file", problem: "cannot read \(caFile)")
+        }
+        hideToken = raw.bool("log.hide_token")
+        queueEngine = raw.string("queue.engine").lowercased()
+        if queueEngine == "local" { queueEngine = "memory" }
+        guard ["memory"].contains(queueEngine) else {
+            throw ConfigError(key: "queue.engine", problem: "\"\(queueEngine)\" is not supported yet (memory)")
+        }
+        maxPending = raw.int("queue.max_pending")
+        let queueNum = raw.int("core.queue_num")
+        if queueNum > 0, raw.sources["queue.max_pending"] == "default" { maxPending = queueNum }
+        guard maxPending > 0 else { throw ConfigError(key: "queue.max_pending", problem: "must be positive") }
+        routes = Routes(
+            push: raw.string("api.push_uri"), statGo: raw.string("api.stat_go_uri"), statApp: raw.string("api.stat_app_uri"),
+            config: raw.string("api.config_uri"), sysStats: raw.string("api.sys_stat_uri"), metrics: raw.string("api.metric_uri"),
+            health: raw.string("api.health_uri"))
+    }
+}

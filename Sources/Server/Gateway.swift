@@ -1,0 +1,99 @@
+import AsyncHTTPClient
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import PushDispatch
+import PushgateCore
+import ServiceLifecycle
+
+public enum PushgateVersion {
+    public static let version = "0.1.0"
+    public static let source = "https://github.com/pushgate/pushgate"
+}
+
+/// Everything that serves one gateway: settings, dispatcher, feedback sender, HTTP routes.
+public final class Gateway: Sendable {
+    public let raw: RawConfig
+    public let settings: GatewaySettings
+    public let dispatcher: Dispatcher
+    public let feedback: FeedbackSender?
+    public let startedAt = Date()
+    let requestCounters = RequestCounters()
+    private let shutdownHooks: [@Sendable () async -> Void]
+    let logger: Logger
+
+    public init(raw: RawConfig, settings: GatewaySettings, dispatcher: Dispatcher, feedback: FeedbackSender?, logger: Logger, shutdownHooks: [@Sendable () async -> Void] = []) {
+        self.raw = raw
+        self.settings = settings
+        self.dispatcher = dispatcher
+        self.feedback = feedback
+        self.logger = logger
+        self.shutdownHooks = shutdownHooks
+    }
+
+    /// Services to run beside the HTTP server: workers (drained on graceful shutdown) and the feedback sender.
+    public var services: [any Service] {
+        var s: [any Service] = []
+        if let feedback { s.append(FeedbackService(sender: feedback)) }
+        s.append(DispatcherService(gateway: self))
+        return s
+    }
+
+    /// Builds the Hummingbird application serving the gorush API.
+    public func makeApplication(onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }) -> some ApplicationProtocol {
+        var app = Application(
+            router: makeRouter(),
+            configuration: ApplicationConfiguration(
+                address: .hostname(settings.address.isEmpty ? "0.0.0.0" : settings.address, port: settings.port),
+                serverName: "pushgate/\(PushgateVersion.version)"
+            ),
+            onServerRunning: onServerRunning,
+            logger: logger
+        )
+        app.addServices(services)
+        return app
+    }
+
+    func runShutdownHooks() async {
+        for hook in shutdownHooks { await hook() }
+    }
+}
+
+/// Runs the dispatcher's workers; on graceful shutdown waits (up to `core.shutdown_timeout`) for the
+/// queue to drain, then stops the workers.
+struct DispatcherService: Service {
+    let gateway: Gateway
+
+    func run() async throws {
+        let dispatcher = gateway.dispatcher
+        let timeout = gateway.settings.shutdownTimeout
+        let logger = gateway.logger
+        await withGracefulShutdownHandler {
+            await dispatcher.run()
+        } onGracefulShutdown: {
+            Task {
+                let deadline = Date().addingTimeInterval(Double(timeout))
+                while dispatcher.queue.pendingCount > 0, Date() < deadline {
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
+                let left = dispatcher.queue.pendingCount
+                if left > 0 { logger.warning("shutdown timeout reached with \(left) deliveries pending") }
+                dispatcher.shutdown()
+            }
+        }
+        await gateway.runShutdownHooks()
+    }
+}
+
+struct FeedbackService: Service {
+    let sender: FeedbackSender
+
+    func run() async throws {
+        await withGracefulShutdownHandler {
+            await sender.run()
+        } onGracefulShutdown: {
+            sender.finish()
+        }
+    }
+}

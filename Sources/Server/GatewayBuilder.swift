@@ -1,0 +1,137 @@
+import APNs
+import AsyncHTTPClient
+import FCM
+import Foundation
+import HTTP2Pool
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import PushDispatch
+import PushgateCore
+import WebPush
+
+/// Builds a gateway from configuration: providers, queue, dispatcher, feedback sender.
+public enum GatewayBuilder {
+    public static func build(
+        raw: RawConfig,
+        logger: Logger = Logger(label: "pushgate"),
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) throws -> Gateway {
+        let settings = try GatewaySettings(raw)
+        for w in raw.warnings { logger.warning("\(w)") }
+
+        var extraRoots: [String] = []
+        if !settings.caFile.isEmpty {
+            guard let pem = try? String(contentsOfFile: settings.caFile, encoding: .utf8), pem.contains("BEGIN CERTIFICATE") else {
+                throw ConfigError(key: "core.ca_file", problem: "\(settings.caFile) holds no PEM certificate")
+            }
+            extraRoots.append(pem)
+        }
+        var poolConfig = HTTP2PoolConfiguration()
+        do {
+            poolConfig.tlsConfiguration = try HTTP2PoolConfiguration.tls(extraRootsPEM: extraRoots)
+        } catch {
+            throw ConfigError(key: "core.ca_file", problem: "cannot use \(settings.caFile): \(error)")
+        }
+
+        var clientTLS = TLSConfiguration.makeClientConfiguration()
+        if !extraRoots.isEmpty {
+            do {
+                let certs = try extraRoots.flatMap { try NIOSSLCertificate.fromPEMBytes(Array($0.utf8)) }
+                clientTLS.additionalTrustRoots = [.certificates(certs)]
+            } catch {
+                throw ConfigError(key: "core.ca_file", problem: "cannot parse \(settings.caFile): \(error)")
+            }
+        }
+        var clientConfig = HTTPClient.Configuration(tlsConfiguration: clientTLS, redirectConfiguration: .disallow)
+        clientConfig.timeout = .init(connect: .seconds(10), read: .seconds(Int64(settings.feedbackTimeout)))
+        let httpClient = HTTPClient(eventLoopGroupProvider: .shared(eventLoopGroup), configuration: clientConfig)
+        var hooks: [@Sendable () async -> Void] = []
+
+        var slots: [ProviderSlot] = []
+        var unavailable: [Platform: String] = [:]
+        do {
+            if raw.bool("ios.enabled") {
+                let apnsConfig: APNsConfiguration
+                do {
+                    let keyB64 = raw.string("ios.key_base64")
+                    if raw.string("ios.key_path").isEmpty, !keyB64.isEmpty {
+                        guard let data = Data(base64Encoded: keyB64), let pem = String(data: data, encoding: .utf8) else {
+                            throw ConfigError(key: "ios.key_base64", problem: "not base64 of a .p8 PEM key")
+                        }
+                        apnsConfig = try APNsConfiguration(
+                            keyPEM: pem, keyID: raw.string("ios.key_id"), teamID: raw.string("ios.team_id"),
+                            production: raw.bool("ios.production"), topic: raw.string("ios.topic"), endpoint: raw.string("ios.endpoint"),
+                            maxRetry: raw.int("ios.max_retry"), connectionsPerEnvironment: raw.int("ios.connections"))
+                    } else {
+                        apnsConfig = try APNsConfiguration(
+                            keyPath: raw.string("ios.key_path"), keyID: raw.string("ios.key_id"), teamID: raw.string("ios.team_id"),
+                            production: raw.bool("ios.production"), topic: raw.string("ios.topic"), endpoint: raw.string("ios.endpoint"),
+                            maxRetry: raw.int("ios.max_retry"), connectionsPerEnvironment: raw.int("ios.connections"))
+                    }
+                } catch let e as APNsConfigurationError {
+                    throw ConfigError(key: e.key, problem: e.problem)
+                }
+                let provider: APNsProvider
+                do {
+                    provider = try APNsProvider(configuration: apnsConfig, poolConfiguration: poolConfig, eventLoopGroup: eventLoopGroup, logger: Logger(label: "pushgate.apns"))
+                } catch {
+                    throw ConfigError(key: error.key, problem: error.problem)
+                }
+                slots.append(ProviderSlot(provider: provider, maxRetry: apnsConfig.maxRetry, concurrency: raw.int("ios.max_concurrent_pushes")))
+                hooks.append { await provider.shutdown() }
+            }
+            if raw.bool("android.enabled") {
+                let fcmConfig: FCMConfiguration
+                do {
+                    fcmConfig = try FCMConfiguration(
+                        keyPath: raw.string("android.key_path"), credential: raw.string("android.credential"),
+                        endpoint: raw.string("android.endpoint"), maxRetry: raw.int("android.max_retry"))
+                } catch {
+                    throw ConfigError(key: "android", problem: error.description)
+                }
+                let provider: FCMProvider
+                do {
+                    provider = try FCMProvider(configuration: fcmConfig, httpClient: httpClient, poolConfiguration: poolConfig, eventLoopGroup: eventLoopGroup, logger: Logger(label: "pushgate.fcm"))
+                } catch {
+                    throw ConfigError(key: "android", problem: error.description)
+                }
+                slots.append(ProviderSlot(provider: provider, maxRetry: fcmConfig.maxRetry, concurrency: raw.int("android.max_concurrent_pushes")))
+                hooks.append { await provider.shutdown() }
+            }
+            try WebPushWiring.add(raw: raw, poolConfig: poolConfig, httpClient: httpClient, eventLoopGroup: eventLoopGroup, slots: &slots, hooks: &hooks)
+        } catch {
+            try? httpClient.syncShutdown()
+            throw error
+        }
+        unavailable[.huawei] = "platform huawei is not supported by Pushgate (Huawei HMS)"
+        if raw.bool("huawei.enabled") {
+            logger.warning("huawei.enabled is true but Huawei HMS is not supported; huawei notifications are answered with a failed entry")
+        }
+
+        let queue = MemoryQueue(capacity: settings.maxPending)
+        let feedback = settings.feedbackURL.isEmpty ? nil : FeedbackSender(
+            url: settings.feedbackURL, headers: settings.feedbackHeaders, client: httpClient, logger: Logger(label: "pushgate.feedback"))
+        MetricsSetup.bootstrap()
+        let dispatcher = Dispatcher(
+            providers: slots,
+            unavailable: unavailable,
+            queue: queue,
+            feedback: feedback,
+            hideToken: settings.hideToken,
+            logger: Logger(label: "pushgate.dispatch")
+        )
+        hooks.append { try? await httpClient.shutdown() }
+        let enabled = slots.map { $0.provider.platform.name }.joined(separator: ", ")
+        logger.info("providers enabled: \(enabled.isEmpty ? "none" : enabled)")
+        return Gateway(raw: raw, settings: settings, dispatcher: dispatcher, feedback: feedback, logger: logger, shutdownHooks: hooks)
+    }
+}
+
+enum WebPushWiring {
+    static func add(raw: RawConfig, poolConfig: HTTP2PoolConfiguration, httpClient: HTTPClient, eventLoopGroup: any EventLoopGroup,
+                    slots: inout [ProviderSlot], hooks: inout [@Sendable () async -> Void]) throws {
+        // Wired once the Web Push provider lands.
+    }
+}

@@ -1,0 +1,258 @@
+import Foundation
+import Hummingbird
+import HTTPTypes
+import NIOConcurrencyHelpers
+import NIOCore
+import PushDispatch
+import PushgateCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+final class RequestCounters: Sendable {
+    private let box = NIOLockedValueBox<[Int: Int]>([:])
+    func count(_ status: Int) { box.withLockedValue { $0[status, default: 0] += 1 } }
+    var snapshot: [Int: Int] { box.withLockedValue { $0 } }
+}
+
+extension Gateway {
+    static let jsonHeaders: HTTPFields = {
+        var h = HTTPFields()
+        h[.contentType] = "application/json; charset=utf-8"
+        h[HTTPField.Name("X-Pushgate-Version")!] = PushgateVersion.version
+        h[HTTPField.Name("X-Gorush-Version")!] = PushgateVersion.version
+        return h
+    }()
+
+    func json(_ status: HTTPResponse.Status, _ bytes: [UInt8], extra: [(HTTPField.Name, String)] = []) -> Response {
+        var headers = Self.jsonHeaders
+        for (k, v) in extra { headers[k] = v }
+        requestCounters.count(Int(status.code))
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    func error(_ e: RequestError) -> Response {
+        json(HTTPResponse.Status(code: e.status), e.json)
+    }
+
+    public func makeRouter() -> Router<BasicRequestContext> {
+        let router = Router()
+        let r = settings.routes
+        router.get("/") { _, _ in
+            self.json(.ok, Array(#"{"text":"Welcome to notification server."}"#.utf8))
+        }
+        router.get(RouterPath(r.health)) { _, _ in
+            var h = Self.jsonHeaders
+            h[.contentType] = nil
+            return Response(status: .ok, headers: h)
+        }
+        router.head(RouterPath(r.health)) { _, _ in Response(status: .ok, headers: Self.jsonHeaders) }
+        router.get("/version") { _, _ in
+            var w = JSONWriter()
+            var first = true
+            w.raw("{")
+            w.key("source", first: &first); w.string(PushgateVersion.source)
+            w.key("version", first: &first); w.string(PushgateVersion.version)
+            w.raw("}")
+            return self.json(.ok, w.bytes)
+        }
+        router.post(RouterPath(r.push)) { request, _ in
+            await self.handlePush(request)
+        }
+        router.get(RouterPath(r.statApp)) { _, _ in
+            self.json(.ok, self.appStatsJSON())
+        }
+        router.get(RouterPath(r.statGo)) { _, _ in
+            self.json(.ok, self.processStatsJSON())
+        }
+        router.get(RouterPath(r.sysStats)) { _, _ in
+            self.json(.ok, self.sysStatsJSON())
+        }
+        router.get(RouterPath(r.config)) { _, _ in
+            var h = Self.jsonHeaders
+            h[.contentType] = "application/yaml; charset=utf-8"
+            return Response(status: .ok, headers: h, body: .init(byteBuffer: ByteBuffer(string: self.raw.redactedYAML())))
+        }
+        router.get(RouterPath(r.metrics)) { _, _ in
+            var h = Self.jsonHeaders
+            h[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+            return Response(status: .ok, headers: h, body: .init(byteBuffer: ByteBuffer(bytes: MetricsSetup.exposition(gateway: self))))
+        }
+        return router
+    }
+
+    func handlePush(_ request: Request) async -> Response {
+        var request = request
+        let body: ByteBuffer
+        do {
+            body = try await request.collectBody(upTo: settings.maxBodyBytes)
+        } catch {
+            return self.error(RequestError(status: 413, message: "Request body too large.", detail: "the body exceeds core.max_body_bytes (\(settings.maxBodyBytes) bytes)"))
+        }
+        let parsed: PushRequest
+        do {
+            parsed = try RequestParser.parse(Array(body.readableBytesView), maxNotifications: settings.maxNotification)
+        } catch {
+            return self.error(error)
+        }
+        for (i, n) in parsed.notifications.enumerated() {
+            if let problem = IngestValidation.validate(n) {
+                return self.error(RequestError(message: problem.message, detail: "notifications[\(i)].\(problem.field): \(problem.detail)"))
+            }
+        }
+        let sync = parsed.sync ?? settings.sync
+        do {
+            let result = try await dispatcher.submit(parsed, sync: sync)
+            var w = JSONWriter(reservingCapacity: 64 + result.logs.count * 160)
+            w.raw(#"{"counts":"#)
+            w.int(result.counts)
+            w.raw(#","logs":["#)
+            for (i, e) in result.logs.enumerated() {
+                if i > 0 { w.raw(",") }
+                e.write(into: &w)
+            }
+            w.raw(#"],"success":"ok"}"#)
+            return json(.ok, w.bytes)
+        } catch let full as QueueFullError {
+            var w = JSONWriter()
+            var first = true
+            w.raw("{")
+            w.key("code", first: &first); w.int(503)
+            w.key("message", first: &first); w.string("Queue is full, try again later.")
+            w.key("detail", first: &first); w.string(full.description)
+            w.raw("}")
+            return json(.serviceUnavailable, w.bytes, extra: [(.retryAfter, String(full.retryAfter))])
+        } catch {
+            logger.error("push submission failed: \(error)")
+            return json(.internalServerError, RequestError(status: 500, message: "Internal error.", detail: "\(error)").json)
+        }
+    }
+
+    func appStatsJSON() -> [UInt8] {
+        let s = dispatcher.stats.snapshot
+        var w = JSONWriter()
+        var first = true
+        w.raw("{")
+        w.key("version", first: &first); w.string(PushgateVersion.version)
+        w.key("busy_workers", first: &first); w.int(dispatcher.queue.pendingCount)
+        w.key("success_tasks", first: &first); w.int(s.successTasks)
+        w.key("failure_tasks", first: &first); w.int(s.failureTasks)
+        w.key("submitted_tasks", first: &first); w.int(s.submittedTasks)
+        w.key("total_count", first: &first); w.int(s.totalCount)
+        for p in Platform.allCases {
+            let c = s.counts(p)
+            w.key(p.name, first: &first)
+            w.raw(#"{"push_success":"#); w.int(c.pushSuccess)
+            w.raw(#","push_error":"#); w.int(c.pushError)
+            w.raw("}")
+        }
+        w.raw("}")
+        return w.bytes
+    }
+
+    func processStatsJSON() -> [UInt8] {
+        let p = ProcessStats.read()
+        var w = JSONWriter()
+        var first = true
+        w.raw("{")
+        w.key("time", first: &first); w.int(Int64(Date().timeIntervalSince1970 * 1e9))
+        w.key("swift_version", first: &first); w.string("6")
+        w.key("pid", first: &first); w.int(Int(getpid()))
+        w.key("uptime_seconds", first: &first); w.int(Int(Date().timeIntervalSince(startedAt)))
+        w.key("cpu_num", first: &first); w.int(ProcessInfo.processInfo.activeProcessorCount)
+        w.key("threads", first: &first); w.int(p.threads)
+        w.key("memory_rss_bytes", first: &first); w.int(p.rssBytes)
+        w.key("memory_virtual_bytes", first: &first); w.int(p.virtualBytes)
+        w.key("memory_rss_peak_bytes", first: &first); w.int(p.peakRSSBytes)
+        w.key("cpu_user_seconds", first: &first); w.double(p.userSeconds)
+        w.key("cpu_system_seconds", first: &first); w.double(p.systemSeconds)
+        w.key("queue_pending", first: &first); w.int(dispatcher.queue.pendingCount)
+        w.key("queue_capacity", first: &first); w.int(dispatcher.queue.capacity)
+        w.raw("}")
+        return w.bytes
+    }
+
+    func sysStatsJSON() -> [UInt8] {
+        var w = JSONWriter()
+        var first = true
+        w.raw("{")
+        w.key("uptime_seconds", first: &first); w.int(Int(Date().timeIntervalSince(startedAt)))
+        w.key("responses", first: &first)
+        w.raw("{")
+        var f2 = true
+        for (status, n) in requestCounters.snapshot.sorted(by: { $0.key < $1.key }) {
+            w.key(String(status), first: &f2); w.int(n)
+        }
+        w.raw("}}")
+        return w.bytes
+    }
+}
+
+/// Process figures from /proc (Linux) and getrusage.
+struct ProcessStats {
+    var threads = 0
+    var rssBytes = 0
+    var virtualBytes = 0
+    var peakRSSBytes = 0
+    var userSeconds = 0.0
+    var systemSeconds = 0.0
+
+    static func read() -> ProcessStats {
+        var s = ProcessStats()
+        if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) {
+            for line in status.split(separator: "\n") {
+                let parts = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+                guard parts.count >= 2, let v = Int(parts[1]) else { continue }
+                switch parts[0] {
+                case "Threads:": s.threads = v
+                case "VmRSS:": s.rssBytes = v * 1024
+                case "VmSize:": s.virtualBytes = v * 1024
+                case "VmHWM:": s.peakRSSBytes = v * 1024
+                default: break
+                }
+            }
+        }
+        var usage = rusage()
+        if getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage) == 0 {
+            s.userSeconds = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+            s.systemSeconds = Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+        }
+        return s
+    }
+}
+
+/// Field checks at ingest that turn into a 400 naming the field (beyond JSON types).
+public enum IngestValidation {
+    public struct Problem: Sendable, Equatable {
+        public var message: String
+        public var field: String
+        public var detail: String
+    }
+
+    static let base64URLChars = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+    public static func validate(_ n: PushNotification) -> Problem? {
+        if let p = n.priority, !["", "normal", "high"].contains(p) {
+            return Problem(message: "Invalid priority.", field: "priority", detail: "must be \"normal\" or \"high\", got \"\(p)\"")
+        }
+        if n.platform == .webpush || n.platform == .unifiedpush {
+            if let topic = n.collapseID, !topic.isEmpty {
+                if topic.count > 32 || !topic.allSatisfy({ base64URLChars.contains($0) }) {
+                    return Problem(message: "Invalid collapse_id.", field: "collapse_id", detail: "a Web Push Topic is at most 32 URL-safe base64 characters")
+                }
+            }
+            if let u = n.urgency, !["very-low", "low", "normal", "high"].contains(u) {
+                return Problem(message: "Invalid urgency.", field: "urgency", detail: "must be very-low, low, normal or high")
+            }
+            if let subs = n.subscriptions {
+                for (i, s) in subs.enumerated() where s.endpoint.isEmpty {
+                    return Problem(message: "Invalid subscription.", field: "subscriptions[\(i)].endpoint", detail: "endpoint is required")
+                }
+            }
+        }
+        if n.platform == .ios, let c = n.collapseID, c.utf8.count > 64 {
+            return Problem(message: "Invalid collapse_id.", field: "collapse_id", detail: "apns-collapse-id is at most 64 bytes")
+        }
+        return nil
+    }
+}

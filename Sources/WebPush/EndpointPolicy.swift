@@ -1,0 +1,137 @@
+import Foundation
+import PushgateCore
+
+/// A parsed push endpoint URL.
+public struct WebPushEndpoint: Sendable, Hashable {
+    /// "https" or "http".
+    public let scheme: String
+    /// Host without brackets, lowercased.
+    public let host: String
+    public let port: Int
+    /// Path and query, at least "/".
+    public let pathAndQuery: String
+    /// `scheme://host[:port]` (default port omitted, IPv6 bracketed): the VAPID `aud`.
+    public let origin: String
+    public let url: String
+
+    /// Parses an absolute http(s) URL; nil when it is not one.
+    public init?(_ url: String) {
+        guard url.utf8.count <= 4096, let schemeEnd = url.range(of: "://") else { return nil }
+        let scheme = url[url.startIndex..<schemeEnd.lowerBound].lowercased()
+        guard scheme == "https" || scheme == "http" else { return nil }
+        var rest = url[schemeEnd.upperBound...]
+        var path = "/"
+        if let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) {
+            var p = String(rest[end...])
+            if let hash = p.firstIndex(of: "#") { p = String(p[..<hash]) }
+            if p.hasPrefix("?") { p = "/" + p }
+            path = p.isEmpty ? "/" : p
+            rest = rest[rest.startIndex..<end]
+        }
+        if rest.contains("@") { return nil }  // userinfo is never part of a push endpoint
+        var host: Substring
+        var portString: Substring?
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]") else { return nil }
+            host = rest[rest.index(after: rest.startIndex)..<close]
+            let after = rest[rest.index(after: close)...]
+            if after.hasPrefix(":") { portString = after.dropFirst() } else if !after.isEmpty { return nil }
+        } else if let colon = rest.lastIndex(of: ":") {
+            host = rest[rest.startIndex..<colon]
+            portString = rest[rest.index(after: colon)...]
+        } else {
+            host = rest
+        }
+        guard !host.isEmpty, host.allSatisfy({ $0.isASCII && !$0.isWhitespace && $0 != "/" }) else { return nil }
+        let defaultPort = scheme == "https" ? 443 : 80
+        var port = defaultPort
+        if let portString, !portString.isEmpty {
+            guard portString.allSatisfy(\.isASCII), let p = Int(portString), p > 0, p < 65536 else { return nil }
+            port = p
+        }
+        guard path.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else { return nil }
+        self.scheme = scheme
+        self.host = host.lowercased()
+        self.port = port
+        self.pathAndQuery = path
+        let hostForURL = self.host.contains(":") ? "[\(self.host)]" : self.host
+        self.origin = port == defaultPort ? "\(scheme)://\(hostForURL)" : "\(scheme)://\(hostForURL):\(port)"
+        self.url = url
+    }
+}
+
+/// The SSRF guard for user-supplied endpoints: scheme, host allowlist, and (after DNS resolution)
+/// public addresses only unless `allow_private_endpoints`.
+public struct EndpointPolicy: Sendable {
+    public var allowHTTP: Bool
+    public var allowPrivateEndpoints: Bool
+    /// Lowercased entries: exact host, or `*.example.com` / `.example.com` for any subdomain.
+    public var hostAllowlist: [String]?
+
+    public init(allowHTTP: Bool = false, allowPrivateEndpoints: Bool = false, hostAllowlist: [String]? = nil) {
+        self.allowHTTP = allowHTTP
+        self.allowPrivateEndpoints = allowPrivateEndpoints
+        self.hostAllowlist = hostAllowlist?.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+    }
+
+    public init(_ config: WebPushConfiguration) {
+        self.init(allowHTTP: config.allowHTTP, allowPrivateEndpoints: config.allowPrivateEndpoints, hostAllowlist: config.hostAllowlist)
+    }
+
+    /// Checks that need no DNS: URL shape, scheme, allowlist, and an IP-literal host.
+    public func check(_ endpoint: String) -> Result<WebPushEndpoint, PushFailure> {
+        guard let ep = WebPushEndpoint(endpoint) else {
+            let scheme = endpoint.range(of: "://").map { String(endpoint[..<$0.lowerBound]) }
+            if let scheme, scheme.lowercased() != "https", scheme.lowercased() != "http" {
+                return .failure(PushFailure("endpoint refused: scheme \"\(scheme)\" is not https"))
+            }
+            return .failure(PushFailure("endpoint refused: not an absolute https URL"))
+        }
+        return check(ep)
+    }
+
+    public func check(_ ep: WebPushEndpoint) -> Result<WebPushEndpoint, PushFailure> {
+        if ep.scheme == "http" && !allowHTTP {
+            return .failure(PushFailure("endpoint refused: plain http (set webpush.allow_http to allow)"))
+        }
+        if let list = hostAllowlist, !Self.hostAllowed(ep.host, list) {
+            return .failure(PushFailure("endpoint refused: host \(ep.host) is not in webpush.host_allowlist"))
+        }
+        if !allowPrivateEndpoints {
+            if let bytes = IPAddressClassifier.parse(ep.host) {
+                if let why = IPAddressClassifier.refusal(for: bytes) { return .failure(PushFailure(why)) }
+            } else if ep.host == "localhost" || ep.host.hasSuffix(".localhost") {
+                return .failure(PushFailure("endpoint refused: \(ep.host) is a loopback name (set webpush.allow_private_endpoints to allow)"))
+            }
+        }
+        return .success(ep)
+    }
+
+    /// Whether resolved addresses must be checked (a host name while private endpoints are refused).
+    public func needsResolution(_ ep: WebPushEndpoint) -> Bool {
+        !allowPrivateEndpoints && IPAddressClassifier.parse(ep.host) == nil
+    }
+
+    /// The refusal for a set of resolved addresses: refused if any one of them is not public.
+    public func check(resolved addresses: [[UInt8]], host: String) -> PushFailure? {
+        if allowPrivateEndpoints { return nil }
+        for a in addresses {
+            if let why = IPAddressClassifier.refusal(for: a, host: host) { return PushFailure(why) }
+        }
+        return nil
+    }
+
+    static func hostAllowed(_ host: String, _ list: [String]) -> Bool {
+        for entry in list {
+            if entry.hasPrefix("*.") {
+                let suffix = entry.dropFirst(1)  // ".example.com"
+                if host.hasSuffix(suffix) { return true }
+            } else if entry.hasPrefix(".") {
+                if host.hasSuffix(entry) || host == entry.dropFirst() { return true }
+            } else if host == entry {
+                return true
+            }
+        }
+        return false
+    }
+}

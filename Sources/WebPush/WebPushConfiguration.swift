@@ -1,0 +1,70 @@
+import Foundation
+
+/// The `webpush:` configuration section (shared by Web Push and UnifiedPush).
+///
+/// | key                       | default | meaning |
+/// |---------------------------|---------|---------|
+/// | `vapid_private_key`       | —       | base64url raw 32-byte P-256 private scalar (`pushgate vapid-keys` makes one) |
+/// | `vapid_subject`           | —       | `mailto:you@example.com` or an `https:` URL |
+/// | `allow_http`              | false   | accept plain `http://` endpoints |
+/// | `allow_private_endpoints` | false   | allow endpoints resolving to loopback/private/link-local/... addresses |
+/// | `host_allowlist`          | none    | when set, only these hosts (`push.example.com`, or `*.example.com` for subdomains) |
+/// | `default_ttl`             | 86400   | `TTL` (seconds) when a notification has neither `time_to_live` nor `expiration` |
+/// | `max_retry`               | 3       | retries of a transient failure (429/5xx/connection), done by the dispatcher |
+/// | `timeout`                 | 30      | per-request timeout in seconds |
+/// | `connections_per_origin`  | 2       | HTTP/2 connections per push-service origin |
+public struct WebPushConfiguration: Sendable, Equatable {
+    public var vapidPrivateKey: String
+    public var vapidSubject: String
+    public var allowHTTP: Bool = false
+    public var allowPrivateEndpoints: Bool = false
+    public var hostAllowlist: [String]? = nil
+    /// `TTL` when the notification gives neither `time_to_live` nor `expiration`: one day.
+    public var defaultTTL: Int = WebPushConfiguration.standardDefaultTTL
+    public var maxRetry: Int = 3
+    public var requestTimeoutSeconds: Double = 30
+    public var connectionsPerOrigin: Int = 2
+    /// How long a DNS answer checked by the SSRF guard is reused.
+    public var resolutionCacheSeconds: Double = 60
+
+    public static let standardDefaultTTL = 86_400
+
+    /// The YAML keys of the section, for the config loader and `GET /api/config`.
+    public enum Key {
+        public static let vapidPrivateKey = "vapid_private_key"
+        public static let vapidSubject = "vapid_subject"
+        public static let allowHTTP = "allow_http"
+        public static let allowPrivateEndpoints = "allow_private_endpoints"
+        public static let hostAllowlist = "host_allowlist"
+        public static let defaultTTL = "default_ttl"
+        public static let maxRetry = "max_retry"
+        public static let timeout = "timeout"
+        public static let connectionsPerOrigin = "connections_per_origin"
+    }
+
+    public init(vapidPrivateKey: String, vapidSubject: String) {
+        self.vapidPrivateKey = vapidPrivateKey
+        self.vapidSubject = vapidSubject
+    }
+
+    /// Checks every key; throws `WebPushConfigurationError` with a one-line message naming the key.
+    /// Returns the parsed VAPID keys.
+    @discardableResult
+    public func validate() throws -> VAPIDKeys {
+        let keys = try VAPIDKeys(privateKeyBase64URL: vapidPrivateKey)
+        try validateVAPIDSubject(vapidSubject)
+        if defaultTTL < 0 { throw WebPushConfigurationError("webpush.default_ttl must be >= 0 (got \(defaultTTL))") }
+        if maxRetry < 0 { throw WebPushConfigurationError("webpush.max_retry must be >= 0 (got \(maxRetry))") }
+        if !(requestTimeoutSeconds > 0) { throw WebPushConfigurationError("webpush.timeout must be > 0 seconds (got \(requestTimeoutSeconds))") }
+        if connectionsPerOrigin < 1 { throw WebPushConfigurationError("webpush.connections_per_origin must be >= 1 (got \(connectionsPerOrigin))") }
+        if let list = hostAllowlist {
+            for (i, h) in list.enumerated() {
+                let t = h.trimmingCharacters(in: .whitespaces)
+                if t.isEmpty || t.contains("/") || t.contains(" ") || t.contains("://") {
+                    throw WebPushConfigurationError("webpush.host_allowlist[\(i)]: \"\(h)\" is not a host name (use push.example.com or *.example.com)")
+                }
+            }
+        }
+        return keys
+    }
+}

@@ -1,0 +1,222 @@
+import Crypto
+import Foundation
+import PushgateCore
+import Signing
+
+/// Errors from RFC 8291 / RFC 8188 encryption and decryption.
+public enum WebPushCryptoError: Error, Sendable, Equatable, CustomStringConvertible {
+    case invalidPublicKey(String)
+    case invalidAuthSecret(String)
+    case invalidSalt
+    case plaintextTooLarge(size: Int, limit: Int)
+    case malformedBody(String)
+    case decryptionFailed(String)
+
+    public var description: String {
+        switch self {
+        case .invalidPublicKey(let why): return "invalid p256dh key: \(why)"
+        case .invalidAuthSecret(let why): return "invalid auth secret: \(why)"
+        case .invalidSalt: return "salt must be 16 bytes"
+        case .plaintextTooLarge(let size, let limit): return "plaintext too large (\(size) > \(limit) bytes)"
+        case .malformedBody(let why): return "malformed aes128gcm body: \(why)"
+        case .decryptionFailed(let why): return "aes128gcm decryption failed: \(why)"
+        }
+    }
+}
+
+/// The receiving user agent's keys from a `PushSubscription` (`keys.p256dh`, `keys.auth`), parsed once.
+public struct WebPushReceiverKeys: Sendable {
+    public let publicKey: P256.KeyAgreement.PublicKey
+    /// The 65-byte uncompressed point (`0x04 || X || Y`), as used in the RFC 8291 key info.
+    public let publicKeyBytes: [UInt8]
+    /// The 16-byte authentication secret.
+    public let authSecret: [UInt8]
+
+    public init(publicKey: P256.KeyAgreement.PublicKey, authSecret: [UInt8]) throws {
+        guard authSecret.count == 16 else {
+            throw WebPushCryptoError.invalidAuthSecret("expected 16 bytes, got \(authSecret.count)")
+        }
+        self.publicKey = publicKey
+        self.publicKeyBytes = Array(publicKey.x963Representation)
+        self.authSecret = authSecret
+    }
+
+    /// Parses the base64url `p256dh` (65-byte uncompressed P-256 point) and `auth` (16 bytes) strings.
+    public init(p256dh: String, auth: String) throws {
+        guard let point = Base64URL.decode(p256dh) else { throw WebPushCryptoError.invalidPublicKey("not base64url") }
+        guard point.count == 65, point.first == 0x04 else {
+            throw WebPushCryptoError.invalidPublicKey("expected a 65-byte uncompressed P-256 point, got \(point.count) bytes")
+        }
+        let key: P256.KeyAgreement.PublicKey
+        do { key = try P256.KeyAgreement.PublicKey(x963Representation: point) } catch {
+            throw WebPushCryptoError.invalidPublicKey("not a point on P-256")
+        }
+        guard let secret = Base64URL.decode(auth) else { throw WebPushCryptoError.invalidAuthSecret("not base64url") }
+        try self.init(publicKey: key, authSecret: Array(secret))
+    }
+
+    public init(_ keys: WebPushSubscription.Keys) throws {
+        try self.init(p256dh: keys.p256dh, auth: keys.auth)
+    }
+}
+
+/// RFC 8291 message encryption for Web Push with the RFC 8188 `aes128gcm` content coding.
+///
+/// The body is one record: `salt(16) || rs(4, big endian) || idlen(1)=65 || as_public(65) ||
+/// AES-128-GCM(plaintext || 0x02)`, with `rs` = 4096, so at most 3993 bytes of plaintext.
+public enum WebPushCrypto {
+    /// The record size written in the header (RFC 8291 section 4: the push message must fit in 4096 bytes).
+    public static let recordSize = 4096
+    /// Header: salt 16 + rs 4 + idlen 1 + key id 65.
+    public static let headerSize = 86
+    /// Largest plaintext: 4096 - 86 (header) - 16 (tag) - 1 (delimiter).
+    public static let maxPlaintextSize = 3993
+
+    static let keyInfoPrefix: [UInt8] = Array("WebPush: info".utf8) + [0]
+    static let cekInfo: [UInt8] = Array("Content-Encoding: aes128gcm".utf8) + [0]
+    static let nonceInfo: [UInt8] = Array("Content-Encoding: nonce".utf8) + [0]
+
+    /// The derived values of RFC 8291 section 3.4 (exposed for tests against the RFC's intermediate values).
+    public struct DerivedKeys: Sendable {
+        public let ikm: [UInt8]
+        public let contentEncryptionKey: [UInt8]
+        public let nonce: [UInt8]
+    }
+
+    /// Derives IKM, CEK and NONCE from the ECDH secret, the auth secret, both public keys and the salt.
+    public static func deriveKeys(ecdhSecret: some ContiguousBytes, authSecret: [UInt8], uaPublic: [UInt8], asPublic: [UInt8], salt: [UInt8]) -> DerivedKeys {
+        var keyInfo = keyInfoPrefix
+        keyInfo.reserveCapacity(keyInfoPrefix.count + 130)
+        keyInfo.append(contentsOf: uaPublic)
+        keyInfo.append(contentsOf: asPublic)
+        // IKM = HKDF(salt = auth_secret, ikm = ecdh_secret, info = key_info, L = 32)
+        let prkKey = HKDF<SHA256>.extract(inputKeyMaterial: SymmetricKey(data: ecdhSecret), salt: authSecret)
+        let ikm = HKDF<SHA256>.expand(pseudoRandomKey: prkKey, info: keyInfo, outputByteCount: 32)
+        // PRK = HMAC-SHA-256(salt, IKM); CEK and NONCE from it.
+        let prk = ikm.withUnsafeBytes { HKDF<SHA256>.extract(inputKeyMaterial: SymmetricKey(data: $0), salt: salt) }
+        let cek = HKDF<SHA256>.expand(pseudoRandomKey: prk, info: cekInfo, outputByteCount: 16)
+        let nonce = HKDF<SHA256>.expand(pseudoRandomKey: prk, info: nonceInfo, outputByteCount: 12)
+        return DerivedKeys(
+            ikm: bytes(ikm), contentEncryptionKey: bytes(cek), nonce: bytes(nonce)
+        )
+    }
+
+    /// Encrypts `plaintext` for the receiver. A fresh sender key pair and a random 16-byte salt are
+    /// used unless given (tests inject them to reproduce RFC 8291 Appendix A).
+    public static func encrypt(
+        _ plaintext: some Collection<UInt8>,
+        for receiver: WebPushReceiverKeys,
+        senderKey: P256.KeyAgreement.PrivateKey? = nil,
+        salt: [UInt8]? = nil
+    ) throws -> [UInt8] {
+        guard plaintext.count <= maxPlaintextSize else {
+            throw WebPushCryptoError.plaintextTooLarge(size: plaintext.count, limit: maxPlaintextSize)
+        }
+        let salt = salt ?? randomBytes(16)
+        guard salt.count == 16 else { throw WebPushCryptoError.invalidSalt }
+        let asKey = senderKey ?? P256.KeyAgreement.PrivateKey()
+        let asPublic = asKey.publicKey.x963Representation
+        let shared: SharedSecret
+        do { shared = try asKey.sharedSecretFromKeyAgreement(with: receiver.publicKey) } catch {
+            throw WebPushCryptoError.invalidPublicKey("ECDH failed: \(error)")
+        }
+        let keys = shared.withUnsafeBytes { secret in
+            deriveKeys(ecdhSecret: secret, authSecret: receiver.authSecret, uaPublic: receiver.publicKeyBytes,
+                       asPublic: Array(asPublic), salt: salt)
+        }
+        var record = [UInt8]()
+        record.reserveCapacity(plaintext.count + 1)
+        record.append(contentsOf: plaintext)
+        record.append(0x02)  // last-record delimiter, no padding
+        let sealed = try AES.GCM.seal(record, using: SymmetricKey(data: keys.contentEncryptionKey),
+                                      nonce: try AES.GCM.Nonce(data: keys.nonce))
+        var out = [UInt8]()
+        out.reserveCapacity(headerSize + record.count + 16)
+        out.append(contentsOf: salt)
+        let rs = UInt32(recordSize)
+        out.append(UInt8(truncatingIfNeeded: rs >> 24)); out.append(UInt8(truncatingIfNeeded: rs >> 16))
+        out.append(UInt8(truncatingIfNeeded: rs >> 8)); out.append(UInt8(truncatingIfNeeded: rs))
+        out.append(UInt8(asPublic.count))
+        out.append(contentsOf: asPublic)
+        out.append(contentsOf: sealed.ciphertext)
+        out.append(contentsOf: sealed.tag)
+        return out
+    }
+
+    /// Decrypts an `aes128gcm` body with the receiver's private key and auth secret (RFC 8291 +
+    /// RFC 8188, any record size and number of records, padding removed).
+    public static func decrypt(_ body: [UInt8], receiverPrivateKey: P256.KeyAgreement.PrivateKey, authSecret: [UInt8]) throws -> [UInt8] {
+        guard authSecret.count == 16 else { throw WebPushCryptoError.invalidAuthSecret("expected 16 bytes, got \(authSecret.count)") }
+        guard body.count >= 21 else { throw WebPushCryptoError.malformedBody("shorter than the 21-byte header") }
+        let salt = Array(body[0..<16])
+        let rs = Int(body[16]) << 24 | Int(body[17]) << 16 | Int(body[18]) << 8 | Int(body[19])
+        guard rs >= 18 else { throw WebPushCryptoError.malformedBody("record size \(rs) < 18") }
+        let idlen = Int(body[20])
+        guard idlen == 65, body.count >= 21 + idlen else { throw WebPushCryptoError.malformedBody("key id must be the 65-byte sender public key (idlen \(idlen))") }
+        let asPublicBytes = Array(body[21..<(21 + idlen)])
+        let asPublic: P256.KeyAgreement.PublicKey
+        do { asPublic = try P256.KeyAgreement.PublicKey(x963Representation: asPublicBytes) } catch {
+            throw WebPushCryptoError.malformedBody("key id is not a P-256 point")
+        }
+        let shared: SharedSecret
+        do { shared = try receiverPrivateKey.sharedSecretFromKeyAgreement(with: asPublic) } catch {
+            throw WebPushCryptoError.decryptionFailed("ECDH failed")
+        }
+        let uaPublic = Array(receiverPrivateKey.publicKey.x963Representation)
+        let keys = shared.withUnsafeBytes { secret in
+            deriveKeys(ecdhSecret: secret, authSecret: authSecret, uaPublic: uaPublic, asPublic: asPublicBytes, salt: salt)
+        }
+        let cek = SymmetricKey(data: keys.contentEncryptionKey)
+        var offset = 21 + idlen
+        guard offset < body.count else { throw WebPushCryptoError.malformedBody("no records") }
+        var out = [UInt8]()
+        var seq: UInt64 = 0
+        while offset < body.count {
+            let end = min(offset + rs, body.count)
+            let isLast = end == body.count
+            let chunk = body[offset..<end]
+            guard chunk.count > 16 else { throw WebPushCryptoError.malformedBody("record shorter than the tag") }
+            var nonce = keys.nonce
+            for i in 0..<8 { nonce[11 - i] ^= UInt8(truncatingIfNeeded: seq >> (8 * UInt64(i))) }
+            let box: AES.GCM.SealedBox
+            let plain: Data
+            do {
+                box = try AES.GCM.SealedBox(nonce: AES.GCM.Nonce(data: nonce),
+                                            ciphertext: chunk.dropLast(16), tag: chunk.suffix(16))
+                plain = try AES.GCM.open(box, using: cek)
+            } catch {
+                throw WebPushCryptoError.decryptionFailed("record \(seq) does not authenticate")
+            }
+            // Strip padding: trailing zeros, then the delimiter (0x02 last record, 0x01 others).
+            guard let delimiterIndex = plain.lastIndex(where: { $0 != 0 }) else {
+                throw WebPushCryptoError.decryptionFailed("record \(seq) has no delimiter")
+            }
+            let delimiter = plain[delimiterIndex]
+            if isLast {
+                guard delimiter == 0x02 else { throw WebPushCryptoError.decryptionFailed("last record delimiter is \(delimiter), expected 2") }
+            } else {
+                guard delimiter == 0x01 else { throw WebPushCryptoError.decryptionFailed("record \(seq) delimiter is \(delimiter), expected 1") }
+            }
+            out.append(contentsOf: plain[plain.startIndex..<delimiterIndex])
+            offset = end
+            seq += 1
+        }
+        return out
+    }
+
+    static func bytes(_ key: SymmetricKey) -> [UInt8] {
+        key.withUnsafeBytes { (p: UnsafeRawBufferPointer) in [UInt8](p) }
+    }
+
+    static func randomBytes(_ n: Int) -> [UInt8] {
+        var g = SystemRandomNumberGenerator()
+        var out = [UInt8]()
+        out.reserveCapacity(n + 7)
+        while out.count < n {
+            let r = g.next()
+            for i in 0..<8 { out.append(UInt8(truncatingIfNeeded: r >> (8 * UInt64(i)))) }
+        }
+        out.removeLast(out.count - n)
+        return out
+    }
+}

@@ -1,0 +1,294 @@
+import Crypto
+import Foundation
+import HTTP2Pool
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import PushgateCore
+
+/// The shared machinery of `WebPushProvider` and `UnifiedPushProvider`: VAPID, SSRF guard,
+/// encryption, transport and response classification. One engine may back both providers.
+public final class WebPushEngine: Sendable {
+    public let configuration: WebPushConfiguration
+    public let vapid: VAPIDAuthorizer
+    public let policy: EndpointPolicy
+    let transport: WebPushTransport
+    let logger: Logger
+    private let resolutions = Locked<[String: (refusal: PushFailure?, expires: Double)]>([:])
+    /// Replaceable for tests: host, port -> addresses (default getaddrinfo on NIO's thread pool).
+    let resolver: @Sendable (String, Int) async throws -> [[UInt8]]
+
+    /// - Parameters:
+    ///   - configuration: the `webpush:` section; validated here (throws `WebPushConfigurationError`).
+    ///   - tlsConfiguration: client TLS (system roots by default; add `core.ca_file` roots, e.g. with
+    ///     `HTTP2PoolConfiguration.tls(extraRootsPEM:)`).
+    public init(configuration: WebPushConfiguration,
+                tlsConfiguration: TLSConfiguration? = nil,
+                eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+                transportMode: WebPushTransportMode = .automatic,
+                logger: Logger = Logger(label: "pushgate.webpush"),
+                resolver: (@Sendable (String, Int) async throws -> [[UInt8]])? = nil,
+                now: @escaping @Sendable () -> Date = { Date() }) throws {
+        let keys = try configuration.validate()
+        self.configuration = configuration
+        self.vapid = VAPIDAuthorizer(keys: keys, subject: configuration.vapidSubject.trimmingCharacters(in: .whitespaces), now: now)
+        self.policy = EndpointPolicy(configuration)
+        self.logger = logger
+        self.transport = WebPushTransport(mode: transportMode, tlsConfiguration: tlsConfiguration,
+                                          timeoutSeconds: configuration.requestTimeoutSeconds,
+                                          connectionsPerOrigin: configuration.connectionsPerOrigin,
+                                          eventLoopGroup: eventLoopGroup, logger: logger)
+        self.resolver = resolver ?? { host, port in
+            try await NIOThreadPool.singleton.runIfActive { try HostResolver.resolve(host, port: port) }
+        }
+    }
+
+    // MARK: prepare / validate
+
+    public func prepare(_ notification: PushNotification) throws -> PreparedWebPush {
+        try WebPushRequestValidator.prepare(notification, defaultTTL: configuration.defaultTTL)
+    }
+
+    /// What one target resolves to before any network call.
+    enum Delivery {
+        case encrypted(WebPushEndpoint, WebPushReceiverKeys)
+        case legacy(WebPushEndpoint)
+    }
+
+    func delivery(for target: PushTarget, platform: Platform, plaintextSize: Int) -> Result<Delivery, PushFailure> {
+        let endpoint: String
+        var keys: WebPushSubscription.Keys?
+        switch target {
+        case .topic:
+            return .failure(PushFailure("\(platform.name) has no topic sends"))
+        case .token(let t):
+            guard platform == .unifiedpush else {
+                return .failure(PushFailure("Web Push needs a subscription with keys (p256dh, auth), not a bare endpoint"))
+            }
+            endpoint = t
+        case .subscription(let s):
+            endpoint = s.endpoint
+            keys = s.keys
+            if keys == nil && platform == .webpush {
+                return .failure(PushFailure("subscription has no keys (p256dh, auth): Web Push payloads must be encrypted"))
+            }
+        }
+        let ep: WebPushEndpoint
+        switch policy.check(endpoint) {
+        case .failure(let f): return .failure(f)
+        case .success(let e): ep = e
+        }
+        if let keys {
+            if plaintextSize > WebPushCrypto.maxPlaintextSize {
+                return .failure(.payloadTooLarge(size: plaintextSize, limit: WebPushCrypto.maxPlaintextSize))
+            }
+            do { return .success(.encrypted(ep, try WebPushReceiverKeys(keys))) } catch {
+                return .failure(PushFailure("InvalidSubscriptionKeys: \(error)"))
+            }
+        }
+        if plaintextSize > WebPushRequestValidator.maxLegacyBodySize {
+            return .failure(.payloadTooLarge(size: plaintextSize, limit: WebPushRequestValidator.maxLegacyBodySize))
+        }
+        return .success(.legacy(ep))
+    }
+
+    func validate(target: PushTarget, of prepared: any PreparedPush, platform: Platform) -> PushFailure? {
+        guard let p = prepared as? PreparedWebPush else { return PushFailure("internal: not a Web Push rendering") }
+        if case .failure(let f) = delivery(for: target, platform: platform, plaintextSize: p.plaintext.count) { return f }
+        return nil
+    }
+
+    // MARK: SSRF resolution check
+
+    /// nil when the endpoint's host resolves only to allowed addresses (answers cached briefly).
+    func resolutionRefusal(_ ep: WebPushEndpoint) async -> PushFailure? {
+        guard policy.needsResolution(ep) else { return nil }
+        let now = Date().timeIntervalSince1970
+        if let hit = resolutions.withLock({ $0[ep.host] }), hit.expires > now { return hit.refusal }
+        let refusal: PushFailure?
+        do {
+            let addresses = try await resolver(ep.host, ep.port)
+            refusal = policy.check(resolved: addresses, host: ep.host)
+        } catch {
+            // Not cached: a resolution failure is transient.
+            return PushFailure("DNS: \(error)")
+        }
+        resolutions.withLock { table in
+            if table.count >= 10_000 { table.removeAll(keepingCapacity: true) }
+            table[ep.host] = (refusal, now + configuration.resolutionCacheSeconds)
+        }
+        return refusal
+    }
+
+    // MARK: send
+
+    /// Headers and body for one delivery (exposed for tests and benchmarks).
+    func render(_ prepared: PreparedWebPush, _ delivery: Delivery) throws -> (headers: [(String, String)], body: [UInt8]) {
+        var headers: [(String, String)] = []
+        headers.reserveCapacity(7)
+        headers.append(("ttl", String(prepared.ttlSeconds())))
+        if let u = prepared.urgency { headers.append(("urgency", u)) }
+        if let t = prepared.topic { headers.append(("topic", t)) }
+        switch delivery {
+        case .encrypted(let ep, let keys):
+            let body = try WebPushCrypto.encrypt(prepared.plaintext, for: keys)
+            headers.append(("content-encoding", "aes128gcm"))
+            headers.append(("content-type", "application/octet-stream"))
+            headers.append(("authorization", try vapid.authorization(origin: ep.origin)))
+            return (headers, body)
+        case .legacy:
+            headers.append(("content-type", "application/octet-stream"))
+            return (headers, prepared.plaintext)
+        }
+    }
+
+    func send(_ prepared: any PreparedPush, to target: PushTarget, platform: Platform) async -> SendOutcome {
+        guard let p = prepared as? PreparedWebPush else { return .permanent(reason: "internal: not a Web Push rendering", status: nil) }
+        let delivery: Delivery
+        switch self.delivery(for: target, platform: platform, plaintextSize: p.plaintext.count) {
+        case .failure(let f): return .permanent(reason: f.reason, status: nil)
+        case .success(let d): delivery = d
+        }
+        let ep: WebPushEndpoint
+        switch delivery { case .encrypted(let e, _), .legacy(let e): ep = e }
+        if let refusal = await resolutionRefusal(ep) {
+            if refusal.reason.hasPrefix("DNS: ") { return .transient(reason: refusal.reason, status: nil, retryAfter: nil) }
+            return .permanent(reason: refusal.reason, status: nil)
+        }
+        let request: (headers: [(String, String)], body: [UInt8])
+        do { request = try render(p, delivery) } catch {
+            return .permanent(reason: "EncryptionFailed: \(error)", status: nil)
+        }
+        let response: WebPushHTTPResponse
+        do {
+            response = try await transport.post(ep, headers: request.headers, body: request.body)
+        } catch {
+            return .transient(reason: "ConnectionError: \(Self.describe(error))", status: nil, retryAfter: nil)
+        }
+        if response.status == 401 || response.status == 403 { vapid.invalidate(origin: ep.origin) }
+        return Self.classify(response)
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let e = error as? HTTP2PoolError { return e.description }
+        return String(describing: error)
+    }
+
+    public func shutdown() async { await transport.shutdown() }
+
+    // MARK: classification
+
+    /// Maps a push service's answer to an outcome (RFC 8030 / UnifiedPush / ntfy semantics).
+    public static func classify(_ r: WebPushHTTPResponse, now: Date = Date()) -> SendOutcome {
+        let status = r.status
+        let text = responseText(r.body)
+        func named(_ name: String) -> String { text.isEmpty ? name : "\(name): \(text)" }
+        switch status {
+        case 200..<300:
+            return .delivered(providerID: r.header("location"))
+        case 404:
+            return .tokenDead(reason: named("SubscriptionNotFound"), status: status)
+        case 410:
+            return .tokenDead(reason: named("SubscriptionGone"), status: status)
+        case 413:
+            return .permanent(reason: named("PayloadTooLarge"), status: status)
+        case 429:
+            return .transient(reason: named("TooManyRequests"), status: status, retryAfter: retryAfter(r.header("retry-after"), now: now))
+        case 500..<600:
+            return .transient(reason: named("ServerError \(status)"), status: status, retryAfter: retryAfter(r.header("retry-after"), now: now))
+        case 300..<400:
+            let location = r.header("location").map { " to \($0.prefix(200))" } ?? ""
+            return .permanent(reason: "RedirectNotFollowed: \(status)\(location)", status: status)
+        case 400:
+            return .permanent(reason: named("BadRequest"), status: status)
+        case 401:
+            return .permanent(reason: named("Unauthorized (VAPID)"), status: status)
+        case 403:
+            return .permanent(reason: named("Forbidden (VAPID)"), status: status)
+        default:
+            return .permanent(reason: named("HTTP \(status)"), status: status)
+        }
+    }
+
+    /// The service's response text, one line, at most 200 characters.
+    static func responseText(_ body: [UInt8]) -> String {
+        guard !body.isEmpty else { return "" }
+        var s = String(decoding: body.prefix(512), as: UTF8.self)
+        s = s.replacingOccurrences(of: "\r", with: " ").replacingOccurrences(of: "\n", with: " ")
+            .trimmingCharacters(in: .whitespaces)
+        if s.count > 200 { s = String(s.prefix(200)) + "…" }
+        return s
+    }
+
+    /// `Retry-After`: delay-seconds or an HTTP-date.
+    public static func retryAfter(_ value: String?, now: Date = Date()) -> Double? {
+        guard let v = value?.trimmingCharacters(in: .whitespaces), !v.isEmpty else { return nil }
+        if let s = Double(v), s >= 0, s.isFinite { return s }
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "GMT")
+        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        if let d = f.date(from: v) { return max(0, d.timeIntervalSince(now)) }
+        return nil
+    }
+}
+
+/// Web Push (platform 4): RFC 8291-encrypted POSTs with VAPID to browser push services.
+public final class WebPushProvider: PushProvider {
+    public let engine: WebPushEngine
+    public var platform: Platform { .webpush }
+
+    public init(engine: WebPushEngine) { self.engine = engine }
+
+    public convenience init(configuration: WebPushConfiguration, tlsConfiguration: TLSConfiguration? = nil,
+                            eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+                            logger: Logger = Logger(label: "pushgate.webpush")) throws {
+        self.init(engine: try WebPushEngine(configuration: configuration, tlsConfiguration: tlsConfiguration,
+                                            eventLoopGroup: eventLoopGroup, logger: logger))
+    }
+
+    public func prepare(_ notification: PushNotification) throws -> any PreparedPush {
+        try engine.prepare(notification)
+    }
+
+    public func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure? {
+        engine.validate(target: target, of: prepared, platform: .webpush)
+    }
+
+    public func send(_ prepared: any PreparedPush, to target: PushTarget, context: DeliveryContext) async -> SendOutcome {
+        await engine.send(prepared, to: target, platform: .webpush)
+    }
+
+    public func shutdown() async { await engine.shutdown() }
+}
+
+/// UnifiedPush (platform 5): Web Push to distributor endpoints (`subscriptions` with keys), or the
+/// legacy unencrypted POST to bare endpoint URLs in `tokens` (or subscriptions without keys).
+public final class UnifiedPushProvider: PushProvider {
+    public let engine: WebPushEngine
+    public var platform: Platform { .unifiedpush }
+
+    public init(engine: WebPushEngine) { self.engine = engine }
+
+    public convenience init(configuration: WebPushConfiguration, tlsConfiguration: TLSConfiguration? = nil,
+                            eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+                            logger: Logger = Logger(label: "pushgate.unifiedpush")) throws {
+        self.init(engine: try WebPushEngine(configuration: configuration, tlsConfiguration: tlsConfiguration,
+                                            eventLoopGroup: eventLoopGroup, logger: logger))
+    }
+
+    public func prepare(_ notification: PushNotification) throws -> any PreparedPush {
+        try engine.prepare(notification)
+    }
+
+    public func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure? {
+        engine.validate(target: target, of: prepared, platform: .unifiedpush)
+    }
+
+    public func send(_ prepared: any PreparedPush, to target: PushTarget, context: DeliveryContext) async -> SendOutcome {
+        await engine.send(prepared, to: target, platform: .unifiedpush)
+    }
+
+    public func shutdown() async { await engine.shutdown() }
+}

@@ -1,0 +1,93 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import Logging
+import Server
+import WebPush
+
+@main
+struct Pushgate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pushgate",
+        abstract: "A multi-protocol push gateway (APNs, FCM, Web Push, UnifiedPush) speaking gorush's API.",
+        version: PushgateVersion.version,
+        subcommands: [Serve.self, VapidKeys.self],
+        defaultSubcommand: Serve.self
+    )
+}
+
+/// Prints a one-line configuration error and exits 1 (no stack trace, no crash).
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("pushgate: \(message)\n".utf8))
+    exit(1)
+}
+
+func makeLogger(_ label: String, level: String) -> Logger {
+    var l = Logger(label: label)
+    l.logLevel = Logger.Level(rawValue: level.lowercased()) ?? .info
+    return l
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run the gateway.")
+
+    @Option(name: .shortAndLong, help: "YAML config file (gorush's config.yml works too).")
+    var config: String = "config/pushgate.yml"
+
+    @Flag(help: "Start the built-in mock providers (APNs, FCM, Web Push) on loopback and send to them: no real credentials needed.")
+    var mock = false
+
+    @Option(help: "Override core.port.")
+    var port: Int?
+
+    func run() async throws {
+        LoggingSystem.bootstrap { label in
+            var h = StreamLogHandler.standardError(label: label)
+            h.logLevel = .info
+            return h
+        }
+        var raw: RawConfig
+        do {
+            let explicit = CommandLine.arguments.contains(where: { $0 == "--config" || $0 == "-c" || $0.hasPrefix("--config=") })
+            let path: String? = (FileManager.default.fileExists(atPath: config) || explicit) ? config : nil
+            raw = try RawConfig.load(path: path)
+            if path == nil { FileHandle.standardError.write(Data("pushgate: \(config) not found, using built-in defaults\n".utf8)) }
+        } catch {
+            fail("\(error)")
+        }
+        if let port { raw.set("core.port", .int(port)) }
+        var mocks: MockStack?
+        if mock || raw.bool("mock.enabled") {
+            do {
+                let stack = try await MockStack.start(raw: raw)
+                stack.apply(to: &raw)
+                mocks = stack
+                FileHandle.standardError.write(Data(stack.banner.utf8))
+            } catch {
+                fail("cannot start the mock providers: \(error)")
+            }
+        }
+        let logger = makeLogger("pushgate", level: raw.string("log.access_level"))
+        let gateway: Gateway
+        do {
+            gateway = try GatewayBuilder.build(raw: raw, logger: logger)
+        } catch {
+            fail("\(error)")
+        }
+        let app = gateway.makeApplication(onServerRunning: { channel in
+            logger.info("pushgate \(PushgateVersion.version) listening on \(channel.localAddress.map { "\($0)" } ?? "?")")
+        })
+        try await app.runService()
+        try await mocks?.stop()
+    }
+}
+
+struct VapidKeys: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "vapid-keys", abstract: "Print a new VAPID key pair for webpush.vapid_private_key.")
+
+    func run() throws {
+        let keys = VAPIDKeys.generate()
+        print("vapid_private_key: \(keys.privateKeyBase64URL)")
+        print("vapid_public_key: \(keys.publicKeyBase64URL)   # give this one to browsers (applicationServerKey)")
+    }
+}

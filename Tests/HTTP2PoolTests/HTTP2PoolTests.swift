@@ -1,0 +1,484 @@
+import HTTP2Pool
+import MockProviders
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import NIOSSL
+import XCTest
+
+final class HTTP2PoolTests: XCTestCase {
+    static let pki: TestPKI = try! TestPKI.generate()
+
+    var group: MultiThreadedEventLoopGroup!
+
+    override func setUp() {
+        super.setUp()
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+    }
+
+    override func tearDown() {
+        try? self.group.syncShutdownGracefully()
+        self.group = nil
+        super.tearDown()
+    }
+
+    // MARK: helpers
+
+    func makeServer(
+        maxConcurrentStreams: Int = 1000,
+        tls: Bool = true,
+        syncHandler: @escaping MockHTTPServer.SyncHandler
+    ) async throws -> MockHTTPServer {
+        var options = MockHTTPServer.Options()
+        options.tls = tls ? try Self.pki.serverTLSConfiguration() : nil
+        options.maxConcurrentStreams = maxConcurrentStreams
+        let server = MockHTTPServer(options: options, eventLoopGroup: self.group, syncHandler: syncHandler)
+        try await server.start()
+        return server
+    }
+
+    func makeServer(
+        maxConcurrentStreams: Int = 1000,
+        handler: @escaping MockHTTPServer.Handler
+    ) async throws -> MockHTTPServer {
+        var options = MockHTTPServer.Options()
+        options.tls = try Self.pki.serverTLSConfiguration()
+        options.maxConcurrentStreams = maxConcurrentStreams
+        let server = MockHTTPServer(options: options, eventLoopGroup: self.group, handler: handler)
+        try await server.start()
+        return server
+    }
+
+    func makePool(
+        _ server: MockHTTPServer,
+        _ configure: (inout HTTP2PoolConfiguration) throws -> Void = { _ in }
+    ) throws -> HTTP2ConnectionPool {
+        var config = HTTP2PoolConfiguration()
+        config.tlsConfiguration = try Self.pki.clientTLSConfiguration()
+        config.requestTimeout = .seconds(10)
+        config.connectTimeout = .seconds(5)
+        try configure(&config)
+        let target = try XCTUnwrap(HTTP2Target(url: server.baseURL + "/ignored"))
+        return HTTP2ConnectionPool(target: target, configuration: config, eventLoopGroup: self.group)
+    }
+
+    /// Polls a condition (for state changes that have no event to await), failing after `timeout`.
+    func waitUntil(
+        timeout: Duration = .seconds(5),
+        file: StaticString = #filePath,
+        line: UInt = #line,
+        _ condition: () -> Bool
+    ) async throws {
+        let start = ContinuousClock.now
+        while !condition() {
+            if ContinuousClock.now - start > timeout {
+                XCTFail("condition not met within \(timeout)", file: file, line: line)
+                return
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    func body(_ s: String) -> ByteBuffer { ByteBuffer(string: s) }
+
+    // MARK: tests
+
+    func testTargetParsing() throws {
+        let t = try XCTUnwrap(HTTP2Target(url: "https://localhost:8443/any/path"))
+        XCTAssertEqual(t, HTTP2Target(scheme: "https", host: "localhost", port: 8443))
+        XCTAssertEqual(t.origin, "https://localhost:8443")
+        XCTAssertEqual(HTTP2Target(url: "https://api.push.apple.com/3/device/x")?.origin, "https://api.push.apple.com")
+        XCTAssertEqual(HTTP2Target(url: "https://api.push.apple.com/3/device/x")?.port, 443)
+        XCTAssertEqual(HTTP2Target(url: "http://example.com")?.port, 80)
+        XCTAssertEqual(HTTP2Target(url: "https://[::1]:9000/x")?.host, "::1")
+        XCTAssertEqual(HTTP2Target(url: "https://[::1]:9000/x")?.origin, "https://[::1]:9000")
+        XCTAssertNil(HTTP2Target(url: "ftp://example.com"))
+        XCTAssertNil(HTTP2Target(url: "https://:80/"))
+        XCTAssertNil(HTTP2Target(url: "https://host:notaport/"))
+    }
+
+    func testRoundTrip() async throws {
+        let seen = NIOLockedValueBox<MockRequest?>(nil)
+        let server = try await makeServer { request in
+            seen.withLockedValue { $0 = request }
+            return MockResponse(
+                status: 201,
+                headers: [("apns-id", "abc-123"), ("X-Echo-Path", request.path)],
+                body: Array("echo:".utf8) + request.body
+            )
+        }
+        let pool = try makePool(server)
+        let response = try await pool.execute(
+            HTTP2Request(
+                method: "POST",
+                path: "/3/device/abcd",
+                headers: [("apns-topic", "com.example.app"), ("apns-push-type", "alert")],
+                body: body(#"{"aps":{"alert":"hi"}}"#)
+            )
+        )
+        XCTAssertEqual(response.status, 201)
+        XCTAssertEqual(response.header("apns-id"), "abc-123")
+        XCTAssertEqual(response.header("APNS-ID"), "abc-123")
+        XCTAssertEqual(response.header("x-echo-path"), "/3/device/abcd")
+        XCTAssertNil(response.header("missing"))
+        XCTAssertEqual(String(buffer: response.body), #"echo:{"aps":{"alert":"hi"}}"#)
+
+        let request = try XCTUnwrap(seen.withLockedValue { $0 })
+        XCTAssertEqual(request.method, "POST")
+        XCTAssertEqual(request.path, "/3/device/abcd")
+        XCTAssertEqual(request.header("apns-topic"), "com.example.app")
+        XCTAssertEqual(request.header("apns-push-type"), "alert")
+        XCTAssertEqual(request.header("host"), "127.0.0.1:\(server.port)")
+        XCTAssertEqual(request.header("content-length"), "22")
+        XCTAssertEqual(request.bodyString, #"{"aps":{"alert":"hi"}}"#)
+
+        // A GET without body, and a second request on the same connection.
+        let r2 = try await pool.execute(HTTP2Request(method: "GET", path: "/x")).get()
+        XCTAssertEqual(r2.status, 201)
+        XCTAssertEqual(String(buffer: r2.body), "echo:")
+        XCTAssertEqual(pool.connectionsOpened, 1)
+        XCTAssertEqual(server.connectionsAccepted, 1)
+        await pool.shutdown()
+        try await server.stop()
+    }
+
+    func testLargeResponseBodyFlowControl() async throws {
+        // 300 KB: more than the 64 KB initial stream window and the connection window.
+        let big = [UInt8](repeating: UInt8(ascii: "z"), count: 300_000)
+        let server = try await makeServer { _ in MockResponse(status: 200, body: big) }
+        let pool = try makePool(server)
+        let futures = (0..<4).map { _ in pool.execute(HTTP2Request(method: "GET", path: "/big")) }
+        for f in futures {
+            let r = try await f.get()
+            XCTAssertEqual(r.body.readableBytes, big.count)
+        }
+        await pool.shutdown()
+        try await server.stop()
+    }
+
+    func testTwoThousandConcurrentRequestsShareConnections() async throws {
+        let server = try await makeServer { request in
+            MockResponse(status: 200, headers: [("x-conn", String(request.connectionID))], body: request.body)
+        }
+        let pool = try makePool(server) { $0.connectionsPerTarget = 2 }
+        let futures = (0..<2000).map { i in
+            pool.execute(HTTP2Request(path: "/3/device/\(i)", headers: [("apns-topic", "t")], body: self.body("payload-\(i)")))
+        }
+        var connectionIDs = Set<String>()
+        for (i, f) in futures.enumerated() {
+            let r = try await f.get()
+            XCTAssertEqual(r.status, 200)
+            XCTAssertEqual(String(buffer: r.body), "payload-\(i)")
+            if let c = r.header("x-conn") { connectionIDs.insert(c) }
+        }
+        XCTAssertLessThanOrEqual(server.connectionsAccepted, 2)
+        XCTAssertLessThanOrEqual(pool.connectionsOpened, 2)
+        XCTAssertGreaterThanOrEqual(pool.connectionsOpened, 1)
+        XCTAssertLessThanOrEqual(connectionIDs.count, 2)
+        XCTAssertEqual(server.requestsHandled, 2000)
+        XCTAssertEqual(pool.pendingRequests, 0)
+        await pool.shutdown()
+        try await server.stop()
+    }
+
+    func testMaxConcurrentStreamsOneThenRaised() async throws {
+        struct Counters {
+            var inFlight: [Int: Int] = [:]
+            var maxInFlight: [Int: Int] = [:]
+            var handled = 0
+        }
+        let counters = NIOLockedValueBox(Counters())
+        let server = try await makeServer(maxConcurrentStreams: 1) { request in
+            counters.withLockedValue { c in
+                c.inFlight[request.connectionID, default: 0] += 1
+                c.maxInFlight[request.connectionID] = max(c.maxInFlight[request.connectionID] ?? 0, c.inFlight[request.connectionID]!)
+            }
+            try? await Task.sleep(for: .milliseconds(10))
+            counters.withLockedValue { c in
+                c.inFlight[request.connectionID]! -= 1
+                c.handled += 1
+            }
+            return MockResponse(status: 200)
+        }
+        let pool = try makePool(server) { $0.connectionsPerTarget = 2 }
+        let futures = (0..<200).map { i in pool.execute(HTTP2Request(path: "/\(i)")) }
+
+        try await waitUntil { counters.withLockedValue { $0.handled } >= 10 }
+        let maxWhileLimited = counters.withLockedValue { $0.maxInFlight }
+        XCTAssertFalse(maxWhileLimited.isEmpty)
+        for (conn, m) in maxWhileLimited {
+            XCTAssertEqual(m, 1, "connection \(conn) had \(m) streams in flight while limited to 1")
+        }
+        counters.withLockedValue { $0.maxInFlight = [:] }
+        server.setMaxConcurrentStreams(100)
+
+        for f in futures {
+            let r = try await f.get()
+            XCTAssertEqual(r.status, 200)
+        }
+        let maxAfterRaise = counters.withLockedValue { $0.maxInFlight.values.max() ?? 0 }
+        XCTAssertGreaterThan(maxAfterRaise, 1, "the raised limit was not used")
+        XCTAssertLessThanOrEqual(maxAfterRaise, 100)
+        XCTAssertLessThanOrEqual(server.connectionsAccepted, 2)
+        await pool.shutdown()
+        try await server.stop()
+    }
+
+    func testGoAwayThenNewConnection() async throws {
+        let server = try await makeServer { request in
+            MockResponse(status: 200, headers: [("x-conn", String(request.connectionID))])
+        }
+        let pool = try makePool(server) { $0.connectionsPerTarget = 1 }
+        let r1 = try await pool.execute(HTTP2Request(path: "/1"))
+        XCTAssertEqual(r1.header("x-conn"), "1")
+        XCTAssertEqual(pool.activeConnections, 1)
+
+        server.sendGoAwayToAll()
+        try await waitUntil { pool.activeConnections == 0 }
+
+        let r2 = try await pool.execute(HTTP2Request(path: "/2"))
+        XCTAssertEqual(r2.status, 200)
+        XCTAssertEqual(r2.header("x-conn"), "2")
+        XCTAssertEqual(pool.connectionsOpened, 2)
+        XCTAssertEqual(server.connectionsAccepted, 2)
+        await pool.shutdown()
+        try await server.stop()
+    }
+
+    func testGoAwayRefusingInFlightStreamsRequeuesThem() async throws {
+        let server = try await makeServer(maxConcurrentStreams: 50) { request in
+            try? await Task.sleep(for: .milliseconds(5))
+            return MockResponse(status: 200, headers: [("x-conn", String(request.connectionID))], body: Array(request.path.utf8))
+        }
+        let pool = try makePool(server) { $0.connectionsPerTarget = 1 }
+        let futures = (0..<300).map { i in pool.execute(HTTP2Request(path: "/\(i)")) }
+        try await waitUntil { server.requestsHandled >= 60 }
+        // last-stream-id below the streams in flight: those were "not processed" and must be retried.
+        server.sendGoAwayToAll(refusingUnanswered: true)
+        var conns = Set<String>()
+        for (i, f) in futures.enumerated() {
+            let r = try await f.get()
+            XCTAssertEqual(r.status, 200)
+            XCTAssertEqual(String(buffer: r.body), "/\(i)")
+            conns.insert(r.header("x-conn") ?? "?")
+        }
+        XCTAssertEqual(pool.connectionsOpened, 2)
+        XCTAssertEqual(conns, ["1", "2"])
+        await pool.shutdown()
+        try await server.stop()
+    }
+
+    func testServerStoppedFailsFast() async throws {
+        let server = try await makeServer { _ in MockResponse(status: 200) }
+        let pool = try makePool(server) {
+            $0.requestTimeout = .seconds(30)
+            $0.reconnectBackoffInitial = .milliseconds(50)
+        }
+        _ = try await pool.execute(HTTP2Request(path: "/ok"))
+        try await server.stop()
+
+        let start = ContinuousClock.now
+        do {
+            _ = try await pool.execute(HTTP2Request(path: "/after-stop"))
+            XCTFail("request to a stopped server succeeded")
+        } catch let error as HTTP2PoolError {
+            switch error {
+            case .connectFailed, .connectionClosed: XCTAssertTrue(error.isRetryable)
+            default: XCTFail("unexpected error \(error)")
+            }
+        }
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(3))
+
+        // Still failing fast on the next attempt (backoff does not turn into a hang).
+        let start2 = ContinuousClock.now
+        do {
+            _ = try await pool.execute(HTTP2Request(path: "/again"))
+            XCTFail("request to a stopped server succeeded")
+        } catch let error as HTTP2PoolError {
+            guard case .connectFailed = error else { return XCTFail("unexpected error \(error)") }
+        }
+        XCTAssertLessThan(ContinuousClock.now - start2, .seconds(3))
+        await pool.shutdown()
+    }
+
+    func testRequestTimeoutWithSlowHandler() async throws {
+        let server = try await makeServer { request in
+            if request.path == "/slow" {
+                try? await Task.sleep(for: .seconds(3))
+            }
+            return MockResponse(status: 200)
+        }
+        let pool = try makePool(server) { $0.requestTimeout = .milliseconds(300) }
+        let start = ContinuousClock.now
+        do {
+            _ = try await pool.execute(HTTP2Request(path: "/slow"))
+            XCTFail("slow request did not time out")
+        } catch let error as HTTP2PoolError {
+            XCTAssertEqual(error, .timeout)
+            XCTAssertFalse(error.isRetryable)
+        }
+        let elapsed = ContinuousClock.now - start
+        XCTAssertGreaterThanOrEqual(elapsed, .milliseconds(250))
+        XCTAssertLessThan(elapsed, .seconds(2))
+        // The connection is still usable.
+        let r = try await pool.execute(HTTP2Request(path: "/fast"))
+        XCTAssertEqual(r.status, 200)
+        XCTAssertEqual(pool.connectionsOpened, 1)
+        await pool.shutdown()
+        try await server.stop()
+    }
+
+    func testPendingRequestsTimeOutWhenStreamsStayBusy() async throws {
+        // One stream allowed, first request hangs: the queued one must time out, not hang.
+        let server = try await makeServer(maxConcurrentStreams: 1) { _ in
+            try? await Task.sleep(for: .seconds(3))
+            return MockResponse(status: 200)
+        }
+        let pool = try makePool(server) {
+            $0.connectionsPerTarget = 1
+            $0.requestTimeout = .milliseconds(300)
+        }
+        let a: EventLoopFuture<HTTP2Response> = pool.execute(HTTP2Request(path: "/a"))
+        let b: EventLoopFuture<HTTP2Response> = pool.execute(HTTP2Request(path: "/b"))
+        for f in [a, b] {
+            do {
+                _ = try await f.get()
+                XCTFail("expected timeout")
+            } catch let error as HTTP2PoolError {
+                XCTAssertEqual(error, .timeout)
+            }
+        }
+        await pool.shutdown()
+        try await server.stop()
+    }
+
+    func testTooManyPending() async throws {
+        let server = try await makeServer(maxConcurrentStreams: 1) { _ in
+            try? await Task.sleep(for: .milliseconds(200))
+            return MockResponse(status: 200)
+        }
+        let pool = try makePool(server) {
+            $0.connectionsPerTarget = 1
+            $0.maxPendingRequests = 5
+        }
+        // Establish the connection so that exactly one stream is in flight.
+        _ = try await pool.execute(HTTP2Request(path: "/warm"))
+        let futures = (0..<7).map { i in pool.execute(HTTP2Request(path: "/\(i)")) }
+        var ok = 0
+        var tooMany = 0
+        for f in futures {
+            do {
+                _ = try await f.get()
+                ok += 1
+            } catch HTTP2PoolError.tooManyPending {
+                tooMany += 1
+            }
+        }
+        XCTAssertEqual(ok, 6)  // 1 in flight + 5 pending
+        XCTAssertEqual(tooMany, 1)
+        await pool.shutdown()
+        try await server.stop()
+    }
+
+    func testUntrustedCAFailsWithTLSError() async throws {
+        let server = try await makeServer { _ in MockResponse(status: 200) }
+        let otherPKI = try TestPKI.generate(commonName: "Some Other CA")
+        var config = HTTP2PoolConfiguration()
+        config.tlsConfiguration = try otherPKI.clientTLSConfiguration()
+        let pool = HTTP2ConnectionPool(
+            target: HTTP2Target(url: server.baseURL)!,
+            configuration: config,
+            eventLoopGroup: self.group
+        )
+        let start = ContinuousClock.now
+        do {
+            _ = try await pool.execute(HTTP2Request(path: "/x"))
+            XCTFail("TLS to an untrusted server succeeded")
+        } catch let error as HTTP2PoolError {
+            guard case .tls(let message) = error else { return XCTFail("expected .tls, got \(error)") }
+            XCTAssertFalse(message.isEmpty)
+            XCTAssertFalse(error.isRetryable)
+        }
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(3))
+        XCTAssertEqual(pool.connectionsOpened, 0)
+
+        // The system-roots + extra-PEM helper trusts our dev CA.
+        var good = HTTP2PoolConfiguration()
+        good.tlsConfiguration = try HTTP2PoolConfiguration.tls(extraRootsPEM: [Self.pki.caCertificatePEM])
+        let pool2 = HTTP2ConnectionPool(
+            target: HTTP2Target(url: server.baseURL)!,
+            configuration: good,
+            eventLoopGroup: self.group
+        )
+        let r = try await pool2.execute(HTTP2Request(path: "/x"))
+        XCTAssertEqual(r.status, 200)
+        await pool.shutdown()
+        await pool2.shutdown()
+        try await server.stop()
+    }
+
+    func testPlaintextH2CPriorKnowledge() async throws {
+        let server = try await makeServer(tls: false) { request in
+            MockResponse(status: 202, body: request.body)
+        }
+        XCTAssertTrue(server.baseURL.hasPrefix("http://"))
+        let pool = try makePool(server)
+        let r = try await pool.execute(HTTP2Request(path: "/h2c", body: body("plain")))
+        XCTAssertEqual(r.status, 202)
+        XCTAssertEqual(String(buffer: r.body), "plain")
+        await pool.shutdown()
+        try await server.stop()
+    }
+
+    func testShutdownFailsPendingAndInFlight() async throws {
+        let server = try await makeServer(maxConcurrentStreams: 1) { _ in
+            try? await Task.sleep(for: .seconds(2))
+            return MockResponse(status: 200)
+        }
+        let pool = try makePool(server) { $0.connectionsPerTarget = 1 }
+        let futures = (0..<3).map { i in pool.execute(HTTP2Request(path: "/\(i)")) }
+        try await waitUntil { pool.activeConnections == 1 && pool.pendingRequests == 2 }
+        await pool.shutdown()
+        for f in futures {
+            do {
+                _ = try await f.get()
+                XCTFail("expected shutdown error")
+            } catch let error as HTTP2PoolError {
+                XCTAssertEqual(error, .shutdown)
+            }
+        }
+        do {
+            _ = try await pool.execute(HTTP2Request(path: "/late"))
+            XCTFail("expected shutdown error")
+        } catch let error as HTTP2PoolError {
+            XCTAssertEqual(error, .shutdown)
+        }
+        try await server.stop()
+    }
+
+    func testPoolGroupOnePoolPerOrigin() async throws {
+        let s1 = try await makeServer { _ in MockResponse(status: 200, body: Array("one".utf8)) }
+        let s2 = try await makeServer { _ in MockResponse(status: 200, body: Array("two".utf8)) }
+        var config = HTTP2PoolConfiguration()
+        config.tlsConfiguration = try Self.pki.clientTLSConfiguration()
+        let poolGroup = HTTP2PoolGroup(configuration: config, eventLoopGroup: self.group)
+        let p1 = poolGroup.pool(for: HTTP2Target(url: s1.baseURL + "/a")!)
+        let p1b = poolGroup.pool(for: HTTP2Target(url: s1.baseURL + "/b")!)
+        let p2 = poolGroup.pool(for: HTTP2Target(url: s2.baseURL)!)
+        XCTAssertTrue(p1 === p1b)
+        XCTAssertFalse(p1 === p2)
+        let r1 = try await p1.execute(HTTP2Request(path: "/"))
+        let r2 = try await p2.execute(HTTP2Request(path: "/"))
+        XCTAssertEqual(String(buffer: r1.body), "one")
+        XCTAssertEqual(String(buffer: r2.body), "two")
+        await poolGroup.shutdown()
+        do {
+            _ = try await p1.execute(HTTP2Request(path: "/"))
+            XCTFail("expected shutdown")
+        } catch let error as HTTP2PoolError {
+            XCTAssertEqual(error, .shutdown)
+        }
+        try await s1.stop()
+        try await s2.stop()
+    }
+}
