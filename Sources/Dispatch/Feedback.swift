@@ -88,6 +88,7 @@ public final class FeedbackSender: Sendable {
                 if (400..<500).contains(Int(response.status.code)), response.status.code != 429, response.status.code != 408 { break }
             } catch {
                 logger.warning("feedback hook failed: \(error)", metadata: ["attempt": "\(attempt)"])
+                if let e = error as? HTTPClientError, e == .alreadyShutdown { break }
             }
             if attempt < maxAttempts {
                 let delay = baseDelay * pow(2, Double(attempt - 1)) * Double.random(in: 0.75...1)

@@ -123,8 +123,8 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
             // A stream-level error on one of our writes (or a protocol violation on a stream).
             let sid = Int32(streamError.streamID)
             if let stream = self.streams.removeValue(forKey: sid) {
-                stream.pending.promise.fail(HTTP2PoolError.streamReset("local: \(streamError.baseError)"))
                 self.streamDone()
+                stream.pending.promise.fail(HTTP2PoolError.streamReset("local: \(streamError.baseError)"))
             }
             return
         }
@@ -142,8 +142,8 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
             if let stream = self.streams.removeValue(forKey: sid) {
                 // Closed without a complete response (e.g. reset while we were writing).
                 let code = event.reason ?? .cancel
-                self.streamFailed(stream, code: code)
                 self.streamDone()
+                self.streamFailed(stream, code: code)
             }
         case _ where self.requireALPNH2 && self.lifecycle == .starting:
             // NIOTLS's TLSUserEvent (the NIOTLS module is not a declared dependency of this target,
@@ -172,8 +172,8 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
             self.receivedData(streamID: sid, d)
         case .rstStream(let code):
             if let stream = self.streams.removeValue(forKey: sid) {
-                self.streamFailed(stream, code: code)
                 self.streamDone()
+                self.streamFailed(stream, code: code)
             }
         case .settings(.settings(let settings)):
             self.receivedSettings(settings)
@@ -323,8 +323,9 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
             headers: stream.headers,
             body: stream.body ?? ByteBuffer()
         )
-        stream.pending.promise.succeed(response)
+        // Free the slot first, so that a caller reacting to this response sees the stream free.
         self.streamDone()
+        stream.pending.promise.succeed(response)
     }
 
     private func streamFailed(_ stream: Stream, code: HTTP2ErrorCode) {
@@ -473,13 +474,13 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
             }
             for sid in expired {
                 guard let s = self.streams.removeValue(forKey: sid) else { continue }
-                s.pending.promise.fail(HTTP2PoolError.timeout)
                 self.context?.write(
                     self.wrapOutboundOut(HTTP2Frame(streamID: HTTP2StreamID(sid), payload: .rstStream(.cancel))),
                     promise: nil
                 )
                 self.flushSoon()
                 self.streamDone()
+                s.pending.promise.fail(HTTP2PoolError.timeout)
             }
         } else if let idle = self.core.configuration.idleTimeout, let since = self.idleSince,
             since + idle <= now, self.lifecycle == .ready

@@ -56,6 +56,8 @@ public final class HTTP2ConnectionPool: Sendable {
     public var activeConnections: Int { self.core.stats.activeConnections }
     /// Requests waiting for a stream.
     public var pendingRequests: Int { self.core.stats.pending }
+    /// Connections and their stream usage, for logs and debugging.
+    public var statusDescription: String { self.core.debugState }
 }
 
 /// One pool per origin, created lazily.
@@ -197,6 +199,13 @@ final class HTTP2PoolCore: Sendable {
             var active = 0
             for e in s.entries where e.state != .connecting { active += 1 }
             return HTTP2PoolStats(connectionsOpened: s.connectionsOpened, activeConnections: active, pending: s.pending.count)
+        }
+    }
+
+    var debugState: String {
+        self.state.withLockedValue { s in
+            s.entries.map { "#\($0.id) \($0.state) inFlight=\($0.inFlight)/\($0.maxStreams)" }.joined(separator: ", ")
+                + " pending=\(s.pending.count)"
         }
     }
 

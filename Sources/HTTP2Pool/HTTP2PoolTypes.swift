@@ -140,7 +140,11 @@ public struct HTTP2Response: Sendable {
 
     /// Case-insensitive lookup, first value.
     public func header(_ name: String) -> String? {
-        for (n, v) in self.headers where n.count == name.count && n.lowercased() == name.lowercased() {
+        for (n, v) in self.headers where n == name {
+            return v
+        }
+        let lower = name.lowercased()
+        for (n, v) in self.headers where n.lowercased() == lower {
             return v
         }
         return nil

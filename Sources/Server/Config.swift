@@ -53,6 +53,8 @@ public struct RawConfig: Sendable {
         "core.shutdown_timeout": .int(30),
         "core.mode": .string("release"),
         "core.ca_file": .string(""),
+        "core.retry_backoff_ms": .int(1000),
+        "core.retry_backoff_max_ms": .int(60000),
         "api.push_uri": .string("/api/push"),
         "api.stat_go_uri": .string("/api/stat/go"),
         "api.stat_app_uri": .string("/api/stat/app"),
@@ -286,6 +288,8 @@ public struct GatewaySettings: Sendable {
     public var queueEngine: String
     public var maxPending: Int
     public var routes: Routes
+    public var retryBackoff: Double
+    public var retryBackoffMax: Double
 
     public struct Routes: Sendable {
         public var push, statGo, statApp, config, sysStats, metrics, health: String
@@ -324,6 +328,11 @@ public struct GatewaySettings: Sendable {
         let queueNum = raw.int("core.queue_num")
         if queueNum > 0, raw.sources["queue.max_pending"] == "default" { maxPending = queueNum }
         guard maxPending > 0 else { throw ConfigError(key: "queue.max_pending", problem: "must be positive") }
+        retryBackoff = Double(raw.int("core.retry_backoff_ms")) / 1000
+        retryBackoffMax = Double(raw.int("core.retry_backoff_max_ms")) / 1000
+        guard retryBackoff > 0, retryBackoffMax >= retryBackoff else {
+            throw ConfigError(key: "core.retry_backoff_ms", problem: "must be positive and at most core.retry_backoff_max_ms")
+        }
         routes = Routes(
             push: raw.string("api.push_uri"), statGo: raw.string("api.stat_go_uri"), statApp: raw.string("api.stat_app_uri"),
             config: raw.string("api.config_uri"), sysStats: raw.string("api.sys_stat_uri"), metrics: raw.string("api.metric_uri"),

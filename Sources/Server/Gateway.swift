@@ -34,7 +34,9 @@ public final class Gateway: Sendable {
 
     /// Services to run beside the HTTP server: workers (drained on graceful shutdown) and the feedback sender.
     public var services: [any Service] {
-        var s: [any Service] = []
+        // Started in order, shut down in reverse: the HTTP server stops first, then the workers
+        // drain, then the feedback sender empties its queue, then shared clients are closed.
+        var s: [any Service] = [ResourcesService(gateway: self)]
         if let feedback { s.append(FeedbackService(sender: feedback)) }
         s.append(DispatcherService(gateway: self))
         return s
@@ -69,9 +71,18 @@ struct DispatcherService: Service {
         let dispatcher = gateway.dispatcher
         let timeout = gateway.settings.shutdownTimeout
         let logger = gateway.logger
-        await withGracefulShutdownHandler {
-            await dispatcher.run()
-        } onGracefulShutdown: {
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                await dispatcher.run()
+            } onGracefulShutdown: {
+                drain(dispatcher: dispatcher, timeout: timeout, logger: logger)
+            }
+        } onCancel: {
+            dispatcher.shutdown()
+        }
+    }
+
+    private func drain(dispatcher: Dispatcher, timeout: Int, logger: Logger) {
             Task {
                 let deadline = Date().addingTimeInterval(Double(timeout))
                 while dispatcher.queue.pendingCount > 0, Date() < deadline {
@@ -81,7 +92,15 @@ struct DispatcherService: Service {
                 if left > 0 { logger.warning("shutdown timeout reached with \(left) deliveries pending") }
                 dispatcher.shutdown()
             }
-        }
+    }
+}
+
+/// Owns shared resources (provider connection pools, the HTTP client) and closes them last.
+struct ResourcesService: Service {
+    let gateway: Gateway
+
+    func run() async throws {
+        try? await gracefulShutdown()
         await gateway.runShutdownHooks()
     }
 }

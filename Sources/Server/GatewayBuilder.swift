@@ -118,6 +118,7 @@ public enum GatewayBuilder {
             providers: slots,
             unavailable: unavailable,
             queue: queue,
+            policy: RetryPolicy(baseDelay: settings.retryBackoff, maxDelay: settings.retryBackoffMax),
             feedback: feedback,
             hideToken: settings.hideToken,
             logger: Logger(label: "pushgate.dispatch")

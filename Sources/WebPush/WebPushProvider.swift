@@ -22,9 +22,13 @@ public final class WebPushEngine: Sendable {
     /// - Parameters:
     ///   - configuration: the `webpush:` section; validated here (throws `WebPushConfigurationError`).
     ///   - tlsConfiguration: client TLS (system roots by default; add `core.ca_file` roots, e.g. with
-    ///     `HTTP2PoolConfiguration.tls(extraRootsPEM:)`).
+    ///     `HTTP2PoolConfiguration.tls(extraRootsPEM:)`). Defaults to `poolConfiguration`'s.
+    ///   - poolConfiguration: base settings of the per-origin HTTP/2 pools (its TLS configuration is also
+    ///     used for the HTTP/1.1 client); `requestTimeout` and `connectionsPerTarget` come from `configuration`.
+    ///     The engine owns its own AsyncHTTPClient (redirects disabled) and pools: call `shutdown()`.
     public init(configuration: WebPushConfiguration,
                 tlsConfiguration: TLSConfiguration? = nil,
+                poolConfiguration: HTTP2PoolConfiguration? = nil,
                 eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
                 transportMode: WebPushTransportMode = .automatic,
                 logger: Logger = Logger(label: "pushgate.webpush"),
@@ -35,7 +39,7 @@ public final class WebPushEngine: Sendable {
         self.vapid = VAPIDAuthorizer(keys: keys, subject: configuration.vapidSubject.trimmingCharacters(in: .whitespaces), now: now)
         self.policy = EndpointPolicy(configuration)
         self.logger = logger
-        self.transport = WebPushTransport(mode: transportMode, tlsConfiguration: tlsConfiguration,
+        self.transport = WebPushTransport(mode: transportMode, tlsConfiguration: tlsConfiguration, poolConfiguration: poolConfiguration,
                                           timeoutSeconds: configuration.requestTimeoutSeconds,
                                           connectionsPerOrigin: configuration.connectionsPerOrigin,
                                           eventLoopGroup: eventLoopGroup, logger: logger)

@@ -56,21 +56,21 @@ final class WebPushTransport: Sendable {
     private let protocols = Locked<[String: OriginProtocol]>([:])
     private let isShutDown = Locked(false)
 
-    init(mode: WebPushTransportMode, tlsConfiguration: TLSConfiguration?, timeoutSeconds: Double, connectionsPerOrigin: Int,
-         eventLoopGroup: any EventLoopGroup, logger: Logger) {
+    init(mode: WebPushTransportMode, tlsConfiguration: TLSConfiguration?, poolConfiguration: HTTP2PoolConfiguration?,
+         timeoutSeconds: Double, connectionsPerOrigin: Int, eventLoopGroup: any EventLoopGroup, logger: Logger) {
         self.mode = mode
         self.logger = logger
         let timeout = TimeAmount.nanoseconds(Int64(timeoutSeconds * 1e9))
         self.timeout = timeout
         var config = HTTPClient.Configuration(
-            tlsConfiguration: tlsConfiguration,
+            tlsConfiguration: tlsConfiguration ?? poolConfiguration?.tlsConfiguration,
             redirectConfiguration: .disallow,
             timeout: .init(connect: min(.seconds(10), timeout), read: timeout),
             connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 16),
             decompression: .disabled)
         config.httpVersion = .automatic
         self.client = HTTPClient(eventLoopGroup: eventLoopGroup, configuration: config, backgroundActivityLogger: logger)
-        var poolConfig = HTTP2PoolConfiguration()
+        var poolConfig = poolConfiguration ?? HTTP2PoolConfiguration()
         if let tlsConfiguration { poolConfig.tlsConfiguration = tlsConfiguration }
         poolConfig.requestTimeout = timeout
         poolConfig.connectionsPerTarget = connectionsPerOrigin

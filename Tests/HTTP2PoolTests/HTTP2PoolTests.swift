@@ -142,22 +142,27 @@ final class HTTP2PoolTests: XCTestCase {
         try await server.stop()
     }
 
-    func testLargeResponseBodyFlowControl() async throws {
-        // 300 KB: more than the 64 KB initial stream window and the connection window.
+    func testLargeBodiesFlowControl() async throws {
+        // 300 KB each way: more than the 64 KB initial stream and connection windows.
         let big = [UInt8](repeating: UInt8(ascii: "z"), count: 300_000)
-        let server = try await makeServer { _ in MockResponse(status: 200, body: big) }
+        let server = try await makeServer { request in
+            MockResponse(status: 200, headers: [("x-request-length", String(request.body.count))], body: big)
+        }
         let pool = try makePool(server)
-        let futures = (0..<4).map { _ in pool.execute(HTTP2Request(method: "GET", path: "/big")) }
+        let upload = ByteBuffer(repeating: UInt8(ascii: "u"), count: 300_000)
+        let futures = (0..<4).map { _ in pool.execute(HTTP2Request(path: "/big", body: upload)) }
         for f in futures {
             let r = try await f.get()
             XCTAssertEqual(r.body.readableBytes, big.count)
+            XCTAssertEqual(r.header("x-request-length"), "300000")
         }
         await pool.shutdown()
         try await server.stop()
     }
 
     func testTwoThousandConcurrentRequestsShareConnections() async throws {
-        let server = try await makeServer { request in
+        // 100 streams per connection: 200 in flight, the rest waits in the pool's queue.
+        let server = try await makeServer(maxConcurrentStreams: 100) { request in
             MockResponse(status: 200, headers: [("x-conn", String(request.connectionID))], body: request.body)
         }
         let pool = try makePool(server) { $0.connectionsPerTarget = 2 }
@@ -426,6 +431,19 @@ final class HTTP2PoolTests: XCTestCase {
         let r = try await pool.execute(HTTP2Request(path: "/h2c", body: body("plain")))
         XCTAssertEqual(r.status, 202)
         XCTAssertEqual(String(buffer: r.body), "plain")
+        await pool.shutdown()
+        try await server.stop()
+    }
+
+    func testIdleTimeoutClosesAndReconnects() async throws {
+        let server = try await makeServer { _ in MockResponse(status: 200) }
+        let pool = try makePool(server) { $0.idleTimeout = .milliseconds(100) }
+        _ = try await pool.execute(HTTP2Request(path: "/1"))
+        XCTAssertEqual(pool.activeConnections, 1)
+        try await waitUntil { pool.activeConnections == 0 && server.openConnections == 0 }
+        let r = try await pool.execute(HTTP2Request(path: "/2"))
+        XCTAssertEqual(r.status, 200)
+        XCTAssertEqual(pool.connectionsOpened, 2)
         await pool.shutdown()
         try await server.stop()
     }

@@ -309,3 +309,54 @@ final class WebPushProviderTests: XCTestCase {
         XCTAssertTrue(reason.hasPrefix("ConnectionError"), reason)
     }
 }
+
+/// Throughput probe (skipped unless PUSHGATE_BENCH=1): encryption + VAPID per message on one
+/// thread, and end-to-end sends to the mock. Prints numbers; asserts nothing about speed.
+final class WebPushThroughputTests: XCTestCase {
+    func testThroughput() async throws {
+        guard ProcessInfo.processInfo.environment["PUSHGATE_BENCH"] == "1" else { throw XCTSkip("set PUSHGATE_BENCH=1") }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let mockGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let pki = try TestPKI.generate()
+        let mock = MockWebPush(options: .init(tls: try pki.serverTLSConfiguration()), eventLoopGroup: mockGroup)
+        try await mock.start()
+        let keys = VAPIDKeys.generate()
+        var config = WebPushConfiguration(vapidPrivateKey: keys.privateKeyBase64URL, vapidSubject: "mailto:bench@pushgate.test")
+        config.allowPrivateEndpoints = true
+        let mode = WebPushTransportMode(rawValue: ProcessInfo.processInfo.environment["PUSHGATE_BENCH_MODE"] ?? "automatic") ?? .automatic
+        let engine = try WebPushEngine(configuration: config, tlsConfiguration: try pki.clientTLSConfiguration(), eventLoopGroup: group,
+                                       transportMode: mode)
+        let provider = WebPushProvider(engine: engine)
+        let (sub, _) = mock.makeSubscription()
+        var n = PushNotification(platform: .webpush)
+        n.title = "Bench"
+        n.message = String(repeating: "m", count: 200)
+        let prepared = try provider.prepare(n) as! PreparedWebPush
+        let ep = WebPushEndpoint(sub.endpoint)!
+        let receiver = try WebPushReceiverKeys(sub.keys!)
+        let count = 2000
+        var start = Date()
+        for _ in 0..<count { _ = try engine.render(prepared, .encrypted(ep, receiver)) }
+        let renderRate = Double(count) / Date().timeIntervalSince(start)
+        let sends = 5000
+        start = Date()
+        let context = DeliveryContext(messageID: "b", attempt: 1)
+        let delivered = await withTaskGroup(of: Bool.self) { g in
+            var inFlight = 0, ok = 0, issued = 0
+            while issued < sends {
+                if inFlight >= 200, let r = await g.next() { inFlight -= 1; if r { ok += 1 } }
+                g.addTask { await provider.send(prepared, to: .subscription(sub), context: context).isDelivered }
+                inFlight += 1; issued += 1
+            }
+            for await r in g where r { ok += 1 }
+            return ok
+        }
+        let sendRate = Double(sends) / Date().timeIntervalSince(start)
+        print("webpush bench (\(mode)): render (encrypt+VAPID) \(Int(renderRate))/s on one thread; end-to-end \(Int(sendRate)) sends/s (\(delivered)/\(sends) delivered)")
+        XCTAssertEqual(delivered, sends)
+        await engine.shutdown()
+        try await mock.stop()
+        try await group.shutdownGracefully()
+        try await mockGroup.shutdownGracefully()
+    }
+}

@@ -1,0 +1,140 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import MockProviders
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import PushDispatch
+import PushgateCore
+@testable import Server
+
+/// Mock APNs + mock FCM + a feedback receiver, all TLS on 127.0.0.1, and a gateway configured for them.
+final class TestEnvironment: Sendable {
+    let pki: TestPKI
+    let apnsKey: TestAPNsKey
+    let apns: MockAPNs
+    let serviceAccount: TestServiceAccount
+    let fcm: MockFCM
+    let feedbackServer: MockHTTPServer
+    let feedbackPosts: NIOLockedValueBox<[MockRequest]>
+    let directory: String
+
+    init(pki: TestPKI, apnsKey: TestAPNsKey, apns: MockAPNs, serviceAccount: TestServiceAccount, fcm: MockFCM,
+         feedbackServer: MockHTTPServer, feedbackPosts: NIOLockedValueBox<[MockRequest]>, directory: String) {
+        self.pki = pki
+        self.apnsKey = apnsKey
+        self.apns = apns
+        self.serviceAccount = serviceAccount
+        self.fcm = fcm
+        self.feedbackServer = feedbackServer
+        self.feedbackPosts = feedbackPosts
+        self.directory = directory
+    }
+
+    static func start(apnsMaxStreams: Int = 1000, apnsDelay: TimeAmount? = nil) async throws -> TestEnvironment {
+        let group = MultiThreadedEventLoopGroup.singleton
+        let pki = try TestPKI.generate()
+        let tls = try pki.serverTLSConfiguration()
+        let key = TestAPNsKey.generate()
+        var options = MockAPNs.Options(key: key, tls: tls)
+        options.maxConcurrentStreams = apnsMaxStreams
+        options.responseDelay = apnsDelay
+        let apns = MockAPNs(options: options, eventLoopGroup: group)
+        try await apns.start()
+        let account = try TestServiceAccount.generate()
+        let fcm = MockFCM(options: MockFCM.Options(serviceAccount: account, tls: tls), eventLoopGroup: group)
+        try await fcm.start()
+        let posts = NIOLockedValueBox<[MockRequest]>([])
+        var fo = MockHTTPServer.Options()
+        fo.tls = tls
+        let feedback = MockHTTPServer(options: fo, eventLoopGroup: group, syncHandler: { req in
+            posts.withLockedValue { $0.append(req) }
+            return MockResponse(status: 200)
+        })
+        try await feedback.start()
+        let dir = NSTemporaryDirectory() + "pushgate-test-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        try pki.caCertificatePEM.write(toFile: dir + "/ca.pem", atomically: true, encoding: .utf8)
+        try key.write(to: dir + "/apns.p8")
+        try account.json(tokenURI: fcm.tokenURL).write(toFile: dir + "/fcm.json", atomically: true, encoding: .utf8)
+        return TestEnvironment(pki: pki, apnsKey: key, apns: apns, serviceAccount: account, fcm: fcm, feedbackServer: feedback, feedbackPosts: posts, directory: dir)
+    }
+
+    func stop() async {
+        try? await apns.stop()
+        try? await fcm.stop()
+        try? await feedbackServer.stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    var feedbackCount: Int { feedbackPosts.withLockedValue { $0.count } }
+
+    func yaml(_ extra: String = "") -> String {
+        """
+        core:
+          address: "127.0.0.1"
+          port: 0
+          ca_file: "\(directory)/ca.pem"
+          feedback_hook_url: "\(feedbackServer.baseURL)/feedback"
+          feedback_header: ["X-Token: s3cret"]
+          retry_backoff_ms: 50
+          retry_backoff_max_ms: 400
+        ios:
+          enabled: true
+          key_path: "\(directory)/apns.p8"
+          key_id: "\(apnsKey.keyID)"
+          team_id: "\(apnsKey.teamID)"
+          endpoint: "\(apns.baseURL)"
+          topic: "com.example.app"
+        android:
+          enabled: true
+          key_path: "\(directory)/fcm.json"
+          endpoint: "\(fcm.baseURL)"
+        \(extra)
+        """
+    }
+
+    /// Runs a live gateway (real HTTP server on 127.0.0.1) for the body.
+    func withGateway(_ extraYAML: String = "", environment: [String: String] = [:],
+                     _ body: @escaping @Sendable (any TestClientProtocol, Gateway) async throws -> Void) async throws {
+        let raw = try RawConfig(yaml: merge(yaml(), extraYAML), environment: environment)
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        let gateway = try GatewayBuilder.build(raw: raw, logger: logger)
+        let app = gateway.makeApplication()
+        try await app.test(.live) { client in
+            try await body(client, gateway)
+        }
+    }
+
+    /// Later sections in `extra` replace keys of the base YAML (simple two-level merge).
+    func merge(_ base: String, _ extra: String) -> String {
+        guard !extra.isEmpty else { return base }
+        return base + "\n" + extra
+    }
+}
+
+extension TestClientProtocol {
+    @discardableResult
+    func push(_ json: String) async throws -> (status: Int, body: String, headers: HTTPFields) {
+        try await execute(uri: "/api/push", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: json)) { r in
+            (Int(r.status.code), String(buffer: r.body), r.headers)
+        }
+    }
+}
+
+/// Polls until the condition holds or the timeout passes (for asynchronous delivery).
+func eventually(timeout: Double = 10, _ condition: @escaping @Sendable () -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return condition()
+}
+
+func jsonObject(_ s: String) -> [String: Any] {
+    (try? JSONSerialization.jsonObject(with: Data(s.utf8))) as? [String: Any] ?? [:]
+}
