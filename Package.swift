@@ -23,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // Request model, gorush JSON, outcomes, error classes. No I/O.
@@ -69,7 +71,18 @@ let package = Package(
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
         ], path: "Sources/Dispatch"),
+        // Durable queue engines (SQLite embedded, PostgreSQL shared) and delivery status records.
+        .target(name: "QueueStore", dependencies: [
+            "PushgateCore", "PushDispatch",
+            .product(name: "SQLiteNIO", package: "sqlite-nio"),
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+        ]),
         .target(name: "Server", dependencies: [
+            "QueueStore",
             "PushgateCore", "PushDispatch", "APNs", "FCM", "WebPush", "HTTP2Pool", "Signing",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -104,6 +117,7 @@ let package = Package(
         .testTarget(name: "PushgateCoreTests", dependencies: ["PushgateCore"]),
         .testTarget(name: "PushDispatchTests", dependencies: ["PushDispatch", "PushgateCore"], path: "Tests/DispatchTests"),
         .testTarget(name: "APNsTests", dependencies: ["APNs", "MockProviders", "HTTP2Pool", "Signing", "PushgateCore"]),
+        .testTarget(name: "QueueStoreTests", dependencies: ["QueueStore", "PushDispatch", "PushgateCore"]),
         .testTarget(name: "SigningTests", dependencies: ["Signing"]),
         .testTarget(name: "HTTP2PoolTests", dependencies: ["HTTP2Pool", "MockProviders",
             .product(name: "NIOCore", package: "swift-nio"),

@@ -1,0 +1,1 @@
+// placeholder: durable queue engines land here
