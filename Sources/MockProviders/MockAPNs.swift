@@ -146,6 +146,13 @@ public final class MockAPNs: Sendable {
         public var responseDelay: TimeAmount? = nil
         /// SETTINGS_MAX_CONCURRENT_STREAMS (APNs: 1 until a valid token was seen, then e.g. 500; here constant).
         public var maxConcurrentStreams: Int = 1000
+        /// Keep every request in `requests` (tests). Off for load runs (`pushgate mock` / `bench`):
+        /// memory stays flat and only `hook` sees the requests.
+        public var recordRequests = true
+        /// Called (on the connection's event loop: keep it cheap) for every request that passed the
+        /// checks, with the device token and the payload bytes; a non-nil answer replaces the
+        /// scripted / default one (scripted failure rates, per-token counting in load tests).
+        public var hook: (@Sendable (_ token: String, _ body: [UInt8]) -> Reply?)? = nil
 
         public init(publicKey: P256.Signing.PublicKey, keyID: String? = nil, teamID: String? = nil, tls: TLSConfiguration?) {
             self.publicKey = publicKey
@@ -263,7 +270,7 @@ public final class MockAPNs: Sendable {
             let record = RecordedRequest(receivedAt: received, method: request.method, path: request.path, token: token,
                                          headers: request.headers, body: request.body, connectionID: request.connectionID,
                                          status: status, reason: reason, scripted: scripted)
-            state.withLockedValue { $0.requests.append(record) }
+            if options.recordRequests { state.withLockedValue { $0.requests.append(record) } }
             var headers: [(String, String)] = [("apns-id", apnsID)]
             guard let reason else { return MockResponse(status: status, headers: headers) }
             if let retryAfter { headers.append(("retry-after", String(retryAfter))) }
@@ -310,6 +317,10 @@ public final class MockAPNs: Sendable {
               object["aps"] is [String: Any] else { return answer(400, "BadPayload") }
 
         // Scripted answer.
+        if let hook = options.hook, let r = hook(token, request.body) {
+            let (status, reason) = r.statusAndReason
+            return answer(status, reason, retryAfter: r.retryAfter, scripted: true)
+        }
         let reply: Reply = state.withLockedValue { s in
             if var queue = s.scripts[token], !queue.isEmpty {
                 let r = queue.removeFirst()

@@ -138,6 +138,12 @@ public final class MockFCM: Sendable {
         public var tls: TLSConfiguration?
         public var responseDelay: TimeAmount? = nil
         public var port: Int = 0
+        /// Keep every message in `messages` (tests). Off for load runs: memory stays flat.
+        public var recordRequests = true
+        /// Called (on the event loop: keep it cheap) for every send that passed the checks, with the
+        /// target (token / topic / condition) and the raw body; a non-nil answer replaces the
+        /// scripted / default one.
+        public var hook: (@Sendable (_ target: String, _ body: [UInt8]) -> Reply?)? = nil
 
         public init(projectID: String, publicKey: _RSA.Signing.PublicKey, clientEmail: String? = nil, privateKeyID: String? = nil, tls: TLSConfiguration?) {
             self.projectID = projectID
@@ -444,18 +450,22 @@ public final class MockFCM: Sendable {
             }
         }
 
-        let messageJSON = String(decoding: (try? JSONSerialization.data(withJSONObject: message, options: [.sortedKeys])) ?? Data(), as: UTF8.self)
+        let hooked = options.hook?(target, request.body)
+        let record = options.recordRequests
+        let messageJSON = record ? String(decoding: (try? JSONSerialization.data(withJSONObject: message, options: [.sortedKeys])) ?? Data(), as: UTF8.self) : ""
         let reply: Reply = state.withLockedValue { s in
             s.sendRequests += 1
             let r: Reply
-            if var queue = s.scripts[target], !queue.isEmpty {
+            if let hooked {
+                r = hooked
+            } else if var queue = s.scripts[target], !queue.isEmpty {
                 r = queue.removeFirst()
                 s.scripts[target] = queue
             } else {
                 r = s.defaultReply
             }
-            s.messages.append(RecordedMessage(targetKind: targetKind, target: target, validateOnly: validateOnly, messageJSON: messageJSON,
-                                              body: request.body, data: data, notification: notification, bearer: bearer, reply: r))
+            if record { s.messages.append(RecordedMessage(targetKind: targetKind, target: target, validateOnly: validateOnly, messageJSON: messageJSON,
+                                              body: request.body, data: data, notification: notification, bearer: bearer, reply: r)) }
             return r
         }
         return response(for: reply, validateOnly: validateOnly)

@@ -83,6 +83,12 @@ public final class MockWebPush: Sendable {
         public var expectedVAPIDKey: String? = nil
         /// Accept POSTs without Content-Encoding as legacy UnifiedPush messages.
         public var acceptLegacy = true
+        /// Keep every push in `pushes` (tests). Off for load runs: memory stays flat.
+        public var recordRequests = true
+        /// Called (on the event loop: keep it cheap) for every push that passed the checks, with the
+        /// subscription id and the (decrypted) plaintext; a non-nil answer replaces the scripted /
+        /// default one.
+        public var hook: (@Sendable (_ id: String, _ plaintext: [UInt8]) -> Reply?)? = nil
         public init(tls: TLSConfiguration?) { self.tls = tls }
     }
 
@@ -212,7 +218,9 @@ public final class MockWebPush: Sendable {
             guard !request.body.isEmpty else { return reject(400, "empty legacy message") }
             record.plaintext = request.body
         }
+        let hooked = options.hook?(id, record.plaintext)
         let reply: Reply = state.withLockedValue { s in
+            if let hooked { return hooked }
             if var queue = s.scripts[id], !queue.isEmpty {
                 let r = queue.removeFirst()
                 s.scripts[id] = queue
@@ -221,7 +229,11 @@ public final class MockWebPush: Sendable {
             return s.defaultReply
         }
         record.reply = reply
-        let n = state.withLockedValue { s -> Int in s.pushes.append(record); return s.pushes.count }
+        let keep = options.recordRequests
+        let n = state.withLockedValue { s -> Int in
+            if keep { s.pushes.append(record); return s.pushes.count }
+            return s.requests
+        }
         return Self.response(reply, id: id, sequence: n)
     }
 

@@ -1,0 +1,45 @@
+import Crypto
+import _CryptoExtras
+import Foundation
+import XCTest
+@testable import Signing
+
+final class JWTSignerTests: XCTestCase {
+    func testES256RoundTripAndExactHeader() throws {
+        let key = P256.Signing.PrivateKey()
+        let jwt = try JWTSigner(key: .es256(key)).sign(header: [("kid", .string("ABC123DEFG"))], claims: [("iss", .string("TEAM")), ("iat", .int(1_700_000_000))])
+        let parts = jwt.split(separator: ".")
+        XCTAssertEqual(parts.count, 3)
+        XCTAssertEqual(String(decoding: Base64URL.decode(String(parts[0]))!, as: UTF8.self), #"{"alg":"ES256","kid":"ABC123DEFG"}"#)
+        XCTAssertEqual(String(decoding: Base64URL.decode(String(parts[1]))!, as: UTF8.self), #"{"iss":"TEAM","iat":1700000000}"#)
+        XCTAssertEqual(Base64URL.decode(String(parts[2]))?.count, 64, "ES256 signatures are raw r||s")
+        let decoded = try DecodedJWT(jwt)
+        XCTAssertNoThrow(try decoded.verify(es256: key.publicKey))
+        XCTAssertThrowsError(try decoded.verify(es256: P256.Signing.PrivateKey().publicKey))
+    }
+
+    func testRS256RoundTrip() throws {
+        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let jwt = try JWTSigner(key: .rs256(key)).sign(header: [("typ", .string("JWT"))], claims: [("aud", .string("https://x/token"))])
+        let decoded = try DecodedJWT(jwt)
+        XCTAssertEqual(decoded.algorithm, "RS256")
+        XCTAssertNoThrow(try decoded.verify(rs256: key.publicKey))
+        XCTAssertThrowsError(try decoded.verify(es256: P256.Signing.PrivateKey().publicKey))
+    }
+
+    func testBase64URL() {
+        XCTAssertEqual(Base64URL.encode([0xfb, 0xff, 0xfe]), "-__-")
+        XCTAssertEqual(Base64URL.decode("-__-"), Data([0xfb, 0xff, 0xfe]))
+        XCTAssertEqual(Base64URL.decode("YQ"), Data("a".utf8))
+        XCTAssertNil(Base64URL.decode("a"))
+    }
+
+    func testKeyLoadingErrorsNameTheProblem() {
+        XCTAssertThrowsError(try KeyLoading.p256PrivateKey(pem: "not a key")) { e in
+            XCTAssertTrue("\(e)".contains("P-256"))
+        }
+        XCTAssertThrowsError(try KeyLoading.p256PrivateKey(path: "/nonexistent/key.p8")) { e in
+            XCTAssertTrue("\(e)".contains("/nonexistent/key.p8"))
+        }
+    }
+}
