@@ -120,6 +120,8 @@ public final class MockFCM: Sendable {
         public var notification: [String: String]?
         public var bearer: String
         public var reply: Reply
+        /// When the send request arrived.
+        public var receivedAt: Date = Date()
 
         /// The `message` object as a dictionary.
         public var message: [String: Any] {

@@ -231,7 +231,7 @@ final class MockRecorder: Sendable {
         out += ",\"other_tokens\":{\"distinct\":\(snap.otherDistinct)}"
         let h = snap.latency
         out += ",\"latency_us\":{\"count\":\(h.totalCount),\"p50\":\(h.valueAtPercentile(50)),\"p90\":\(h.valueAtPercentile(90)),\"p99\":\(h.valueAtPercentile(99)),\"p999\":\(h.valueAtPercentile(99.9)),\"max\":\(h.max)}"
-        out += ",\"ok_window_ns\":\(snap.lastOK >= snap.firstOK ? snap.lastOK - snap.firstOK : 0)"
+        out += ",\"first_ok_ns\":\(snap.firstOK),\"last_ok_ns\":\(snap.lastOK),\"now_ns\":\(monotonicNanos())"
         if tokens {
             out += ",\"tokens\":{"
             var first = true

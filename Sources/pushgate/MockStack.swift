@@ -18,6 +18,8 @@ final class MockStack: Sendable {
     /// A VAPID key pair for gateways sent at the mock Web Push service.
     let vapid: VAPIDKeys
     let keepDirectory: Bool
+    /// One key pair shared by the bench's Web Push subscription ids (see `registerBenchSubscribers`).
+    let benchSubscriber = TestWebPushSubscriber(id: "bench")
 
     private init(pki: TestPKI, apnsKey: TestAPNsKey, apns: MockAPNs, serviceAccount: TestServiceAccount, fcm: MockFCM, webpush: MockWebPush, directory: String,
                  vapid: VAPIDKeys, keepDirectory: Bool) {

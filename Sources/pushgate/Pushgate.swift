@@ -11,7 +11,7 @@ struct Pushgate: AsyncParsableCommand {
         commandName: "pushgate",
         abstract: "A multi-protocol push gateway (APNs, FCM, Web Push, UnifiedPush) speaking gorush's API.",
         version: PushgateVersion.version,
-        subcommands: [Serve.self, VapidKeys.self],
+        subcommands: [Serve.self, VapidKeys.self, MockCommand.self, Bench.self, Send.self],
         defaultSubcommand: Serve.self
     )
 }

@@ -1,0 +1,648 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import PushDispatch
+import PushgateCore
+
+/// Tuning of a durable queue.
+public struct DurableQueueOptions: Sendable {
+    /// `queue.max_pending`: jobs in the store not yet complete (from every process).
+    public var capacity: Int
+    /// How long a process's leases outlive its last heartbeat (a crashed process's jobs are handed
+    /// out again after this). Heartbeats run every quarter of it.
+    public var leaseTimeout: TimeInterval = 60
+    /// Finished deliveries are kept this long for `GET /api/push/{notif_id}`.
+    public var statusRetention: TimeInterval = 86_400
+    /// How often idle workers look in the store for jobs this process does not hold.
+    public var pollInterval: TimeInterval = 1
+    /// Most jobs leased from the store at once (per platform).
+    public var leaseBatch: Int = 256
+    /// Async jobs enqueued here are leased to this process at once and kept in memory (SQLite:
+    /// one process). When false (PostgreSQL) they are left in the store for any process to lease;
+    /// sync-mode jobs are always leased locally (their waiter lives here).
+    public var leaseOnEnqueue: Bool = true
+    public var statsInterval: TimeInterval = 1
+    public var pruneInterval: TimeInterval = 60
+    /// Timer resolution for retries coming due.
+    public var tick: Duration = .milliseconds(10)
+
+    public init(capacity: Int) { self.capacity = max(1, capacity) }
+}
+
+public struct QueueClosedError: Error, CustomStringConvertible, Sendable {
+    public var description: String { "the queue is shut down" }
+}
+
+/// A `QueueDriver` over a store (SQLite or PostgreSQL).
+///
+/// - `enqueue` returns once the jobs are committed (one transaction per batch of requests: group commit).
+/// - Jobs are leased by this process (owner id + the owner's lease expiry, renewed by heartbeats);
+///   leased jobs are held in memory (ready FIFO, retry heap) like `MemoryQueue`.
+/// - `complete` / `reschedule` return once their change is committed (group commit across workers).
+/// - Jobs this process does not hold (left by a crashed or stopped process, or enqueued by another
+///   process sharing the store) are leased from the store in batches when workers are idle.
+/// - `shutdown()` stops handing out jobs; once every job handed out is completed or rescheduled, the
+///   remaining leases are released, counters saved and the store closed; then waiting `next` calls return nil.
+public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked Sendable {
+    // @unchecked: every mutable field is inside `state` (a lock); the rest is immutable after init.
+
+    private struct PlatformState {
+        var ready: [DeliveryJob] = []
+        var head = 0
+        var delayed = DurableJobHeap()
+        var waiters: [CheckedContinuation<DeliveryJob?, Never>] = []
+        var fetching = false
+        var storeMayHaveWork = true
+        var lastPoll: Double = 0
+
+        var readyCount: Int { ready.count - head }
+
+        mutating func popReady() -> DeliveryJob? {
+            guard head < ready.count else { return nil }
+            let job = ready[head]
+            head += 1
+            if head > 1024, head * 2 > ready.count {
+                ready.removeFirst(head)
+                head = 0
+            }
+            return job
+        }
+    }
+
+    private struct InsertGroup {
+        var count: Int
+        var continuation: CheckedContinuation<[(notifRow: Int64, jobIDs: [Int64])], any Error>
+    }
+
+    private struct Work {
+        var batch = WriteBatch()
+        var insertGroups: [InsertGroup] = []
+        var updateWaiters: [CheckedContinuation<Void, Never>] = []
+        var leaseLimits: [Int] = []
+    }
+
+    private struct State {
+        var platforms: [Platform: PlatformState] = [:]
+        var work = Work()
+        var pendingBase = 0
+        var pendingDelta = 0
+        var outstanding = 0
+        var held = 0
+        var shutdown = false
+        var finalizeRequested = false
+        var finalized = false
+        var closeWaiters: [CheckedContinuation<Void, Never>] = []
+        var notifications: [Int64: (accepted: AcceptedNotification, at: Double)] = [:]
+        var lastHeartbeat: Double = 0
+        var lastStats: Double = 0
+        var lastPrune: Double = 0
+        var persistedStats: [String: Int64] = [:]
+        var stats: Stats?
+    }
+
+    private let state = NIOLockedValueBox(State())
+    let backend: any QueueBackend
+    public let options: DurableQueueOptions
+    /// This process's lease owner id.
+    public let owner: String
+    /// Counters as stored when the queue was opened (seed `Stats(initial:)` with it).
+    public let storedStats: StatsSnapshot
+    private let logger: Logger
+    private let now: @Sendable () -> Date
+    private let signal: AsyncStream<Void>.Continuation
+    private let tasks = NIOLockedValueBox<[Task<Void, Never>]>([])
+
+    public var capacity: Int { options.capacity }
+
+    init(backend: any QueueBackend, options: DurableQueueOptions, logger: Logger, now: @escaping @Sendable () -> Date = { Date() }) async throws {
+        self.backend = backend
+        self.options = options
+        self.logger = logger
+        self.now = now
+        self.owner = UUID().uuidString.lowercased()
+        let t = now().timeIntervalSince1970
+        let (pending, stats) = try await backend.start(owner: owner, now: t, leaseTimeout: options.leaseTimeout)
+        self.storedStats = StatsCodec.snapshot(stats)
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        self.signal = continuation
+        state.withLockedValue { s in
+            s.pendingBase = pending
+            s.lastHeartbeat = t
+            s.lastStats = t
+            s.persistedStats = stats
+            s.lastPrune = t - options.pruneInterval + 5   // first prune soon after start
+        }
+        let writer = Task { [self] in await self.writerLoop(stream) }
+        let ticker = Task { [self] in await self.tickerLoop() }
+        tasks.withLockedValue { $0 = [writer, ticker] }
+        if pending > 0 { logger.info("durable queue opened with \(pending) pending deliveries", metadata: ["owner": "\(owner)"]) }
+    }
+
+    /// Saves `stats` into the store periodically and on shutdown (only increments since `storedStats`).
+    public func persist(stats: Stats) {
+        state.withLockedValue { $0.stats = stats }
+    }
+
+    public var pendingCount: Int { state.withLockedValue { max(0, $0.pendingBase + $0.pendingDelta) } }
+
+    /// Jobs leased by this process and held in memory (ready, retry-waiting or in a worker).
+    public var heldCount: Int { state.withLockedValue { $0.held } }
+
+    // MARK: QueueDriver
+
+    public func enqueue(_ jobs: [DeliveryJob]) async throws {
+        guard !jobs.isEmpty else { return }
+        let n = jobs.count
+        try state.withLockedValue { s in
+            if s.finalized || s.finalizeRequested { throw QueueClosedError() }
+            let pending = max(0, s.pendingBase + s.pendingDelta)
+            if pending + n > options.capacity { throw QueueFullError(pending: pending, capacity: options.capacity) }
+            s.pendingDelta += n
+        }
+        // One stored notification per accepted notification, in order of appearance.
+        var groupIndex: [ObjectIdentifier: Int] = [:]
+        var groups: [(accepted: AcceptedNotification, jobs: [Int])] = []
+        for (i, j) in jobs.enumerated() {
+            let key = ObjectIdentifier(j.accepted)
+            if let g = groupIndex[key] { groups[g].jobs.append(i) } else {
+                groupIndex[key] = groups.count
+                groups.append((j.accepted, [i]))
+            }
+        }
+        let t = now().timeIntervalSince1970
+        var inserts: [NotificationInsert] = []
+        inserts.reserveCapacity(groups.count)
+        do {
+            let encoder = JSONEncoder()
+            for g in groups {
+                let body = String(decoding: try encoder.encode(g.accepted.notification), as: UTF8.self)
+                var ins = NotificationInsert(notifID: g.accepted.notifID, platform: g.accepted.notification.platform, body: body, createdAt: t, jobs: [])
+                ins.jobs.reserveCapacity(g.jobs.count)
+                for i in g.jobs {
+                    let j = jobs[i]
+                    ins.jobs.append(JobInsert(target: j.target, messageID: j.messageID, attempts: j.attempts, maxAttempts: j.maxAttempts,
+                                              notBefore: j.notBefore.timeIntervalSince1970, enqueuedAt: j.enqueuedAt.timeIntervalSince1970,
+                                              leased: options.leaseOnEnqueue || j.waiterID != nil))
+                }
+                inserts.append(ins)
+            }
+        } catch {
+            state.withLockedValue { $0.pendingDelta -= n }
+            throw error
+        }
+        let ids: [(notifRow: Int64, jobIDs: [Int64])]
+        do {
+            ids = try await withCheckedThrowingContinuation { (c: CheckedContinuation<[(notifRow: Int64, jobIDs: [Int64])], any Error>) in
+                let closed: Bool = state.withLockedValue { s in
+                    if s.finalized { return true }
+                    s.work.batch.inserts += inserts
+                    s.work.insertGroups.append(InsertGroup(count: inserts.count, continuation: c))
+                    return false
+                }
+                if closed { c.resume(throwing: QueueClosedError()) } else { signal.yield() }
+            }
+        } catch {
+            state.withLockedValue { $0.pendingDelta -= n }
+            throw error
+        }
+        let tNow = now()
+        var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
+        var fetch = false
+        state.withLockedValue { s in
+            for (gi, g) in groups.enumerated() {
+                let (notifRow, jobIDs) = ids[gi]
+                var leftInStore = false
+                for (k, i) in g.jobs.enumerated() {
+                    var job = jobs[i]
+                    job.id = UInt64(jobIDs[k])
+                    if inserts[gi].jobs[k].leased {
+                        s.held += 1
+                        place(job, in: &s, now: tNow, resume: &resume)
+                    } else {
+                        leftInStore = true
+                    }
+                }
+                if leftInStore {
+                    // Keep the rendering for when a worker here leases these jobs back.
+                    s.notifications[notifRow] = (g.accepted, t)
+                    s.platforms[g.accepted.notification.platform, default: PlatformState()].storeMayHaveWork = true
+                    if requestLeaseIfNeeded(g.accepted.notification.platform, in: &s, now: t) { fetch = true }
+                }
+            }
+        }
+        for (c, j) in resume { c.resume(returning: j) }
+        if fetch { signal.yield() }
+    }
+
+    public func next(platform: Platform) async -> DeliveryJob? {
+        await withCheckedContinuation { (c: CheckedContinuation<DeliveryJob?, Never>) in
+            let t = now().timeIntervalSince1970
+            var fetch = false
+            let immediate: DeliveryJob?? = state.withLockedValue { s in
+                if s.finalized { return .some(nil) }
+                if !s.shutdown, let j = s.platforms[platform]?.popReady() {
+                    s.outstanding += 1
+                    return .some(j)
+                }
+                s.platforms[platform, default: PlatformState()].waiters.append(c)
+                if !s.shutdown { fetch = requestLeaseIfNeeded(platform, in: &s, now: t) }
+                return .none
+            }
+            if let immediate { c.resume(returning: immediate) }
+            if fetch { signal.yield() }
+        }
+    }
+
+    public func reschedule(_ job: DeliveryJob) async {
+        await write(.reschedule(id: Int64(job.id), attempts: job.attempts, notBefore: job.notBefore.timeIntervalSince1970,
+                                lastError: job.lastError, credentialRetryUsed: job.credentialRetryUsed))
+        let tNow = now()
+        var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
+        let finalize: Bool = state.withLockedValue { s in
+            s.outstanding -= 1
+            place(job, in: &s, now: tNow, resume: &resume)
+            return checkFinalize(&s)
+        }
+        for (c, j) in resume { c.resume(returning: j) }
+        if finalize { signal.yield() }
+    }
+
+    public func complete(_ job: DeliveryJob, outcome: FinalOutcome) async {
+        let t = now().timeIntervalSince1970
+        switch outcome {
+        case .delivered(let id):
+            await write(.complete(id: Int64(job.id), delivered: true, attempts: job.attempts, info: id, finishedAt: t))
+        case .failed(let reason, _):
+            await write(.complete(id: Int64(job.id), delivered: false, attempts: job.attempts, info: reason, finishedAt: t))
+        }
+        let finalize: Bool = state.withLockedValue { s in
+            s.outstanding -= 1
+            s.held -= 1
+            s.pendingDelta -= 1
+            return checkFinalize(&s)
+        }
+        if finalize { signal.yield() }
+    }
+
+    public func shutdown() {
+        let go: Bool = state.withLockedValue { s in
+            if s.shutdown { return false }
+            s.shutdown = true
+            return checkFinalize(&s)
+        }
+        if go { signal.yield() }
+    }
+
+    /// Shuts down and waits until the leases are released and the store is closed.
+    public func close() async {
+        shutdown()
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let done: Bool = state.withLockedValue { s in
+                if s.finalized { return true }
+                s.closeWaiters.append(c)
+                return false
+            }
+            if done { c.resume() }
+        }
+    }
+
+    /// Test hook: stops the queue as a crash would (no lease release, no counters saved) and closes the store.
+    func abandonForTesting() async {
+        tasks.withLockedValue { for t in $0 { t.cancel() } }
+        let waiters: [CheckedContinuation<DeliveryJob?, Never>] = state.withLockedValue { s in
+            s.finalized = true
+            var all: [CheckedContinuation<DeliveryJob?, Never>] = []
+            for p in s.platforms.keys {
+                all += s.platforms[p]!.waiters
+                s.platforms[p]!.waiters = []
+            }
+            return all
+        }
+        for w in waiters { w.resume(returning: nil) }
+        signal.finish()
+        await backend.close()
+    }
+
+    // MARK: status
+
+    public func deliveryStatus(notifID: String) async throws -> [DeliveryStatusRecord]? {
+        guard let rows = try await backend.status(notifID: notifID) else { return nil }
+        return rows.map { r in
+            let token = r.target.reportedToken
+            switch r.state {
+            case 1:
+                return DeliveryStatusRecord(platform: r.platform, token: token, state: .delivered, attempts: r.attempts, providerID: r.providerID,
+                                            finishedAt: r.finishedAt.map { Date(timeIntervalSince1970: $0) })
+            case 2:
+                return DeliveryStatusRecord(platform: r.platform, token: token, state: .failed, attempts: r.attempts, error: r.lastError,
+                                            finishedAt: r.finishedAt.map { Date(timeIntervalSince1970: $0) })
+            default:
+                if r.attempts > 0 || r.lastError != nil {
+                    return DeliveryStatusRecord(platform: r.platform, token: token, state: .retrying, attempts: r.attempts,
+                                                nextTry: Date(timeIntervalSince1970: r.notBefore), error: r.lastError)
+                }
+                return DeliveryStatusRecord(platform: r.platform, token: token, state: .queued, attempts: 0)
+            }
+        }
+    }
+
+    // MARK: internals (call with the lock held)
+
+    /// Puts a job this process holds where a worker will find it.
+    private func place(_ job: DeliveryJob, in s: inout State, now t: Date, resume: inout [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)]) {
+        var ps = s.platforms[job.platform] ?? PlatformState()
+        if job.notBefore > t {
+            ps.delayed.push(job)
+        } else if !s.shutdown, !ps.waiters.isEmpty {
+            resume.append((ps.waiters.removeFirst(), job))
+            s.outstanding += 1
+        } else {
+            ps.ready.append(job)
+        }
+        s.platforms[job.platform] = ps
+    }
+
+    /// Adds a lease request for `platform` to the next transaction when workers wait and the store may have jobs.
+    private func requestLeaseIfNeeded(_ platform: Platform, in s: inout State, now t: Double) -> Bool {
+        guard !s.shutdown, !s.finalizeRequested, var ps = s.platforms[platform] else { return false }
+        guard !ps.fetching, !ps.waiters.isEmpty, ps.readyCount == 0 else { return false }
+        guard ps.storeMayHaveWork || t - ps.lastPoll >= options.pollInterval else { return false }
+        ps.fetching = true
+        ps.lastPoll = t
+        let limit = min(options.leaseBatch, max(16, ps.waiters.count * 2))
+        s.platforms[platform] = ps
+        s.work.batch.leases.append(LeaseRequest(platform: platform, limit: limit))
+        s.work.leaseLimits.append(limit)
+        return true
+    }
+
+    private func checkFinalize(_ s: inout State) -> Bool {
+        guard s.shutdown, s.outstanding <= 0, !s.finalizeRequested, !s.finalized else { return false }
+        s.finalizeRequested = true
+        return true
+    }
+
+    private func write(_ update: JobUpdate) async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let closed: Bool = state.withLockedValue { s in
+                if s.finalized { return true }
+                s.work.batch.updates.append(update)
+                s.work.updateWaiters.append(c)
+                return false
+            }
+            if closed {
+                logger.error("job update after the queue was closed; the store keeps the job pending")
+                c.resume()
+            } else {
+                signal.yield()
+            }
+        }
+    }
+
+    // MARK: writer (group commit)
+
+    private func writerLoop(_ stream: AsyncStream<Void>) async {
+        for await _ in stream {
+            while true {
+                let (work, finalize): (Work, Bool) = state.withLockedValue { s in
+                    let w = s.work
+                    s.work = Work()
+                    return (w, s.finalizeRequested && !s.finalized)
+                }
+                if !work.batch.isEmpty || !work.insertGroups.isEmpty || !work.updateWaiters.isEmpty {
+                    await execute(work)
+                    continue
+                }
+                if finalize { await finalizeStore() }
+                break
+            }
+            if state.withLockedValue({ $0.finalized }) { break }
+        }
+    }
+
+    private func execute(_ work: Work) async {
+        let t = now().timeIntervalSince1970
+        do {
+            let result = try await backend.commit(work.batch, owner: owner, now: t, leaseTimeout: options.leaseTimeout)
+            var k = 0
+            for g in work.insertGroups {
+                g.continuation.resume(returning: Array(result.inserted[k..<(k + g.count)]))
+                k += g.count
+            }
+            for c in work.updateWaiters { c.resume() }
+            if result.reclaimed > 0 {
+                logger.warning("released \(result.reclaimed) deliveries leased by a process whose lease expired")
+                state.withLockedValue { s in for p in s.platforms.keys { s.platforms[p]!.storeMayHaveWork = true } }
+            }
+            for (i, req) in work.batch.leases.enumerated() {
+                await handleLeased(result.leased[i], platform: req.platform, limit: work.leaseLimits[i])
+            }
+        } catch {
+            logger.error("queue store transaction failed: \(error)")
+            for g in work.insertGroups { g.continuation.resume(throwing: error) }
+            for c in work.updateWaiters { c.resume() }
+            state.withLockedValue { s in
+                for req in work.batch.leases { s.platforms[req.platform]?.fetching = false }
+            }
+        }
+    }
+
+    private func handleLeased(_ rows: [StoredJob], platform: Platform, limit: Int) async {
+        var accepted: [Int64: AcceptedNotification] = [:]
+        var missing: [Int64] = []
+        state.withLockedValue { s in
+            for r in rows where accepted[r.notifRow] == nil {
+                if let a = s.notifications[r.notifRow] { accepted[r.notifRow] = a.accepted } else if !missing.contains(r.notifRow) { missing.append(r.notifRow) }
+            }
+        }
+        var unreadable: [StoredJob] = []
+        if !missing.isEmpty {
+            let t = now().timeIntervalSince1970
+            do {
+                let bodies = try await backend.notifications(missing)
+                let decoder = JSONDecoder()
+                var loaded: [Int64: AcceptedNotification] = [:]
+                for (row, (notifID, body)) in bodies {
+                    if let n = try? decoder.decode(PushNotification.self, from: Data(body.utf8)) {
+                        loaded[row] = AcceptedNotification(notifID: notifID, notification: n, prepared: nil)
+                    }
+                }
+                state.withLockedValue { s in for (row, a) in loaded { s.notifications[row] = (a, t) } }
+                accepted.merge(loaded) { a, _ in a }
+            } catch {
+                logger.error("cannot load stored notifications: \(error)")
+            }
+        }
+        let tNow = now()
+        var jobs: [DeliveryJob] = []
+        jobs.reserveCapacity(rows.count)
+        for r in rows {
+            guard let a = accepted[r.notifRow] else { unreadable.append(r); continue }
+            var j = DeliveryJob(id: UInt64(r.id), messageID: r.messageID, target: r.target, accepted: a, maxAttempts: r.maxAttempts,
+                                now: Date(timeIntervalSince1970: r.enqueuedAt))
+            j.attempts = r.attempts
+            j.credentialRetryUsed = r.credentialRetryUsed
+            j.notBefore = Date(timeIntervalSince1970: r.notBefore)
+            j.lastError = r.lastError
+            jobs.append(j)
+        }
+        var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
+        let more: Bool = state.withLockedValue { s in
+            s.held += rows.count
+            s.platforms[platform, default: PlatformState()].fetching = false
+            s.platforms[platform]!.storeMayHaveWork = rows.count >= limit
+            for j in jobs { place(j, in: &s, now: tNow, resume: &resume) }
+            s.outstanding += unreadable.count
+            return requestLeaseIfNeeded(platform, in: &s, now: tNow.timeIntervalSince1970)
+        }
+        for (c, j) in resume { c.resume(returning: j) }
+        if more { signal.yield() }
+        for r in unreadable {
+            // A stored notification that no longer decodes cannot be sent: report it failed.
+            let a = AcceptedNotification(notifID: "", notification: PushNotification(platform: platform), prepared: nil)
+            var j = DeliveryJob(id: UInt64(r.id), messageID: r.messageID, target: r.target, accepted: a, maxAttempts: r.maxAttempts, now: tNow)
+            j.attempts = r.attempts
+            Task { await self.complete(j, outcome: .failed(reason: "stored notification unreadable", tokenDead: false)) }
+        }
+    }
+
+    private func finalizeStore() async {
+        var batch = WriteBatch()
+        batch.release = true
+        state.withLockedValue { s in
+            if let stats = s.stats {
+                let flat = StatsCodec.flatten(stats.snapshot)
+                batch.statsDelta = StatsCodec.delta(flat, s.persistedStats)
+                s.persistedStats = flat
+            }
+        }
+        let held = heldCount
+        do {
+            _ = try await backend.commit(batch, owner: owner, now: now().timeIntervalSince1970, leaseTimeout: options.leaseTimeout)
+            logger.info("queue store closed; \(held) deliveries left in the store for the next start")
+        } catch {
+            logger.error("cannot release leases on shutdown (they expire after \(options.leaseTimeout) s): \(error)")
+        }
+        await backend.close()
+        let (waiters, closeWaiters): ([CheckedContinuation<DeliveryJob?, Never>], [CheckedContinuation<Void, Never>]) = state.withLockedValue { s in
+            s.finalized = true
+            var all: [CheckedContinuation<DeliveryJob?, Never>] = []
+            for p in s.platforms.keys {
+                all += s.platforms[p]!.waiters
+                s.platforms[p]!.waiters = []
+            }
+            let cw = s.closeWaiters
+            s.closeWaiters = []
+            return (all, cw)
+        }
+        for w in waiters { w.resume(returning: nil) }
+        for c in closeWaiters { c.resume() }
+        signal.finish()
+        tasks.withLockedValue { for t in $0 { t.cancel() } }
+    }
+
+    // MARK: timer: retries coming due, polling the store, heartbeats, counters, pruning
+
+    private func tickerLoop() async {
+        let heartbeatEvery = max(0.05, options.leaseTimeout / 4)
+        while !Task.isCancelled {
+            try? await Task.sleep(for: options.tick)
+            let tNow = now()
+            let t = tNow.timeIntervalSince1970
+            var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
+            var refreshPending = false
+            let (stop, go): (Bool, Bool) = state.withLockedValue { s in
+                if s.finalized || s.finalizeRequested { return (true, false) }
+                var go = false
+                if !s.shutdown {
+                    for p in s.platforms.keys {
+                        var ps = s.platforms[p]!
+                        while let top = ps.delayed.peek, top.notBefore <= tNow {
+                            let job = ps.delayed.pop()!
+                            if !ps.waiters.isEmpty {
+                                resume.append((ps.waiters.removeFirst(), job))
+                                s.outstanding += 1
+                            } else {
+                                ps.ready.append(job)
+                            }
+                        }
+                        s.platforms[p] = ps
+                        if requestLeaseIfNeeded(p, in: &s, now: t) { go = true }
+                    }
+                }
+                if t - s.lastHeartbeat >= heartbeatEvery {
+                    s.lastHeartbeat = t
+                    s.work.batch.heartbeat = true
+                    refreshPending = !backend.exclusive
+                    // Forget renderings kept for jobs another process may have taken.
+                    s.notifications = s.notifications.filter { t - $0.value.at < 600 }
+                    go = true
+                }
+                if let stats = s.stats, t - s.lastStats >= options.statsInterval {
+                    s.lastStats = t
+                    let flat = StatsCodec.flatten(stats.snapshot)
+                    let d = StatsCodec.delta(flat, s.persistedStats)
+                    if !d.isEmpty {
+                        s.persistedStats = flat
+                        s.work.batch.statsDelta.merge(d) { $0 + $1 }
+                        go = true
+                    }
+                }
+                if t - s.lastPrune >= options.pruneInterval {
+                    s.lastPrune = t
+                    s.work.batch.pruneBefore = t - options.statusRetention
+                    go = true
+                }
+                return (false, go)
+            }
+            for (c, j) in resume { c.resume(returning: j) }
+            if go { signal.yield() }
+            if stop { return }
+            if refreshPending {
+                if let c = try? await backend.pendingCount() {
+                    state.withLockedValue { s in
+                        s.pendingBase = c
+                        s.pendingDelta = 0
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A binary min-heap of jobs by `notBefore` (ties by id).
+struct DurableJobHeap {
+    private var items: [DeliveryJob] = []
+    var count: Int { items.count }
+    var peek: DeliveryJob? { items.first }
+
+    private static func less(_ a: DeliveryJob, _ b: DeliveryJob) -> Bool {
+        a.notBefore < b.notBefore || (a.notBefore == b.notBefore && a.id < b.id)
+    }
+
+    mutating func push(_ job: DeliveryJob) {
+        items.append(job)
+        var i = items.count - 1
+        while i > 0 {
+            let p = (i - 1) / 2
+            if Self.less(items[i], items[p]) { items.swapAt(i, p); i = p } else { break }
+        }
+    }
+
+    mutating func pop() -> DeliveryJob? {
+        guard !items.isEmpty else { return nil }
+        items.swapAt(0, items.count - 1)
+        let top = items.removeLast()
+        var i = 0
+        while true {
+            let l = 2 * i + 1, r = l + 1
+            var m = i
+            if l < items.count, Self.less(items[l], items[m]) { m = l }
+            if r < items.count, Self.less(items[r], items[m]) { m = r }
+            if m == i { break }
+            items.swapAt(i, m)
+            i = m
+        }
+        return top
+    }
+}

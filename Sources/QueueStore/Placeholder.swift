@@ -1,1 +1,0 @@
-// placeholder: durable queue engines land here

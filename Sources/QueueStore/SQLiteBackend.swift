@@ -1,0 +1,338 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import PushDispatch
+import PushgateCore
+import SQLiteNIO
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The embedded engine: one SQLite file in WAL mode. One connection writes (every transaction of the
+/// queue's writer), one reads (status queries, stored notifications).
+final class SQLiteBackend: QueueBackend, @unchecked Sendable {
+    // @unchecked: the connections are thread-safe (SQLITE_OPEN_FULLMUTEX); `lockFD` is set once in `open`.
+    let path: String
+    let writer: SQLiteConnection
+    let reader: SQLiteConnection
+    let exclusive: Bool
+    private let lockFD: Int32
+    private let logger: Logger
+
+    private init(path: String, writer: SQLiteConnection, reader: SQLiteConnection, exclusive: Bool, lockFD: Int32, logger: Logger) {
+        self.path = path
+        self.writer = writer
+        self.reader = reader
+        self.exclusive = exclusive
+        self.lockFD = lockFD
+        self.logger = logger
+    }
+
+    static let schemaVersion = 1
+
+    static func open(path: String, synchronous: String, logger: Logger) async throws -> SQLiteBackend {
+        let dir = (path as NSString).deletingLastPathComponent
+        if !dir.isEmpty, !FileManager.default.fileExists(atPath: dir) {
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        }
+        // One process owns a SQLite queue: the file lock tells whether leases left in the file are stale.
+        let fd = Glibc.open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        var exclusive = false
+        if fd >= 0 {
+            exclusive = flock(fd, LOCK_EX | LOCK_NB) == 0
+        }
+        if !exclusive {
+            logger.warning("another process holds \(path).lock: sharing the SQLite queue (leases of a stopped process expire after queue.lease_timeout)")
+        }
+        let writer = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+        let reader: SQLiteConnection
+        do {
+            _ = try await writer.query("PRAGMA journal_mode=WAL")
+            _ = try await writer.query("PRAGMA synchronous=\(synchronous == "full" ? "FULL" : "NORMAL")")
+            _ = try await writer.query("PRAGMA temp_store=MEMORY")
+            _ = try await writer.query("PRAGMA cache_size=-16000")
+            for sql in schema { _ = try await writer.query(sql) }
+            reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+        } catch {
+            try? await writer.close()
+            if fd >= 0 { Glibc.close(fd) }
+            throw error
+        }
+        return SQLiteBackend(path: path, writer: writer, reader: reader, exclusive: exclusive, lockFD: fd, logger: logger)
+    }
+
+    static let schema: [String] = [
+        "CREATE TABLE IF NOT EXISTS pushgate_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+        "INSERT OR IGNORE INTO pushgate_meta (key, value) VALUES ('schema_version', \(schemaVersion)), ('next_job_id', 0), ('next_notif_id', 0)",
+        """
+        CREATE TABLE IF NOT EXISTS notifications (
+          id INTEGER PRIMARY KEY, notif_id TEXT NOT NULL, platform INTEGER NOT NULL, body TEXT NOT NULL, created_at REAL NOT NULL)
+        """,
+        "CREATE INDEX IF NOT EXISTS notifications_notif_id ON notifications (notif_id)",
+        "CREATE INDEX IF NOT EXISTS notifications_created ON notifications (created_at)",
+        """
+        CREATE TABLE IF NOT EXISTS jobs (
+          id INTEGER PRIMARY KEY, notif_row INTEGER NOT NULL, platform INTEGER NOT NULL,
+          target_kind INTEGER NOT NULL, target TEXT NOT NULL, target_keys TEXT, message_id TEXT NOT NULL,
+          attempts INTEGER NOT NULL, max_attempts INTEGER NOT NULL, cred_retry INTEGER NOT NULL DEFAULT 0,
+          not_before REAL NOT NULL, enqueued_at REAL NOT NULL, last_error TEXT,
+          state INTEGER NOT NULL DEFAULT 0, provider_id TEXT, finished_at REAL, lease_owner TEXT)
+        """,
+        "CREATE INDEX IF NOT EXISTS jobs_free ON jobs (platform, not_before, id) WHERE state = 0 AND lease_owner IS NULL",
+        "CREATE INDEX IF NOT EXISTS jobs_owner ON jobs (lease_owner) WHERE state = 0 AND lease_owner IS NOT NULL",
+        "CREATE INDEX IF NOT EXISTS jobs_notif_row ON jobs (notif_row)",
+        "CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (finished_at) WHERE state <> 0",
+        "CREATE TABLE IF NOT EXISTS owners (owner TEXT PRIMARY KEY, lease_until REAL NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS stats (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+    ]
+
+    func start(owner: String, now: Double, leaseTimeout: Double) async throws -> (pending: Int, stats: [String: Int64]) {
+        try await transaction {
+            if exclusive {
+                // Nobody else runs on this file: every lease in it belongs to a stopped or crashed process.
+                _ = try await writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner IS NOT NULL")
+                _ = try await writer.query("DELETE FROM owners")
+            }
+            _ = try await writer.query("INSERT INTO owners (owner, lease_until) VALUES (?, ?) ON CONFLICT(owner) DO UPDATE SET lease_until = excluded.lease_until",
+                                       [.text(owner), .float(now + leaseTimeout)])
+            if !exclusive { _ = try await reclaimExpired(now: now) }
+        }
+        let pending = try await pendingCount()
+        var stats: [String: Int64] = [:]
+        for row in try await reader.query("SELECT key, value FROM stats") {
+            if let k = row.column("key")?.string, let v = row.column("value")?.integer { stats[k] = Int64(v) }
+        }
+        return (pending, stats)
+    }
+
+    func pendingCount() async throws -> Int {
+        let rows = try await reader.query(
+            "SELECT (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NULL) + (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NOT NULL) AS n")
+        return rows.first?.column("n")?.integer ?? 0
+    }
+
+    private func transaction<T>(_ body: () async throws -> T) async throws -> T {
+        _ = try await writer.query("BEGIN IMMEDIATE")
+        do {
+            let r = try await body()
+            _ = try await writer.query("COMMIT")
+            return r
+        } catch {
+            _ = try? await writer.query("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Frees the jobs of owners whose lease expired. Returns how many.
+    private func reclaimExpired(now: Double) async throws -> Int {
+        let expired = try await writer.query("SELECT owner FROM owners WHERE lease_until < ?", [.float(now)]).compactMap { $0.column("owner")?.string }
+        var n = 0
+        for o in expired {
+            n += try await writer.query("SELECT count(*) AS n FROM jobs WHERE state = 0 AND lease_owner = ?", [.text(o)]).first?.column("n")?.integer ?? 0
+            _ = try await writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner = ?", [.text(o)])
+            _ = try await writer.query("DELETE FROM owners WHERE owner = ?", [.text(o)])
+        }
+        return n
+    }
+
+    private func allocate(_ key: String, _ n: Int) async throws -> Int64 {
+        let rows = try await writer.query("UPDATE pushgate_meta SET value = value + ? WHERE key = ? RETURNING value", [.integer(n), .text(key)])
+        guard let last = rows.first?.column("value")?.integer else { throw QueueStoreError("pushgate_meta has no \(key)") }
+        return Int64(last - n + 1)
+    }
+
+    func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double) async throws -> WriteResult {
+        try await transaction {
+            var result = WriteResult()
+            if !batch.inserts.isEmpty {
+                let jobCount = batch.inserts.reduce(0) { $0 + $1.jobs.count }
+                var notifID = try await allocate("next_notif_id", batch.inserts.count)
+                var jobID = try await allocate("next_job_id", jobCount)
+                var notifBinds: [SQLiteData] = []
+                var notifRows = 0
+                var jobBinds: [SQLiteData] = []
+                var jobRows = 0
+                for ins in batch.inserts {
+                    let row = notifID
+                    notifID += 1
+                    notifBinds += [.integer(Int(row)), .text(ins.notifID), .integer(ins.platform.rawValue), .text(ins.body), .float(ins.createdAt)]
+                    notifRows += 1
+                    if notifRows == 500 {
+                        try await insertRows("notifications (id, notif_id, platform, body, created_at)", columns: 5, rows: notifRows, binds: notifBinds)
+                        notifBinds.removeAll(keepingCapacity: true)
+                        notifRows = 0
+                    }
+                    var ids: [Int64] = []
+                    ids.reserveCapacity(ins.jobs.count)
+                    for j in ins.jobs {
+                        let t = TargetCodec.encode(j.target)
+                        ids.append(jobID)
+                        jobBinds += [
+                            .integer(Int(jobID)), .integer(Int(row)), .integer(ins.platform.rawValue), .integer(t.kind), .text(t.value),
+                            t.keys.map { .text($0) } ?? .null, .text(j.messageID), .integer(j.attempts), .integer(j.maxAttempts),
+                            .float(j.notBefore), .float(j.enqueuedAt), j.leased ? .text(owner) : .null,
+                        ]
+                        jobID += 1
+                        jobRows += 1
+                        if jobRows == 2000 {
+                            try await insertJobs(jobBinds, rows: jobRows)
+                            jobBinds.removeAll(keepingCapacity: true)
+                            jobRows = 0
+                        }
+                    }
+                    result.inserted.append((row, ids))
+                }
+                if notifRows > 0 { try await insertRows("notifications (id, notif_id, platform, body, created_at)", columns: 5, rows: notifRows, binds: notifBinds) }
+                if jobRows > 0 { try await insertJobs(jobBinds, rows: jobRows) }
+            }
+            if !batch.updates.isEmpty { try await applyUpdates(batch.updates) }
+            if batch.heartbeat {
+                _ = try await writer.query("INSERT INTO owners (owner, lease_until) VALUES (?, ?) ON CONFLICT(owner) DO UPDATE SET lease_until = excluded.lease_until",
+                                           [.text(owner), .float(now + leaseTimeout)])
+                result.reclaimed = try await reclaimExpired(now: now)
+            }
+            for req in batch.leases {
+                let rows = try await writer.query("""
+                    UPDATE jobs SET lease_owner = ? WHERE id IN (
+                      SELECT id FROM jobs WHERE state = 0 AND lease_owner IS NULL AND platform = ? AND not_before <= ?
+                      ORDER BY not_before, id LIMIT ?)
+                    RETURNING id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, cred_retry, not_before, enqueued_at, last_error
+                    """, [.text(owner), .integer(req.platform.rawValue), .float(now), .integer(req.limit)])
+                result.leased.append(rows.compactMap(Self.storedJob).sorted { $0.id < $1.id })
+            }
+            if !batch.statsDelta.isEmpty {
+                var binds: [SQLiteData] = []
+                for (k, v) in batch.statsDelta.sorted(by: { $0.key < $1.key }) { binds += [.text(k), .integer(Int(v))] }
+                let values = Array(repeating: "(?, ?)", count: batch.statsDelta.count).joined(separator: ", ")
+                _ = try await writer.query("INSERT INTO stats (key, value) VALUES \(values) ON CONFLICT(key) DO UPDATE SET value = value + excluded.value", binds)
+            }
+            if let cutoff = batch.pruneBefore {
+                _ = try await writer.query("DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state <> 0 AND finished_at < ? LIMIT 20000)", [.float(cutoff)])
+                _ = try await writer.query("""
+                    DELETE FROM notifications WHERE id IN (
+                      SELECT n.id FROM notifications n WHERE n.created_at < ? AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.notif_row = n.id) LIMIT 20000)
+                    """, [.float(cutoff)])
+            }
+            if batch.release {
+                _ = try await writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner = ?", [.text(owner)])
+                _ = try await writer.query("DELETE FROM owners WHERE owner = ?", [.text(owner)])
+            }
+            return result
+        }
+    }
+
+    private func insertRows(_ table: String, columns: Int, rows: Int, binds: [SQLiteData]) async throws {
+        let one = "(" + Array(repeating: "?", count: columns).joined(separator: ", ") + ")"
+        let values = Array(repeating: one, count: rows).joined(separator: ", ")
+        _ = try await writer.query("INSERT INTO \(table) VALUES \(values)", binds)
+    }
+
+    private func insertJobs(_ binds: [SQLiteData], rows: Int) async throws {
+        try await insertRows("jobs (id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, not_before, enqueued_at, lease_owner)",
+                             columns: 12, rows: rows, binds: binds)
+    }
+
+    private func applyUpdates(_ updates: [JobUpdate]) async throws {
+        var completes: [SQLiteData] = []
+        var nc = 0
+        var reschedules: [SQLiteData] = []
+        var nr = 0
+        func flushCompletes() async throws {
+            guard nc > 0 else { return }
+            let values = Array(repeating: "(?, ?, ?, ?, ?, ?)", count: nc).joined(separator: ", ")
+            _ = try await writer.query("""
+                UPDATE jobs SET state = v.column2, attempts = v.column3, provider_id = v.column4,
+                  last_error = coalesce(v.column5, jobs.last_error), finished_at = v.column6, lease_owner = NULL
+                FROM (VALUES \(values)) AS v WHERE jobs.id = v.column1
+                """, completes)
+            completes.removeAll(keepingCapacity: true)
+            nc = 0
+        }
+        func flushReschedules() async throws {
+            guard nr > 0 else { return }
+            let values = Array(repeating: "(?, ?, ?, ?, ?)", count: nr).joined(separator: ", ")
+            _ = try await writer.query("""
+                UPDATE jobs SET attempts = v.column2, not_before = v.column3, last_error = v.column4, cred_retry = v.column5
+                FROM (VALUES \(values)) AS v WHERE jobs.id = v.column1
+                """, reschedules)
+            reschedules.removeAll(keepingCapacity: true)
+            nr = 0
+        }
+        for u in updates {
+            switch u {
+            case .complete(let id, let delivered, let attempts, let info, let finishedAt):
+                completes += [.integer(Int(id)), .integer(delivered ? 1 : 2), .integer(attempts),
+                              delivered ? (info.map { .text($0) } ?? .null) : .null,
+                              delivered ? .null : (info.map { .text($0) } ?? .null), .float(finishedAt)]
+                nc += 1
+                if nc == 2000 { try await flushCompletes() }
+            case .reschedule(let id, let attempts, let notBefore, let lastError, let cred):
+                reschedules += [.integer(Int(id)), .integer(attempts), .float(notBefore), lastError.map { .text($0) } ?? .null, .integer(cred ? 1 : 0)]
+                nr += 1
+                if nr == 2000 { try await flushReschedules() }
+            }
+        }
+        try await flushCompletes()
+        try await flushReschedules()
+    }
+
+    static func storedJob(_ row: SQLiteRow) -> StoredJob? {
+        guard let id = row.column("id")?.integer, let notifRow = row.column("notif_row")?.integer,
+              let p = row.column("platform")?.integer, let platform = Platform(rawValue: p) else { return nil }
+        let lastError = row.column("last_error").flatMap { $0.isNull ? nil : $0.string }
+        let keys = row.column("target_keys").flatMap { $0.isNull ? nil : $0.string }
+        return StoredJob(
+            id: Int64(id), notifRow: Int64(notifRow), platform: platform,
+            target: TargetCodec.decode(kind: row.column("target_kind")?.integer ?? 0, value: row.column("target")?.string ?? "", keys: keys),
+            messageID: row.column("message_id")?.string ?? "",
+            attempts: row.column("attempts")?.integer ?? 0, maxAttempts: row.column("max_attempts")?.integer ?? 1,
+            credentialRetryUsed: (row.column("cred_retry")?.integer ?? 0) != 0,
+            notBefore: row.column("not_before")?.double ?? 0, enqueuedAt: row.column("enqueued_at")?.double ?? 0,
+            lastError: lastError)
+    }
+
+    func notifications(_ rows: [Int64]) async throws -> [Int64: (notifID: String, body: String)] {
+        var out: [Int64: (notifID: String, body: String)] = [:]
+        var i = 0
+        while i < rows.count {
+            let chunk = rows[i..<min(rows.count, i + 500)]
+            i += chunk.count
+            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
+            for r in try await reader.query("SELECT id, notif_id, body FROM notifications WHERE id IN (\(marks))", chunk.map { .integer(Int($0)) }) {
+                if let id = r.column("id")?.integer, let n = r.column("notif_id")?.string, let b = r.column("body")?.string { out[Int64(id)] = (n, b) }
+            }
+        }
+        return out
+    }
+
+    func status(notifID: String) async throws -> [StoredStatus]? {
+        let rows = try await reader.query("""
+            SELECT platform, target_kind, target, target_keys, state, attempts, not_before, last_error, provider_id, finished_at
+            FROM jobs WHERE notif_row IN (SELECT id FROM notifications WHERE notif_id = ?) ORDER BY id
+            """, [.text(notifID)])
+        if rows.isEmpty {
+            let known = try await reader.query("SELECT 1 AS x FROM notifications WHERE notif_id = ? LIMIT 1", [.text(notifID)])
+            return known.isEmpty ? nil : []
+        }
+        return rows.map { r in
+            func str(_ c: String) -> String? { r.column(c).flatMap { $0.isNull ? nil : $0.string } }
+            return StoredStatus(
+                platform: Platform(rawValue: r.column("platform")?.integer ?? 1) ?? .ios,
+                target: TargetCodec.decode(kind: r.column("target_kind")?.integer ?? 0, value: str("target") ?? "", keys: str("target_keys")),
+                state: r.column("state")?.integer ?? 0, attempts: r.column("attempts")?.integer ?? 0,
+                notBefore: r.column("not_before")?.double ?? 0, lastError: str("last_error"), providerID: str("provider_id"),
+                finishedAt: r.column("finished_at").flatMap { $0.isNull ? nil : $0.double })
+        }
+    }
+
+    func close() async {
+        try? await reader.close()
+        _ = try? await writer.query("PRAGMA wal_checkpoint(TRUNCATE)")
+        try? await writer.close()
+        if lockFD >= 0 { Glibc.close(lockFD) }
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+import PushDispatch
+import PushgateCore
+
+/// One job row as stored (the durable form of a `DeliveryJob`).
+struct StoredJob: Sendable {
+    var id: Int64
+    var notifRow: Int64
+    var platform: Platform
+    var target: PushTarget
+    var messageID: String
+    var attempts: Int
+    var maxAttempts: Int
+    var credentialRetryUsed: Bool
+    var notBefore: Double
+    var enqueuedAt: Double
+    var lastError: String?
+}
+
+/// A notification to insert, with its jobs.
+struct NotificationInsert: Sendable {
+    var notifID: String
+    var platform: Platform
+    var body: String
+    var createdAt: Double
+    var jobs: [JobInsert]
+}
+
+struct JobInsert: Sendable {
+    var target: PushTarget
+    var messageID: String
+    var attempts: Int
+    var maxAttempts: Int
+    var notBefore: Double
+    var enqueuedAt: Double
+    /// Inserted already leased by this process (its workers hold it in memory).
+    var leased: Bool
+}
+
+/// A state change of a leased job.
+enum JobUpdate: Sendable {
+    case reschedule(id: Int64, attempts: Int, notBefore: Double, lastError: String?, credentialRetryUsed: Bool)
+    /// state 1 delivered, 2 failed; `info` is the provider id (delivered) or the reason (failed).
+    case complete(id: Int64, delivered: Bool, attempts: Int, info: String?, finishedAt: Double)
+}
+
+struct LeaseRequest: Sendable {
+    var platform: Platform
+    var limit: Int
+}
+
+/// Everything one transaction does (group commit).
+struct WriteBatch: Sendable {
+    var inserts: [NotificationInsert] = []
+    var updates: [JobUpdate] = []
+    var leases: [LeaseRequest] = []
+    var heartbeat = false
+    var statsDelta: [String: Int64] = [:]
+    var pruneBefore: Double?
+    /// Release every lease of this owner and remove the owner (graceful shutdown).
+    var release = false
+
+    var isEmpty: Bool {
+        inserts.isEmpty && updates.isEmpty && leases.isEmpty && !heartbeat && statsDelta.isEmpty && pruneBefore == nil && !release
+    }
+}
+
+struct WriteResult: Sendable {
+    /// Per insert, the row id of the notification and of each of its jobs (in order).
+    var inserted: [(notifRow: Int64, jobIDs: [Int64])] = []
+    /// Per lease request, the leased rows.
+    var leased: [[StoredJob]] = []
+    /// Jobs set free because their owner's lease expired (heartbeat only).
+    var reclaimed = 0
+}
+
+/// One delivery's status row.
+struct StoredStatus: Sendable {
+    var platform: Platform
+    var target: PushTarget
+    var state: Int
+    var attempts: Int
+    var notBefore: Double
+    var lastError: String?
+    var providerID: String?
+    var finishedAt: Double?
+}
+
+/// The storage side of a durable queue: one transaction per `commit`, plus reads.
+protocol QueueBackend: Sendable {
+    /// True when this process is the only user of the store (SQLite file lock held): every lease
+    /// left by an earlier process is stale and is released at once on startup.
+    var exclusive: Bool { get }
+    func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double) async throws -> WriteResult
+    /// Startup: registers the owner; in exclusive mode frees every earlier lease. Returns (pending jobs, stats counters).
+    func start(owner: String, now: Double, leaseTimeout: Double) async throws -> (pending: Int, stats: [String: Int64])
+    func notifications(_ rows: [Int64]) async throws -> [Int64: (notifID: String, body: String)]
+    func status(notifID: String) async throws -> [StoredStatus]?
+    func pendingCount() async throws -> Int
+    func close() async
+}
+
+/// Target encoding: kind 0 token, 1 topic, 2 subscription (value = endpoint, keys = JSON or nil).
+enum TargetCodec {
+    static func encode(_ t: PushTarget) -> (kind: Int, value: String, keys: String?) {
+        switch t {
+        case .token(let s): return (0, s, nil)
+        case .topic: return (1, "", nil)
+        case .subscription(let s):
+            var keys: String?
+            if let k = s.keys, let d = try? JSONEncoder().encode(k) { keys = String(decoding: d, as: UTF8.self) }
+            return (2, s.endpoint, keys)
+        }
+    }
+
+    static func decode(kind: Int, value: String, keys: String?) -> PushTarget {
+        switch kind {
+        case 1: return .topic
+        case 2:
+            let k = keys.flatMap { try? JSONDecoder().decode(WebPushSubscription.Keys.self, from: Data($0.utf8)) }
+            return .subscription(WebPushSubscription(endpoint: value, keys: k))
+        default: return .token(value)
+        }
+    }
+}
+
+/// Stats counters as flat keys (persisted additively, so several processes can share them).
+enum StatsCodec {
+    static func flatten(_ s: StatsSnapshot) -> [String: Int64] {
+        var out: [String: Int64] = [
+            "total_count": s.totalCount, "submitted_tasks": s.submittedTasks, "success_tasks": s.successTasks,
+            "failure_tasks": s.failureTasks, "retries": s.retries,
+        ]
+        for (p, c) in s.platforms {
+            out[p + ".push_success"] = c.pushSuccess
+            out[p + ".push_error"] = c.pushError
+        }
+        return out
+    }
+
+    static func snapshot(_ flat: [String: Int64]) -> StatsSnapshot {
+        var s = StatsSnapshot()
+        s.totalCount = flat["total_count"] ?? 0
+        s.submittedTasks = flat["submitted_tasks"] ?? 0
+        s.successTasks = flat["success_tasks"] ?? 0
+        s.failureTasks = flat["failure_tasks"] ?? 0
+        s.retries = flat["retries"] ?? 0
+        for (k, v) in flat {
+            let parts = k.split(separator: ".")
+            guard parts.count == 2 else { continue }
+            var c = s.platforms[String(parts[0])] ?? .init()
+            if parts[1] == "push_success" { c.pushSuccess = v } else if parts[1] == "push_error" { c.pushError = v }
+            s.platforms[String(parts[0])] = c
+        }
+        return s
+    }
+
+    static func delta(_ now: [String: Int64], _ before: [String: Int64]) -> [String: Int64] {
+        var d: [String: Int64] = [:]
+        for (k, v) in now {
+            let diff = v - (before[k] ?? 0)
+            if diff != 0 { d[k] = diff }
+        }
+        return d
+    }
+}
+
+public struct QueueStoreError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    public init(_ d: String) { description = d }
+}

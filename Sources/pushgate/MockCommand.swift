@@ -1,0 +1,175 @@
+import ArgumentParser
+import Foundation
+import MockProviders
+import NIOCore
+import NIOPosix
+import PushgateCore
+
+/// `pushgate mock`: the mock providers as a standalone process, for external gateways and load tools.
+struct MockCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mock",
+        abstract: "Run the mock providers (APNs, FCM + OAuth, Web Push/UnifiedPush) on loopback for an external gateway.",
+        discussion: """
+        Prints the mock URLs and the config snippet that points a gateway at them, and writes the
+        throwaway CA (core.ca_file), the APNs .p8, the FCM service account and the snippet to --dir.
+        A plain-HTTP control port (--stats-port) serves GET /__mock/stats (counts, per-token with
+        ?tokens=1, ingest->mock latency of bench payloads), POST /__mock/reset, GET /__mock/config,
+        POST /__mock/webpush/subscribe?count=N (fresh subscriptions as JSON).
+        """
+    )
+
+    @Option(help: "Directory for mock-ca.pem, mock-apns.p8, mock-fcm.json and gateway-snippet.yml (kept on exit).")
+    var dir: String = "mock-providers"
+
+    @Option(help: "Mock APNs port (0: any free port).") var apnsPort: Int = 8443
+    @Option(help: "Mock FCM (+OAuth token endpoint) port.") var fcmPort: Int = 8444
+    @Option(help: "Mock Web Push / UnifiedPush port.") var webpushPort: Int = 8445
+    @Option(help: "Plain-HTTP control port for /__mock/stats (0: any free port, -1: none).") var statsPort: Int = 8446
+
+    @Option(help: "Fraction (0..1) of APNs requests answered with --apns-error-status.") var apnsErrorRate: Double = 0
+    @Option(help: "Status of injected APNs failures (503 ServiceUnavailable, 429, 500, 410 ...).") var apnsErrorStatus: Int = 503
+    @Option(help: "Fraction of FCM sends answered with --fcm-error-status.") var fcmErrorRate: Double = 0
+    @Option(help: "Status of injected FCM failures (503 UNAVAILABLE, 429, 500, 404 UNREGISTERED ...).") var fcmErrorStatus: Int = 503
+    @Option(help: "Fraction of Web Push requests answered with --webpush-error-status.") var webpushErrorRate: Double = 0
+    @Option(help: "Status of injected Web Push failures.") var webpushErrorStatus: Int = 503
+
+    @Option(help: "Latency (ms) added before every APNs answer.") var apnsLatencyMs: Int = 0
+    @Option(help: "Latency (ms) added before every FCM answer.") var fcmLatencyMs: Int = 0
+    @Option(help: "Latency (ms) added before every Web Push answer.") var webpushLatencyMs: Int = 0
+
+    @Flag(help: "Keep every request in memory (grows without bound; for debugging).") var record = false
+
+    func run() async throws {
+        let recorder = MockRecorder(failures: [
+            .apns: .init(rate: apnsErrorRate, status: apnsErrorStatus),
+            .fcm: .init(rate: fcmErrorRate, status: fcmErrorStatus),
+            .webpush: .init(rate: webpushErrorRate, status: webpushErrorStatus),
+        ])
+        let absoluteDir = dir.hasPrefix("/") ? dir : FileManager.default.currentDirectoryPath + "/" + dir
+        let settings = MockStack.Settings(
+            apnsPort: apnsPort, fcmPort: fcmPort, webpushPort: webpushPort, directory: absoluteDir,
+            apnsLatencyMs: apnsLatencyMs, fcmLatencyMs: fcmLatencyMs, webpushLatencyMs: webpushLatencyMs,
+            recordRequests: record, recorder: recorder)
+        let stack: MockStack
+        do {
+            stack = try await MockStack.start(settings)
+        } catch {
+            fail("cannot start the mock providers: \(error)")
+        }
+        var control: MockControlServer?
+        if statsPort >= 0 {
+            do {
+                control = try await MockControlServer.start(stack: stack, recorder: recorder, port: statsPort)
+            } catch {
+                fail("cannot start the control port \(statsPort): \(error)")
+            }
+        }
+        print(stack.banner, terminator: "")
+        if let control { print("  control    \(control.baseURL)/__mock/stats   (POST /__mock/reset, GET /__mock/config)") }
+        var failures: [String] = []
+        if apnsErrorRate > 0 { failures.append("APNs \(Int(apnsErrorRate * 100))%->\(apnsErrorStatus)") }
+        if fcmErrorRate > 0 { failures.append("FCM \(Int(fcmErrorRate * 100))%->\(fcmErrorStatus)") }
+        if webpushErrorRate > 0 { failures.append("Web Push \(Int(webpushErrorRate * 100))%->\(webpushErrorStatus)") }
+        if !failures.isEmpty { print("  injected failures: \(failures.joined(separator: ", "))") }
+        print("  tokens starting with dddddddd (64 hex) are answered as dead (410 / UNREGISTERED)")
+        print("\n# gateway config snippet (also in \(absoluteDir)/gateway-snippet.yml):")
+        print(stack.configSnippet)
+        fflush(nil)
+
+        // Run until SIGINT / SIGTERM.
+        let signals = AsyncStream<Int32> { continuation in
+            for sig in [SIGINT, SIGTERM] {
+                signal(sig, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+                source.setEventHandler { continuation.yield(sig) }
+                source.resume()
+                MockCommand.keep.append(source)
+            }
+        }
+        for await _ in signals { break }
+        try? await control?.stop()
+        try? await stack.stop()
+    }
+
+    nonisolated(unsafe) static var keep: [any DispatchSourceSignal] = []
+}
+
+/// The plain-HTTP control port of `pushgate mock` (HTTP/1.1 and h2c, 127.0.0.1).
+final class MockControlServer: Sendable {
+    let server: MockHTTPServer
+
+    private init(server: MockHTTPServer) { self.server = server }
+
+    var baseURL: String { server.baseURL }
+
+    static func start(stack: MockStack, recorder: MockRecorder, port: Int) async throws -> MockControlServer {
+        var options = MockHTTPServer.Options()
+        options.port = port
+        let server = MockHTTPServer(options: options, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, syncHandler: { request in
+            handle(request, stack: stack, recorder: recorder)
+        })
+        try await server.start()
+        return MockControlServer(server: server)
+    }
+
+    func stop() async throws { try await server.stop() }
+
+    static func query(_ path: String) -> [String: String] {
+        guard let q = path.split(separator: "?", maxSplits: 1).dropFirst().first else { return [:] }
+        var out: [String: String] = [:]
+        for pair in q.split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1)
+            out[String(kv[0])] = kv.count > 1 ? String(kv[1]).removingPercentEncoding ?? String(kv[1]) : ""
+        }
+        return out
+    }
+
+    static func handle(_ request: MockRequest, stack: MockStack, recorder: MockRecorder) -> MockResponse {
+        let path = String(request.path.split(separator: "?", maxSplits: 1).first ?? "")
+        let q = query(request.path)
+        switch (request.method, path) {
+        case ("GET", "/__mock/stats"):
+            return .json(200, recorder.statsJSON(tokens: q["tokens"] == "1" || q["tokens"] == "true"))
+        case ("GET", "/__mock/missing"):
+            // Bench sequence numbers below `below` never answered OK (dead tokens every `dead_every` skipped).
+            let below = Int(q["below"] ?? "") ?? 0
+            let missing = recorder.missing(below: below, deadEvery: Int(q["dead_every"] ?? ""))
+            return .json(200, "{\"missing\":[\(missing.map(String.init).joined(separator: ","))]}")
+        case ("POST", "/__mock/reset"):
+            recorder.reset()
+            return .json(200, "{\"reset\":true}")
+        case ("GET", "/__mock/config"):
+            return MockResponse(status: 200, headers: [("content-type", "application/yaml")], body: Array(stack.configSnippet.utf8))
+        case ("POST", "/__mock/webpush/subscribe"):
+            let count = max(1, min(10_000, Int(q["count"] ?? "1") ?? 1))
+            var parts: [String] = []
+            for _ in 0..<count {
+                let (sub, _) = stack.webpush.makeSubscription()
+                parts.append("{\"endpoint\":\"\(sub.endpoint)\",\"keys\":{\"p256dh\":\"\(sub.keys?.p256dh ?? "")\",\"auth\":\"\(sub.keys?.auth ?? "")\"}}")
+            }
+            return .json(200, "[" + parts.joined(separator: ",") + "]")
+        case ("POST", "/__mock/webpush/bench"):
+            // Registers bench subscription ids [from, from+count) (live and dead forms) sharing one key pair.
+            let from = Int(q["from"] ?? "0") ?? 0
+            let count = max(0, min(5_000_000, Int(q["count"] ?? "0") ?? 0))
+            let keys = stack.registerBenchSubscribers(from: from, count: count)
+            return .json(200, "{\"endpoint_prefix\":\"\(stack.webpush.baseURL)/push/\",\"p256dh\":\"\(keys.p256dh)\",\"auth\":\"\(keys.auth)\"}")
+        default:
+            return .json(404, "{\"error\":\"no such control route \(path)\"}")
+        }
+    }
+}
+
+extension MockStack {
+    /// Registers bench subscription ids (live and dead forms of each sequence number) that share one key pair; returns the keys.
+    func registerBenchSubscribers(from: Int, count: Int) -> WebPushSubscription.Keys {
+        let shared = benchSubscriber
+        for seq in from..<(from + count) {
+            for dead in [false, true] {
+                webpush.register(TestWebPushSubscriber(id: BenchToken.make(UInt64(seq), dead: dead), privateKey: shared.privateKey, authSecret: shared.authSecret))
+            }
+        }
+        return shared.keys
+    }
+}

@@ -1,0 +1,295 @@
+import APNs
+import ArgumentParser
+import AsyncHTTPClient
+import FCM
+import Foundation
+import HTTP2Pool
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import PushgateCore
+import Server
+import WebPush
+
+/// `pushgate send`: one push from the command line (gorush's `-ios` / `-android` mode) for every
+/// provider, built from the same config file as `serve`; prints the provider's answer.
+struct Send: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send one push from the command line using the gateway's config, and print the provider's answer.",
+        discussion: """
+        Examples:
+          pushgate send -c config/pushgate.yml --platform ios --token <hex> --title Hi --message Hello --topic com.example.app
+          pushgate send --platform android --token <fcm token> --message Hello --data '{"chatId":"42"}'
+          pushgate send --platform webpush --subscription '{"endpoint":"https://...","keys":{"p256dh":"...","auth":"..."}}' --message Hi
+          pushgate send --platform unifiedpush --endpoint https://ntfy.example/upXYZ --message Hi
+        Exit status: 0 delivered, 1 refused by the provider (its reason is printed) or a config error.
+        """
+    )
+
+    @Option(name: .shortAndLong, help: "YAML config file (the gateway's).") var config: String = "config/pushgate.yml"
+    @Option(help: "ios, android, webpush or unifiedpush (or 1, 2, 4, 5).") var platform: String
+    @Option(help: "Device token (repeatable; APNs hex token, FCM registration token).") var token: [String] = []
+    @Option(help: "Message (alert body).") var message: String?
+    @Option(help: "Title.") var title: String?
+    @Option(help: "APNs topic (bundle id); defaults to ios.topic. FCM: topic name for a topic send.") var topic: String?
+    @Option(help: "Custom data, a JSON object.") var data: String?
+    @Option(help: "APNs push type (alert, background, voip, ...).") var pushType: String?
+    @Option(help: "normal or high.") var priority: String?
+    @Option(help: "APNs sound / FCM sound.") var sound: String?
+    @Option(help: "Badge number.") var badge: Int?
+    @Option(help: "apns-collapse-id / Web Push Topic.") var collapseID: String?
+    @Flag(help: "Set content-available (background wake-up).") var contentAvailable = false
+    @Flag(help: "Set mutable-content.") var mutableContent = false
+    @Flag(help: "APNs production environment for this push.") var production = false
+    @Flag(help: "APNs development (sandbox) environment for this push.") var development = false
+    @Option(help: "Web Push subscription JSON (repeatable): {\"endpoint\":...,\"keys\":{\"p256dh\":...,\"auth\":...}}.") var subscription: [String] = []
+    @Option(help: "UnifiedPush endpoint URL (repeatable; legacy unencrypted POST).") var endpoint: [String] = []
+    @Option(help: "A whole gorush notification object (JSON); the other fields override it.") var notification: String?
+    @Option(name: .customLong("set"), help: "Config override key=value (repeatable), e.g. --set ios.production=true.") var overrides: [String] = []
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func run() async throws {
+        LoggingSystem.bootstrap { label in
+            var h = StreamLogHandler.standardError(label: label)
+            h.logLevel = .warning
+            return h
+        }
+        var raw: RawConfig
+        do {
+            let explicit = CommandLine.arguments.contains(where: { $0 == "--config" || $0 == "-c" || $0.hasPrefix("--config=") })
+            let path: String? = (FileManager.default.fileExists(atPath: config) || explicit) ? config : nil
+            raw = try RawConfig.load(path: path)
+        } catch {
+            fail("\(error)")
+        }
+        for o in overrides {
+            let kv = o.split(separator: "=", maxSplits: 1).map(String.init)
+            guard kv.count == 2, let def = RawConfig.defaults[kv[0]] else { fail("--set \(o): expected a known key=value") }
+            switch def {
+            case .int: guard let i = Int(kv[1]) else { fail("--set \(o): not an integer") }; raw.set(kv[0], .int(i))
+            case .bool: raw.set(kv[0], .bool(["1", "true", "yes", "on"].contains(kv[1].lowercased())))
+            case .list: raw.set(kv[0], .list(kv[1].split(separator: ",").map(String.init)))
+            case .string: raw.set(kv[0], .string(kv[1]))
+            }
+        }
+
+        let n = try buildNotification()
+        let provider: SendProvider
+        do {
+            provider = try SendProvider.make(platform: n.platform, raw: raw)
+        } catch {
+            fail("\(error)")
+        }
+        let results = await provider.send(n)
+        await provider.shutdown()
+
+        var failed = false
+        var jsonItems: [String] = []
+        for r in results {
+            var w = JSONWriter()
+            var first = true
+            w.raw("{")
+            w.key("target", first: &first); w.string(r.target)
+            switch r.outcome {
+            case .delivered(let id):
+                let label = n.platform == .ios ? "apns-id" : n.platform == .android ? "name" : "location"
+                print("delivered \(r.target.isEmpty ? "" : "to \(r.target) ")— \(label): \(id ?? "-")")
+                w.key("delivered", first: &first); w.raw("true")
+                w.key("provider_id", first: &first); if let id { w.string(id) } else { w.raw("null") }
+            default:
+                failed = true
+                let status = r.outcome.status.map { "HTTP \($0) " } ?? ""
+                FileHandle.standardError.write(Data("pushgate send: \(r.target.isEmpty ? "" : "\(r.target): ")\(status)\(r.outcome.reason ?? "failed") (\(r.outcome.className))\n".utf8))
+                w.key("delivered", first: &first); w.raw("false")
+                w.key("status", first: &first); if let s = r.outcome.status { w.int(s) } else { w.raw("null") }
+                w.key("reason", first: &first); w.string(r.outcome.reason ?? "")
+                w.key("class", first: &first); w.string(r.outcome.className)
+            }
+            w.raw("}")
+            jsonItems.append(w.string)
+        }
+        if json { print("[" + jsonItems.joined(separator: ",") + "]") }
+        fflush(nil)
+        if failed { throw ExitCode(1) }
+    }
+
+    func buildNotification() throws -> PushNotification {
+        var object: [String: Any] = [:]
+        if let notification {
+            guard let o = (try? JSONSerialization.jsonObject(with: Data(notification.utf8))) as? [String: Any] else {
+                throw ValidationError("--notification is not a JSON object")
+            }
+            object = o
+        }
+        object["platform"] = Platform(name: platform.lowercased())?.rawValue ?? Int(platform) ?? platform
+        if !token.isEmpty || !endpoint.isEmpty { object["tokens"] = token + endpoint }
+        if let message { object["message"] = message }
+        if let title { object["title"] = title }
+        if let topic { object["topic"] = topic }
+        if let pushType { object["push_type"] = pushType }
+        if let priority { object["priority"] = priority }
+        if let sound { object["sound"] = sound }
+        if let badge { object["badge"] = badge }
+        if let collapseID { object["collapse_id"] = collapseID }
+        if contentAvailable { object["content_available"] = true }
+        if mutableContent { object["mutable_content"] = true }
+        if production { object["production"] = true }
+        if development { object["development"] = true }
+        if let data {
+            guard let d = (try? JSONSerialization.jsonObject(with: Data(data.utf8))) as? [String: Any] else {
+                throw ValidationError("--data is not a JSON object")
+            }
+            object["data"] = d
+        }
+        if !subscription.isEmpty {
+            object["subscriptions"] = try subscription.map { s -> Any in
+                guard let o = (try? JSONSerialization.jsonObject(with: Data(s.utf8))) as? [String: Any] else {
+                    throw ValidationError("--subscription is not a JSON object: \(s)")
+                }
+                return o
+            }
+        }
+        let body = try JSONSerialization.data(withJSONObject: ["notifications": [object]])
+        let request: PushRequest
+        do {
+            request = try RequestParser.parse(Array(body), maxNotifications: 1)
+        } catch {
+            throw ValidationError("\(error.message)\(error.detail.map { ": \($0)" } ?? "")")
+        }
+        let n = request.notifications[0]
+        if let problem = IngestValidation.validate(n) {
+            throw ValidationError("\(problem.message) \(problem.field): \(problem.detail)")
+        }
+        if n.targets.isEmpty {
+            throw ValidationError("give a target: --token, --topic (FCM), --subscription or --endpoint")
+        }
+        return n
+    }
+}
+
+/// One provider built from the config, the way GatewayBuilder builds it.
+struct SendProvider {
+    struct Result { var target: String; var outcome: SendOutcome }
+
+    let provider: any PushProvider
+    let httpClient: HTTPClient?
+
+    static func make(platform: Platform, raw: RawConfig) throws -> SendProvider {
+        let group = MultiThreadedEventLoopGroup.singleton
+        var extraRoots: [String] = []
+        let caFile = raw.string("core.ca_file")
+        if !caFile.isEmpty {
+            guard let pem = try? String(contentsOfFile: caFile, encoding: .utf8), pem.contains("BEGIN CERTIFICATE") else {
+                throw ConfigError(key: "core.ca_file", problem: "\(caFile) holds no PEM certificate")
+            }
+            extraRoots.append(pem)
+        }
+        var poolConfig = HTTP2PoolConfiguration()
+        do {
+            poolConfig.tlsConfiguration = try HTTP2PoolConfiguration.tls(extraRootsPEM: extraRoots)
+        } catch {
+            throw ConfigError(key: "core.ca_file", problem: "cannot use \(caFile): \(error)")
+        }
+        switch platform {
+        case .ios:
+            let config: APNsConfiguration
+            do {
+                let keyB64 = raw.string("ios.key_base64")
+                if raw.string("ios.key_path").isEmpty, !keyB64.isEmpty {
+                    guard let data = Data(base64Encoded: keyB64), let pem = String(data: data, encoding: .utf8) else {
+                        throw ConfigError(key: "ios.key_base64", problem: "not base64 of a .p8 PEM key")
+                    }
+                    config = try APNsConfiguration(
+                        keyPEM: pem, keyID: raw.string("ios.key_id"), teamID: raw.string("ios.team_id"),
+                        production: raw.bool("ios.production"), topic: raw.string("ios.topic"), endpoint: raw.string("ios.endpoint"),
+                        maxRetry: raw.int("ios.max_retry"), connectionsPerEnvironment: 1)
+                } else {
+                    config = try APNsConfiguration(
+                        keyPath: raw.string("ios.key_path"), keyID: raw.string("ios.key_id"), teamID: raw.string("ios.team_id"),
+                        production: raw.bool("ios.production"), topic: raw.string("ios.topic"), endpoint: raw.string("ios.endpoint"),
+                        maxRetry: raw.int("ios.max_retry"), connectionsPerEnvironment: 1)
+                }
+            } catch let e as APNsConfigurationError {
+                throw ConfigError(key: e.key, problem: e.problem)
+            }
+            do {
+                return SendProvider(provider: try APNsProvider(configuration: config, poolConfiguration: poolConfig, eventLoopGroup: group), httpClient: nil)
+            } catch {
+                throw ConfigError(key: error.key, problem: error.problem)
+            }
+        case .android:
+            let config: FCMConfiguration
+            do {
+                config = try FCMConfiguration(keyPath: raw.string("android.key_path"), credential: raw.string("android.credential"),
+                                              endpoint: raw.string("android.endpoint"), maxRetry: raw.int("android.max_retry"))
+            } catch {
+                throw ConfigError(key: "android", problem: error.description)
+            }
+            var clientTLS = TLSConfiguration.makeClientConfiguration()
+            if !extraRoots.isEmpty {
+                let certs = try extraRoots.flatMap { try NIOSSLCertificate.fromPEMBytes(Array($0.utf8)) }
+                clientTLS.additionalTrustRoots = [.certificates(certs)]
+            }
+            let client = HTTPClient(eventLoopGroupProvider: .shared(group), configuration: .init(tlsConfiguration: clientTLS, redirectConfiguration: .disallow))
+            do {
+                return SendProvider(provider: try FCMProvider(configuration: config, httpClient: client, poolConfiguration: poolConfig, eventLoopGroup: group), httpClient: client)
+            } catch {
+                try? client.syncShutdown()
+                throw ConfigError(key: "android", problem: error.description)
+            }
+        case .webpush, .unifiedpush:
+            var config = WebPushConfiguration(vapidPrivateKey: raw.string("webpush.vapid_private_key"), vapidSubject: raw.string("webpush.vapid_subject"))
+            config.allowHTTP = raw.bool("webpush.allow_http")
+            config.allowPrivateEndpoints = raw.bool("webpush.allow_private_endpoints")
+            let allow = raw.list("webpush.host_allowlist")
+            config.hostAllowlist = allow.isEmpty ? nil : allow
+            config.defaultTTL = raw.int("webpush.default_ttl")
+            config.maxRetry = raw.int("webpush.max_retry")
+            if platform == .unifiedpush, raw.string("webpush.vapid_private_key").isEmpty {
+                // Legacy UnifiedPush needs no VAPID key; use a throwaway one.
+                config.vapidPrivateKey = VAPIDKeys.generate().privateKeyBase64URL
+                if config.vapidSubject.isEmpty { config.vapidSubject = "mailto:pushgate@localhost" }
+            }
+            do {
+                let engine = try WebPushEngine(configuration: config, tlsConfiguration: poolConfig.tlsConfiguration, poolConfiguration: poolConfig, eventLoopGroup: group)
+                let p: any PushProvider = platform == .webpush ? WebPushProvider(engine: engine) : UnifiedPushProvider(engine: engine)
+                return SendProvider(provider: p, httpClient: nil)
+            } catch {
+                throw ConfigError(key: "webpush", problem: "\(error)")
+            }
+        case .huawei:
+            throw ConfigError(key: "huawei", problem: "Huawei HMS is not supported by Pushgate")
+        }
+    }
+
+    /// One attempt per target (re-signed once when the provider says its credentials went stale).
+    func send(_ n: PushNotification) async -> [Result] {
+        let prepared: any PreparedPush
+        do {
+            prepared = try provider.prepare(n)
+        } catch {
+            let reason = (error as? PushFailure)?.reason ?? "\(error)"
+            return n.targets.map { Result(target: $0.reportedToken, outcome: .permanent(reason: reason, status: nil)) }
+        }
+        var out: [Result] = []
+        for target in n.targets {
+            if let failure = provider.validate(target: target, of: prepared) {
+                out.append(Result(target: target.reportedToken, outcome: .permanent(reason: failure.reason, status: nil)))
+                continue
+            }
+            let context = DeliveryContext(messageID: n.apnsID ?? UUID().uuidString.lowercased(), attempt: 1)
+            var outcome = await provider.send(prepared, to: target, context: context)
+            if case .credentials = outcome {
+                outcome = await provider.send(prepared, to: target, context: DeliveryContext(messageID: context.messageID, attempt: 2))
+            }
+            out.append(Result(target: target.reportedToken, outcome: outcome))
+        }
+        return out
+    }
+
+    func shutdown() async {
+        await provider.shutdown()
+        try? await httpClient?.shutdown()
+    }
+}

@@ -1,0 +1,240 @@
+import Foundation
+import NIOConcurrencyHelpers
+import PushDispatch
+import PushgateCore
+@testable import QueueStore
+import XCTest
+
+struct TestPrepared: PreparedPush {}
+
+func tempDir() -> String {
+    let d = NSTemporaryDirectory() + "pushgate-qs-\(UUID().uuidString)"
+    try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+    return d
+}
+
+func makeJobs(_ n: Int, notifID: String = UUID().uuidString, platform: Platform = .ios, waiter: UInt64? = nil, maxAttempts: Int = 3) -> [DeliveryJob] {
+    var note = PushNotification(platform: platform, tokens: (0..<n).map { "tok\($0)" })
+    note.message = "hello"
+    note.notifID = notifID
+    note.data = JSONObject([("k", .string("v"))])
+    let a = AcceptedNotification(notifID: notifID, notification: note, prepared: TestPrepared())
+    return (0..<n).map { i in
+        DeliveryJob(id: UInt64(i + 1), messageID: UUID().uuidString.lowercased(), target: .token("tok\(i)"), accepted: a,
+                    maxAttempts: maxAttempts, now: Date(), waiterID: waiter)
+    }
+}
+
+func options(_ capacity: Int = 10_000, lease: Double = 60) -> DurableQueueOptions {
+    var o = DurableQueueOptions(capacity: capacity)
+    o.leaseTimeout = lease
+    o.pollInterval = 0.05
+    o.tick = .milliseconds(5)
+    return o
+}
+
+/// `next` with a deadline (nil when nothing came).
+func nextJob(_ q: any QueueDriver, _ p: Platform = .ios, timeout: Double = 5) async -> DeliveryJob? {
+    await withTaskGroup(of: DeliveryJob?.self) { g in
+        let box = NIOLockedValueBox<DeliveryJob?>(nil)
+        g.addTask { await q.next(platform: p) }
+        g.addTask { try? await Task.sleep(for: .seconds(timeout)); return nil }
+        let first = await g.next()!
+        if first != nil { box.withLockedValue { $0 = first } }
+        g.cancelAll()
+        // The losing `next` stays parked in the queue; callers shut the queue down at the end.
+        return box.withLockedValue { $0 }
+    }
+}
+
+struct NoJob: Error {}
+
+/// The next job, or a thrown error after `timeout` seconds.
+func take(_ q: any QueueDriver, _ p: Platform = .ios, timeout: Double = 5) async throws -> DeliveryJob {
+    guard let j = await nextJob(q, p, timeout: timeout) else { throw NoJob() }
+    return j
+}
+
+final class SQLiteQueueTests: XCTestCase {
+    func testJobsSurviveACrashAndKeepTheirIdentity() async throws {
+        let dir = tempDir()
+        let path = dir + "/sub/q.sqlite"
+        let q1 = try await SQLiteQueue.open(path: path, options: options())
+        let jobs = makeJobs(3, waiter: 7)
+        try await q1.enqueue(jobs)
+        XCTAssertEqual(q1.pendingCount, 3)
+        let first = try await take(q1)
+        XCTAssertEqual(first.waiterID, 7, "jobs enqueued here keep their sync waiter")
+        XCTAssertNotNil(first.accepted.prepared, "jobs enqueued here keep their rendering")
+        var retried = first
+        retried.attempts = 1
+        retried.lastError = "ServiceUnavailable"
+        retried.notBefore = Date()
+        await q1.reschedule(retried)
+        await q1.abandonForTesting()   // kill -9
+
+        let q2 = try await SQLiteQueue.open(path: path, options: options())
+        XCTAssertEqual(q2.pendingCount, 3)
+        var got: [DeliveryJob] = []
+        for _ in 0..<3 { got.append(try await take(q2)) }
+        XCTAssertEqual(Set(got.map(\.messageID)), Set(jobs.map(\.messageID)), "message ids (apns-id) are kept")
+        XCTAssertEqual(Set(got.map(\.target)), Set(jobs.map(\.target)))
+        for j in got {
+            XCTAssertNil(j.waiterID, "a reloaded job has no waiter")
+            XCTAssertNil(j.accepted.prepared, "reloaded jobs are re-prepared by the dispatcher")
+            XCTAssertEqual(j.accepted.notification, jobs[0].accepted.notification)
+            XCTAssertEqual(j.accepted.notifID, jobs[0].accepted.notifID)
+            XCTAssertEqual(j.maxAttempts, 3)
+        }
+        let r = try XCTUnwrap(got.first { $0.messageID == first.messageID })
+        XCTAssertEqual(r.attempts, 1)
+        XCTAssertEqual(r.lastError, "ServiceUnavailable")
+        XCTAssertTrue(got.allSatisfy { $0.accepted === got[0].accepted }, "one notification decoded once")
+        for j in got { await q2.complete(j, outcome: .delivered(providerID: j.messageID)) }
+        XCTAssertEqual(q2.pendingCount, 0)
+        await q2.close()
+        let q3 = try await SQLiteQueue.open(path: path, options: options())
+        XCTAssertEqual(q3.pendingCount, 0)
+        let none = await nextJob(q3, timeout: 0.3)
+        XCTAssertNil(none, "completed jobs are not handed out again")
+        await q3.close()
+    }
+
+    func testLeasesOfAStoppedProcessExpireWhenTheFileIsShared() async throws {
+        let path = tempDir() + "/q.sqlite"
+        let a = try await SQLiteQueue.open(path: path, options: options(lease: 0.4))
+        let b = try await SQLiteQueue.open(path: path, options: options(lease: 0.4))
+        XCTAssertTrue((a.backend as! SQLiteBackend).exclusive)
+        XCTAssertFalse((b.backend as! SQLiteBackend).exclusive)
+        try await a.enqueue(makeJobs(2))
+        let early = await nextJob(b, timeout: 0.2)
+        XCTAssertNil(early, "jobs leased by a live process are not handed out elsewhere")
+        await a.abandonForTesting()   // stops heartbeating
+        let start = Date()
+        let j1 = await nextJob(b, timeout: 5)
+        let j2 = await nextJob(b, timeout: 5)
+        XCTAssertNotNil(j1)
+        XCTAssertNotNil(j2)
+        XCTAssertGreaterThan(Date().timeIntervalSince(start), 0.1)
+        await b.complete(j1!, outcome: .delivered(providerID: nil))
+        await b.complete(j2!, outcome: .delivered(providerID: nil))
+        await b.close()
+    }
+
+    func testCapacityAndQueueFull() async throws {
+        let q = try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: options(3))
+        try await q.enqueue(makeJobs(2))
+        do {
+            try await q.enqueue(makeJobs(2))
+            XCTFail("expected QueueFullError")
+        } catch let e as QueueFullError {
+            XCTAssertEqual(e.capacity, 3)
+            XCTAssertEqual(e.pending, 2)
+        }
+        XCTAssertEqual(q.pendingCount, 2)
+        await q.close()
+    }
+
+    func testStatusRecordsQueuedRetryingDeliveredFailed() async throws {
+        let q = try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: options())
+        try await q.enqueue(makeJobs(4, notifID: "n-1"))
+        var js: [DeliveryJob] = []
+        for _ in 0..<3 { js.append(try await take(q)) }
+        js.sort { $0.id < $1.id }
+        var a = js[0]; a.attempts = 1
+        await q.complete(a, outcome: .delivered(providerID: "apns-1"))
+        var b = js[1]; b.attempts = 2
+        await q.complete(b, outcome: .failed(reason: "BadDeviceToken", tokenDead: true))
+        var c = js[2]; c.attempts = 1; c.lastError = "TooManyRequests"; c.notBefore = Date().addingTimeInterval(30)
+        await q.reschedule(c)
+        let st = try XCTUnwrap(try await q.deliveryStatus(notifID: "n-1"))
+        XCTAssertEqual(st.map(\.state), [.delivered, .failed, .retrying, .queued])
+        XCTAssertEqual(st[0].providerID, "apns-1")
+        XCTAssertEqual(st[1].error, "BadDeviceToken")
+        XCTAssertEqual(st[2].attempts, 1)
+        XCTAssertEqual(st[2].error, "TooManyRequests")
+        XCTAssertEqual(st[2].nextTry!.timeIntervalSince1970, c.notBefore.timeIntervalSince1970, accuracy: 0.01)
+        XCTAssertEqual(st.map(\.token), ["tok0", "tok1", "tok2", "tok3"])
+        let unknown = try await q.deliveryStatus(notifID: "nope")
+        XCTAssertNil(unknown)
+        await q.close()
+    }
+
+    func testRetryWaitsUntilDue() async throws {
+        let q = try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: options())
+        try await q.enqueue(makeJobs(1))
+        var j = try await take(q)
+        let due = Date().addingTimeInterval(0.3)
+        j.attempts = 1
+        j.notBefore = due
+        await q.reschedule(j)
+        let again = try await take(q)
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(due), 0, "handed out before it was due")
+        XCTAssertEqual(again.attempts, 1)
+        await q.complete(again, outcome: .delivered(providerID: nil))
+        await q.close()
+    }
+
+    func testShutdownWaitsForInFlightThenReleasesLeases() async throws {
+        let path = tempDir() + "/q.sqlite"
+        let q = try await SQLiteQueue.open(path: path, options: options())
+        try await q.enqueue(makeJobs(5))
+        let inFlight = try await take(q)
+        async let waiting = q.next(platform: .ios)
+        try await Task.sleep(for: .milliseconds(50))
+        q.shutdown()
+        try await Task.sleep(for: .milliseconds(100))
+        await q.complete(inFlight, outcome: .delivered(providerID: nil))
+        let after = await waiting
+        XCTAssertNil(after, "no new job after shutdown")
+        // Leases are released: the store says nobody holds the 4 left.
+        let b = (q.backend as! SQLiteBackend)
+        _ = b
+        let check = try await SQLiteQueue.open(path: path + "", options: options())
+        XCTAssertEqual(check.pendingCount, 4)
+        await check.close()
+    }
+
+    func testStatsSurviveRestart() async throws {
+        let path = tempDir() + "/q.sqlite"
+        let q = try await SQLiteQueue.open(path: path, options: options())
+        let stats = Stats(initial: q.storedStats)
+        q.persist(stats: stats)
+        stats.accepted(count: 5)
+        stats.submitted(jobs: 5)
+        stats.finished(platform: .ios, delivered: true)
+        stats.finished(platform: .android, delivered: false)
+        await q.close()
+        let q2 = try await SQLiteQueue.open(path: path, options: options())
+        XCTAssertEqual(q2.storedStats, stats.snapshot)
+        let stats2 = Stats(initial: q2.storedStats)
+        q2.persist(stats: stats2)
+        stats2.accepted(count: 1)
+        try await Task.sleep(for: .milliseconds(1300))   // periodic save (1 s)
+        await q2.abandonForTesting()
+        let q3 = try await SQLiteQueue.open(path: path, options: options())
+        XCTAssertEqual(q3.storedStats.totalCount, 6)
+        XCTAssertEqual(q3.storedStats.counts(.ios).pushSuccess, 1)
+        XCTAssertEqual(q3.storedStats.counts(.android).pushError, 1)
+        await q3.close()
+    }
+
+    func testFinishedRecordsArePruned() async throws {
+        var o = options()
+        o.statusRetention = 0.2
+        o.pruneInterval = 0.1
+        let q = try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: o)
+        try await q.enqueue(makeJobs(1, notifID: "p-1"))
+        let j = try await take(q)
+        await q.complete(j, outcome: .delivered(providerID: "x"))
+        let before = try await q.deliveryStatus(notifID: "p-1")
+        XCTAssertEqual(before?.first?.state, .delivered)
+        var gone = false
+        for _ in 0..<100 {
+            try await Task.sleep(for: .milliseconds(50))
+            if try await q.deliveryStatus(notifID: "p-1") == nil { gone = true; break }
+        }
+        XCTAssertTrue(gone, "finished records older than the retention are pruned")
+        await q.close()
+    }
+}

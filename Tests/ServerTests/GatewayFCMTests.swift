@@ -1,0 +1,65 @@
+import Foundation
+import HummingbirdTesting
+import MockProviders
+import PushgateCore
+import XCTest
+@testable import Server
+
+/// End to end through FCM HTTP v1: HTTP client -> Pushgate -> TLS HTTP/2 -> mock FCM (+ mock OAuth).
+final class GatewayFCMTests: XCTestCase {
+    func testFCMRetriesFeedbackAndOneTokenRequest() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        env.fcm.script(token: "dead-token", responses: [.unregistered])
+        env.fcm.script(token: "flaky-token", responses: [.unavailable(retryAfter: nil), .unavailable(retryAfter: nil), .ok])
+        env.fcm.script(token: "slow-token", responses: [.quotaExceeded(retryAfter: 2), .ok])
+        try await env.withGateway(environment: ["PUSHGATE_CORE_SYNC": "true"]) { client, _ in
+            let r = try await client.push(#"{"notifications":[{"tokens":["dead-token","flaky-token","slow-token"],"platform":2,"title":"T","message":"M","data":{"n":42,"o":{"k":"v"}}}]}"#)
+            XCTAssertEqual(r.status, 200)
+            let json = jsonObject(r.body)
+            XCTAssertEqual(json["counts"] as? Int, 3)
+            let logs = try XCTUnwrap(json["logs"] as? [[String: Any]])
+            XCTAssertEqual(logs.count, 1, r.body)
+            XCTAssertEqual(logs.first?["platform"] as? String, "android")
+            XCTAssertTrue((logs.first?["error"] as? String)?.contains("UNREGISTERED") == true, r.body)
+
+            let msgs = env.fcm.messages
+            XCTAssertEqual(msgs.filter { $0.target == "dead-token" }.count, 1, "UNREGISTERED is never retried")
+            XCTAssertEqual(msgs.filter { $0.target == "flaky-token" }.count, 3, "503, 503, then delivered once")
+            let slow = msgs.filter { $0.target == "slow-token" }
+            XCTAssertEqual(slow.count, 2)
+            if slow.count == 2 {
+                XCTAssertGreaterThanOrEqual(slow[1].receivedAt.timeIntervalSince(slow[0].receivedAt), 2.0, "Retry-After: 2 honoured")
+            }
+            XCTAssertEqual(msgs.first?.data?["n"], "42")
+            XCTAssertEqual(msgs.first?.data?["o"], #"{"k":"v"}"#)
+            let fed = await eventually { env.feedbackCount == 1 }
+            XCTAssertTrue(fed)
+            try await Task.sleep(for: .milliseconds(200))
+            XCTAssertEqual(env.feedbackCount, 1, "exactly one feedback POST")
+
+            // 200 more sends: still exactly one OAuth token request.
+            let tokens = (0..<200).map { "tok-\($0)" }
+            let body = #"{"notifications":[{"tokens":["# + tokens.map { "\"\($0)\"" }.joined(separator: ",") + #"],"platform":2,"message":"burst"}]}"#
+            let r2 = try await client.push(body)
+            XCTAssertEqual(r2.body, #"{"counts":200,"logs":[],"success":"ok"}"#)
+            XCTAssertEqual(env.fcm.tokenRequestCount, 1)
+            XCTAssertTrue(env.fcm.tokenRejections.isEmpty, "\(env.fcm.tokenRejections)")
+        }
+    }
+
+    func testMixedRequestFansOutToBothProviders() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        let ios = String(repeating: "0f", count: 32)
+        try await env.withGateway { client, _ in
+            let r = try await client.push(#"{"notifications":[{"tokens":["\#(ios)"],"platform":1,"message":"to iOS"},{"tokens":["android-1"],"platform":2,"message":"to Android","priority":"high"},{"platform":2,"topic":"news","message":"to a topic"}]}"#)
+            XCTAssertEqual(r.body, #"{"counts":3,"logs":[],"success":"ok"}"#)
+            let both = await eventually { env.apns.requestCount == 1 && env.fcm.messages.count == 2 }
+            XCTAssertTrue(both, "apns \(env.apns.requestCount) fcm \(env.fcm.messages.count)")
+            let android = env.fcm.messages.first { $0.target == "android-1" }
+            XCTAssertEqual((android?.message["android"] as? [String: Any])?["priority"] as? String, "HIGH")
+            XCTAssertEqual(env.fcm.messages.first { $0.targetKind == "topic" }?.target, "news")
+        }
+    }
+}
