@@ -16,6 +16,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
@@ -42,6 +43,8 @@ let package = Package(
             .product(name: "NIOHTTP2", package: "swift-nio-http2"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            .product(name: "NIOTLS", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "APNs", dependencies: [
@@ -59,6 +62,10 @@ let package = Package(
         // Web Push (RFC 8030/8291/8292) and UnifiedPush.
         .target(name: "WebPush", dependencies: [
             "PushgateCore", "Signing", "HTTP2Pool",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
@@ -95,7 +102,9 @@ let package = Package(
         ]),
         // HTTP/2 TLS mock providers used by tests, `pushgate mock` and the bench harness.
         .target(name: "MockProviders", dependencies: [
-            "PushgateCore", "Signing",
+            "PushgateCore", "Signing", "WebPush",
+            .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            .product(name: "SwiftASN1", package: "swift-asn1"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -120,6 +129,7 @@ let package = Package(
         .testTarget(name: "QueueStoreTests", dependencies: ["QueueStore", "PushDispatch", "PushgateCore"]),
         .testTarget(name: "SigningTests", dependencies: ["Signing"]),
         .testTarget(name: "HTTP2PoolTests", dependencies: ["HTTP2Pool", "MockProviders",
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -32,6 +32,12 @@ public final class MemoryQueue: QueueDriver {
     }
 
     private let state = NIOLockedValueBox(State())
+
+    /// Runs `body` on the platform's queue in place (no copy-on-write of its arrays).
+    @inline(__always)
+    private static func withQueue<R>(_ s: inout State, _ platform: Platform, _ body: (inout PlatformQueue) -> R) -> R {
+        body(&s.queues[platform, default: PlatformQueue()])
+    }
     public let capacity: Int
     private let now: @Sendable () -> Date
     private let pollInterval: Duration
@@ -68,15 +74,16 @@ public final class MemoryQueue: QueueDriver {
             s.pending += jobs.count
             let t = now()
             for job in jobs {
-                var q = s.queues[job.platform] ?? PlatformQueue()
-                if job.notBefore > t {
-                    q.delayed.push(job)
-                } else if !q.waiters.isEmpty {
-                    toResume.append((q.waiters.removeFirst(), job))
-                } else {
-                    q.ready.append(job)
+                // Mutated in place (a copy out of the dictionary would make every append copy the whole ready list).
+                Self.withQueue(&s, job.platform) { q in
+                    if job.notBefore > t {
+                        q.delayed.push(job)
+                    } else if !q.waiters.isEmpty {
+                        toResume.append((q.waiters.removeFirst(), job))
+                    } else {
+                        q.ready.append(job)
+                    }
                 }
-                s.queues[job.platform] = q
             }
         }
         for (c, job) in toResume { c.resume(returning: job) }
@@ -86,11 +93,11 @@ public final class MemoryQueue: QueueDriver {
         await withCheckedContinuation { (c: CheckedContinuation<DeliveryJob?, Never>) in
             let job: DeliveryJob?? = state.withLockedValue { s in
                 if s.shutdown { return .some(nil) }
-                var q = s.queues[platform] ?? PlatformQueue()
-                defer { s.queues[platform] = q }
-                if let j = q.popReady() { return .some(j) }
-                q.waiters.append(c)
-                return .none
+                return Self.withQueue(&s, platform) { q -> DeliveryJob?? in
+                    if let j = q.popReady() { return .some(j) }
+                    q.waiters.append(c)
+                    return .none
+                }
             }
             if let job { c.resume(returning: job) }
         }
@@ -98,16 +105,17 @@ public final class MemoryQueue: QueueDriver {
 
     public func reschedule(_ job: DeliveryJob) async {
         var resume: CheckedContinuation<DeliveryJob?, Never>?
+        let t = now()
         state.withLockedValue { s in
-            var q = s.queues[job.platform] ?? PlatformQueue()
-            if job.notBefore > now() {
-                q.delayed.push(job)
-            } else if !q.waiters.isEmpty {
-                resume = q.waiters.removeFirst()
-            } else {
-                q.ready.append(job)
+            Self.withQueue(&s, job.platform) { q in
+                if job.notBefore > t {
+                    q.delayed.push(job)
+                } else if !q.waiters.isEmpty {
+                    resume = q.waiters.removeFirst()
+                } else {
+                    q.ready.append(job)
+                }
             }
-            s.queues[job.platform] = q
         }
         resume?.resume(returning: job)
     }
@@ -123,17 +131,18 @@ public final class MemoryQueue: QueueDriver {
         let stop: Bool = state.withLockedValue { s in
             if s.shutdown { return true }
             let t = now()
-            for platform in s.queues.keys {
-                guard var q = s.queues[platform], let top = q.delayed.peek, top.notBefore <= t else { continue }
-                while let top = q.delayed.peek, top.notBefore <= t {
-                    let job = q.delayed.pop()!
-                    if !q.waiters.isEmpty {
-                        toResume.append((q.waiters.removeFirst(), job))
-                    } else {
-                        q.ready.append(job)
+            for platform in Array(s.queues.keys) {
+                guard let top = s.queues[platform]?.delayed.peek, top.notBefore <= t else { continue }
+                Self.withQueue(&s, platform) { q in
+                    while let top = q.delayed.peek, top.notBefore <= t {
+                        let job = q.delayed.pop()!
+                        if !q.waiters.isEmpty {
+                            toResume.append((q.waiters.removeFirst(), job))
+                        } else {
+                            q.ready.append(job)
+                        }
                     }
                 }
-                s.queues[platform] = q
             }
             return false
         }

@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
 import PushgateCore
+import WebPush
 import Signing
 
 /// A browser / UnifiedPush-distributor key set made for tests: a P-256 key pair and a 16-byte auth
@@ -68,6 +69,8 @@ public final class MockWebPush: Sendable {
         public var vapidSubject: String?
         public var reply: Reply
         public var connectionID: Int
+        /// When the request arrived.
+        public var receivedAt: Date = Date()
 
         public var plaintextString: String { String(decoding: plaintext, as: UTF8.self) }
         public func header(_ name: String) -> String? {
@@ -303,42 +306,9 @@ public final class MockWebPush: Sendable {
         (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x2D || b == 0x5F
     }
 
-    struct DecryptError: Error, CustomStringConvertible { var description: String }
-
-    /// A minimal RFC 8291/8188 aes128gcm decryptor (the mock cannot import WebPush).
+    /// RFC 8291 aes128gcm decryption with the gateway's own decryptor (WebPushCrypto).
     static func decrypt(_ body: [UInt8], privateKey: P256.KeyAgreement.PrivateKey, authSecret: [UInt8]) throws -> [UInt8] {
-        guard body.count > 21 + 65 + 16 else { throw DecryptError(description: "body too short") }
-        let salt = Array(body[0..<16])
-        let rs = Int(body[16]) << 24 | Int(body[17]) << 16 | Int(body[18]) << 8 | Int(body[19])
-        guard body[20] == 65, rs >= 18 else { throw DecryptError(description: "bad header (idlen \(body[20]), rs \(rs))") }
-        let asPublic = Array(body[21..<86])
-        guard let sender = try? P256.KeyAgreement.PublicKey(x963Representation: asPublic) else { throw DecryptError(description: "bad sender key") }
-        let shared = try privateKey.sharedSecretFromKeyAgreement(with: sender)
-        let info = Array("WebPush: info".utf8) + [0] + Array(privateKey.publicKey.x963Representation) + asPublic
-        let ikm = shared.hkdfDerivedSymmetricKey(using: SHA256.self, salt: authSecret, sharedInfo: info, outputByteCount: 32)
-        let cek = HKDF<SHA256>.deriveKey(inputKeyMaterial: ikm, salt: salt, info: Array("Content-Encoding: aes128gcm".utf8) + [0], outputByteCount: 16)
-        let nonceKey = HKDF<SHA256>.deriveKey(inputKeyMaterial: ikm, salt: salt, info: Array("Content-Encoding: nonce".utf8) + [0], outputByteCount: 12)
-        let baseNonce = nonceKey.withUnsafeBytes { [UInt8]($0) }
-        var out: [UInt8] = []
-        var offset = 86
-        var seq: UInt64 = 0
-        while offset < body.count {
-            let end = min(offset + rs, body.count)
-            var nonce = baseNonce
-            for i in 0..<8 { nonce[11 - i] ^= UInt8(truncatingIfNeeded: seq >> (8 * UInt64(i))) }
-            let chunk = Array(body[offset..<end])
-            guard chunk.count > 16 else { throw DecryptError(description: "record too short") }
-            let box = try AES.GCM.SealedBox(nonce: AES.GCM.Nonce(data: nonce), ciphertext: chunk.dropLast(16), tag: chunk.suffix(16))
-            let plain: [UInt8]
-            do { plain = Array(try AES.GCM.open(box, using: cek)) } catch { throw DecryptError(description: "record \(seq) does not authenticate") }
-            guard let d = plain.lastIndex(where: { $0 != 0 }) else { throw DecryptError(description: "no delimiter") }
-            let expected: UInt8 = end == body.count ? 2 : 1
-            guard plain[d] == expected else { throw DecryptError(description: "delimiter \(plain[d]), expected \(expected)") }
-            out += plain[..<d]
-            offset = end
-            seq += 1
-        }
-        return out
+        try WebPushCrypto.decrypt(body, receiverPrivateKey: privateKey, authSecret: authSecret)
     }
 }
 

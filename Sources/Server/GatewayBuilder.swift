@@ -131,8 +131,29 @@ public enum GatewayBuilder {
 }
 
 enum WebPushWiring {
+    /// Web Push (platform 4) and UnifiedPush (platform 5) share one engine: VAPID keys, tokens and connections.
     static func add(raw: RawConfig, poolConfig: HTTP2PoolConfiguration, httpClient: HTTPClient, eventLoopGroup: any EventLoopGroup,
                     slots: inout [ProviderSlot], hooks: inout [@Sendable () async -> Void]) throws {
-        // Wired once the Web Push provider lands.
+        let web = raw.bool("webpush.enabled"), up = raw.bool("unifiedpush.enabled")
+        guard web || up else { return }
+        var config = WebPushConfiguration(vapidPrivateKey: raw.string("webpush.vapid_private_key"), vapidSubject: raw.string("webpush.vapid_subject"))
+        config.allowHTTP = raw.bool("webpush.allow_http")
+        config.allowPrivateEndpoints = raw.bool("webpush.allow_private_endpoints")
+        let allow = raw.list("webpush.host_allowlist")
+        config.hostAllowlist = allow.isEmpty ? nil : allow
+        config.defaultTTL = raw.int("webpush.default_ttl")
+        config.maxRetry = raw.int("webpush.max_retry")
+        let engine: WebPushEngine
+        do {
+            engine = try WebPushEngine(configuration: config, poolConfiguration: poolConfig, eventLoopGroup: eventLoopGroup, logger: Logger(label: "pushgate.webpush"))
+        } catch let e as WebPushConfigurationError {
+            throw ConfigError(key: "webpush", problem: e.description)
+        } catch {
+            throw ConfigError(key: "webpush", problem: "\(error)")
+        }
+        let concurrency = raw.int("webpush.max_concurrent_pushes")
+        if web { slots.append(ProviderSlot(provider: WebPushProvider(engine: engine), maxRetry: config.maxRetry, concurrency: concurrency)) }
+        if up { slots.append(ProviderSlot(provider: UnifiedPushProvider(engine: engine), maxRetry: raw.int("unifiedpush.max_retry"), concurrency: concurrency)) }
+        hooks.append { await engine.shutdown() }
     }
 }

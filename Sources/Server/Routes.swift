@@ -5,6 +5,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import PushDispatch
 import PushgateCore
+import WebPush
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -98,6 +99,9 @@ extension Gateway {
         for (i, n) in parsed.notifications.enumerated() {
             if let problem = IngestValidation.validate(n) {
                 return self.error(RequestError(message: problem.message, detail: "notifications[\(i)].\(problem.field): \(problem.detail)"))
+            }
+            if let detail = WebPushRequestValidator.validate(n) {
+                return self.error(RequestError(message: "Invalid Web Push notification.", detail: "notifications[\(i)].\(detail)"))
             }
         }
         let sync = parsed.sync ?? settings.sync
@@ -229,26 +233,9 @@ public enum IngestValidation {
         public var detail: String
     }
 
-    static let base64URLChars = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
-
     public static func validate(_ n: PushNotification) -> Problem? {
         if let p = n.priority, !["", "normal", "high"].contains(p) {
             return Problem(message: "Invalid priority.", field: "priority", detail: "must be \"normal\" or \"high\", got \"\(p)\"")
-        }
-        if n.platform == .webpush || n.platform == .unifiedpush {
-            if let topic = n.collapseID, !topic.isEmpty {
-                if topic.count > 32 || !topic.allSatisfy({ base64URLChars.contains($0) }) {
-                    return Problem(message: "Invalid collapse_id.", field: "collapse_id", detail: "a Web Push Topic is at most 32 URL-safe base64 characters")
-                }
-            }
-            if let u = n.urgency, !["very-low", "low", "normal", "high"].contains(u) {
-                return Problem(message: "Invalid urgency.", field: "urgency", detail: "must be very-low, low, normal or high")
-            }
-            if let subs = n.subscriptions {
-                for (i, s) in subs.enumerated() where s.endpoint.isEmpty {
-                    return Problem(message: "Invalid subscription.", field: "subscriptions[\(i)].endpoint", detail: "endpoint is required")
-                }
-            }
         }
         if n.platform == .ios, let c = n.collapseID, c.utf8.count > 64 {
             return Problem(message: "Invalid collapse_id.", field: "collapse_id", detail: "apns-collapse-id is at most 64 bytes")

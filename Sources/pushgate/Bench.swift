@@ -236,10 +236,7 @@ final class BenchPlan: @unchecked Sendable {
 
     var perRequest: Int { tokensPerNotification * notificationsPerRequest }
 
-    func isDead(_ seq: Int) -> Bool {
-        guard let d = deadEvery else { return false }
-        return seq % d == d - 1
-    }
+    func isDead(_ seq: Int) -> Bool { BenchToken.isDead(seq, every: deadEvery) }
 
     /// The gorush JSON body of request `index` (tokens `index * perRequest ..<`), stamped now.
     func body(index: Int) -> (bytes: [UInt8], live: Int, dead: Int) {

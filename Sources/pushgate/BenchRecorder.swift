@@ -36,6 +36,14 @@ enum BenchToken {
 
     enum Kind { case live(UInt64), dead(UInt64), other }
 
+    /// Whether bench sequence number `seq` is a dead token when one in `every` is (spread by a
+    /// multiplicative hash, so every platform of a mixed run gets its share).
+    static func isDead(_ seq: Int, every: Int?) -> Bool {
+        guard let every, every > 0 else { return false }
+        if every == 1 { return true }
+        return ((UInt64(seq) &* 0x9E37_79B9_7F4A_7C15) >> 40) % UInt64(every) == 0
+    }
+
     static func parse(_ token: String) -> Kind {
         let u = token.utf8
         guard u.count == 64 else { return .other }
@@ -209,7 +217,7 @@ final class MockRecorder: Sendable {
         state.withLockedValue { s in
             var out: [Int] = []
             for i in 0..<below {
-                if let d = deadEvery, d > 0, i % d == d - 1 { continue }
+                if BenchToken.isDead(i, every: deadEvery) { continue }
                 let c = i < s.dense.count ? s.dense[i] : 0
                 if c & 0x80 == 0 { out.append(i); if out.count >= limit { break } }
             }

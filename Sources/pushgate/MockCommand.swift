@@ -4,6 +4,7 @@ import MockProviders
 import NIOCore
 import NIOPosix
 import PushgateCore
+import Signing
 
 /// `pushgate mock`: the mock providers as a standalone process, for external gateways and load tools.
 struct MockCommand: AsyncParsableCommand {
@@ -66,7 +67,7 @@ struct MockCommand: AsyncParsableCommand {
             }
         }
         print(stack.banner, terminator: "")
-        if let control { print("  control    \(control.baseURL)/__mock/stats   (POST /__mock/reset, GET /__mock/config)") }
+        if let control { print("  control    \(control.baseURL)/__mock/stats   (POST /__mock/reset, GET /__mock/config, GET /__mock/apns-jwt)") }
         var failures: [String] = []
         if apnsErrorRate > 0 { failures.append("APNs \(Int(apnsErrorRate * 100))%->\(apnsErrorStatus)") }
         if fcmErrorRate > 0 { failures.append("FCM \(Int(fcmErrorRate * 100))%->\(fcmErrorStatus)") }
@@ -139,6 +140,9 @@ final class MockControlServer: Sendable {
         case ("POST", "/__mock/reset"):
             recorder.reset()
             return .json(200, "{\"reset\":true}")
+        case ("GET", "/__mock/apns-jwt"):
+            // A fresh APNs provider token for load tools (h2load / curl straight at the mock APNs).
+            return MockResponse(status: 200, headers: [("content-type", "text/plain")], body: Array((stack.apnsProviderToken() + "\n").utf8))
         case ("GET", "/__mock/config"):
             return MockResponse(status: 200, headers: [("content-type", "application/yaml")], body: Array(stack.configSnippet.utf8))
         case ("POST", "/__mock/webpush/subscribe"):
@@ -162,6 +166,13 @@ final class MockControlServer: Sendable {
 }
 
 extension MockStack {
+    /// A provider token (ES256 JWT) the mock APNs accepts for the next hour.
+    func apnsProviderToken() -> String {
+        let signer = JWTSigner(key: .es256(apnsKey.privateKey))
+        return (try? signer.sign(header: [("kid", .string(apnsKey.keyID))],
+                                 claims: [("iss", .string(apnsKey.teamID)), ("iat", .int(Int64(Date().timeIntervalSince1970)))])) ?? ""
+    }
+
     /// Registers bench subscription ids (live and dead forms of each sequence number) that share one key pair; returns the keys.
     func registerBenchSubscribers(from: Int, count: Int) -> WebPushSubscription.Keys {
         let shared = benchSubscriber

@@ -9,6 +9,7 @@ import NIOPosix
 import PushDispatch
 import PushgateCore
 @testable import Server
+import WebPush
 
 /// Mock APNs + mock FCM + a feedback receiver, all TLS on 127.0.0.1, and a gateway configured for them.
 final class TestEnvironment: Sendable {
@@ -17,17 +18,20 @@ final class TestEnvironment: Sendable {
     let apns: MockAPNs
     let serviceAccount: TestServiceAccount
     let fcm: MockFCM
+    let webpush: MockWebPush
+    let vapid = VAPIDKeys.generate()
     let feedbackServer: MockHTTPServer
     let feedbackPosts: NIOLockedValueBox<[MockRequest]>
     let directory: String
 
-    init(pki: TestPKI, apnsKey: TestAPNsKey, apns: MockAPNs, serviceAccount: TestServiceAccount, fcm: MockFCM,
+    init(pki: TestPKI, apnsKey: TestAPNsKey, apns: MockAPNs, serviceAccount: TestServiceAccount, fcm: MockFCM, webpush: MockWebPush,
          feedbackServer: MockHTTPServer, feedbackPosts: NIOLockedValueBox<[MockRequest]>, directory: String) {
         self.pki = pki
         self.apnsKey = apnsKey
         self.apns = apns
         self.serviceAccount = serviceAccount
         self.fcm = fcm
+        self.webpush = webpush
         self.feedbackServer = feedbackServer
         self.feedbackPosts = feedbackPosts
         self.directory = directory
@@ -46,6 +50,8 @@ final class TestEnvironment: Sendable {
         let account = try TestServiceAccount.generate()
         let fcm = MockFCM(options: MockFCM.Options(serviceAccount: account, tls: tls), eventLoopGroup: group)
         try await fcm.start()
+        let webpush = MockWebPush(options: MockWebPush.Options(tls: tls), eventLoopGroup: group)
+        try await webpush.start()
         let posts = NIOLockedValueBox<[MockRequest]>([])
         var fo = MockHTTPServer.Options()
         fo.tls = tls
@@ -59,12 +65,13 @@ final class TestEnvironment: Sendable {
         try pki.caCertificatePEM.write(toFile: dir + "/ca.pem", atomically: true, encoding: .utf8)
         try key.write(to: dir + "/apns.p8")
         try account.json(tokenURI: fcm.tokenURL).write(toFile: dir + "/fcm.json", atomically: true, encoding: .utf8)
-        return TestEnvironment(pki: pki, apnsKey: key, apns: apns, serviceAccount: account, fcm: fcm, feedbackServer: feedback, feedbackPosts: posts, directory: dir)
+        return TestEnvironment(pki: pki, apnsKey: key, apns: apns, serviceAccount: account, fcm: fcm, webpush: webpush, feedbackServer: feedback, feedbackPosts: posts, directory: dir)
     }
 
     func stop() async {
         try? await apns.stop()
         try? await fcm.stop()
+        try? await webpush.stop()
         try? await feedbackServer.stop()
         try? FileManager.default.removeItem(atPath: directory)
     }
@@ -92,6 +99,13 @@ final class TestEnvironment: Sendable {
           enabled: true
           key_path: "\(directory)/fcm.json"
           endpoint: "\(fcm.baseURL)"
+        webpush:
+          enabled: true
+          vapid_private_key: "\(vapid.privateKeyBase64URL)"
+          vapid_subject: "mailto:ops@example.com"
+          allow_private_endpoints: true
+        unifiedpush:
+          enabled: true
         \(extra)
         """
     }
@@ -99,7 +113,9 @@ final class TestEnvironment: Sendable {
     /// Runs a live gateway (real HTTP server on 127.0.0.1) for the body.
     func withGateway(_ extraYAML: String = "", environment: [String: String] = [:],
                      _ body: @escaping @Sendable (any TestClientProtocol, Gateway) async throws -> Void) async throws {
-        let raw = try RawConfig(yaml: merge(yaml(), extraYAML), environment: environment)
+        // The memory engine unless a test asks for another (durable engines get their own tests).
+        let env = ["PUSHGATE_QUEUE_ENGINE": "memory"].merging(environment) { _, new in new }
+        let raw = try RawConfig(yaml: merge(yaml(), extraYAML), environment: env)
         var logger = Logger(label: "test")
         logger.logLevel = .warning
         let gateway = try GatewayBuilder.build(raw: raw, logger: logger)

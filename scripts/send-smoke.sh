@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Checks `pushgate send` against `pushgate mock` (a separate process, as an operator would run it):
+# a delivery per provider prints the provider's answer and exits 0; a dead token exits 1 with the
+# provider's reason (APNs 410 Unregistered, FCM 404 UNREGISTERED, Web Push 410).
+# Usage: scripts/send-smoke.sh [path/to/pushgate]   (default: builds and uses .build/debug/pushgate)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${1:-}
+if [ -z "$BIN" ]; then swift build --product pushgate >/dev/null; BIN=.build/debug/pushgate; fi
+DIR=$(mktemp -d)
+PORTS="--apns-port 0 --fcm-port 0 --webpush-port 0"
+"$BIN" mock --dir "$DIR" $PORTS --stats-port 0 >"$DIR/mock.log" 2>&1 &
+MOCK=$!
+trap 'kill $MOCK 2>/dev/null || true; rm -rf "$DIR"' EXIT
+for _ in $(seq 1 100); do [ -s "$DIR/gateway-snippet.yml" ] && grep -q "control" "$DIR/mock.log" && break; sleep 0.1; done
+CTL=$(grep -o 'http://127.0.0.1:[0-9]*' "$DIR/mock.log" | head -1)
+WP=$(grep -o 'https://127.0.0.1:[0-9]*/push' "$DIR/mock.log" | head -1)
+CFG="$DIR/gateway-snippet.yml"
+LIVE=a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90
+DEAD=dddddddd00000000000000000000000000000000000000000000000000000001
+fails=0
+expect() { # expect <rc> <grep pattern> -- args...
+  local want=$1 pattern=$2; shift 3
+  local out rc=0
+  out=$("$BIN" send -c "$CFG" "$@" 2>&1) || rc=$?
+  if [ "$rc" = "$want" ] && grep -q -- "$pattern" <<<"$out"; then echo "ok   $*"; else echo "FAIL $* (rc $rc): $out"; fails=$((fails+1)); fi
+}
+expect 0 "apns-id: "        -- --platform ios --token $LIVE --title Hi --message Hello --topic com.example.app
+expect 1 "HTTP 410 Unregistered" -- --platform ios --token $DEAD --message Hello
+expect 0 "name: projects/"  -- --platform android --token fcm-token-1 --message Hello --data '{"n":1}'
+expect 1 "HTTP 404 UNREGISTERED" -- --platform android --token $DEAD --message Hello
+SUB=$(curl -s -X POST "$CTL/__mock/webpush/subscribe?count=1" | python3 -c 'import json,sys;print(json.dumps(json.load(sys.stdin)[0]))')
+expect 0 "location: "       -- --platform webpush --subscription "$SUB" --title Hi --message Hello
+expect 0 "location: "       -- --platform unifiedpush --endpoint "$WP/up-1" --message Hello
+expect 1 "HTTP 410"         -- --platform unifiedpush --endpoint "$WP/$DEAD" --message Hello
+expect 64 "give a target"    -- --platform ios --message Hello
+STATS=$(curl -s "$CTL/__mock/stats?tokens=1")
+grep -q "\"$LIVE\":1" <<<"$STATS" || { echo "FAIL mock stats do not count $LIVE: $STATS"; fails=$((fails+1)); }
+[ $fails = 0 ] && echo "send-smoke: all passed" || { echo "send-smoke: $fails failed"; exit 1; }
