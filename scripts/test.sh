@@ -19,5 +19,16 @@ if [ -z "${PUSHGATE_INTEROP_PYTHON:-}" ] && command -v python3 >/dev/null 2>&1; 
   fi
 fi
 
+# PostgreSQL for the shared-queue tests: a throwaway server on 127.0.0.1 (Debian's postgresql
+# package, installed by the script when running as root). Without it those tests are skipped.
+if [ -z "${PUSHGATE_TEST_POSTGRES_URL:-}" ] && [ "${PUSHGATE_SKIP_POSTGRES:-0}" != 1 ]; then
+  if pg_env="$(./scripts/start-postgres.sh)"; then
+    eval "$pg_env"
+    trap './scripts/start-postgres.sh stop || true' EXIT
+  else
+    echo "warning: could not start PostgreSQL; PostgreSQL queue tests will be skipped" >&2
+  fi
+fi
+
 swift build --build-tests "$@"
 swift test --skip-build "$@"

@@ -130,7 +130,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
             s.lastHeartbeat = t
             s.lastStats = t
             s.persistedStats = stats
-            s.lastPrune = t - options.pruneInterval + 5   // first prune soon after start
+            s.lastPrune = t - options.pruneInterval + min(5, options.pruneInterval)   // first prune soon after start
         }
         let writer = Task { [self] in await self.writerLoop(stream) }
         let ticker = Task { [self] in await self.tickerLoop() }
@@ -254,34 +254,41 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
     }
 
     public func reschedule(_ job: DeliveryJob) async {
-        await write(.reschedule(id: Int64(job.id), attempts: job.attempts, notBefore: job.notBefore.timeIntervalSince1970,
-                                lastError: job.lastError, credentialRetryUsed: job.credentialRetryUsed))
+        // The new attempt count and time go to the store with the next group commit; the worker does
+        // not wait for it (after a crash the job is retried from its last committed state).
+        let update = JobUpdate.reschedule(id: Int64(job.id), attempts: job.attempts, notBefore: job.notBefore.timeIntervalSince1970,
+                                          lastError: job.lastError, credentialRetryUsed: job.credentialRetryUsed)
         let tNow = now()
         var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
-        let finalize: Bool = state.withLockedValue { s in
+        state.withLockedValue { s in
+            if !s.finalized { s.work.batch.updates.append(update) }
             s.outstanding -= 1
             place(job, in: &s, now: tNow, resume: &resume)
-            return checkFinalize(&s)
+            _ = checkFinalize(&s)
         }
         for (c, j) in resume { c.resume(returning: j) }
-        if finalize { signal.yield() }
+        signal.yield()
     }
 
     public func complete(_ job: DeliveryJob, outcome: FinalOutcome) async {
+        // Group commit without waiting: a completion lost in a crash means one duplicate delivery
+        // (at-least-once), never a lost one. Shutdown commits every pending write before closing.
         let t = now().timeIntervalSince1970
+        let update: JobUpdate
         switch outcome {
         case .delivered(let id):
-            await write(.complete(id: Int64(job.id), delivered: true, attempts: job.attempts, info: id, finishedAt: t))
+            update = .complete(id: Int64(job.id), delivered: true, attempts: job.attempts, info: id, finishedAt: t)
         case .failed(let reason, _):
-            await write(.complete(id: Int64(job.id), delivered: false, attempts: job.attempts, info: reason, finishedAt: t))
+            update = .complete(id: Int64(job.id), delivered: false, attempts: job.attempts, info: reason, finishedAt: t)
         }
-        let finalize: Bool = state.withLockedValue { s in
+        state.withLockedValue { s in
+            if !s.finalized { s.work.batch.updates.append(update) }
             s.outstanding -= 1
             s.held -= 1
             s.pendingDelta -= 1
-            return checkFinalize(&s)
+            _ = checkFinalize(&s)
         }
-        if finalize { signal.yield() }
+        signal.yield()
     }
 
     public func shutdown() {
@@ -326,6 +333,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
     // MARK: status
 
     public func deliveryStatus(notifID: String) async throws -> [DeliveryStatusRecord]? {
+        await flush()   // read this process's own changes
         guard let rows = try await backend.status(notifID: notifID) else { return nil }
         return rows.map { r in
             let token = r.target.reportedToken
@@ -350,27 +358,35 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
 
     /// Puts a job this process holds where a worker will find it.
     private func place(_ job: DeliveryJob, in s: inout State, now t: Date, resume: inout [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)]) {
-        var ps = s.platforms[job.platform] ?? PlatformState()
-        if job.notBefore > t {
-            ps.delayed.push(job)
-        } else if !s.shutdown, !ps.waiters.isEmpty {
-            resume.append((ps.waiters.removeFirst(), job))
+        let p = job.platform
+        if s.platforms[p] == nil { s.platforms[p] = PlatformState() }
+        let shutdown = s.shutdown
+        // Mutated in place (a copy of the platform state would copy its arrays on every job).
+        let handed: CheckedContinuation<DeliveryJob?, Never>? = {
+            (ps: inout PlatformState) -> CheckedContinuation<DeliveryJob?, Never>? in
+            if job.notBefore > t {
+                ps.delayed.push(job)
+            } else if !shutdown, !ps.waiters.isEmpty {
+                return ps.waiters.removeFirst()
+            } else {
+                ps.ready.append(job)
+            }
+            return nil
+        }(&s.platforms[p]!)
+        if let handed {
+            resume.append((handed, job))
             s.outstanding += 1
-        } else {
-            ps.ready.append(job)
         }
-        s.platforms[job.platform] = ps
     }
 
     /// Adds a lease request for `platform` to the next transaction when workers wait and the store may have jobs.
     private func requestLeaseIfNeeded(_ platform: Platform, in s: inout State, now t: Double) -> Bool {
-        guard !s.shutdown, !s.finalizeRequested, var ps = s.platforms[platform] else { return false }
+        guard !s.shutdown, !s.finalizeRequested, let ps = s.platforms[platform] else { return false }
         guard !ps.fetching, !ps.waiters.isEmpty, ps.readyCount == 0 else { return false }
         guard ps.storeMayHaveWork || t - ps.lastPoll >= options.pollInterval else { return false }
-        ps.fetching = true
-        ps.lastPoll = t
         let limit = min(options.leaseBatch, max(16, ps.waiters.count * 2))
-        s.platforms[platform] = ps
+        s.platforms[platform]!.fetching = true
+        s.platforms[platform]!.lastPoll = t
         s.work.batch.leases.append(LeaseRequest(platform: platform, limit: limit))
         s.work.leaseLimits.append(limit)
         return true
@@ -382,20 +398,15 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         return true
     }
 
-    private func write(_ update: JobUpdate) async {
+    /// Waits until every change made so far is committed.
+    public func flush() async {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let closed: Bool = state.withLockedValue { s in
                 if s.finalized { return true }
-                s.work.batch.updates.append(update)
                 s.work.updateWaiters.append(c)
                 return false
             }
-            if closed {
-                logger.error("job update after the queue was closed; the store keeps the job pending")
-                c.resume()
-            } else {
-                signal.yield()
-            }
+            if closed { c.resume() } else { signal.yield() }
         }
     }
 
@@ -489,7 +500,8 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
         let more: Bool = state.withLockedValue { s in
             s.held += rows.count
-            s.platforms[platform, default: PlatformState()].fetching = false
+            if s.platforms[platform] == nil { s.platforms[platform] = PlatformState() }
+            s.platforms[platform]!.fetching = false
             s.platforms[platform]!.storeMayHaveWork = rows.count >= limit
             for j in jobs { place(j, in: &s, now: tNow, resume: &resume) }
             s.outstanding += unreadable.count
@@ -555,18 +567,23 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
                 if s.finalized || s.finalizeRequested { return (true, false) }
                 var go = false
                 if !s.shutdown {
-                    for p in s.platforms.keys {
-                        var ps = s.platforms[p]!
-                        while let top = ps.delayed.peek, top.notBefore <= tNow {
-                            let job = ps.delayed.pop()!
-                            if !ps.waiters.isEmpty {
-                                resume.append((ps.waiters.removeFirst(), job))
-                                s.outstanding += 1
-                            } else {
-                                ps.ready.append(job)
-                            }
+                    for p in Array(s.platforms.keys) {
+                        if let top = s.platforms[p]!.delayed.peek, top.notBefore <= tNow {
+                            let handed = { (ps: inout PlatformState) -> [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] in
+                                var out: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
+                                while let top = ps.delayed.peek, top.notBefore <= tNow {
+                                    let job = ps.delayed.pop()!
+                                    if !ps.waiters.isEmpty {
+                                        out.append((ps.waiters.removeFirst(), job))
+                                    } else {
+                                        ps.ready.append(job)
+                                    }
+                                }
+                                return out
+                            }(&s.platforms[p]!)
+                            s.outstanding += handed.count
+                            resume += handed
                         }
-                        s.platforms[p] = ps
                         if requestLeaseIfNeeded(p, in: &s, now: t) { go = true }
                     }
                 }

@@ -100,10 +100,14 @@ public struct RawConfig: Sendable {
         "log.error_level": .string("error"),
         "log.hide_token": .bool(true),
         "log.hide_messages": .bool(false),
-        "queue.engine": .string("memory"),
+        "queue.engine": .string("sqlite"),
         "queue.max_pending": .int(200_000),
         "queue.sqlite.path": .string("data/pushgate.sqlite"),
+        "queue.sqlite.synchronous": .string("normal"),
         "queue.postgres.url": .string(""),
+        "queue.lease_timeout": .string("60s"),
+        "queue.status_retention": .string("24h"),
+        "queue.status_max_records": .int(1_000_000),
         "stat.engine": .string("memory"),
         "mock.enabled": .bool(false),
         "mock.apns_port": .int(0),
@@ -321,8 +325,9 @@ public struct GatewaySettings: Sendable {
         hideToken = raw.bool("log.hide_token")
         queueEngine = raw.string("queue.engine").lowercased()
         if queueEngine == "local" { queueEngine = "memory" }
-        guard ["memory"].contains(queueEngine) else {
-            throw ConfigError(key: "queue.engine", problem: "\"\(queueEngine)\" is not supported yet (memory)")
+        if queueEngine == "postgresql" { queueEngine = "postgres" }
+        guard ["memory", "sqlite", "postgres"].contains(queueEngine) else {
+            throw ConfigError(key: "queue.engine", problem: "\"\(queueEngine)\" is not supported (memory, sqlite, postgres)")
         }
         maxPending = raw.int("queue.max_pending")
         let queueNum = raw.int("core.queue_num")

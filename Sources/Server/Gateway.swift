@@ -83,6 +83,12 @@ struct DispatcherService: Service {
     }
 
     private func drain(dispatcher: Dispatcher, timeout: Int, logger: Logger) {
+        // A durable queue keeps what is not sent: its shutdown finishes the sends in flight,
+        // commits and releases leases. Only the memory queue must be emptied before exit.
+        guard dispatcher.queue is MemoryQueue else {
+            dispatcher.shutdown()
+            return
+        }
             Task {
                 let deadline = Date().addingTimeInterval(Double(timeout))
                 while dispatcher.queue.pendingCount > 0, Date() < deadline {

@@ -21,10 +21,51 @@ public enum GatewayBuilder {
         let settings = try GatewaySettings(raw)
         for w in raw.warnings { logger.warning("\(w)") }
 
+        let providers = try ProviderSet.make(raw: raw, logger: logger, eventLoopGroup: eventLoopGroup)
+        let httpClient = providers.httpClient
+        let slots = providers.slots
+        var hooks = providers.hooks
+        var unavailable: [Platform: String] = [:]
+        unavailable[.huawei] = "platform huawei is not supported by Pushgate (Huawei HMS)"
+        if raw.bool("huawei.enabled") {
+            logger.warning("huawei.enabled is true but Huawei HMS is not supported; huawei notifications are answered with a failed entry")
+        }
+
+        let (queue, stats, observer) = try QueueWiring.make(raw: raw, settings: settings, logger: logger)
+        let feedback = settings.feedbackURL.isEmpty ? nil : FeedbackSender(
+            url: settings.feedbackURL, headers: settings.feedbackHeaders, client: httpClient, logger: Logger(label: "pushgate.feedback"))
+        MetricsSetup.bootstrap()
+        let dispatcher = Dispatcher(
+            providers: slots,
+            unavailable: unavailable,
+            queue: queue,
+            policy: RetryPolicy(baseDelay: settings.retryBackoff, maxDelay: settings.retryBackoffMax),
+            stats: stats,
+            feedback: feedback,
+            observer: observer,
+            hideToken: settings.hideToken,
+            logger: Logger(label: "pushgate.dispatch")
+        )
+        hooks.append { try? await httpClient.shutdown() }
+        let enabled = slots.map { $0.provider.platform.name }.joined(separator: ", ")
+        logger.info("providers enabled: \(enabled.isEmpty ? "none" : enabled)")
+        return Gateway(raw: raw, settings: settings, dispatcher: dispatcher, feedback: feedback, logger: logger, shutdownHooks: hooks)
+    }
+}
+
+/// The providers a configuration enables, with the shared outbound HTTP client (OAuth, feedback)
+/// and the hooks that close them. Used by the gateway and by `pushgate send`.
+public struct ProviderSet: Sendable {
+    public var slots: [ProviderSlot]
+    public var httpClient: HTTPClient
+    public var hooks: [@Sendable () async -> Void]
+
+    public static func make(raw: RawConfig, logger: Logger, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws -> ProviderSet {
+        let caFile = raw.string("core.ca_file")
         var extraRoots: [String] = []
-        if !settings.caFile.isEmpty {
-            guard let pem = try? String(contentsOfFile: settings.caFile, encoding: .utf8), pem.contains("BEGIN CERTIFICATE") else {
-                throw ConfigError(key: "core.ca_file", problem: "\(settings.caFile) holds no PEM certificate")
+        if !caFile.isEmpty {
+            guard let pem = try? String(contentsOfFile: caFile, encoding: .utf8), pem.contains("BEGIN CERTIFICATE") else {
+                throw ConfigError(key: "core.ca_file", problem: "\(caFile) holds no PEM certificate")
             }
             extraRoots.append(pem)
         }
@@ -32,7 +73,7 @@ public enum GatewayBuilder {
         do {
             poolConfig.tlsConfiguration = try HTTP2PoolConfiguration.tls(extraRootsPEM: extraRoots)
         } catch {
-            throw ConfigError(key: "core.ca_file", problem: "cannot use \(settings.caFile): \(error)")
+            throw ConfigError(key: "core.ca_file", problem: "cannot use \(caFile): \(error)")
         }
 
         var clientTLS = TLSConfiguration.makeClientConfiguration()
@@ -41,16 +82,15 @@ public enum GatewayBuilder {
                 let certs = try extraRoots.flatMap { try NIOSSLCertificate.fromPEMBytes(Array($0.utf8)) }
                 clientTLS.additionalTrustRoots = [.certificates(certs)]
             } catch {
-                throw ConfigError(key: "core.ca_file", problem: "cannot parse \(settings.caFile): \(error)")
+                throw ConfigError(key: "core.ca_file", problem: "cannot parse \(caFile): \(error)")
             }
         }
         var clientConfig = HTTPClient.Configuration(tlsConfiguration: clientTLS, redirectConfiguration: .disallow)
-        clientConfig.timeout = .init(connect: .seconds(10), read: .seconds(Int64(settings.feedbackTimeout)))
+        clientConfig.timeout = .init(connect: .seconds(10), read: .seconds(Int64(raw.int("core.feedback_timeout"))))
         let httpClient = HTTPClient(eventLoopGroupProvider: .shared(eventLoopGroup), configuration: clientConfig)
         var hooks: [@Sendable () async -> Void] = []
 
         var slots: [ProviderSlot] = []
-        var unavailable: [Platform: String] = [:]
         do {
             if raw.bool("ios.enabled") {
                 let apnsConfig: APNsConfiguration
@@ -105,28 +145,7 @@ public enum GatewayBuilder {
             try? httpClient.syncShutdown()
             throw error
         }
-        unavailable[.huawei] = "platform huawei is not supported by Pushgate (Huawei HMS)"
-        if raw.bool("huawei.enabled") {
-            logger.warning("huawei.enabled is true but Huawei HMS is not supported; huawei notifications are answered with a failed entry")
-        }
-
-        let queue = MemoryQueue(capacity: settings.maxPending)
-        let feedback = settings.feedbackURL.isEmpty ? nil : FeedbackSender(
-            url: settings.feedbackURL, headers: settings.feedbackHeaders, client: httpClient, logger: Logger(label: "pushgate.feedback"))
-        MetricsSetup.bootstrap()
-        let dispatcher = Dispatcher(
-            providers: slots,
-            unavailable: unavailable,
-            queue: queue,
-            policy: RetryPolicy(baseDelay: settings.retryBackoff, maxDelay: settings.retryBackoffMax),
-            feedback: feedback,
-            hideToken: settings.hideToken,
-            logger: Logger(label: "pushgate.dispatch")
-        )
-        hooks.append { try? await httpClient.shutdown() }
-        let enabled = slots.map { $0.provider.platform.name }.joined(separator: ", ")
-        logger.info("providers enabled: \(enabled.isEmpty ? "none" : enabled)")
-        return Gateway(raw: raw, settings: settings, dispatcher: dispatcher, feedback: feedback, logger: logger, shutdownHooks: hooks)
+        return ProviderSet(slots: slots, httpClient: httpClient, hooks: hooks)
     }
 }
 

@@ -79,6 +79,7 @@ extension Gateway {
             h[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
             return Response(status: .ok, headers: h, body: .init(byteBuffer: ByteBuffer(bytes: MetricsSetup.exposition(gateway: self))))
         }
+        registerStatusRoutes(router)
         return router
     }
 

@@ -168,99 +168,30 @@ struct Send: AsyncParsableCommand {
     }
 }
 
-/// One provider built from the config, the way GatewayBuilder builds it.
+/// One provider built from the config by the gateway's own `ProviderSet`.
 struct SendProvider {
     struct Result { var target: String; var outcome: SendOutcome }
 
     let provider: any PushProvider
-    let httpClient: HTTPClient?
+    let hooks: [@Sendable () async -> Void]
 
     static func make(platform: Platform, raw: RawConfig) throws -> SendProvider {
-        let group = MultiThreadedEventLoopGroup.singleton
-        var extraRoots: [String] = []
-        let caFile = raw.string("core.ca_file")
-        if !caFile.isEmpty {
-            guard let pem = try? String(contentsOfFile: caFile, encoding: .utf8), pem.contains("BEGIN CERTIFICATE") else {
-                throw ConfigError(key: "core.ca_file", problem: "\(caFile) holds no PEM certificate")
-            }
-            extraRoots.append(pem)
+        if platform == .huawei { throw ConfigError(key: "huawei", problem: "Huawei HMS is not supported by Pushgate") }
+        var raw = raw
+        // Only the platform asked for, whatever the file enables.
+        for (key, p) in [("ios.enabled", Platform.ios), ("android.enabled", .android), ("webpush.enabled", .webpush), ("unifiedpush.enabled", .unifiedpush)] {
+            raw.set(key, .bool(p == platform))
         }
-        var poolConfig = HTTP2PoolConfiguration()
-        do {
-            poolConfig.tlsConfiguration = try HTTP2PoolConfiguration.tls(extraRootsPEM: extraRoots)
-        } catch {
-            throw ConfigError(key: "core.ca_file", problem: "cannot use \(caFile): \(error)")
+        if platform == .unifiedpush, raw.string("webpush.vapid_private_key").isEmpty {
+            // Legacy UnifiedPush needs no VAPID key; use a throwaway one.
+            raw.set("webpush.vapid_private_key", .string(VAPIDKeys.generate().privateKeyBase64URL))
+            if raw.string("webpush.vapid_subject").isEmpty { raw.set("webpush.vapid_subject", .string("mailto:pushgate@localhost")) }
         }
-        switch platform {
-        case .ios:
-            let config: APNsConfiguration
-            do {
-                let keyB64 = raw.string("ios.key_base64")
-                if raw.string("ios.key_path").isEmpty, !keyB64.isEmpty {
-                    guard let data = Data(base64Encoded: keyB64), let pem = String(data: data, encoding: .utf8) else {
-                        throw ConfigError(key: "ios.key_base64", problem: "not base64 of a .p8 PEM key")
-                    }
-                    config = try APNsConfiguration(
-                        keyPEM: pem, keyID: raw.string("ios.key_id"), teamID: raw.string("ios.team_id"),
-                        production: raw.bool("ios.production"), topic: raw.string("ios.topic"), endpoint: raw.string("ios.endpoint"),
-                        maxRetry: raw.int("ios.max_retry"), connectionsPerEnvironment: 1)
-                } else {
-                    config = try APNsConfiguration(
-                        keyPath: raw.string("ios.key_path"), keyID: raw.string("ios.key_id"), teamID: raw.string("ios.team_id"),
-                        production: raw.bool("ios.production"), topic: raw.string("ios.topic"), endpoint: raw.string("ios.endpoint"),
-                        maxRetry: raw.int("ios.max_retry"), connectionsPerEnvironment: 1)
-                }
-            } catch let e as APNsConfigurationError {
-                throw ConfigError(key: e.key, problem: e.problem)
-            }
-            do {
-                return SendProvider(provider: try APNsProvider(configuration: config, poolConfiguration: poolConfig, eventLoopGroup: group), httpClient: nil)
-            } catch {
-                throw ConfigError(key: error.key, problem: error.problem)
-            }
-        case .android:
-            let config: FCMConfiguration
-            do {
-                config = try FCMConfiguration(keyPath: raw.string("android.key_path"), credential: raw.string("android.credential"),
-                                              endpoint: raw.string("android.endpoint"), maxRetry: raw.int("android.max_retry"))
-            } catch {
-                throw ConfigError(key: "android", problem: error.description)
-            }
-            var clientTLS = TLSConfiguration.makeClientConfiguration()
-            if !extraRoots.isEmpty {
-                let certs = try extraRoots.flatMap { try NIOSSLCertificate.fromPEMBytes(Array($0.utf8)) }
-                clientTLS.additionalTrustRoots = [.certificates(certs)]
-            }
-            let client = HTTPClient(eventLoopGroupProvider: .shared(group), configuration: .init(tlsConfiguration: clientTLS, redirectConfiguration: .disallow))
-            do {
-                return SendProvider(provider: try FCMProvider(configuration: config, httpClient: client, poolConfiguration: poolConfig, eventLoopGroup: group), httpClient: client)
-            } catch {
-                try? client.syncShutdown()
-                throw ConfigError(key: "android", problem: error.description)
-            }
-        case .webpush, .unifiedpush:
-            var config = WebPushConfiguration(vapidPrivateKey: raw.string("webpush.vapid_private_key"), vapidSubject: raw.string("webpush.vapid_subject"))
-            config.allowHTTP = raw.bool("webpush.allow_http")
-            config.allowPrivateEndpoints = raw.bool("webpush.allow_private_endpoints")
-            let allow = raw.list("webpush.host_allowlist")
-            config.hostAllowlist = allow.isEmpty ? nil : allow
-            config.defaultTTL = raw.int("webpush.default_ttl")
-            config.maxRetry = raw.int("webpush.max_retry")
-            if platform == .unifiedpush, raw.string("webpush.vapid_private_key").isEmpty {
-                // Legacy UnifiedPush needs no VAPID key; use a throwaway one.
-                config.vapidPrivateKey = VAPIDKeys.generate().privateKeyBase64URL
-                if config.vapidSubject.isEmpty { config.vapidSubject = "mailto:pushgate@localhost" }
-            }
-            do {
-                let engine = try WebPushEngine(configuration: config, tlsConfiguration: poolConfig.tlsConfiguration, poolConfiguration: poolConfig, eventLoopGroup: group)
-                let p: any PushProvider = platform == .webpush ? WebPushProvider(engine: engine) : UnifiedPushProvider(engine: engine)
-                return SendProvider(provider: p, httpClient: nil)
-            } catch {
-                throw ConfigError(key: "webpush", problem: "\(error)")
-            }
-        case .huawei:
-            throw ConfigError(key: "huawei", problem: "Huawei HMS is not supported by Pushgate")
+        let set = try ProviderSet.make(raw: raw, logger: Logger(label: "pushgate.send"))
+        guard let slot = set.slots.first(where: { $0.provider.platform == platform }) else {
+            throw ConfigError(key: "\(platform.name).enabled", problem: "no provider could be built")
         }
+        return SendProvider(provider: slot.provider, hooks: set.hooks + [{ try? await set.httpClient.shutdown() }])
     }
 
     /// One attempt per target (re-signed once when the provider says its credentials went stale).
@@ -289,7 +220,6 @@ struct SendProvider {
     }
 
     func shutdown() async {
-        await provider.shutdown()
-        try? await httpClient?.shutdown()
+        for hook in hooks { await hook() }
     }
 }

@@ -33,18 +33,47 @@ func options(_ capacity: Int = 10_000, lease: Double = 60) -> DurableQueueOption
     return o
 }
 
-/// `next` with a deadline (nil when nothing came).
-func nextJob(_ q: any QueueDriver, _ p: Platform = .ios, timeout: Double = 5) async -> DeliveryJob? {
-    await withTaskGroup(of: DeliveryJob?.self) { g in
-        let box = NIOLockedValueBox<DeliveryJob?>(nil)
-        g.addTask { await q.next(platform: p) }
-        g.addTask { try? await Task.sleep(for: .seconds(timeout)); return nil }
-        let first = await g.next()!
-        if first != nil { box.withLockedValue { $0 = first } }
-        g.cancelAll()
-        // The losing `next` stays parked in the queue; callers shut the queue down at the end.
-        return box.withLockedValue { $0 }
+/// `next` with a deadline (nil when nothing came). A `next` that loses the race stays parked and
+/// its job goes to the next call on the same taker (use one taker per worker, sequentially).
+final class Taker: Sendable {
+    let queue: any QueueDriver
+    let platform: Platform
+    private let parked = NIOLockedValueBox<Task<DeliveryJob?, Never>?>(nil)
+    init(_ q: any QueueDriver, _ p: Platform = .ios) { queue = q; platform = p }
+
+    func next(timeout: Double = 5) async -> DeliveryJob? {
+        let q = queue, p = platform
+        let task = parked.withLockedValue { t in
+            if let t { return t }
+            let n = Task { await q.next(platform: p) }
+            t = n
+            return n
+        }
+        final class Once: @unchecked Sendable {
+            let lock = NIOLock()
+            var c: CheckedContinuation<(DeliveryJob?, Bool), Never>?
+            init(_ c: CheckedContinuation<(DeliveryJob?, Bool), Never>) { self.c = c }
+            func resume(_ j: DeliveryJob?, fromQueue: Bool) -> Bool {
+                let c = lock.withLock { () -> CheckedContinuation<(DeliveryJob?, Bool), Never>? in let x = self.c; self.c = nil; return x }
+                c?.resume(returning: (j, fromQueue))
+                return c != nil
+            }
+        }
+        let (job, fromQueue) = await withCheckedContinuation { (c: CheckedContinuation<(DeliveryJob?, Bool), Never>) in
+            let once = Once(c)
+            Task { _ = once.resume(await task.value, fromQueue: true) }
+            Task {
+                try? await Task.sleep(for: .seconds(timeout))
+                _ = once.resume(nil, fromQueue: false)
+            }
+        }
+        if fromQueue { parked.withLockedValue { $0 = nil } }
+        return job
     }
+}
+
+func nextJob(_ q: any QueueDriver, _ p: Platform = .ios, timeout: Double = 5) async -> DeliveryJob? {
+    await Taker(q, p).next(timeout: timeout)
 }
 
 struct NoJob: Error {}
@@ -71,6 +100,7 @@ final class SQLiteQueueTests: XCTestCase {
         retried.lastError = "ServiceUnavailable"
         retried.notBefore = Date()
         await q1.reschedule(retried)
+        await q1.flush()               // the retry state is committed (group commit, not awaited by workers)
         await q1.abandonForTesting()   // kill -9
 
         let q2 = try await SQLiteQueue.open(path: path, options: options())
@@ -107,12 +137,13 @@ final class SQLiteQueueTests: XCTestCase {
         XCTAssertTrue((a.backend as! SQLiteBackend).exclusive)
         XCTAssertFalse((b.backend as! SQLiteBackend).exclusive)
         try await a.enqueue(makeJobs(2))
-        let early = await nextJob(b, timeout: 0.2)
+        let tb = Taker(b)
+        let early = await tb.next(timeout: 0.2)
         XCTAssertNil(early, "jobs leased by a live process are not handed out elsewhere")
         await a.abandonForTesting()   // stops heartbeating
         let start = Date()
-        let j1 = await nextJob(b, timeout: 5)
-        let j2 = await nextJob(b, timeout: 5)
+        let j1 = await tb.next(timeout: 5)
+        let j2 = await tb.next(timeout: 5)
         XCTAssertNotNil(j1)
         XCTAssertNotNil(j2)
         XCTAssertGreaterThan(Date().timeIntervalSince(start), 0.1)
@@ -181,10 +212,10 @@ final class SQLiteQueueTests: XCTestCase {
         let q = try await SQLiteQueue.open(path: path, options: options())
         try await q.enqueue(makeJobs(5))
         let inFlight = try await take(q)
-        async let waiting = q.next(platform: .ios)
-        try await Task.sleep(for: .milliseconds(50))
         q.shutdown()
+        async let waiting = q.next(platform: .ios)
         try await Task.sleep(for: .milliseconds(100))
+        XCTAssertEqual(q.pendingCount, 5, "shutdown waits for the job in flight")
         await q.complete(inFlight, outcome: .delivered(providerID: nil))
         let after = await waiting
         XCTAssertNil(after, "no new job after shutdown")

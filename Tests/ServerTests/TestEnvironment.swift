@@ -106,6 +106,10 @@ final class TestEnvironment: Sendable {
           allow_private_endpoints: true
         unifiedpush:
           enabled: true
+        queue:
+          engine: memory
+          sqlite:
+            path: "\(directory)/queue.sqlite"
         \(extra)
         """
     }

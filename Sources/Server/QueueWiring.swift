@@ -1,0 +1,79 @@
+import Foundation
+import Logging
+import PushDispatch
+import PushgateCore
+import QueueStore
+
+/// Builds the queue engine named by `queue.engine`, the stats (seeded from the store with durable
+/// engines) and the delivery observer (the memory engine's status records).
+public enum QueueWiring {
+    public static func make(raw: RawConfig, settings: GatewaySettings, logger: Logger) throws
+        -> (queue: any QueueDriver, stats: Stats, observer: (any DeliveryObserver)?)
+    {
+        let retention = try duration(raw, "queue.status_retention")
+        let leaseTimeout = try duration(raw, "queue.lease_timeout")
+        guard leaseTimeout >= 1 else { throw ConfigError(key: "queue.lease_timeout", problem: "must be at least 1s") }
+        var options = DurableQueueOptions(capacity: settings.maxPending)
+        options.leaseTimeout = leaseTimeout
+        options.statusRetention = retention
+        let opts = options
+        let queueLogger = Logger(label: "pushgate.queue")
+
+        switch settings.queueEngine {
+        case "memory":
+            let queue = MemoryQueue(capacity: settings.maxPending)
+            let store = MemoryStatusStore(retention: retention, maxRecords: max(1, raw.int("queue.status_max_records")))
+            DeliveryStatusRegistry.register(store, for: queue)
+            return (queue, Stats(), store)
+        case "sqlite":
+            let path = raw.string("queue.sqlite.path")
+            guard !path.isEmpty else { throw ConfigError(key: "queue.sqlite.path", problem: "must not be empty") }
+            let sync = raw.string("queue.sqlite.synchronous").lowercased()
+            guard ["normal", "full"].contains(sync) else {
+                throw ConfigError(key: "queue.sqlite.synchronous", problem: "\"\(sync)\" is not normal or full")
+            }
+            let queue: DurableQueue
+            do {
+                queue = try BlockingStartup.run(what: "opening \(path)") {
+                    try await SQLiteQueue.open(path: path, synchronous: sync, options: opts, logger: queueLogger)
+                }
+            } catch {
+                throw ConfigError(key: "queue.sqlite.path", problem: "cannot open \(path): \(error)")
+            }
+            logger.info("queue: sqlite \(path) (\(queue.pendingCount) pending)")
+            return durable(queue)
+        case "postgres":
+            let url = raw.string("queue.postgres.url")
+            guard !url.isEmpty else { throw ConfigError(key: "queue.postgres.url", problem: "required with queue.engine postgres") }
+            let queue: DurableQueue
+            do {
+                queue = try BlockingStartup.run(what: "connecting to PostgreSQL") {
+                    try await PostgresQueue.open(url: url, options: opts, logger: queueLogger)
+                }
+            } catch {
+                throw ConfigError(key: "queue.postgres.url", problem: "cannot open the PostgreSQL queue: \(String(reflecting: error))")
+            }
+            logger.info("queue: postgres (\(queue.pendingCount) pending)")
+            return durable(queue)
+        default:
+            throw ConfigError(key: "queue.engine", problem: "\"\(settings.queueEngine)\" is not supported (memory, sqlite, postgres)")
+        }
+    }
+
+    private static func durable(_ queue: DurableQueue) -> (queue: any QueueDriver, stats: Stats, observer: (any DeliveryObserver)?) {
+        let stats = Stats(initial: queue.storedStats)
+        queue.persist(stats: stats)
+        return (queue, stats, nil)
+    }
+
+    /// "90", "90s", "15m", "24h", "7d" -> seconds.
+    static func duration(_ raw: RawConfig, _ key: String) throws -> Double {
+        let s = raw.string(key).trimmingCharacters(in: .whitespaces).lowercased()
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
+        for (u, f) in units where s.hasSuffix(u) {
+            if let v = Double(s.dropLast(u.count)), v >= 0 { return v * f }
+        }
+        if let v = Double(s), v >= 0 { return v }
+        throw ConfigError(key: key, problem: "\"\(s)\" is not a duration (e.g. 90s, 15m, 24h)")
+    }
+}

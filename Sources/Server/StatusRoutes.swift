@@ -1,0 +1,87 @@
+import Foundation
+import Hummingbird
+import PushDispatch
+import PushgateCore
+import QueueStore
+
+/// `GET /api/push/{notif_id}`: the state of every delivery of a notification.
+///
+/// ```
+/// {"notif_id":"n1","counts":{"queued":0,"retrying":1,"delivered":1,"failed":1},
+///  "deliveries":[{"platform":"ios","token":"**********…","state":"delivered","attempts":1,"provider_id":"…","finished_at":"…"},
+///                {"platform":"ios","token":"…","state":"retrying","attempts":2,"next_try":"2026-01-01T00:00:05Z","last_error":"TooManyRequests"},
+///                {"platform":"android","token":"…","state":"failed","attempts":1,"reason":"UNREGISTERED","finished_at":"…"}]}
+/// ```
+/// Tokens are masked per `log.hide_token`. 404 for an unknown (or pruned) notif_id.
+extension Gateway {
+    func registerStatusRoutes(_ router: Router<BasicRequestContext>) {
+        let base = settings.routes.push.hasSuffix("/") ? String(settings.routes.push.dropLast()) : settings.routes.push
+        router.get(RouterPath(base + "/:notif_id")) { _, context in
+            await self.deliveryStatusResponse(notifID: context.parameters.get("notif_id") ?? "")
+        }
+    }
+
+    func deliveryStatusResponse(notifID: String) async -> Response {
+        guard let source = DeliveryStatusRegistry.source(for: dispatcher.queue) else {
+            return error(RequestError(status: 404, message: "Delivery status is not available.", detail: "this queue engine keeps no delivery records"))
+        }
+        let records: [DeliveryStatusRecord]?
+        do {
+            records = try await source.deliveryStatus(notifID: notifID)
+        } catch {
+            logger.error("delivery status query failed: \(error)")
+            return json(.internalServerError, RequestError(status: 500, message: "Internal error.", detail: "\(error)").json)
+        }
+        guard let records else {
+            return self.error(RequestError(status: 404, message: "Unknown notif_id.", detail: "no deliveries recorded for \(notifID) (records are kept queue.status_retention)"))
+        }
+        return json(.ok, Self.statusJSON(notifID: notifID, records: records, hideToken: settings.hideToken))
+    }
+
+    static func statusJSON(notifID: String, records: [DeliveryStatusRecord], hideToken: Bool) -> [UInt8] {
+        var counts: [DeliveryStatusRecord.State: Int] = [:]
+        for r in records { counts[r.state, default: 0] += 1 }
+        var w = JSONWriter(reservingCapacity: 128 + records.count * 160)
+        var first = true
+        w.raw("{")
+        w.key("notif_id", first: &first); w.string(notifID)
+        w.key("counts", first: &first)
+        w.raw("{")
+        var f2 = true
+        for s in [DeliveryStatusRecord.State.queued, .retrying, .delivered, .failed] {
+            w.key(s.rawValue, first: &f2); w.int(counts[s] ?? 0)
+        }
+        w.raw("}")
+        w.key("deliveries", first: &first)
+        w.raw("[")
+        for (i, r) in records.enumerated() {
+            if i > 0 { w.raw(",") }
+            var f = true
+            w.raw("{")
+            w.key("platform", first: &f); w.string(r.platform.name)
+            w.key("token", first: &f); w.string(TokenMask.apply(r.token, hide: hideToken))
+            w.key("state", first: &f); w.string(r.state.rawValue)
+            w.key("attempts", first: &f); w.int(r.attempts)
+            switch r.state {
+            case .queued:
+                break
+            case .retrying:
+                if let t = r.nextTry { w.key("next_try", first: &f); w.string(iso(t)) }
+                if let e = r.error { w.key("last_error", first: &f); w.string(e) }
+            case .delivered:
+                if let id = r.providerID { w.key("provider_id", first: &f); w.string(id) }
+                if let t = r.finishedAt { w.key("finished_at", first: &f); w.string(iso(t)) }
+            case .failed:
+                w.key("reason", first: &f); w.string(r.error ?? "")
+                if let t = r.finishedAt { w.key("finished_at", first: &f); w.string(iso(t)) }
+            }
+            w.raw("}")
+        }
+        w.raw("]}")
+        return w.bytes
+    }
+
+    private static func iso(_ d: Date) -> String {
+        d.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+    }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import PostgresNIO
+import PushDispatch
+import PushgateCore
+@testable import QueueStore
+import XCTest
+
+/// Needs a PostgreSQL server: `eval "$(scripts/start-postgres.sh)"` sets PUSHGATE_TEST_POSTGRES_URL.
+final class PostgresQueueTests: XCTestCase {
+    var url: String = ""
+
+    override func setUp() async throws {
+        guard let u = ProcessInfo.processInfo.environment["PUSHGATE_TEST_POSTGRES_URL"], !u.isEmpty else {
+            throw XCTSkip("PUSHGATE_TEST_POSTGRES_URL is not set (scripts/start-postgres.sh)")
+        }
+        url = u
+        // A clean schema for each test.
+        let client = PostgresClient(configuration: try PostgresBackend.configuration(url: u))
+        let run = Task { await client.run() }
+        try await client.query("DROP TABLE IF EXISTS pushgate_jobs, pushgate_notifications, pushgate_owners, pushgate_stats, pushgate_meta")
+        try await client.query("DROP SEQUENCE IF EXISTS pushgate_job_seq, pushgate_notif_seq")
+        run.cancel()
+    }
+
+    func open(lease: Double = 60, batch: Int = 256) async throws -> DurableQueue {
+        var o = options(lease: lease)
+        o.leaseBatch = batch
+        return try await PostgresQueue.open(url: url, options: o)
+    }
+
+    func testSchemaIsCreatedAndJobsSurviveACrash() async throws {
+        let a = try await open(batch: 1)
+        let jobs = makeJobs(3, notifID: "pg-1")
+        try await a.enqueue(jobs)
+        let first = try await take(a)
+        XCTAssertNotNil(first.accepted.prepared, "leased back by the process that enqueued it: rendering kept")
+        await a.abandonForTesting()
+        let b = try await open(lease: 0.3)   // a's lease (60 s) still runs: only the two unleased jobs
+        let tb = Taker(b)
+        var got: [DeliveryJob] = []
+        for _ in 0..<2 { if let j = await tb.next(timeout: 3) { got.append(j) } }
+        XCTAssertEqual(got.count, 2)
+        let third = await tb.next(timeout: 0.5)
+        XCTAssertNil(third, "the crashed process's lease has not expired yet")
+        for j in got {
+            XCTAssertNil(j.accepted.prepared)
+            XCTAssertEqual(j.accepted.notification, jobs[0].accepted.notification)
+            await b.complete(j, outcome: .delivered(providerID: "p"))
+        }
+        let st = try await b.deliveryStatus(notifID: "pg-1")
+        XCTAssertEqual(st?.filter { $0.state == .delivered }.count, 2)
+        XCTAssertEqual(st?.count, 3)
+        await b.close()
+    }
+
+    func testExpiredLeasesAreHandedOutAgain() async throws {
+        let a = try await open(lease: 0.4)
+        let b = try await open(lease: 0.4)
+        try await a.enqueue(makeJobs(1, notifID: "pg-2"))
+        let held = try await take(a)
+        let tb = Taker(b)
+        let none = await tb.next(timeout: 0.2)
+        XCTAssertNil(none)
+        await a.abandonForTesting()   // a stops heartbeating: its lease expires after 0.4 s
+        let again = await tb.next(timeout: 5)
+        XCTAssertEqual(again?.messageID, held.messageID, "same message id on the new attempt")
+        await b.complete(again!, outcome: .delivered(providerID: nil))
+        await b.close()
+    }
+
+    /// Two processes on one queue share the work; no job is handed to both.
+    func testTwoProcessesShareWithoutDuplicates() async throws {
+        let a = try await open()
+        let b = try await open()
+        let total = 3000
+        for i in 0..<(total / 500) {
+            try await (i % 2 == 0 ? a : b).enqueue(makeJobs(500))
+        }
+        let seen = NIOLockedValueBox<[UInt64: Int]>([:])
+        let perQueue = NIOLockedValueBox<[Int]>([0, 0])
+        await withTaskGroup(of: Void.self) { g in
+            for (qi, q) in [a, b].enumerated() {
+                for _ in 0..<8 {
+                    g.addTask {
+                        let taker = Taker(q)
+                        while seen.withLockedValue({ $0.count }) < total {
+                            guard let j = await taker.next(timeout: 0.5) else { continue }
+                            seen.withLockedValue { $0[j.id, default: 0] += 1 }
+                            perQueue.withLockedValue { $0[qi] += 1 }
+                            await q.complete(j, outcome: .delivered(providerID: nil))
+                        }
+                    }
+                }
+            }
+        }
+        let s = seen.withLockedValue { $0 }
+        XCTAssertEqual(s.count, total)
+        XCTAssertTrue(s.values.allSatisfy { $0 == 1 }, "a job was handed to two processes")
+        let shares = perQueue.withLockedValue { $0 }
+        XCTAssertGreaterThan(shares[0], 0)
+        XCTAssertGreaterThan(shares[1], 0)
+        try await Task.sleep(for: .milliseconds(200))
+        let left = try await a.backend.pendingCount()
+        XCTAssertEqual(left, 0)
+        await a.close()
+        await b.close()
+    }
+
+    func testSyncJobsStayWithTheirProcessAndStatsAreShared() async throws {
+        let a = try await open()
+        let b = try await open()
+        try await a.enqueue(makeJobs(2, waiter: 9))
+        let tb = Taker(b)
+        let stolen = await tb.next(timeout: 0.5)
+        XCTAssertNil(stolen, "sync-mode jobs are leased by the process whose request waits")
+        let j = try await take(a)
+        XCTAssertEqual(j.waiterID, 9)
+        await a.reschedule(j)
+        let stats = Stats(initial: a.storedStats)
+        a.persist(stats: stats)
+        stats.accepted(count: 2)
+        stats.finished(platform: .ios, delivered: true)
+        await a.close()
+        await b.close()
+        let c = try await open()
+        XCTAssertEqual(c.storedStats.totalCount, 2)
+        XCTAssertEqual(c.storedStats.counts(.ios).pushSuccess, 1)
+        XCTAssertEqual(c.pendingCount, 2, "the unfinished job and the released one stay in the store")
+        await c.close()
+    }
+}
