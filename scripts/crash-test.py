@@ -86,6 +86,7 @@ def main():
                 break
     if not exe or not os.access(exe, os.X_OK):
         raise SystemExit("crash-test: no pushgate executable (swift build --product pushgate, or --pushgate PATH)")
+    exe = os.path.abspath(exe)  # the gateway runs with its own working directory
     n = args.tokens
     kill_after = args.kill_after if args.kill_after is not None else n // 4
 
