@@ -174,16 +174,18 @@ public final class MemoryQueue: QueueDriver {
 }
 
 /// A binary min-heap of jobs by `notBefore` (ties by id, so equal times stay FIFO).
-struct JobHeap {
+/// Shared by the memory queue and the durable queues' in-memory retry schedule.
+public struct JobHeap: Sendable {
     private var items: [DeliveryJob] = []
-    var count: Int { items.count }
-    var peek: DeliveryJob? { items.first }
+    public init() {}
+    public var count: Int { items.count }
+    public var peek: DeliveryJob? { items.first }
 
     private static func less(_ a: DeliveryJob, _ b: DeliveryJob) -> Bool {
         a.notBefore < b.notBefore || (a.notBefore == b.notBefore && a.id < b.id)
     }
 
-    mutating func push(_ job: DeliveryJob) {
+    public mutating func push(_ job: DeliveryJob) {
         items.append(job)
         var i = items.count - 1
         while i > 0 {
@@ -192,7 +194,7 @@ struct JobHeap {
         }
     }
 
-    mutating func pop() -> DeliveryJob? {
+    public mutating func pop() -> DeliveryJob? {
         guard !items.isEmpty else { return nil }
         items.swapAt(0, items.count - 1)
         let top = items.removeLast()

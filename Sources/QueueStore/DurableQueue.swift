@@ -49,7 +49,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
     private struct PlatformState {
         var ready: [DeliveryJob] = []
         var head = 0
-        var delayed = DurableJobHeap()
+        var delayed = JobHeap()
         var waiters: [CheckedContinuation<DeliveryJob?, Never>] = []
         var fetching = false
         var storeMayHaveWork = true
@@ -627,39 +627,3 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
     }
 }
 
-/// A binary min-heap of jobs by `notBefore` (ties by id).
-struct DurableJobHeap {
-    private var items: [DeliveryJob] = []
-    var count: Int { items.count }
-    var peek: DeliveryJob? { items.first }
-
-    private static func less(_ a: DeliveryJob, _ b: DeliveryJob) -> Bool {
-        a.notBefore < b.notBefore || (a.notBefore == b.notBefore && a.id < b.id)
-    }
-
-    mutating func push(_ job: DeliveryJob) {
-        items.append(job)
-        var i = items.count - 1
-        while i > 0 {
-            let p = (i - 1) / 2
-            if Self.less(items[i], items[p]) { items.swapAt(i, p); i = p } else { break }
-        }
-    }
-
-    mutating func pop() -> DeliveryJob? {
-        guard !items.isEmpty else { return nil }
-        items.swapAt(0, items.count - 1)
-        let top = items.removeLast()
-        var i = 0
-        while true {
-            let l = 2 * i + 1, r = l + 1
-            var m = i
-            if l < items.count, Self.less(items[l], items[m]) { m = l }
-            if r < items.count, Self.less(items[r], items[m]) { m = r }
-            if m == i { break }
-            items.swapAt(i, m)
-            i = m
-        }
-        return top
-    }
-}
