@@ -244,6 +244,15 @@ public struct RawConfig: Sendable {
         return []
     }
 
+    /// Applies a `key=value` override (`--set`), converted like an environment value.
+    public mutating func set(assignment: String) throws {
+        let kv = assignment.split(separator: "=", maxSplits: 1).map(String.init)
+        guard kv.count == 2, let def = Self.defaults[kv[0]] else {
+            throw ConfigError(key: "--set \(assignment)", problem: "expected a known key=value")
+        }
+        set(kv[0], try Self.coerce(kv[1], like: def, key: kv[0]))
+    }
+
     public mutating func set(_ key: String, _ value: ConfigValue) {
         values[key] = value
         sources[key] = "override"

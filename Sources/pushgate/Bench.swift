@@ -541,14 +541,7 @@ final class LocalGateway: Sendable {
         raw.set("log.access_level", .string("warning"))
         raw.set("core.shutdown_timeout", .int(2))
         for o in overrides {
-            let kv = o.split(separator: "=", maxSplits: 1).map(String.init)
-            guard kv.count == 2, let def = RawConfig.defaults[kv[0]] else { fail("--set \(o): expected a known key=value") }
-            switch def {
-            case .int: guard let i = Int(kv[1]) else { fail("--set \(o): not an integer") }; raw.set(kv[0], .int(i))
-            case .bool: raw.set(kv[0], .bool(["1", "true", "yes", "on"].contains(kv[1].lowercased())))
-            case .list: raw.set(kv[0], .list(kv[1].split(separator: ",").map(String.init)))
-            case .string: raw.set(kv[0], .string(kv[1]))
-            }
+            do { try raw.set(assignment: o) } catch { fail("\(error)") }
         }
         let logger = makeLogger("pushgate", level: "warning")
         let gateway: Gateway

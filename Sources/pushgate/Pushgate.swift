@@ -22,6 +22,22 @@ func fail(_ message: String) -> Never {
     exit(1)
 }
 
+/// Loads `path`; a missing default path (not given with `--config`) means built-in defaults.
+/// Exits with one line on a bad file.
+func loadConfig(_ path: String, announceDefaults: Bool = false) -> RawConfig {
+    let explicit = CommandLine.arguments.contains(where: { $0 == "--config" || $0 == "-c" || $0.hasPrefix("--config=") })
+    let used: String? = (FileManager.default.fileExists(atPath: path) || explicit) ? path : nil
+    do {
+        let raw = try RawConfig.load(path: used)
+        if used == nil, announceDefaults {
+            FileHandle.standardError.write(Data("pushgate: \(path) not found, using built-in defaults\n".utf8))
+        }
+        return raw
+    } catch {
+        fail("\(error)")
+    }
+}
+
 func makeLogger(_ label: String, level: String) -> Logger {
     var l = Logger(label: label)
     l.logLevel = Logger.Level(rawValue: level.lowercased()) ?? .info
@@ -46,15 +62,7 @@ struct Serve: AsyncParsableCommand {
             h.logLevel = .info
             return h
         }
-        var raw: RawConfig
-        do {
-            let explicit = CommandLine.arguments.contains(where: { $0 == "--config" || $0 == "-c" || $0.hasPrefix("--config=") })
-            let path: String? = (FileManager.default.fileExists(atPath: config) || explicit) ? config : nil
-            raw = try RawConfig.load(path: path)
-            if path == nil { FileHandle.standardError.write(Data("pushgate: \(config) not found, using built-in defaults\n".utf8)) }
-        } catch {
-            fail("\(error)")
-        }
+        var raw = loadConfig(config, announceDefaults: true)
         if let port { raw.set("core.port", .int(port)) }
         var mocks: MockStack?
         if mock || raw.bool("mock.enabled") {

@@ -55,23 +55,9 @@ struct Send: AsyncParsableCommand {
             h.logLevel = .warning
             return h
         }
-        var raw: RawConfig
-        do {
-            let explicit = CommandLine.arguments.contains(where: { $0 == "--config" || $0 == "-c" || $0.hasPrefix("--config=") })
-            let path: String? = (FileManager.default.fileExists(atPath: config) || explicit) ? config : nil
-            raw = try RawConfig.load(path: path)
-        } catch {
-            fail("\(error)")
-        }
+        var raw = loadConfig(config)
         for o in overrides {
-            let kv = o.split(separator: "=", maxSplits: 1).map(String.init)
-            guard kv.count == 2, let def = RawConfig.defaults[kv[0]] else { fail("--set \(o): expected a known key=value") }
-            switch def {
-            case .int: guard let i = Int(kv[1]) else { fail("--set \(o): not an integer") }; raw.set(kv[0], .int(i))
-            case .bool: raw.set(kv[0], .bool(["1", "true", "yes", "on"].contains(kv[1].lowercased())))
-            case .list: raw.set(kv[0], .list(kv[1].split(separator: ",").map(String.init)))
-            case .string: raw.set(kv[0], .string(kv[1]))
-            }
+            do { try raw.set(assignment: o) } catch { fail("\(error)") }
         }
 
         let n = try buildNotification()

@@ -103,6 +103,19 @@ final class ConfigTests: XCTestCase {
         }
     }
 
+    func testSetAssignmentConvertsLikeTheEnvironment() throws {
+        var raw = try RawConfig(yaml: nil, environment: [:])
+        try raw.set(assignment: "core.port=9000")
+        try raw.set(assignment: "core.sync=true")
+        try raw.set(assignment: "webpush.host_allowlist=a.example,b.example")
+        XCTAssertEqual(raw.int("core.port"), 9000)
+        XCTAssertTrue(raw.bool("core.sync"))
+        XCTAssertEqual(raw.list("webpush.host_allowlist"), ["a.example", "b.example"])
+        XCTAssertThrowsError(try raw.set(assignment: "core.port=ninety"))
+        XCTAssertThrowsError(try raw.set(assignment: "no.such_key=1"))
+        XCTAssertThrowsError(try raw.set(assignment: "core.port"))
+    }
+
     func testRedactedConfig() throws {
         let raw = try RawConfig(yaml: "android:\n  credential: '{\"private_key\":\"hunter2\"}'\n", environment: [:])
         let yaml = raw.redactedYAML()
