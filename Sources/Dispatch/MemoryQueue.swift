@@ -6,23 +6,9 @@ import PushgateCore
 /// and waiting workers handed jobs directly. Bounded by `capacity`.
 public final class MemoryQueue: QueueDriver {
     private struct PlatformQueue {
-        var ready: [DeliveryJob] = []
-        var head = 0
+        var ready = JobFIFO()
         var delayed = JobHeap()
         var waiters: [CheckedContinuation<DeliveryJob?, Never>] = []
-
-        var readyCount: Int { ready.count - head }
-
-        mutating func popReady() -> DeliveryJob? {
-            guard head < ready.count else { return nil }
-            let job = ready[head]
-            head += 1
-            if head > 1024, head * 2 > ready.count {
-                ready.removeFirst(head)
-                head = 0
-            }
-            return job
-        }
     }
 
     private struct State {
@@ -94,7 +80,7 @@ public final class MemoryQueue: QueueDriver {
             let job: DeliveryJob?? = state.withLockedValue { s in
                 if s.shutdown { return .some(nil) }
                 return Self.withQueue(&s, platform) { q -> DeliveryJob?? in
-                    if let j = q.popReady() { return .some(j) }
+                    if let j = q.ready.popFirst() { return .some(j) }
                     q.waiters.append(c)
                     return .none
                 }
@@ -168,8 +154,30 @@ public final class MemoryQueue: QueueDriver {
     public func depth(platform: Platform) -> (ready: Int, delayed: Int) {
         state.withLockedValue { s in
             let q = s.queues[platform]
-            return (q?.readyCount ?? 0, q?.delayed.count ?? 0)
+            return (q?.ready.count ?? 0, q?.delayed.count ?? 0)
         }
+    }
+}
+
+/// A FIFO of ready jobs: an array with a moving head, compacted now and then (no per-pop shifting).
+/// Shared by the memory queue and the durable queues' in-memory lease buffer.
+public struct JobFIFO: Sendable {
+    private var items: [DeliveryJob] = []
+    private var head = 0
+    public init() {}
+    public var count: Int { items.count - head }
+
+    public mutating func append(_ job: DeliveryJob) { items.append(job) }
+
+    public mutating func popFirst() -> DeliveryJob? {
+        guard head < items.count else { return nil }
+        let job = items[head]
+        head += 1
+        if head > 1024, head * 2 > items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+        return job
     }
 }
 

@@ -47,26 +47,12 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
     // @unchecked: every mutable field is inside `state` (a lock); the rest is immutable after init.
 
     private struct PlatformState {
-        var ready: [DeliveryJob] = []
-        var head = 0
+        var ready = JobFIFO()
         var delayed = JobHeap()
         var waiters: [CheckedContinuation<DeliveryJob?, Never>] = []
         var fetching = false
         var storeMayHaveWork = true
         var lastPoll: Double = 0
-
-        var readyCount: Int { ready.count - head }
-
-        mutating func popReady() -> DeliveryJob? {
-            guard head < ready.count else { return nil }
-            let job = ready[head]
-            head += 1
-            if head > 1024, head * 2 > ready.count {
-                ready.removeFirst(head)
-                head = 0
-            }
-            return job
-        }
     }
 
     private struct InsertGroup {
@@ -240,7 +226,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
             var fetch = false
             let immediate: DeliveryJob?? = state.withLockedValue { s in
                 if s.finalized { return .some(nil) }
-                if !s.shutdown, let j = s.platforms[platform]?.popReady() {
+                if !s.shutdown, let j = s.platforms[platform]?.ready.popFirst() {
                     s.outstanding += 1
                     return .some(j)
                 }
@@ -382,7 +368,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
     /// Adds a lease request for `platform` to the next transaction when workers wait and the store may have jobs.
     private func requestLeaseIfNeeded(_ platform: Platform, in s: inout State, now t: Double) -> Bool {
         guard !s.shutdown, !s.finalizeRequested, let ps = s.platforms[platform] else { return false }
-        guard !ps.fetching, !ps.waiters.isEmpty, ps.readyCount == 0 else { return false }
+        guard !ps.fetching, !ps.waiters.isEmpty, ps.ready.count == 0 else { return false }
         guard ps.storeMayHaveWork || t - ps.lastPoll >= options.pollInterval else { return false }
         let limit = min(options.leaseBatch, max(16, ps.waiters.count * 2))
         s.platforms[platform]!.fetching = true
