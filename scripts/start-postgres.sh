@@ -7,10 +7,12 @@
 #
 # Uses Debian's `postgresql` package (apt-get install -y postgresql; installed here when missing and
 # running as root). Runs as the `postgres` user when started as root. Data lives in
-# ${PUSHGATE_PG_DIR:-/tmp/pushgate-pg}; port ${PUSHGATE_PG_PORT:-54329}.
+# ${PUSHGATE_PG_DIR:-/tmp/pushgate-pg}; port ${PUSHGATE_PG_PORT:-54329}; database
+# ${PUSHGATE_PG_DB:-pushgate_test} (created when missing; the external scripts use their own).
 set -euo pipefail
 dir="${PUSHGATE_PG_DIR:-/tmp/pushgate-pg}"
 port="${PUSHGATE_PG_PORT:-54329}"
+db="${PUSHGATE_PG_DB:-pushgate_test}"
 
 bindir=""
 find_bindir() {
@@ -55,6 +57,6 @@ if ! as_pg "'$bindir/pg_ctl' -D '$dir/data' status" >/dev/null 2>&1; then
     -o \"-c listen_addresses=127.0.0.1 -p $port -k '$dir' -c fsync=off -c max_connections=200\" start" >&2 \
     || { cat "$dir/server.log" >&2; exit 1; }
 fi
-as_pg "'$bindir/psql' -h 127.0.0.1 -p $port -U postgres -tAc \"SELECT 1 FROM pg_database WHERE datname='pushgate_test'\"" | grep -q 1 \
-  || as_pg "'$bindir/createdb' -h 127.0.0.1 -p $port -U postgres pushgate_test"
-echo "export PUSHGATE_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:$port/pushgate_test?sslmode=disable"
+as_pg "'$bindir/psql' -h 127.0.0.1 -p $port -U postgres -tAc \"SELECT 1 FROM pg_database WHERE datname='$db'\"" | grep -q 1 \
+  || as_pg "'$bindir/createdb' -h 127.0.0.1 -p $port -U postgres '$db'"
+echo "export PUSHGATE_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:$port/$db?sslmode=disable"

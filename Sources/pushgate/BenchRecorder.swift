@@ -102,11 +102,20 @@ final class MockRecorder: Sendable {
         var resetAt = monotonicNanos()
     }
 
-    let failures: [Provider: Failure]
+    private let failureBox: NIOLockedValueBox<[Provider: Failure]>
     private let state = NIOLockedValueBox(State())
 
     init(failures: [Provider: Failure] = [:]) {
-        self.failures = failures
+        self.failureBox = NIOLockedValueBox(failures)
+    }
+
+    /// Scripted failures now in force (changed at run time with `POST /__mock/failures`).
+    var failures: [Provider: Failure] {
+        get { failureBox.withLockedValue { $0 } }
+    }
+
+    func setFailure(_ provider: Provider, _ failure: Failure) {
+        failureBox.withLockedValue { $0[provider] = failure }
     }
 
     static let marker: [UInt8] = Array("\"pgbt\":".utf8)
@@ -146,7 +155,7 @@ final class MockRecorder: Sendable {
         var verdict: Verdict = .ok
         if case .dead = kind {
             verdict = .dead
-        } else if let f = failures[provider], f.rate > 0, Double.random(in: 0..<1) < f.rate {
+        } else if let f = failureBox.withLockedValue({ $0[provider] }), f.rate > 0, f.rate >= 1 || Double.random(in: 0..<1) < f.rate {
             verdict = .injected(f.status)
         }
         let sent: UInt64? = {

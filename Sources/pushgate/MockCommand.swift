@@ -15,7 +15,8 @@ struct MockCommand: AsyncParsableCommand {
         Prints the mock URLs and the config snippet that points a gateway at them, and writes the
         throwaway CA (core.ca_file), the APNs .p8, the FCM service account and the snippet to --dir.
         A plain-HTTP control port (--stats-port) serves GET /__mock/stats (counts, per-token with
-        ?tokens=1, ingest->mock latency of bench payloads), POST /__mock/reset, GET /__mock/config,
+        ?tokens=1, ingest->mock latency of bench payloads), POST /__mock/reset,
+        POST /__mock/failures?provider=apns&rate=1&status=503 (change injected failures at run time), GET /__mock/config,
         POST /__mock/webpush/subscribe?count=N (fresh subscriptions as JSON).
         """
     )
@@ -137,6 +138,20 @@ final class MockControlServer: Sendable {
             let below = Int(q["below"] ?? "") ?? 0
             let missing = recorder.missing(below: below, deadEvery: Int(q["dead_every"] ?? ""))
             return .json(200, "{\"missing\":[\(missing.map(String.init).joined(separator: ","))]}")
+        case ("POST", "/__mock/failures"):
+            // Changes the scripted failures at run time: ?provider=apns|fcm|webpush&rate=0..1&status=503.
+            guard let provider = MockRecorder.Provider(rawValue: q["provider"] ?? "") else {
+                return .json(400, "{\"error\":\"provider must be apns, fcm or webpush\"}")
+            }
+            guard let rate = Double(q["rate"] ?? ""), rate >= 0, rate <= 1 else {
+                return .json(400, "{\"error\":\"rate must be a number from 0 to 1\"}")
+            }
+            let status = Int(q["status"] ?? "503") ?? 0
+            guard (400...599).contains(status) else {
+                return .json(400, "{\"error\":\"status must be an HTTP error status (400-599)\"}")
+            }
+            recorder.setFailure(provider, .init(rate: rate, status: status))
+            return .json(200, "{\"provider\":\"\(provider.rawValue)\",\"rate\":\(rate),\"status\":\(status)}")
         case ("POST", "/__mock/reset"):
             recorder.reset()
             return .json(200, "{\"reset\":true}")

@@ -1,0 +1,189 @@
+"""Shared helpers of the external test scripts (crash-test.py, shared-queue-test.py, outage-test.py).
+
+Each script runs real processes: `pushgate mock` (the mock providers, with a plain-HTTP control
+port that counts, per bench token, receptions and OK answers) and one or more `pushgate serve`.
+Python 3 standard library only.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def http(method, url, body=None, timeout=30):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), dict(e.headers)
+
+
+def wait_for(cond, timeout, what, interval=0.1, name="test"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if cond():
+                return True
+        except Exception:
+            pass
+        time.sleep(interval)
+    raise SystemExit(f"{name}: timed out waiting for {what}")
+
+
+def bench_token(seq):
+    """A 64-hex APNs token the mock recognises as bench token number `seq` (counted per token)."""
+    return "bbbbbbbb" + "0" * 40 + format(seq, "016x")
+
+
+def find_pushgate(path, name):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    exe = path
+    if exe is None:
+        for c in (".build/release/pushgate", ".build/debug/pushgate"):
+            if os.access(os.path.join(root, c), os.X_OK):
+                exe = os.path.join(root, c)
+                break
+    if not exe or not os.access(exe, os.X_OK):
+        raise SystemExit(f"{name}: no pushgate executable (swift build --product pushgate, or --pushgate PATH)")
+    return os.path.abspath(exe)  # the gateways run with their own working directory
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def metric(text, name, **labels):
+    """Sum of the Prometheus samples `name{...}` whose labels include `labels`."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name) or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        if head != name and not head.startswith(name + "{"):
+            continue
+        if all(f'{k}="{v}"' in head for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
+class Run:
+    """A work directory, the processes started in it, and their cleanup."""
+
+    def __init__(self, name, exe, keep=False):
+        self.name, self.exe, self.keep = name, exe, keep
+        self.work = tempfile.mkdtemp(prefix=f"pushgate-{name}-")
+        self.procs = []
+
+    def log(self, msg):
+        print(f"{self.name}: {msg}", flush=True)
+
+    def fail(self, msg):
+        raise SystemExit(f"{self.name}: FAILED: {msg}")
+
+    def start_mock(self, *extra):
+        self.ports = {k: free_port() for k in ("apns", "fcm", "webpush", "stats")}
+        mock = subprocess.Popen(
+            [self.exe, "mock", "--dir", os.path.join(self.work, "mock"), "--apns-port", str(self.ports["apns"]),
+             "--fcm-port", str(self.ports["fcm"]), "--webpush-port", str(self.ports["webpush"]),
+             "--stats-port", str(self.ports["stats"]), *extra],
+            stdout=open(os.path.join(self.work, "mock.log"), "w"), stderr=subprocess.STDOUT)
+        self.procs.append(mock)
+        self.control = f"http://127.0.0.1:{self.ports['stats']}"
+        wait_for(lambda: http("GET", self.control + "/__mock/stats")[0] == 200, 60, "the mock providers", name=self.name)
+        self.snippet = os.path.join(self.work, "mock", "gateway-snippet.yml")
+        wait_for(lambda: os.path.exists(self.snippet), 10, "the mock config snippet", name=self.name)
+        return mock
+
+    def stats(self):
+        return json.loads(http("GET", self.control + "/__mock/stats")[1])
+
+    def missing(self, below):
+        return json.loads(http("GET", self.control + f"/__mock/missing?below={below}")[1])["missing"]
+
+    def start_gateway(self, label, env_overrides):
+        port = free_port()
+        env = dict(os.environ)
+        env.update({
+            "PUSHGATE_CORE_ADDRESS": "127.0.0.1",
+            "PUSHGATE_CORE_PORT": str(port),
+            "PUSHGATE_LOG_ACCESS_LEVEL": "warning",
+        })
+        env.update({k: str(v) for k, v in env_overrides.items()})
+        p = subprocess.Popen([self.exe, "serve", "-c", self.snippet], env=env, cwd=self.work,
+                             stdout=open(os.path.join(self.work, f"gateway-{label}.log"), "w"), stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_for(lambda: http("GET", url + "/healthz")[0] == 200, 60, f"gateway {label}", name=self.name)
+        except SystemExit:
+            self.dump_log(f"gateway-{label}.log")
+            raise
+        p.url = url
+        return p
+
+    def dump_log(self, file, lines=40):
+        try:
+            with open(os.path.join(self.work, file)) as f:
+                tail = f.readlines()[-lines:]
+            print(f"--- last lines of {file}:\n" + "".join(tail), flush=True)
+        except OSError:
+            pass
+
+    def post_tokens(self, url, seqs, batch, message="test"):
+        """Posts bench tokens in requests of `batch`; every request must get 200 (503: wait Retry-After, resend)."""
+        seqs = list(seqs)
+        i = 0
+        while i < len(seqs):
+            toks = [bench_token(s) for s in seqs[i:i + batch]]
+            body = {"notifications": [{"tokens": toks, "platform": 1, "message": message, "topic": "com.example.app"}]}
+            status, text, headers = http("POST", url + "/api/push", body)
+            if status == 503:
+                time.sleep(float(headers.get("Retry-After", "1")))
+                continue
+            if status != 200:
+                self.fail(f"/api/push answered {status}: {text}")
+            i += len(toks)
+
+    def stop_gracefully(self, p, label, timeout=60):
+        os.kill(p.pid, signal.SIGTERM)
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.fail(f"gateway {label} did not exit within {timeout} s of SIGTERM")
+        if rc != 0:
+            self.dump_log(f"gateway-{label}.log")
+            self.fail(f"gateway {label} exited with {rc} after SIGTERM")
+        return rc
+
+    def close(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        if self.keep:
+            print(f"{self.name}: work directory kept: {self.work}")
+        else:
+            shutil.rmtree(self.work, ignore_errors=True)
