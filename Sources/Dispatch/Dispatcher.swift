@@ -27,6 +27,8 @@ public struct SubmitResult: Sendable {
     public var logs: [LogEntry]
     /// The notif_id of each notification, given or generated, in request order.
     public var notifIDs: [String]
+    /// Names the request: a notification without `notif_id` gets `<requestID>-<index in the request>`.
+    public var requestID: String
 }
 
 /// Observes final outcomes (delivery status records, tests).
@@ -120,9 +122,10 @@ public final class Dispatcher: Sendable {
         var counts = 0
         var notifIDs: [String] = []
         var unavailableEntries: [LogEntry] = []
+        let requestID = UUID().uuidString.lowercased()
 
-        for n in request.notifications {
-            let notifID = n.notifID ?? UUID().uuidString.lowercased()
+        for (index, n) in request.notifications.enumerated() {
+            let notifID = n.notifID ?? "\(requestID)-\(index)"
             notifIDs.append(notifID)
             let targets = n.targets
             guard let slot = slots[n.platform] else {
@@ -195,7 +198,7 @@ public final class Dispatcher: Sendable {
         if let waiterID {
             logs = unavailableEntries + failedNow + (await waiters.wait(waiterID))
         }
-        return SubmitResult(counts: counts, logs: logs, notifIDs: notifIDs)
+        return SubmitResult(counts: counts, logs: logs, notifIDs: notifIDs, requestID: requestID)
     }
 
     /// Runs the worker pools until `shutdown()`. Call once.

@@ -25,6 +25,11 @@ extension Gateway {
         return h
     }()
 
+    static let requestIDHeader = HTTPField.Name("X-Pushgate-Request-Id")!
+    static let notifIDsHeader = HTTPField.Name("X-Pushgate-Notif-Ids")!
+    /// Longer lists are left out (clients and proxies cap header sizes); the request id still names them.
+    static let maxNotifIDsHeader = 8192
+
     func json(_ status: HTTPResponse.Status, _ bytes: [UInt8], extra: [(HTTPField.Name, String)] = []) -> Response {
         var headers = Self.jsonHeaders
         for (k, v) in extra { headers[k] = v }
@@ -117,7 +122,16 @@ extension Gateway {
                 e.write(into: &w)
             }
             w.raw(#"],"success":"ok"}"#)
-            return json(.ok, w.bytes)
+            // The body stays byte-compatible with gorush; the notif_ids (given or generated) for
+            // GET /api/push/{notif_id} ride in headers: generated ids are "<request id>-<index>".
+            var extra: [(HTTPField.Name, String)] = [(Self.requestIDHeader, result.requestID)]
+            // Comma-separated; a "%" or "," inside a client's own notif_id is percent-encoded.
+            let ids = result.notifIDs.map { id in
+                id.contains(where: { $0 == "," || $0 == "%" })
+                    ? id.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: ",", with: "%2C") : id
+            }.joined(separator: ",")
+            if ids.utf8.count <= Self.maxNotifIDsHeader { extra.append((Self.notifIDsHeader, ids)) }
+            return json(.ok, w.bytes, extra: extra)
         } catch let full as QueueFullError {
             var w = JSONWriter()
             var first = true

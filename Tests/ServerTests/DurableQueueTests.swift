@@ -1,4 +1,5 @@
 import Foundation
+
 import HummingbirdTesting
 import MockProviders
 import PushDispatch
@@ -77,6 +78,19 @@ final class DurableQueueTests: XCTestCase {
             XCTAssertEqual(ds[1]["reason"] as? String, "BadDeviceToken")
             let missing = try await client.execute(uri: "/api/push/nope", method: .get) { Int($0.status.code) }
             XCTAssertEqual(missing, 404)
+
+            // Without notif_id: ids are generated and returned in headers (the body stays gorush's).
+            let other = String(format: "%064x", 4 + 0xd00d)
+            let r2 = try await client.push(#"{"notifications":[{"notif_id":"a,b%","tokens":["\#(ok)"],"platform":1,"message":"x"},{"tokens":["\#(other)"],"platform":1,"message":"y"}]}"#)
+            XCTAssertEqual(r2.status, 200)
+            XCTAssertEqual(r2.body, #"{"counts":2,"logs":[],"success":"ok"}"#)
+            let requestID = try XCTUnwrap(r2.headers.first { $0.name.canonicalName == "x-pushgate-request-id" }?.value)
+            XCTAssertEqual(r2.headers.first { $0.name.canonicalName == "x-pushgate-notif-ids" }?.value, "a%2Cb%25,\(requestID)-1")
+            let generated = "\(requestID)-1"
+            let delivered = await eventuallyAsync { (await statusJSON(client, generated)["counts"] as? [String: Int])?["delivered"] == 1 }
+            let status = await statusJSON(client, generated)
+            XCTAssertTrue(delivered, "\(status)")
+            XCTAssertEqual(status["notif_id"] as? String, generated)
         }
     }
 
