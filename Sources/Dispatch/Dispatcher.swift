@@ -119,6 +119,13 @@ public final class Dispatcher: Sendable {
         let t = now()
         var jobs: [DeliveryJob] = []
         var immediateFailures: [(LogEntry, Platform)] = []
+        // Deliveries that fail before any network call, kept for the delivery status.
+        var failedJobs: [DeliveryJob] = []
+        var failedReasons: [String] = []
+        func failedJob(_ accepted: AcceptedNotification, _ target: PushTarget, _ reason: String) {
+            failedJobs.append(DeliveryJob(id: 0, messageID: UUID().uuidString.lowercased(), target: target, accepted: accepted, maxAttempts: 1, now: t))
+            failedReasons.append(reason)
+        }
         var counts = 0
         var notifIDs: [String] = []
         var unavailableEntries: [LogEntry] = []
@@ -131,14 +138,18 @@ public final class Dispatcher: Sendable {
             guard let slot = slots[n.platform] else {
                 let reason = unavailable[n.platform] ?? "platform \(n.platform.name) is not enabled"
                 logger.warning("notification skipped: \(reason)", metadata: ["notif_id": "\(notifID)"])
+                let rejected = AcceptedNotification(notifID: notifID, notification: n, prepared: nil)
                 for target in targets {
                     unavailableEntries.append(entry(notifID: notifID, notification: n, target: target, error: reason))
+                    failedJob(rejected, target, reason)
                 }
                 continue
             }
             counts += n.deliveryCount
             if targets.isEmpty {
-                immediateFailures.append((entry(notifID: notifID, notification: n, target: .token(""), error: "tokens must not be nil or empty"), n.platform))
+                let reason = "tokens must not be nil or empty"
+                immediateFailures.append((entry(notifID: notifID, notification: n, target: .token(""), error: reason), n.platform))
+                failedJob(AcceptedNotification(notifID: notifID, notification: n, prepared: nil), .token(""), reason)
                 continue
             }
             let prepared: any PreparedPush
@@ -146,8 +157,10 @@ public final class Dispatcher: Sendable {
                 prepared = try slot.provider.prepare(n)
             } catch {
                 let reason = (error as? PushFailure)?.reason ?? "\(error)"
+                let rejected = AcceptedNotification(notifID: notifID, notification: n, prepared: nil)
                 for target in targets {
                     immediateFailures.append((entry(notifID: notifID, notification: n, target: target, error: reason), n.platform))
+                    failedJob(rejected, target, reason)
                 }
                 continue
             }
@@ -156,6 +169,7 @@ public final class Dispatcher: Sendable {
             for target in targets {
                 if let failure = slot.provider.validate(target: target, of: prepared) {
                     immediateFailures.append((entry(notifID: notifID, notification: n, target: target, error: failure.reason), n.platform))
+                    failedJob(accepted, target, failure.reason)
                     continue
                 }
                 let messageID = n.apnsID ?? UUID().uuidString.lowercased()
@@ -163,8 +177,9 @@ public final class Dispatcher: Sendable {
             }
         }
 
-        let firstID = makeJobIDs(jobs.count)
+        let firstID = makeJobIDs(jobs.count + failedJobs.count)
         for i in jobs.indices { jobs[i].id = firstID + UInt64(i) }
+        for i in failedJobs.indices { failedJobs[i].id = firstID + UInt64(jobs.count + i) }
 
         var waiterID: UInt64?
         if sync {
@@ -183,6 +198,19 @@ public final class Dispatcher: Sendable {
         stats.accepted(count: counts)
         stats.submitted(jobs: jobs.count)
         if let observer { for j in jobs { observer.accepted(j) } }
+        if !failedJobs.isEmpty {
+            if let observer {
+                for (j, r) in zip(failedJobs, failedReasons) {
+                    observer.accepted(j)
+                    observer.finished(j, outcome: .failed(reason: r, tokenDead: false))
+                }
+            }
+            do {
+                try await queue.recordFailedBeforeSending(failedJobs, reasons: failedReasons)
+            } catch {
+                logger.warning("could not store the status of \(failedJobs.count) deliveries that failed before sending: \(error)")
+            }
+        }
 
         // Failures found before any network call are final at once.
         var failedNow: [LogEntry] = []

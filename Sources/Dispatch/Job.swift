@@ -79,4 +79,13 @@ public protocol QueueDriver: Sendable {
     var capacity: Int { get }
     /// Wakes every waiting `next` with nil.
     func shutdown()
+    /// Keeps a record of deliveries that failed before any network call (payload too large, bad
+    /// token, platform not enabled) for the delivery status; they are never sent. `reasons[i]` is
+    /// `jobs[i]`'s. Durable engines store them; the default does nothing (the memory engine's
+    /// status comes from the dispatcher's observer).
+    func recordFailedBeforeSending(_ jobs: [DeliveryJob], reasons: [String]) async throws
+}
+
+extension QueueDriver {
+    public func recordFailedBeforeSending(_ jobs: [DeliveryJob], reasons: [String]) async throws {}
 }

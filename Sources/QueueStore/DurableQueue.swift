@@ -220,6 +220,36 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         if fetch { signal.yield() }
     }
 
+    public func recordFailedBeforeSending(_ jobs: [DeliveryJob], reasons: [String]) async throws {
+        guard !jobs.isEmpty, jobs.count == reasons.count else { return }
+        var groupIndex: [ObjectIdentifier: Int] = [:]
+        var inserts: [NotificationInsert] = []
+        let encoder = JSONEncoder()
+        let t = now().timeIntervalSince1970
+        for (j, reason) in zip(jobs, reasons) {
+            let key = ObjectIdentifier(j.accepted)
+            let g: Int
+            if let existing = groupIndex[key] { g = existing } else {
+                g = inserts.count
+                groupIndex[key] = g
+                let body = String(decoding: try encoder.encode(j.accepted.notification), as: UTF8.self)
+                inserts.append(NotificationInsert(notifID: j.accepted.notifID, platform: j.accepted.notification.platform, body: body, createdAt: t, jobs: []))
+            }
+            inserts[g].jobs.append(JobInsert(target: j.target, messageID: j.messageID, attempts: 0, maxAttempts: j.maxAttempts,
+                                             notBefore: j.notBefore.timeIntervalSince1970, enqueuedAt: j.enqueuedAt.timeIntervalSince1970,
+                                             leased: false, failedReason: reason))
+        }
+        _ = try await withCheckedThrowingContinuation { (c: CheckedContinuation<[(notifRow: Int64, jobIDs: [Int64])], any Error>) in
+            let closed: Bool = state.withLockedValue { s in
+                if s.finalized { return true }
+                s.work.batch.inserts += inserts
+                s.work.insertGroups.append(InsertGroup(count: inserts.count, continuation: c))
+                return false
+            }
+            if closed { c.resume(throwing: QueueClosedError()) } else { signal.yield() }
+        }
+    }
+
     public func next(platform: Platform) async -> DeliveryJob? {
         await withCheckedContinuation { (c: CheckedContinuation<DeliveryJob?, Never>) in
             let t = now().timeIntervalSince1970

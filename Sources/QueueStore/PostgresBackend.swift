@@ -130,6 +130,7 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
         let logger = self.logger
         return try await client.withTransaction(logger: logger) { conn in
             var result = WriteResult()
+            var failedOnInsert: [JobUpdate] = []
             if !batch.inserts.isEmpty {
                 let jobCount = batch.inserts.reduce(0) { $0 + $1.jobs.count }
                 let notifIDs = try await Self.nextvals(conn, "pushgate_notif_seq", batch.inserts.count, logger: logger)
@@ -147,6 +148,9 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
                         let id = jobIDs[k]
                         k += 1
                         ids.append(id)
+                        if let reason = j.failedReason {
+                            failedOnInsert.append(.complete(id: id, delivered: false, attempts: 0, info: reason, finishedAt: j.enqueuedAt))
+                        }
                         jID.append(id); jNotif.append(row); jPlat.append(ins.platform.rawValue); jKind.append(t.kind); jTarget.append(t.value)
                         jKeys.append(t.keys ?? ""); jMsg.append(j.messageID); jAtt.append(j.attempts); jMax.append(j.maxAttempts)
                         jNB.append(j.notBefore); jEnq.append(j.enqueuedAt); jOwner.append(j.leased ? owner : "")
@@ -165,10 +169,11 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
                       AS u(a, b, c, d, e, f, g, h, i, j, k, l)
                     """, logger: logger)
             }
-            if !batch.updates.isEmpty {
+            let updates = failedOnInsert + batch.updates
+            if !updates.isEmpty {
                 var cID: [Int64] = [], cState: [Int] = [], cAtt: [Int] = [], cPid: [String] = [], cErr: [String] = [], cAt: [Double] = []
                 var rID: [Int64] = [], rAtt: [Int] = [], rNB: [Double] = [], rErr: [String] = [], rCred: [Int] = []
-                for u in batch.updates {
+                for u in updates {
                     switch u {
                     case .complete(let id, let delivered, let attempts, let info, let finishedAt):
                         cID.append(id); cState.append(delivered ? 1 : 2); cAtt.append(attempts)

@@ -148,6 +148,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double) async throws -> WriteResult {
         try await transaction {
             var result = WriteResult()
+            var failedOnInsert: [JobUpdate] = []
             if !batch.inserts.isEmpty {
                 let jobCount = batch.inserts.reduce(0) { $0 + $1.jobs.count }
                 var notifID = try await allocate("next_notif_id", batch.inserts.count)
@@ -171,6 +172,9 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
                     for j in ins.jobs {
                         let t = TargetCodec.encode(j.target)
                         ids.append(jobID)
+                        if let reason = j.failedReason {
+                            failedOnInsert.append(.complete(id: jobID, delivered: false, attempts: 0, info: reason, finishedAt: j.enqueuedAt))
+                        }
                         jobBinds += [
                             .integer(Int(jobID)), .integer(Int(row)), .integer(ins.platform.rawValue), .integer(t.kind), .text(t.value),
                             t.keys.map { .text($0) } ?? .null, .text(j.messageID), .integer(j.attempts), .integer(j.maxAttempts),
@@ -189,7 +193,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
                 if notifRows > 0 { try await insertRows("notifications (id, notif_id, platform, body, created_at)", columns: 5, rows: notifRows, binds: notifBinds) }
                 if jobRows > 0 { try await insertJobs(jobBinds, rows: jobRows) }
             }
-            if !batch.updates.isEmpty { try await applyUpdates(batch.updates) }
+            if !batch.updates.isEmpty || !failedOnInsert.isEmpty { try await applyUpdates(failedOnInsert + batch.updates) }
             if batch.heartbeat {
                 _ = try await writer.query("INSERT INTO owners (owner, lease_until) VALUES (?, ?) ON CONFLICT(owner) DO UPDATE SET lease_until = excluded.lease_until",
                                            [.text(owner), .float(now + leaseTimeout)])

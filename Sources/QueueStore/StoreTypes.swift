@@ -35,6 +35,9 @@ struct JobInsert: Sendable {
     var enqueuedAt: Double
     /// Inserted already leased by this process (its workers hold it in memory).
     var leased: Bool
+    /// Failed before any network call (payload too large, bad token, platform not enabled):
+    /// stored finished, for the delivery status, in the same transaction.
+    var failedReason: String? = nil
 }
 
 /// A state change of a leased job.

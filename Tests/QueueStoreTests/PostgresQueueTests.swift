@@ -55,6 +55,10 @@ final class PostgresQueueTests: XCTestCase {
         await b.close()
     }
 
+    func testFailedBeforeSendingIsRecordedNotQueued() async throws {
+        try await checkFailedBeforeSending(try await open())
+    }
+
     func testExpiredLeasesAreHandedOutAgain() async throws {
         let a = try await open(lease: 0.4)
         let b = try await open(lease: 0.4)

@@ -192,6 +192,10 @@ final class SQLiteQueueTests: XCTestCase {
         await q.close()
     }
 
+    func testFailedBeforeSendingIsRecordedNotQueued() async throws {
+        try await checkFailedBeforeSending(try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: options()))
+    }
+
     func testRetryWaitsUntilDue() async throws {
         let q = try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: options())
         try await q.enqueue(makeJobs(1))
@@ -269,4 +273,28 @@ final class SQLiteQueueTests: XCTestCase {
         XCTAssertTrue(gone, "finished records older than the retention are pruned")
         await q.close()
     }
+}
+
+/// Records of deliveries that failed before any network call: stored finished, never handed out,
+/// not counted as pending, next to the notification's queued deliveries in its status.
+func checkFailedBeforeSending(_ q: DurableQueue) async throws {
+    let jobs = makeJobs(3, notifID: "pre-1")
+    try await q.enqueue([jobs[0]])
+    try await q.recordFailedBeforeSending([jobs[1], jobs[2]], reasons: ["PayloadTooLarge (4097 > 4096 bytes)", "BadDeviceToken"])
+    XCTAssertEqual(q.pendingCount, 1)
+    let stOpt = try await q.deliveryStatus(notifID: "pre-1")
+    let st = try XCTUnwrap(stOpt)
+    XCTAssertEqual(st.map(\.state), [.queued, .failed, .failed])
+    XCTAssertEqual(st.map(\.token), ["tok0", "tok1", "tok2"])
+    XCTAssertEqual(st[1].error, "PayloadTooLarge (4097 > 4096 bytes)")
+    XCTAssertEqual(st[2].error, "BadDeviceToken")
+    XCTAssertEqual(st[1].attempts, 0)
+    XCTAssertNotNil(st[1].finishedAt)
+    let taker = Taker(q)
+    let first = await taker.next(timeout: 3)
+    XCTAssertEqual(first?.target, .token("tok0"))
+    let second = await taker.next(timeout: 0.5)
+    XCTAssertNil(second, "a delivery that failed before sending is never handed out")
+    if let first { await q.complete(first, outcome: .delivered(providerID: "x")) }
+    await q.close()
 }

@@ -158,6 +158,40 @@ final class DurableQueueTests: XCTestCase {
         }
     }
 
+    /// Async mode: a payload too large, a malformed token and a platform not enabled answer 200 with
+    /// nothing sent; `GET /api/push/{notif_id}` then says why, next to the deliveries that went out.
+    func testFailuresBeforeSendingShowInDeliveryStatus() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        let ok = token(30)
+        let pad = String(repeating: "y", count: 4097 - #"{"aps":{"alert":""}}"#.utf8.count)
+        for (engine, extra) in [("memory", [String: String]()), ("sqlite", sqliteEnv(env))] {
+            try await env.withGateway(environment: extra) { client, gateway in
+                let body = #"{"notifications":["#
+                    + #"{"notif_id":"pre-big-\#(engine)","tokens":["\#(ok)"],"platform":1,"message":"\#(pad)"},"#
+                    + #"{"notif_id":"pre-mix-\#(engine)","tokens":["\#(ok)","not-hex"],"platform":1,"message":"hi"},"#
+                    + #"{"notif_id":"pre-hms-\#(engine)","tokens":["hms-token"],"platform":3,"message":"hi"}]}"#
+                let r = try await client.push(body)
+                XCTAssertEqual(r.status, 200, r.body)
+                let big = await statusJSON(client, "pre-big-\(engine)")
+                let bigDeliveries = big["deliveries"] as? [[String: Any]]
+                XCTAssertEqual(bigDeliveries?.count, 1, "\(engine): \(big)")
+                XCTAssertEqual(bigDeliveries?.first?["state"] as? String, "failed", engine)
+                XCTAssertEqual(bigDeliveries?.first?["reason"] as? String, "PayloadTooLarge (4097 > 4096 bytes)", engine)
+                let delivered = await eventuallyAsync { (await statusJSON(client, "pre-mix-\(engine)")["counts"] as? [String: Int])?["delivered"] == 1 }
+                let mix = await statusJSON(client, "pre-mix-\(engine)")
+                XCTAssertTrue(delivered, "\(engine): \(mix)")
+                XCTAssertEqual(mix["counts"] as? [String: Int], ["queued": 0, "retrying": 0, "delivered": 1, "failed": 1], engine)
+                let hms = await statusJSON(client, "pre-hms-\(engine)")
+                let hmsDeliveries = hms["deliveries"] as? [[String: Any]]
+                XCTAssertEqual(hmsDeliveries?.first?["state"] as? String, "failed", "\(engine): \(hms)")
+                XCTAssertEqual(hmsDeliveries?.first?["reason"] as? String, "platform huawei is not supported by Pushgate (Huawei HMS)", engine)
+                XCTAssertEqual(gateway.dispatcher.queue.pendingCount, 0)
+            }
+        }
+        XCTAssertEqual(env.apns.requests(for: ok).count, 2, "only the two valid deliveries reach APNs")
+    }
+
     func testQueueFullWithSQLiteAnswers503() async throws {
         let env = try await TestEnvironment.start(apnsDelay: .milliseconds(100))
         defer { Task { await env.stop() } }
