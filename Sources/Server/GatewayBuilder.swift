@@ -8,6 +8,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import PushDispatch
+import QueueStore
 import PushgateCore
 import WebPush
 
@@ -31,7 +32,19 @@ public enum GatewayBuilder {
             logger.warning("huawei.enabled is true but Huawei HMS is not supported; huawei notifications are answered with a failed entry")
         }
 
-        let (queue, stats, observer) = try QueueWiring.make(raw: raw, settings: settings, logger: logger)
+        let queueParts: (queue: any QueueDriver, stats: Stats, observer: (any DeliveryObserver)?)
+        do {
+            queueParts = try QueueWiring.make(raw: raw, settings: settings, logger: logger)
+        } catch {
+            // The providers and the HTTP client exist already: close them before failing startup.
+            let opened = hooks
+            _ = try? BlockingStartup.run(timeout: 10, what: "closing the providers") {
+                for hook in opened { await hook() }
+                try await httpClient.shutdown()
+            }
+            throw error
+        }
+        let (queue, stats, observer) = queueParts
         let feedback = settings.feedbackURL.isEmpty ? nil : FeedbackSender(
             url: settings.feedbackURL, headers: settings.feedbackHeaders, client: httpClient, logger: Logger(label: "pushgate.feedback"))
         MetricsSetup.bootstrap()

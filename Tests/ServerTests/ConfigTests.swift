@@ -93,6 +93,10 @@ final class ConfigTests: XCTestCase {
             ("ios:\n  enabled: true\n  key_path: \(dir)/missing.p8\n  key_id: K\n  team_id: T\n", "ios.key_path"),
             ("ios:\n  enabled: true\n  key_path: \(dir)/bad.p8\n  key_id: K\n  team_id: T\n", "ios.key_path"),
             ("android:\n  enabled: true\n", "android"),
+            // The queue is opened after the providers and their HTTP client: a bad queue closes them
+            // (an HTTP client dropped open traps in debug builds) and names the key.
+            ("queue:\n  engine: sqlite\n  sqlite:\n    path: /proc/pushgate-no-such-dir/q.sqlite\n", "queue.sqlite.path"),
+            ("queue:\n  engine: postgres\n", "queue.postgres.url"),
         ]
         for (yaml, key) in cases {
             XCTAssertThrowsError(try GatewayBuilder.build(raw: RawConfig(yaml: yaml, environment: [:]))) { e in
