@@ -3,17 +3,112 @@ import _CryptoExtras
 import Foundation
 
 /// Base64url without padding (RFC 7515 section 2).
+///
+/// Table-driven, without Foundation string round trips: Web Push parses a subscription's
+/// `p256dh` and `auth` for every delivery and VAPID/JWT headers are built from these.
 public enum Base64URL {
+    static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    /// 6-bit value of a base64url or standard base64 character; 0xFF otherwise.
+    static let values: [UInt8] = {
+        var t = [UInt8](repeating: 0xFF, count: 256)
+        for (i, c) in alphabet.enumerated() { t[Int(c)] = UInt8(i) }
+        t[Int(UInt8(ascii: "+"))] = 62
+        t[Int(UInt8(ascii: "/"))] = 63
+        return t
+    }()
+
     public static func encode<D: DataProtocol>(_ data: D) -> String {
-        var s = Data(data).base64EncodedString()
-        s = s.replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-        while s.hasSuffix("=") { s.removeLast() }
-        return s
+        if let s = data.withContiguousStorageIfAvailable({ encode(bytes: UnsafeRawBufferPointer($0)) }) { return s }
+        return Array(data).withUnsafeBytes { encode(bytes: $0) }
+    }
+
+    public static func encode(_ bytes: [UInt8]) -> String {
+        bytes.withUnsafeBytes { encode(bytes: $0) }
+    }
+
+    static func encode(bytes: UnsafeRawBufferPointer) -> String {
+        let n = bytes.count
+        let outCount = (n / 3) * 4 + [0, 2, 3][n % 3]
+        return String(unsafeUninitializedCapacity: outCount) { out in
+            alphabet.withUnsafeBufferPointer { a in
+                var i = 0, o = 0
+                while i + 3 <= n {
+                    let v = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
+                    out[o] = a[Int(v >> 18)]; out[o + 1] = a[Int((v >> 12) & 63)]
+                    out[o + 2] = a[Int((v >> 6) & 63)]; out[o + 3] = a[Int(v & 63)]
+                    i += 3; o += 4
+                }
+                if n - i == 1 {
+                    let v = UInt32(bytes[i]) << 16
+                    out[o] = a[Int(v >> 18)]; out[o + 1] = a[Int((v >> 12) & 63)]
+                } else if n - i == 2 {
+                    let v = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8
+                    out[o] = a[Int(v >> 18)]; out[o + 1] = a[Int((v >> 12) & 63)]; out[o + 2] = a[Int((v >> 6) & 63)]
+                }
+            }
+            return outCount
+        }
     }
 
     /// Decodes base64url (padding optional); also accepts standard base64.
     public static func decode(_ string: String) -> Data? {
+        decodeBytes(string).map { Data($0) }
+    }
+
+    /// `decode` as bytes. Leading and trailing whitespace is ignored, as are trailing `=`;
+    /// any other character outside the two alphabets, or a length of 1 mod 4, gives nil.
+    public static func decodeBytes(_ string: String) -> [UInt8]? {
+        var string = string
+        return string.withUTF8 { utf8 -> [UInt8]? in
+            var lo = 0, hi = utf8.count
+            while lo < hi, isASCIIWhitespace(utf8[lo]) { lo += 1 }
+            while hi > lo, isASCIIWhitespace(utf8[hi - 1]) { hi -= 1 }
+            // Non-ASCII whitespace (e.g. U+00A0) at either end: the Unicode-aware slow path.
+            if (lo < hi && (utf8[lo] >= 0x80 || utf8[hi - 1] >= 0x80)) { return nil }
+            while hi > lo, utf8[hi - 1] == UInt8(ascii: "=") { hi -= 1 }
+            return decode(UnsafeBufferPointer(rebasing: utf8[lo..<hi]))
+        } ?? slowDecode(string)
+    }
+
+    static func isASCIIWhitespace(_ b: UInt8) -> Bool { b == 0x20 || (b >= 0x09 && b <= 0x0D) }
+
+    /// Characters only (no padding, no whitespace): nil on a bad character or a length of 1 mod 4.
+    static func decode(_ chars: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        let n = chars.count
+        if n % 4 == 1 { return nil }
+        let outCount = (n / 4) * 3 + [0, 0, 1, 2][n % 4]
+        var ok = true
+        let out = [UInt8](unsafeUninitializedCapacity: outCount) { buf, initialized in
+            values.withUnsafeBufferPointer { t in
+                var i = 0, o = 0
+                while i + 4 <= n {
+                    let a = t[Int(chars[i])], b = t[Int(chars[i + 1])], c = t[Int(chars[i + 2])], d = t[Int(chars[i + 3])]
+                    if (a | b | c | d) & 0xC0 != 0 { ok = false; break }
+                    let v = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
+                    buf[o] = UInt8(truncatingIfNeeded: v >> 16); buf[o + 1] = UInt8(truncatingIfNeeded: v >> 8)
+                    buf[o + 2] = UInt8(truncatingIfNeeded: v)
+                    i += 4; o += 3
+                }
+                if ok && n - i >= 2 {
+                    let a = t[Int(chars[i])], b = t[Int(chars[i + 1])]
+                    let c = n - i == 3 ? t[Int(chars[i + 2])] : 0
+                    if (a | b | c) & 0xC0 != 0 {
+                        ok = false
+                    } else {
+                        let v = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6
+                        buf[o] = UInt8(truncatingIfNeeded: v >> 16)
+                        if n - i == 3 { buf[o + 1] = UInt8(truncatingIfNeeded: v >> 8) }
+                    }
+                }
+            }
+            initialized = ok ? outCount : 0
+        }
+        return ok ? out : nil
+    }
+
+    /// The previous Foundation implementation, kept for strings with non-ASCII whitespace at the ends.
+    static func slowDecode(_ string: String) -> [UInt8]? {
         var s = string.trimmingCharacters(in: .whitespacesAndNewlines)
             .replacingOccurrences(of: "-", with: "+")
             .replacingOccurrences(of: "_", with: "/")
@@ -24,7 +119,7 @@ public enum Base64URL {
         case 3: s += "="
         default: return nil
         }
-        return Data(base64Encoded: s)
+        return Data(base64Encoded: s).map { Array($0) }
     }
 }
 
@@ -108,7 +203,9 @@ public struct JWTSigner: Sendable {
             case "\r": out += "\\r"
             case "\t": out += "\\t"
             case let c where c.value < 0x20:
-                out += String(format: "\\u%04x", c.value)
+                let hex: [Character] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "a", "b", "c", "d", "e", "f"]
+                out += "\\u00"
+                out.append(hex[Int(c.value >> 4)]); out.append(hex[Int(c.value & 15)])
             default: out.unicodeScalars.append(scalar)
             }
         }

@@ -16,7 +16,92 @@ public struct WebPushEndpoint: Sendable, Hashable {
 
     /// Parses an absolute http(s) URL; nil when it is not one.
     public init?(_ url: String) {
-        guard url.utf8.count <= 4096, let schemeEnd = url.range(of: "://") else { return nil }
+        guard url.utf8.count <= 4096 else { return nil }
+        var copy = url
+        // ASCII URLs (every real endpoint) are parsed on bytes; others keep the Character-based parser.
+        let fast = copy.withUTF8 { u -> Parts?? in
+            u.allSatisfy { $0 < 0x80 } ? .some(Self.parseASCII(u)) : nil
+        }
+        guard let parts = fast ?? Self.parseCharacters(url) else { return nil }
+        self.scheme = parts.scheme
+        self.host = parts.host
+        self.port = parts.port
+        self.pathAndQuery = parts.path
+        let defaultPort = parts.scheme == "https" ? 443 : 80
+        let hostForURL = parts.host.contains(":") ? "[\(parts.host)]" : parts.host
+        self.origin = parts.port == defaultPort ? "\(parts.scheme)://\(hostForURL)" : "\(parts.scheme)://\(hostForURL):\(parts.port)"
+        self.url = url
+    }
+
+    struct Parts {
+        var scheme: String
+        var host: String
+        var port: Int
+        var path: String
+    }
+
+    /// The byte-level parser for ASCII URLs (same rules as `parseCharacters`).
+    static func parseASCII(_ u: UnsafeBufferPointer<UInt8>) -> Parts? {
+        let n = u.count
+        func isSpace(_ b: UInt8) -> Bool { b == 0x20 || (b >= 0x09 && b <= 0x0D) }
+        func lower(_ b: UInt8) -> UInt8 { b >= 0x41 && b <= 0x5A ? b | 0x20 : b }
+        func string(_ r: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: u[r]), as: UTF8.self) }
+        // "://"
+        var se = 0
+        while se + 3 <= n && !(u[se] == 0x3A && u[se + 1] == 0x2F && u[se + 2] == 0x2F) { se += 1 }
+        guard se + 3 <= n else { return nil }
+        let scheme: String
+        if se == 5, lower(u[0]) == 0x68, lower(u[1]) == 0x74, lower(u[2]) == 0x74, lower(u[3]) == 0x70, lower(u[4]) == 0x73 {
+            scheme = "https"
+        } else if se == 4, lower(u[0]) == 0x68, lower(u[1]) == 0x74, lower(u[2]) == 0x74, lower(u[3]) == 0x70 {
+            scheme = "http"
+        } else {
+            return nil
+        }
+        let restStart = se + 3
+        var restEnd = n
+        var path = "/"
+        if let end = (restStart..<n).first(where: { u[$0] == 0x2F || u[$0] == 0x3F || u[$0] == 0x23 }) {
+            var pEnd = n
+            if let hash = (end..<n).first(where: { u[$0] == 0x23 }) { pEnd = hash }
+            if pEnd > end {
+                guard (end..<pEnd).allSatisfy({ !isSpace(u[$0]) }) else { return nil }
+                path = u[end] == 0x3F ? "/" + string(end..<pEnd) : string(end..<pEnd)
+            }
+            restEnd = end
+        }
+        let rest = restStart..<restEnd
+        if rest.contains(where: { u[$0] == 0x40 }) { return nil }  // userinfo is never part of a push endpoint
+        var hostRange: Range<Int>
+        var portRange: Range<Int>?
+        if !rest.isEmpty && u[rest.lowerBound] == 0x5B {  // "["
+            guard let close = rest.first(where: { u[$0] == 0x5D }) else { return nil }
+            hostRange = (rest.lowerBound + 1)..<close
+            let after = (close + 1)..<rest.upperBound
+            if !after.isEmpty && u[after.lowerBound] == 0x3A {
+                portRange = (after.lowerBound + 1)..<after.upperBound
+            } else if !after.isEmpty {
+                return nil
+            }
+        } else if let colon = rest.last(where: { u[$0] == 0x3A }) {
+            hostRange = rest.lowerBound..<colon
+            portRange = (colon + 1)..<rest.upperBound
+        } else {
+            hostRange = rest
+        }
+        guard !hostRange.isEmpty, hostRange.allSatisfy({ !isSpace(u[$0]) && u[$0] != 0x2F }) else { return nil }
+        var port = scheme == "https" ? 443 : 80
+        if let portRange, !portRange.isEmpty {
+            guard let p = Int(string(portRange)), p > 0, p < 65536 else { return nil }
+            port = p
+        }
+        let host = String(decoding: hostRange.map { lower(u[$0]) }, as: UTF8.self)
+        return Parts(scheme: scheme, host: host, port: port, path: path)
+    }
+
+    /// The Character-based parser (non-ASCII input; `parseASCII` gives the same answers on ASCII).
+    static func parseCharacters(_ url: String) -> Parts? {
+        guard let schemeEnd = url.range(of: "://") else { return nil }
         let scheme = url[url.startIndex..<schemeEnd.lowerBound].lowercased()
         guard scheme == "https" || scheme == "http" else { return nil }
         var rest = url[schemeEnd.upperBound...]
@@ -50,13 +135,7 @@ public struct WebPushEndpoint: Sendable, Hashable {
             port = p
         }
         guard path.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else { return nil }
-        self.scheme = scheme
-        self.host = host.lowercased()
-        self.port = port
-        self.pathAndQuery = path
-        let hostForURL = self.host.contains(":") ? "[\(self.host)]" : self.host
-        self.origin = port == defaultPort ? "\(scheme)://\(hostForURL)" : "\(scheme)://\(hostForURL):\(port)"
-        self.url = url
+        return Parts(scheme: scheme, host: host.lowercased(), port: port, path: path)
     }
 }
 

@@ -1,3 +1,10 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Crypto
 import Foundation
 import PushgateCore
@@ -43,7 +50,7 @@ public struct WebPushReceiverKeys: Sendable {
 
     /// Parses the base64url `p256dh` (65-byte uncompressed P-256 point) and `auth` (16 bytes) strings.
     public init(p256dh: String, auth: String) throws {
-        guard let point = Base64URL.decode(p256dh) else { throw WebPushCryptoError.invalidPublicKey("not base64url") }
+        guard let point = Base64URL.decodeBytes(p256dh) else { throw WebPushCryptoError.invalidPublicKey("not base64url") }
         guard point.count == 65, point.first == 0x04 else {
             throw WebPushCryptoError.invalidPublicKey("expected a 65-byte uncompressed P-256 point, got \(point.count) bytes")
         }
@@ -51,13 +58,71 @@ public struct WebPushReceiverKeys: Sendable {
         do { key = try P256.KeyAgreement.PublicKey(x963Representation: point) } catch {
             throw WebPushCryptoError.invalidPublicKey("not a point on P-256")
         }
-        guard let secret = Base64URL.decode(auth) else { throw WebPushCryptoError.invalidAuthSecret("not base64url") }
-        try self.init(publicKey: key, authSecret: Array(secret))
+        guard let secret = Base64URL.decodeBytes(auth) else { throw WebPushCryptoError.invalidAuthSecret("not base64url") }
+        guard secret.count == 16 else {
+            throw WebPushCryptoError.invalidAuthSecret("expected 16 bytes, got \(secret.count)")
+        }
+        self.publicKey = key
+        self.publicKeyBytes = point
+        self.authSecret = secret
     }
 
     public init(_ keys: WebPushSubscription.Keys) throws {
         try self.init(p256dh: keys.p256dh, auth: keys.auth)
     }
+
+    /// Like `init(_:)`, but a subscription parsed recently (at ingest, then again at send, or in
+    /// many notifications) is taken from a small process-wide cache instead of being decoded and
+    /// point-checked again. Invalid keys are not cached (each call throws the same error).
+    public static func cached(_ keys: WebPushSubscription.Keys) throws -> WebPushReceiverKeys {
+        try ReceiverKeyCache.shared.keys(p256dh: keys.p256dh, auth: keys.auth)
+    }
+}
+
+/// Parsed receiver keys by their base64url strings: two generations of at most `capacity / 2`
+/// entries each (the older one is dropped when the newer one fills), so at most `capacity` entries.
+final class ReceiverKeyCache: @unchecked Sendable {
+    static let shared = ReceiverKeyCache(capacity: 4096)
+
+    struct Key: Hashable {
+        let p256dh: String
+        let auth: String
+    }
+
+    private let lock = NSLock()
+    private let generationSize: Int
+    private var current: [Key: WebPushReceiverKeys] = [:]
+    private var previous: [Key: WebPushReceiverKeys] = [:]
+
+    init(capacity: Int) { generationSize = max(1, capacity / 2) }
+
+    func keys(p256dh: String, auth: String) throws -> WebPushReceiverKeys {
+        let key = Key(p256dh: p256dh, auth: auth)
+        lock.lock()
+        if let hit = current[key] { lock.unlock(); return hit }
+        if let hit = previous[key] {
+            insertLocked(key, hit)
+            lock.unlock()
+            return hit
+        }
+        lock.unlock()
+        let parsed = try WebPushReceiverKeys(p256dh: p256dh, auth: auth)
+        lock.lock()
+        insertLocked(key, parsed)
+        lock.unlock()
+        return parsed
+    }
+
+    private func insertLocked(_ key: Key, _ value: WebPushReceiverKeys) {
+        if current.count >= generationSize {
+            previous = current
+            current = [:]
+            current.reserveCapacity(generationSize)
+        }
+        current[key] = value
+    }
+
+    var count: Int { lock.lock(); defer { lock.unlock() }; return current.count + previous.count }
 }
 
 /// RFC 8291 message encryption for Web Push with the RFC 8188 `aes128gcm` content coding.
@@ -84,22 +149,29 @@ public enum WebPushCrypto {
     }
 
     /// Derives IKM, CEK and NONCE from the ECDH secret, the auth secret, both public keys and the salt.
+    ///
+    /// Every HKDF here has L <= 32, so each expand is a single HMAC-SHA-256 block:
+    /// PRK_key = HMAC(auth_secret, ecdh_secret); IKM = HMAC(PRK_key, key_info || 0x01);
+    /// PRK = HMAC(salt, IKM); CEK = HMAC(PRK, cek_info || 0x01)[0..<16]; NONCE = HMAC(PRK, nonce_info || 0x01)[0..<12].
     public static func deriveKeys(ecdhSecret: some ContiguousBytes, authSecret: [UInt8], uaPublic: [UInt8], asPublic: [UInt8], salt: [UInt8]) -> DerivedKeys {
-        var keyInfo = keyInfoPrefix
-        keyInfo.reserveCapacity(keyInfoPrefix.count + 130)
-        keyInfo.append(contentsOf: uaPublic)
-        keyInfo.append(contentsOf: asPublic)
-        // IKM = HKDF(salt = auth_secret, ikm = ecdh_secret, info = key_info, L = 32)
-        let prkKey = HKDF<SHA256>.extract(inputKeyMaterial: SymmetricKey(data: ecdhSecret), salt: authSecret)
-        let ikm = HKDF<SHA256>.expand(pseudoRandomKey: prkKey, info: keyInfo, outputByteCount: 32)
-        // PRK = HMAC-SHA-256(salt, IKM); CEK and NONCE from it.
-        let prk = ikm.withUnsafeBytes { HKDF<SHA256>.extract(inputKeyMaterial: SymmetricKey(data: $0), salt: salt) }
-        let cek = HKDF<SHA256>.expand(pseudoRandomKey: prk, info: cekInfo, outputByteCount: 16)
-        let nonce = HKDF<SHA256>.expand(pseudoRandomKey: prk, info: nonceInfo, outputByteCount: 12)
-        return DerivedKeys(
-            ikm: bytes(ikm), contentEncryptionKey: bytes(cek), nonce: bytes(nonce)
-        )
+        let prkKey = ecdhSecret.withUnsafeBytes { secret in
+            HMAC<SHA256>.authenticationCode(for: secret, using: SymmetricKey(data: authSecret))
+        }
+        var h = HMAC<SHA256>(key: SymmetricKey(data: prkKey))
+        h.update(data: keyInfoPrefix)
+        h.update(data: uaPublic)
+        h.update(data: asPublic)
+        h.update(data: one)
+        let ikm = Array(h.finalize())
+        let prk = SymmetricKey(data: HMAC<SHA256>.authenticationCode(for: ikm, using: SymmetricKey(data: salt)))
+        let cek = HMAC<SHA256>.authenticationCode(for: cekInfoBlock, using: prk)
+        let nonce = HMAC<SHA256>.authenticationCode(for: nonceInfoBlock, using: prk)
+        return DerivedKeys(ikm: ikm, contentEncryptionKey: Array(Array(cek).prefix(16)), nonce: Array(Array(nonce).prefix(12)))
     }
+
+    static let one: [UInt8] = [1]
+    static let cekInfoBlock: [UInt8] = cekInfo + [1]
+    static let nonceInfoBlock: [UInt8] = nonceInfo + [1]
 
     /// Encrypts `plaintext` for the receiver. A fresh sender key pair and a random 16-byte salt are
     /// used unless given (tests inject them to reproduce RFC 8291 Appendix A).
@@ -114,15 +186,15 @@ public enum WebPushCrypto {
         }
         let salt = salt ?? randomBytes(16)
         guard salt.count == 16 else { throw WebPushCryptoError.invalidSalt }
-        let asKey = senderKey ?? P256.KeyAgreement.PrivateKey()
-        let asPublic = asKey.publicKey.x963Representation
+        let asKey = senderKey ?? ephemeralKey()
+        let asPublic = Array(asKey.publicKey.x963Representation)
         let shared: SharedSecret
         do { shared = try asKey.sharedSecretFromKeyAgreement(with: receiver.publicKey) } catch {
             throw WebPushCryptoError.invalidPublicKey("ECDH failed: \(error)")
         }
         let keys = shared.withUnsafeBytes { secret in
             deriveKeys(ecdhSecret: secret, authSecret: receiver.authSecret, uaPublic: receiver.publicKeyBytes,
-                       asPublic: Array(asPublic), salt: salt)
+                       asPublic: asPublic, salt: salt)
         }
         var record = [UInt8]()
         record.reserveCapacity(plaintext.count + 1)
@@ -141,6 +213,18 @@ public enum WebPushCrypto {
         out.append(contentsOf: sealed.ciphertext)
         out.append(contentsOf: sealed.tag)
         return out
+    }
+
+    /// A fresh ephemeral P-256 key for one message: a uniformly random scalar in [1, n-1] by
+    /// rejection sampling (what `EC_KEY_generate_key` does). `P256.KeyAgreement.PrivateKey()` would
+    /// add swift-crypto's FIPS pairwise-consistency self-test (an ECDSA sign and verify, about
+    /// twice the cost of the key itself) to every message.
+    static func ephemeralKey() -> P256.KeyAgreement.PrivateKey {
+        for _ in 0..<8 {
+            // Rejected only when the 32 bytes are 0 or >= n (probability about 2^-32).
+            if let key = try? P256.KeyAgreement.PrivateKey(rawRepresentation: randomBytes(32)) { return key }
+        }
+        return P256.KeyAgreement.PrivateKey()
     }
 
     /// Decrypts an `aes128gcm` body with the receiver's private key and auth secret (RFC 8291 +
@@ -208,15 +292,14 @@ public enum WebPushCrypto {
         key.withUnsafeBytes { (p: UnsafeRawBufferPointer) in [UInt8](p) }
     }
 
+    /// `n` bytes from the kernel CSPRNG in one `getentropy` call (n <= 256).
     static func randomBytes(_ n: Int) -> [UInt8] {
-        var g = SystemRandomNumberGenerator()
-        var out = [UInt8]()
-        out.reserveCapacity(n + 7)
-        while out.count < n {
-            let r = g.next()
-            for i in 0..<8 { out.append(UInt8(truncatingIfNeeded: r >> (8 * UInt64(i)))) }
+        var out = [UInt8](repeating: 0, count: n)
+        let ok = n <= 256 && out.withUnsafeMutableBytes { getentropy($0.baseAddress, $0.count) == 0 }
+        if !ok {
+            var g = SystemRandomNumberGenerator()
+            for i in 0..<n { out[i] = UInt8(truncatingIfNeeded: g.next()) }
         }
-        out.removeLast(out.count - n)
         return out
     }
 }

@@ -87,7 +87,7 @@ public final class WebPushEngine: Sendable {
             if plaintextSize > WebPushCrypto.maxPlaintextSize {
                 return .failure(.payloadTooLarge(size: plaintextSize, limit: WebPushCrypto.maxPlaintextSize))
             }
-            do { return .success(.encrypted(ep, try WebPushReceiverKeys(keys))) } catch {
+            do { return .success(.encrypted(ep, try WebPushReceiverKeys.cached(keys))) } catch {
                 return .failure(PushFailure("InvalidSubscriptionKeys: \(error)"))
             }
         }

@@ -64,7 +64,7 @@ public enum WebPushRequestValidator {
                 if n.platform == .webpush { return "subscriptions[\(i)].keys: required (p256dh and auth) for Web Push encryption" }
                 continue
             }
-            do { _ = try WebPushReceiverKeys(keys) } catch let e as WebPushCryptoError {
+            do { _ = try WebPushReceiverKeys.cached(keys) } catch let e as WebPushCryptoError {
                 switch e {
                 case .invalidAuthSecret(let why): return "subscriptions[\(i)].keys.auth: \(why)"
                 case .invalidPublicKey(let why): return "subscriptions[\(i)].keys.p256dh: \(why)"

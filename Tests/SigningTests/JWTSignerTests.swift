@@ -34,6 +34,36 @@ final class JWTSignerTests: XCTestCase {
         XCTAssertNil(Base64URL.decode("a"))
     }
 
+    /// The table-driven codec against Foundation's base64 on every length and on the edge cases.
+    func testBase64URLMatchesFoundation() {
+        for n in 0..<70 {
+            let bytes = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            let standard = Data(bytes).base64EncodedString()
+            let url = standard.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+            XCTAssertEqual(Base64URL.encode(bytes), url)
+            XCTAssertEqual(Base64URL.encode(Data(bytes)), url)
+            XCTAssertEqual(Base64URL.decodeBytes(url), bytes)
+            XCTAssertEqual(Base64URL.decodeBytes(standard), bytes, "standard base64 with padding is accepted")
+            XCTAssertEqual(Base64URL.decodeBytes(" \n\(url)\t "), bytes, "surrounding whitespace is ignored")
+        }
+        XCTAssertEqual(Base64URL.decodeBytes(""), [])
+        XCTAssertEqual(Base64URL.decodeBytes("YQ==="), [0x61], "any number of trailing = is ignored")
+        XCTAssertEqual(Base64URL.decodeBytes("\u{A0}YQ\u{2028}"), [0x61], "Unicode whitespace at the ends (slow path)")
+        XCTAssertNil(Base64URL.decodeBytes("Y Q"))
+        XCTAssertNil(Base64URL.decodeBytes("YQé"))
+        XCTAssertNil(Base64URL.decodeBytes("abcde"))
+        XCTAssertNil(Base64URL.decodeBytes("ab!d"))
+        // Odd inputs get exactly the previous (Foundation) answers.
+        for odd in ["YQ=x", "QR", "QUJ", "YR==", "QUJD=", "=", "==YQ", "Y\nQ", "\u{A0}", "YQ\u{A0}=="] {
+            XCTAssertEqual(Base64URL.decodeBytes(odd), Base64URL.slowDecode(odd), odd)
+        }
+    }
+
+    func testControlCharactersAreEscapedInJWTJSON() {
+        XCTAssertEqual(JWTSigner.jsonString("a\u{1}b\u{1f}\"\n"), #""a\u0001b\u001f\"\n""#)
+    }
+
     func testKeyLoadingErrorsNameTheProblem() {
         XCTAssertThrowsError(try KeyLoading.p256PrivateKey(pem: "not a key")) { e in
             XCTAssertTrue("\(e)".contains("P-256"))

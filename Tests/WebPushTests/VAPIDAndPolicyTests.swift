@@ -168,4 +168,24 @@ final class AddressPolicyTests: XCTestCase {
         XCTAssertNil(WebPushEndpoint("https://"))
         XCTAssertNil(WebPushEndpoint("https://host:99999/"))
     }
+
+    /// The byte parser used for ASCII URLs gives the Character parser's answers.
+    func testASCIIEndpointParserAgreesWithCharacterParser() {
+        let urls = [
+            "https://Push.Example.com:443/wpush/v2/abc?x=1#frag", "HTTPS://h", "http://h:80", "http://h:8080/", "https://h?q",
+            "https://h#f", "https://h/#f", "https://h/p#f g", "https://h/p q", "https://h p/", "https://u@h/", "https://h/@x",
+            "https://[::1]", "https://[::1]:9000/x", "https://[::1]x", "https://[::1", "https://h:", "https://h:+443/",
+            "https://h:-1/", "https://h:0/", "https://h:65536/", "https://h:1x/", "ftp://h/", "https:/h", "https://", "://h",
+            "https://a:b:443/", "https://h\r\n/", "https://h/\t", "wss://h", "https:///x", "https://h?#", "https://H.EXAMPLE/P",
+        ]
+        for url in urls {
+            var copy = url
+            let ascii = copy.withUTF8 { WebPushEndpoint.parseASCII($0) }
+            let chars = WebPushEndpoint.parseCharacters(url)
+            XCTAssertEqual(ascii.map { "\($0.scheme)|\($0.host)|\($0.port)|\($0.path)" },
+                           chars.map { "\($0.scheme)|\($0.host)|\($0.port)|\($0.path)" }, url)
+        }
+        XCTAssertEqual(WebPushEndpoint("https://h/é")?.pathAndQuery, nil)
+        XCTAssertEqual(WebPushEndpoint("https://h/p#é")?.pathAndQuery, "/p")
+    }
 }

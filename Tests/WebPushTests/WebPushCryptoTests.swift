@@ -131,4 +131,35 @@ final class WebPushCryptoTests: XCTestCase {
         XCTAssertThrowsError(try WebPushReceiverKeys(p256dh: Base64URL.encode([4] + [UInt8](repeating: 1, count: 64)), auth: RFC8291.authSecret))
         XCTAssertNoThrow(try WebPushReceiverKeys(p256dh: RFC8291.uaPublic, auth: RFC8291.authSecret))
     }
+
+    func testReceiverKeyCacheReturnsTheSameKeysAndStaysBounded() throws {
+        let cache = ReceiverKeyCache(capacity: 4)
+        let a = try cache.keys(p256dh: RFC8291.uaPublic, auth: RFC8291.authSecret)
+        let b = try cache.keys(p256dh: RFC8291.uaPublic, auth: RFC8291.authSecret)
+        XCTAssertEqual(a.publicKeyBytes, b64u(RFC8291.uaPublic))
+        XCTAssertEqual(b.authSecret, b64u(RFC8291.authSecret))
+        XCTAssertThrowsError(try cache.keys(p256dh: "AAAA", auth: RFC8291.authSecret))
+        XCTAssertEqual(cache.count, 1, "invalid keys are not cached")
+        for i in 0..<10 {
+            let ua = P256.KeyAgreement.PrivateKey()
+            let auth = Base64URL.encode([UInt8](repeating: UInt8(i), count: 16))
+            _ = try cache.keys(p256dh: Base64URL.encode(ua.publicKey.x963Representation), auth: auth)
+            XCTAssertLessThanOrEqual(cache.count, 4)
+        }
+        // Through the public entry point: same answers as parsing.
+        let sub = TestWebPushSubscriber(id: "c")
+        XCTAssertEqual(try WebPushReceiverKeys.cached(sub.keys).publicKeyBytes, try WebPushReceiverKeys(sub.keys).publicKeyBytes)
+    }
+
+    func testEphemeralKeysAndSaltsDifferPerMessage() throws {
+        let sub = TestWebPushSubscriber(id: "e")
+        let receiver = try WebPushReceiverKeys(sub.keys)
+        let one = try WebPushCrypto.encrypt(Array("x".utf8), for: receiver)
+        let two = try WebPushCrypto.encrypt(Array("x".utf8), for: receiver)
+        XCTAssertNotEqual(Array(one[0..<16]), Array(two[0..<16]), "fresh salt")
+        XCTAssertNotEqual(Array(one[21..<86]), Array(two[21..<86]), "fresh sender key")
+        for body in [one, two] {
+            XCTAssertEqual(try WebPushCrypto.decrypt(body, receiverPrivateKey: sub.privateKey, authSecret: sub.authSecret), Array("x".utf8))
+        }
+    }
 }
