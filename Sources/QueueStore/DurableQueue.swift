@@ -178,15 +178,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         }
         let ids: [(notifRow: Int64, jobIDs: [Int64])]
         do {
-            ids = try await withCheckedThrowingContinuation { (c: CheckedContinuation<[(notifRow: Int64, jobIDs: [Int64])], any Error>) in
-                let closed: Bool = state.withLockedValue { s in
-                    if s.finalized { return true }
-                    s.work.batch.inserts += inserts
-                    s.work.insertGroups.append(InsertGroup(count: inserts.count, continuation: c))
-                    return false
-                }
-                if closed { c.resume(throwing: QueueClosedError()) } else { signal.yield() }
-            }
+            ids = try await commit(inserts)
         } catch {
             state.withLockedValue { $0.pendingDelta -= n }
             throw error
@@ -239,7 +231,12 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
                                              notBefore: j.notBefore.timeIntervalSince1970, enqueuedAt: j.enqueuedAt.timeIntervalSince1970,
                                              leased: false, failedReason: reason))
         }
-        _ = try await withCheckedThrowingContinuation { (c: CheckedContinuation<[(notifRow: Int64, jobIDs: [Int64])], any Error>) in
+        _ = try await commit(inserts)
+    }
+
+    /// Hands inserts to the writer's next group commit; returns each notification's row and job ids.
+    private func commit(_ inserts: [NotificationInsert]) async throws -> [(notifRow: Int64, jobIDs: [Int64])] {
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<[(notifRow: Int64, jobIDs: [Int64])], any Error>) in
             let closed: Bool = state.withLockedValue { s in
                 if s.finalized { return true }
                 s.work.batch.inserts += inserts
