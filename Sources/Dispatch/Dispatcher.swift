@@ -231,11 +231,9 @@ public final class Dispatcher: Sendable {
 
     /// Runs the worker pools until `shutdown()`. Call once.
     public func run() async {
-        await withTaskGroup(of: Void.self) { group in
+        await withDiscardingTaskGroup { group in
             for (platform, slot) in slots {
-                for _ in 0..<slot.concurrency {
-                    group.addTask { await self.workerLoop(platform: platform, slot: slot) }
-                }
+                group.addTask { await self.feed(platform: platform, slot: slot) }
             }
         }
     }
@@ -245,9 +243,23 @@ public final class Dispatcher: Sendable {
         queue.shutdown()
     }
 
-    private func workerLoop(platform: Platform, slot: ProviderSlot) async {
-        while let job = await queue.next(platform: platform) {
-            await process(job, slot: slot)
+    /// One loop per provider: leases a job only while fewer than `slot.concurrency` are in flight and
+    /// runs each in its own child task. Workers exist only while there is work: an idle gateway holds
+    /// one parked task per provider instead of `max_concurrent_pushes` of them (each ~2.4 KB).
+    private func feed(platform: Platform, slot: ProviderSlot) async {
+        let gate = InFlightGate(limit: slot.concurrency)
+        await withDiscardingTaskGroup { group in
+            while true {
+                await gate.enter()
+                guard let job = await queue.next(platform: platform) else {
+                    gate.leave()
+                    return
+                }
+                group.addTask {
+                    await self.process(job, slot: slot)
+                    gate.leave()
+                }
+            }
         }
     }
 
