@@ -169,7 +169,9 @@ final class HTTP2PoolCore: Sendable {
     let eventLoopGroup: any EventLoopGroup
     let eventLoops: [any EventLoop]
     let logger: Logger
-    private let sslContext: Result<NIOSSLContext, HTTP2PoolError>?
+    /// Made at the first connect, not when the pool is built: a context parses the system trust store
+    /// (~0.8 MB each), and most pools (APNs sandbox next to production, idle providers) never connect.
+    private let sslContextBox = NIOLockedValueBox<Result<NIOSSLContext, HTTP2PoolError>?>(nil)
     private let state = NIOLockedValueBox(State())
 
     init(target: HTTP2Target, configuration: HTTP2PoolConfiguration, eventLoopGroup: any EventLoopGroup, logger: Logger) {
@@ -181,16 +183,23 @@ final class HTTP2PoolCore: Sendable {
         self.eventLoopGroup = eventLoopGroup
         self.eventLoops = Array(eventLoopGroup.makeIterator())
         self.logger = logger
-        if target.isTLS {
-            var tls = configuration.tlsConfiguration
+    }
+
+    /// The TLS context for this pool's target, made once on first use; nil for plain-text targets.
+    private var sslContext: Result<NIOSSLContext, HTTP2PoolError>? {
+        guard self.target.isTLS else { return nil }
+        return self.sslContextBox.withLockedValue { cached in
+            if let cached { return cached }
+            var tls = self.configuration.tlsConfiguration
             tls.applicationProtocols = ["h2"]
+            let made: Result<NIOSSLContext, HTTP2PoolError>
             do {
-                self.sslContext = .success(try NIOSSLContext(configuration: tls))
+                made = .success(try NIOSSLContext(configuration: tls))
             } catch {
-                self.sslContext = .failure(.tls("invalid TLS configuration: \(error)"))
+                made = .failure(.tls("invalid TLS configuration: \(error)"))
             }
-        } else {
-            self.sslContext = nil
+            cached = made
+            return made
         }
     }
 
