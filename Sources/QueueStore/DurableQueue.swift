@@ -397,7 +397,9 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         guard !s.shutdown, !s.finalizeRequested, let ps = s.platforms[platform] else { return false }
         guard !ps.fetching, !ps.waiters.isEmpty, ps.ready.count == 0 else { return false }
         guard ps.storeMayHaveWork || t - ps.lastPoll >= options.pollInterval else { return false }
-        let limit = min(options.leaseBatch, max(16, ps.waiters.count * 2))
+        // One lease of up to `leaseBatch` rows: the dispatcher waits here with one feed loop per
+        // platform (not one waiter per worker), so the waiter count says nothing about its free capacity.
+        let limit = options.leaseBatch
         s.platforms[platform]!.fetching = true
         s.platforms[platform]!.lastPoll = t
         s.work.batch.leases.append(LeaseRequest(platform: platform, limit: limit))
