@@ -463,6 +463,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
             for (i, req) in work.batch.leases.enumerated() {
                 await handleLeased(result.leased[i], platform: req.platform, limit: work.leaseLimits[i])
             }
+            await backend.afterCommit()
         } catch {
             logger.error("queue store transaction failed: \(error)")
             for g in work.insertGroups { g.continuation.resume(throwing: error) }

@@ -101,6 +101,12 @@ protocol QueueBackend: Sendable {
     func status(notifID: String) async throws -> [StoredStatus]?
     func pendingCount() async throws -> Int
     func close() async
+    /// Called by the writer between transactions, after their waiters were resumed (store upkeep).
+    func afterCommit() async
+}
+
+extension QueueBackend {
+    func afterCommit() async {}
 }
 
 /// Target encoding: kind 0 token, 1 topic, 2 subscription (value = endpoint, keys = JSON or nil).
