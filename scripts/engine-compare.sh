@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-.build-release/release/pushgate}
-[ -x "$BIN" ] || swift build -c release --product pushgate --scratch-path .build-release
+[ -x "$BIN" ] || scripts/build-release.sh
 COUNT=${COUNT:-200000}
 W=$(mktemp -d); PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null || true; done; rm -rf "$W"' EXIT
