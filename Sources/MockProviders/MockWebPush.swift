@@ -103,6 +103,10 @@ public final class MockWebPush: Sendable {
         var rejections: [String] = []
         var pushes: [RecordedPush] = []
         var sequence = 0
+        /// Authorization headers whose JWT signature was verified, like a push service's cache: a
+        /// gateway sends the same VAPID header to an origin until it re-signs. Expiry is still checked
+        /// on every request.
+        var verifiedVAPID: [String: VAPIDInfo] = [:]
     }
 
     public let options: Options
@@ -264,6 +268,22 @@ public final class MockWebPush: Sendable {
     struct Refusal: Error { var status: Int; var message: String }
 
     func verifyVAPID(_ header: String) -> Result<VAPIDInfo, Refusal> {
+        let now = Int64(Date().timeIntervalSince1970)
+        if let cached = state.withLockedValue({ $0.verifiedVAPID[header] }) {
+            guard cached.exp > now else { return .failure(Refusal(status: 401, message: "VAPID JWT expired")) }
+            return .success(cached)
+        }
+        let result = verifyVAPIDSignature(header, now: now)
+        if case .success(let info) = result {
+            state.withLockedValue { s in
+                if s.verifiedVAPID.count >= 1024 { s.verifiedVAPID.removeAll(keepingCapacity: true) }
+                s.verifiedVAPID[header] = info
+            }
+        }
+        return result
+    }
+
+    private func verifyVAPIDSignature(_ header: String, now: Int64) -> Result<VAPIDInfo, Refusal> {
         // vapid t=<jwt>, k=<key>
         guard header.lowercased().hasPrefix("vapid ") else { return .failure(Refusal(status: 401, message: "Authorization scheme is not vapid")) }
         var t: String?, k: String?
@@ -292,7 +312,6 @@ public final class MockWebPush: Sendable {
         }
         guard let expNumber = jwt.claims["exp"] as? NSNumber else { return .failure(Refusal(status: 401, message: "VAPID exp missing")) }
         let exp = expNumber.int64Value
-        let now = Int64(Date().timeIntervalSince1970)
         guard exp > now else { return .failure(Refusal(status: 401, message: "VAPID JWT expired")) }
         guard exp <= now + 24 * 3600 else { return .failure(Refusal(status: 401, message: "VAPID exp more than 24 hours ahead")) }
         let sub = jwt.claims["sub"] as? String ?? ""
