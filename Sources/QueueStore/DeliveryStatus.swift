@@ -112,20 +112,18 @@ public final class MemoryStatusStore: DeliveryObserver, DeliveryStatusSource {
         let t = now()
         state.withLockedValue { s in
             let id = job.accepted.notifID
-            var n: Notif
-            if let existing = s.notifs[id] {
-                n = existing
-            } else {
+            if s.notifs[id] == nil {
                 s.fifo.append(id)
-                n = Notif(updated: t)
+                s.notifs[id] = Notif(updated: t)
             }
-            if n.entries[job.id] == nil {
-                n.order.append(job.id)
+            // Mutated in place (`s.notifs[id]!.…`): copying the Notif out and back would copy its
+            // entries on every job, O(tokens²) per notification.
+            let entry = Entry(platform: job.platform, token: job.target.reportedToken, state: .queued, attempts: 0)
+            if s.notifs[id]!.entries.updateValue(entry, forKey: job.id) == nil {
+                s.notifs[id]!.order.append(job.id)
                 s.records += 1
             }
-            n.entries[job.id] = Entry(platform: job.platform, token: job.target.reportedToken, state: .queued, attempts: 0)
-            n.updated = t
-            s.notifs[id] = n
+            s.notifs[id]!.updated = t
             if s.records > maxRecords || t.timeIntervalSince(s.lastPrune) > 10 { prune(&s, now: t) }
         }
     }
@@ -162,11 +160,9 @@ public final class MemoryStatusStore: DeliveryObserver, DeliveryStatusSource {
     private func update(_ job: DeliveryJob, at t: Date, _ change: (inout Entry) -> Void) {
         state.withLockedValue { s in
             let id = job.accepted.notifID
-            guard var n = s.notifs[id], var e = n.entries[job.id] else { return }
-            change(&e)
-            n.entries[job.id] = e
-            n.updated = t
-            s.notifs[id] = n
+            guard s.notifs[id]?.entries[job.id] != nil else { return }
+            change(&s.notifs[id]!.entries[job.id]!)   // in place, see `accepted`
+            s.notifs[id]!.updated = t
         }
     }
 
