@@ -22,7 +22,8 @@ final class SQLiteCheckpointTests: XCTestCase {
         var jobIDs: [Int64] = []
         let t0 = Date()
         var commits = 0
-        while Date().timeIntervalSince(t0) < 3 {
+        // at least 3 s and 500 commits (a slow machine takes longer), at most 60 s
+        while (Date().timeIntervalSince(t0) < 3 || commits < 500) && Date().timeIntervalSince(t0) < 60 {
             var batch = WriteBatch()
             let t = Date().timeIntervalSince1970
             batch.inserts = (0..<20).map { i in
