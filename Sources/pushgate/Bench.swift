@@ -514,8 +514,11 @@ final class LocalGateway: Sendable {
     let port: Int
     let group: ServiceGroup
     let task: Task<Void, Never>
+    /// The throwaway directory of the in-process queue store, removed on stop.
+    let storeDirectory: String?
 
-    private init(mocks: MockStack, recorder: MockRecorder, port: Int, group: ServiceGroup, task: Task<Void, Never>) {
+    private init(mocks: MockStack, recorder: MockRecorder, port: Int, group: ServiceGroup, task: Task<Void, Never>, storeDirectory: String?) {
+        self.storeDirectory = storeDirectory
         self.mocks = mocks
         self.recorder = recorder
         self.port = port
@@ -543,6 +546,15 @@ final class LocalGateway: Sendable {
         for o in overrides {
             do { try raw.set(assignment: o) } catch { fail("\(error)") }
         }
+        // Unless a store was chosen explicitly, the bench's deliveries go to a throwaway SQLite file:
+        // never into the default `data/pushgate.sqlite` of the directory it runs in, which a real
+        // gateway there would share (and send the bench's tokens from).
+        var storeDirectory: String?
+        if raw.string("queue.sqlite.path") == "data/pushgate.sqlite" {
+            let dir = NSTemporaryDirectory() + "pushgate-bench-\(UUID().uuidString)"
+            raw.set("queue.sqlite.path", .string(dir + "/queue.sqlite"))
+            storeDirectory = dir
+        }
         let logger = makeLogger("pushgate", level: "warning")
         let gateway: Gateway
         do {
@@ -562,12 +574,13 @@ final class LocalGateway: Sendable {
         var port = 0
         for await p in portStream { port = p; break }
         guard port > 0 else { fail("the in-process gateway did not start") }
-        return LocalGateway(mocks: mocks, recorder: recorder, port: port, group: group, task: task)
+        return LocalGateway(mocks: mocks, recorder: recorder, port: port, group: group, task: task, storeDirectory: storeDirectory)
     }
 
     func stop() async {
         await group.triggerGracefulShutdown()
         _ = await task.value
         try? await mocks.stop()
+        if let storeDirectory { try? FileManager.default.removeItem(atPath: storeDirectory) }
     }
 }
