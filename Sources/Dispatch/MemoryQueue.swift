@@ -5,14 +5,8 @@ import PushgateCore
 /// In-memory queue driver: per-platform FIFO of ready jobs, a min-heap of jobs waiting to retry,
 /// and waiting workers handed jobs directly. Bounded by `capacity`.
 public final class MemoryQueue: QueueDriver {
-    private struct PlatformQueue {
-        var ready = JobFIFO()
-        var delayed = JobHeap()
-        var waiters: [CheckedContinuation<DeliveryJob?, Never>] = []
-    }
-
     private struct State {
-        var queues: [Platform: PlatformQueue] = [:]
+        var queues: [Platform: PlatformJobs] = [:]
         var pending = 0
         var shutdown = false
     }
@@ -21,8 +15,8 @@ public final class MemoryQueue: QueueDriver {
 
     /// Runs `body` on the platform's queue in place (no copy-on-write of its arrays).
     @inline(__always)
-    private static func withQueue<R>(_ s: inout State, _ platform: Platform, _ body: (inout PlatformQueue) -> R) -> R {
-        body(&s.queues[platform, default: PlatformQueue()])
+    private static func withQueue<R>(_ s: inout State, _ platform: Platform, _ body: (inout PlatformJobs) -> R) -> R {
+        body(&s.queues[platform, default: PlatformJobs()])
     }
     public let capacity: Int
     private let now: @Sendable () -> Date
@@ -61,14 +55,8 @@ public final class MemoryQueue: QueueDriver {
             let t = now()
             for job in jobs {
                 // Mutated in place (a copy out of the dictionary would make every append copy the whole ready list).
-                Self.withQueue(&s, job.platform) { q in
-                    if job.notBefore > t {
-                        q.delayed.push(job)
-                    } else if !q.waiters.isEmpty {
-                        toResume.append((q.waiters.removeFirst(), job))
-                    } else {
-                        q.ready.append(job)
-                    }
+                if let w = Self.withQueue(&s, job.platform, { $0.place(job, now: t) }) {
+                    toResume.append((w, job))
                 }
             }
         }
@@ -93,15 +81,7 @@ public final class MemoryQueue: QueueDriver {
         var resume: CheckedContinuation<DeliveryJob?, Never>?
         let t = now()
         state.withLockedValue { s in
-            Self.withQueue(&s, job.platform) { q in
-                if job.notBefore > t {
-                    q.delayed.push(job)
-                } else if !q.waiters.isEmpty {
-                    resume = q.waiters.removeFirst()
-                } else {
-                    q.ready.append(job)
-                }
-            }
+            resume = Self.withQueue(&s, job.platform) { $0.place(job, now: t) }
         }
         resume?.resume(returning: job)
     }
@@ -119,16 +99,7 @@ public final class MemoryQueue: QueueDriver {
             let t = now()
             for platform in Array(s.queues.keys) {
                 guard let top = s.queues[platform]?.delayed.peek, top.notBefore <= t else { continue }
-                Self.withQueue(&s, platform) { q in
-                    while let top = q.delayed.peek, top.notBefore <= t {
-                        let job = q.delayed.pop()!
-                        if !q.waiters.isEmpty {
-                            toResume.append((q.waiters.removeFirst(), job))
-                        } else {
-                            q.ready.append(job)
-                        }
-                    }
-                }
+                toResume += Self.withQueue(&s, platform) { $0.promoteDue(now: t) }
             }
             return false
         }
@@ -140,10 +111,7 @@ public final class MemoryQueue: QueueDriver {
         let waiters: [CheckedContinuation<DeliveryJob?, Never>] = state.withLockedValue { s in
             s.shutdown = true
             var all: [CheckedContinuation<DeliveryJob?, Never>] = []
-            for k in s.queues.keys {
-                all += s.queues[k]!.waiters
-                s.queues[k]!.waiters = []
-            }
+            for k in s.queues.keys { all += s.queues[k]!.takeWaiters() }
             return all
         }
         for w in waiters { w.resume(returning: nil) }
@@ -156,6 +124,52 @@ public final class MemoryQueue: QueueDriver {
             let q = s.queues[platform]
             return (q?.ready.count ?? 0, q?.delayed.count ?? 0)
         }
+    }
+}
+
+/// One platform's jobs held in memory: ready FIFO, retry heap, and the workers waiting for a job.
+/// Shared by the memory queue and the durable queues' lease buffer. Hand-offs to waiters are
+/// returned, to be resumed after the caller's lock is released.
+public struct PlatformJobs: Sendable {
+    public typealias Waiter = CheckedContinuation<DeliveryJob?, Never>
+
+    public var ready = JobFIFO()
+    public var delayed = JobHeap()
+    public var waiters: [Waiter] = []
+
+    public init() {}
+
+    /// Files a job: into the retry heap when not due yet, else to a waiting worker (returned) when
+    /// `handToWaiter`, else onto the ready list.
+    public mutating func place(_ job: DeliveryJob, now: Date, handToWaiter: Bool = true) -> Waiter? {
+        if job.notBefore > now {
+            delayed.push(job)
+        } else if handToWaiter, !waiters.isEmpty {
+            return waiters.removeFirst()
+        } else {
+            ready.append(job)
+        }
+        return nil
+    }
+
+    /// Moves retries that are due to waiting workers (returned) or the ready list.
+    public mutating func promoteDue(now: Date) -> [(Waiter, DeliveryJob)] {
+        var handed: [(Waiter, DeliveryJob)] = []
+        while let top = delayed.peek, top.notBefore <= now {
+            let job = delayed.pop()!
+            if !waiters.isEmpty {
+                handed.append((waiters.removeFirst(), job))
+            } else {
+                ready.append(job)
+            }
+        }
+        return handed
+    }
+
+    /// Removes and returns every waiting worker (shutdown).
+    public mutating func takeWaiters() -> [Waiter] {
+        defer { waiters = [] }
+        return waiters
     }
 }
 

@@ -47,9 +47,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
     // @unchecked: every mutable field is inside `state` (a lock); the rest is immutable after init.
 
     private struct PlatformState {
-        var ready = JobFIFO()
-        var delayed = JobHeap()
-        var waiters: [CheckedContinuation<DeliveryJob?, Never>] = []
+        var jobs = PlatformJobs()
         var fetching = false
         var storeMayHaveWork = true
         var lastPoll: Double = 0
@@ -253,11 +251,11 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
             var fetch = false
             let immediate: DeliveryJob?? = state.withLockedValue { s in
                 if s.finalized { return .some(nil) }
-                if !s.shutdown, let j = s.platforms[platform]?.ready.popFirst() {
+                if !s.shutdown, let j = s.platforms[platform]?.jobs.ready.popFirst() {
                     s.outstanding += 1
                     return .some(j)
                 }
-                s.platforms[platform, default: PlatformState()].waiters.append(c)
+                s.platforms[platform, default: PlatformState()].jobs.waiters.append(c)
                 if !s.shutdown { fetch = requestLeaseIfNeeded(platform, in: &s, now: t) }
                 return .none
             }
@@ -332,10 +330,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         let waiters: [CheckedContinuation<DeliveryJob?, Never>] = state.withLockedValue { s in
             s.finalized = true
             var all: [CheckedContinuation<DeliveryJob?, Never>] = []
-            for p in s.platforms.keys {
-                all += s.platforms[p]!.waiters
-                s.platforms[p]!.waiters = []
-            }
+            for p in s.platforms.keys { all += s.platforms[p]!.jobs.takeWaiters() }
             return all
         }
         for w in waiters { w.resume(returning: nil) }
@@ -373,20 +368,9 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
     private func place(_ job: DeliveryJob, in s: inout State, now t: Date, resume: inout [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)]) {
         let p = job.platform
         if s.platforms[p] == nil { s.platforms[p] = PlatformState() }
-        let shutdown = s.shutdown
+        let handToWaiter = !s.shutdown
         // Mutated in place (a copy of the platform state would copy its arrays on every job).
-        let handed: CheckedContinuation<DeliveryJob?, Never>? = {
-            (ps: inout PlatformState) -> CheckedContinuation<DeliveryJob?, Never>? in
-            if job.notBefore > t {
-                ps.delayed.push(job)
-            } else if !shutdown, !ps.waiters.isEmpty {
-                return ps.waiters.removeFirst()
-            } else {
-                ps.ready.append(job)
-            }
-            return nil
-        }(&s.platforms[p]!)
-        if let handed {
+        if let handed = s.platforms[p]!.jobs.place(job, now: t, handToWaiter: handToWaiter) {
             resume.append((handed, job))
             s.outstanding += 1
         }
@@ -395,7 +379,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
     /// Adds a lease request for `platform` to the next transaction when workers wait and the store may have jobs.
     private func requestLeaseIfNeeded(_ platform: Platform, in s: inout State, now t: Double) -> Bool {
         guard !s.shutdown, !s.finalizeRequested, let ps = s.platforms[platform] else { return false }
-        guard !ps.fetching, !ps.waiters.isEmpty, ps.ready.count == 0 else { return false }
+        guard !ps.fetching, !ps.jobs.waiters.isEmpty, ps.jobs.ready.count == 0 else { return false }
         guard ps.storeMayHaveWork || t - ps.lastPoll >= options.pollInterval else { return false }
         // One lease of up to `leaseBatch` rows: the dispatcher waits here with one feed loop per
         // platform (not one waiter per worker), so the waiter count says nothing about its free capacity.
@@ -555,10 +539,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         let (waiters, closeWaiters): ([CheckedContinuation<DeliveryJob?, Never>], [CheckedContinuation<Void, Never>]) = state.withLockedValue { s in
             s.finalized = true
             var all: [CheckedContinuation<DeliveryJob?, Never>] = []
-            for p in s.platforms.keys {
-                all += s.platforms[p]!.waiters
-                s.platforms[p]!.waiters = []
-            }
+            for p in s.platforms.keys { all += s.platforms[p]!.jobs.takeWaiters() }
             let cw = s.closeWaiters
             s.closeWaiters = []
             return (all, cw)
@@ -584,19 +565,8 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
                 var go = false
                 if !s.shutdown {
                     for p in Array(s.platforms.keys) {
-                        if let top = s.platforms[p]!.delayed.peek, top.notBefore <= tNow {
-                            let handed = { (ps: inout PlatformState) -> [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] in
-                                var out: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
-                                while let top = ps.delayed.peek, top.notBefore <= tNow {
-                                    let job = ps.delayed.pop()!
-                                    if !ps.waiters.isEmpty {
-                                        out.append((ps.waiters.removeFirst(), job))
-                                    } else {
-                                        ps.ready.append(job)
-                                    }
-                                }
-                                return out
-                            }(&s.platforms[p]!)
+                        if let top = s.platforms[p]!.jobs.delayed.peek, top.notBefore <= tNow {
+                            let handed = s.platforms[p]!.jobs.promoteDue(now: tNow)
                             s.outstanding += handed.count
                             resume += handed
                         }
