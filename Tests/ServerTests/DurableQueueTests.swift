@@ -197,17 +197,9 @@ final class DurableQueueTests: XCTestCase {
         defer { Task { await env.stop() } }
         let body = #"{"notifications":[{"tokens":["# + (20..<24).map { "\"\(self.token($0))\"" }.joined(separator: ",") + #"],"platform":1,"message":"x"}]}"#
         try await env.withGateway(environment: sqliteEnv(env, ["PUSHGATE_QUEUE_MAX_PENDING": "5", "PUSHGATE_IOS_MAX_CONCURRENT_PUSHES": "1"])) { client, gateway in
-            var saw503 = false
-            for _ in 0..<10 {
-                let r = try await client.push(body)
-                if r.status == 503 {
-                    saw503 = true
-                    XCTAssertEqual(r.headers[.retryAfter], "1")
-                    break
-                }
-                XCTAssertEqual(r.status, 200)
-            }
-            XCTAssertTrue(saw503)
+            let full = try await client.pushUntil503(body, attempts: 10)
+            XCTAssertNotNil(full)
+            XCTAssertEqual(full?.headers[.retryAfter], "1")
             let drained = await eventually(timeout: 20) { gateway.dispatcher.queue.pendingCount == 0 }
             XCTAssertTrue(drained, "earlier work is still delivered")
         }

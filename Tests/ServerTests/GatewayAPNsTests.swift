@@ -238,18 +238,10 @@ final class GatewayAPNsTests: XCTestCase {
             let tokens = (0..<5).map { String(format: "%064x", $0) }
             let body = #"{"notifications":[{"tokens":["# + tokens.map { "\"\($0)\"" }.joined(separator: ",") + #"],"platform":1,"message":"x"}]}"#
             // Fill the queue faster than one worker drains it.
-            var saw503 = false
-            for _ in 0..<20 {
-                let r = try await client.push(body)
-                if r.status == 503 {
-                    saw503 = true
-                    XCTAssertEqual(r.headers[.retryAfter], "1")
-                    XCTAssertEqual(jsonObject(r.body)["code"] as? Int, 503)
-                    break
-                }
-                XCTAssertEqual(r.status, 200)
-            }
-            XCTAssertTrue(saw503, "queue never filled")
+            let full = try await client.pushUntil503(body, attempts: 20)
+            XCTAssertNotNil(full, "queue never filled")
+            XCTAssertEqual(full?.headers[.retryAfter], "1")
+            XCTAssertEqual(full.map { jsonObject($0.body)["code"] as? Int } ?? nil, 503)
             // Earlier work is still delivered and the server is up.
             let drained = await eventually(timeout: 20) { gateway.dispatcher.queue.pendingCount == 0 }
             XCTAssertTrue(drained)

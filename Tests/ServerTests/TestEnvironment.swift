@@ -10,6 +10,7 @@ import PushDispatch
 import PushgateCore
 @testable import Server
 import WebPush
+import XCTest
 
 /// Mock APNs + mock FCM + a feedback receiver, all TLS on 127.0.0.1, and a gateway configured for them.
 final class TestEnvironment: Sendable {
@@ -142,6 +143,20 @@ extension TestClientProtocol {
         try await execute(uri: "/api/push", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: json)) { r in
             (Int(r.status.code), String(buffer: r.body), r.headers)
         }
+    }
+}
+
+extension TestClientProtocol {
+    /// Posts `json` up to `attempts` times until the gateway answers 503 (queue full); returns that
+    /// answer, or nil if it never came. Every answer before it must be 200.
+    func pushUntil503(_ json: String, attempts: Int, file: StaticString = #filePath, line: UInt = #line) async throws
+        -> (status: Int, body: String, headers: HTTPFields)? {
+        for _ in 0..<attempts {
+            let r = try await push(json)
+            if r.status == 503 { return r }
+            XCTAssertEqual(r.status, 200, file: file, line: line)
+        }
+        return nil
     }
 }
 
