@@ -118,17 +118,15 @@ public final class Dispatcher: Sendable {
     public func submit(_ request: PushRequest, sync: Bool) async throws -> SubmitResult {
         let t = now()
         var jobs: [DeliveryJob] = []
-        var immediateFailures: [(LogEntry, Platform)] = []
-        // Deliveries that fail before any network call, kept for the delivery status.
-        var failedJobs: [DeliveryJob] = []
-        var failedReasons: [String] = []
-        func failedJob(_ accepted: AcceptedNotification, _ target: PushTarget, _ reason: String) {
-            failedJobs.append(DeliveryJob(id: 0, messageID: UUID().uuidString.lowercased(), target: target, accepted: accepted, maxAttempts: 1, now: t))
-            failedReasons.append(reason)
+        // Deliveries that fail before any network call: in the sync logs, in the delivery status,
+        // and (when the platform is served) counted, sent to the feedback hook and logged.
+        var early: [(job: DeliveryJob, reason: String, served: Bool)] = []
+        func failEarly(_ accepted: AcceptedNotification, _ target: PushTarget, _ reason: String, served: Bool = true) {
+            let job = DeliveryJob(id: 0, messageID: UUID().uuidString.lowercased(), target: target, accepted: accepted, maxAttempts: 1, now: t)
+            early.append((job, reason, served))
         }
         var counts = 0
         var notifIDs: [String] = []
-        var unavailableEntries: [LogEntry] = []
         let requestID = UUID().uuidString.lowercased()
 
         for (index, n) in request.notifications.enumerated() {
@@ -139,17 +137,12 @@ public final class Dispatcher: Sendable {
                 let reason = unavailable[n.platform] ?? "platform \(n.platform.name) is not enabled"
                 logger.warning("notification skipped: \(reason)", metadata: ["notif_id": "\(notifID)"])
                 let rejected = AcceptedNotification(notifID: notifID, notification: n, prepared: nil)
-                for target in targets {
-                    unavailableEntries.append(entry(notifID: notifID, notification: n, target: target, error: reason))
-                    failedJob(rejected, target, reason)
-                }
+                for target in targets { failEarly(rejected, target, reason, served: false) }
                 continue
             }
             counts += n.deliveryCount
             if targets.isEmpty {
-                let reason = "tokens must not be nil or empty"
-                immediateFailures.append((entry(notifID: notifID, notification: n, target: .token(""), error: reason), n.platform))
-                failedJob(AcceptedNotification(notifID: notifID, notification: n, prepared: nil), .token(""), reason)
+                failEarly(AcceptedNotification(notifID: notifID, notification: n, prepared: nil), .token(""), "tokens must not be nil or empty")
                 continue
             }
             let prepared: any PreparedPush
@@ -158,18 +151,14 @@ public final class Dispatcher: Sendable {
             } catch {
                 let reason = (error as? PushFailure)?.reason ?? "\(error)"
                 let rejected = AcceptedNotification(notifID: notifID, notification: n, prepared: nil)
-                for target in targets {
-                    immediateFailures.append((entry(notifID: notifID, notification: n, target: target, error: reason), n.platform))
-                    failedJob(rejected, target, reason)
-                }
+                for target in targets { failEarly(rejected, target, reason) }
                 continue
             }
             let accepted = AcceptedNotification(notifID: notifID, notification: n, prepared: prepared)
             let maxAttempts = RetryPolicy.maxAttempts(requestRetry: n.retry, providerMaxRetry: slot.maxRetry)
             for target in targets {
                 if let failure = slot.provider.validate(target: target, of: prepared) {
-                    immediateFailures.append((entry(notifID: notifID, notification: n, target: target, error: failure.reason), n.platform))
-                    failedJob(accepted, target, failure.reason)
+                    failEarly(accepted, target, failure.reason)
                     continue
                 }
                 let messageID = n.apnsID ?? UUID().uuidString.lowercased()
@@ -177,9 +166,9 @@ public final class Dispatcher: Sendable {
             }
         }
 
-        let firstID = makeJobIDs(jobs.count + failedJobs.count)
+        let firstID = makeJobIDs(jobs.count + early.count)
         for i in jobs.indices { jobs[i].id = firstID + UInt64(i) }
-        for i in failedJobs.indices { failedJobs[i].id = firstID + UInt64(jobs.count + i) }
+        for i in early.indices { early[i].job.id = firstID + UInt64(jobs.count + i) }
 
         var waiterID: UInt64?
         if sync {
@@ -198,25 +187,33 @@ public final class Dispatcher: Sendable {
         stats.accepted(count: counts)
         stats.submitted(jobs: jobs.count)
         if let observer { for j in jobs { observer.accepted(j) } }
-        if !failedJobs.isEmpty {
+        if !early.isEmpty {
             if let observer {
-                for (j, r) in zip(failedJobs, failedReasons) {
-                    observer.accepted(j)
-                    observer.finished(j, outcome: .failed(reason: r, tokenDead: false))
+                for f in early {
+                    observer.accepted(f.job)
+                    observer.finished(f.job, outcome: .failed(reason: f.reason, tokenDead: false))
                 }
             }
             do {
-                try await queue.recordFailedBeforeSending(failedJobs, reasons: failedReasons)
+                try await queue.recordFailedBeforeSending(early.map { ($0.job, $0.reason) })
             } catch {
-                logger.warning("could not store the status of \(failedJobs.count) deliveries that failed before sending: \(error)")
+                logger.warning("could not store the status of \(early.count) deliveries that failed before sending: \(error)")
             }
         }
 
-        // Failures found before any network call are final at once.
+        // Failures found before any network call are final at once. Deliveries to a platform that
+        // is not served are reported in the logs only (not counted, no feedback).
+        var unavailableEntries: [LogEntry] = []
         var failedNow: [LogEntry] = []
-        for (e, platform) in immediateFailures {
-            stats.finished(platform: platform, delivered: false)
-            metrics[platform]?.finished(className: "permanent")
+        for f in early {
+            let n = f.job.accepted.notification
+            let e = entry(notifID: f.job.accepted.notifID, notification: n, target: f.job.target, error: f.reason)
+            guard f.served else {
+                unavailableEntries.append(e)
+                continue
+            }
+            stats.finished(platform: n.platform, delivered: false)
+            metrics[n.platform]?.finished(className: "permanent")
             feedback?.post(e)
             failedNow.append(e)
             logger.info("push failed before sending", metadata: ["notif_id": "\(e.notifID)", "token": "\(e.token)", "error": "\(e.error)"])

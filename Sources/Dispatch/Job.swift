@@ -80,12 +80,12 @@ public protocol QueueDriver: Sendable {
     /// Wakes every waiting `next` with nil.
     func shutdown()
     /// Keeps a record of deliveries that failed before any network call (payload too large, bad
-    /// token, platform not enabled) for the delivery status; they are never sent. `reasons[i]` is
-    /// `jobs[i]`'s. Durable engines store them; the default does nothing (the memory engine's
-    /// status comes from the dispatcher's observer).
-    func recordFailedBeforeSending(_ jobs: [DeliveryJob], reasons: [String]) async throws
+    /// token, platform not enabled) for the delivery status, each with its reason; they are never
+    /// sent. Durable engines store them; the default does nothing (the memory engine's status comes
+    /// from the dispatcher's observer).
+    func recordFailedBeforeSending(_ failures: [(job: DeliveryJob, reason: String)]) async throws
 }
 
 extension QueueDriver {
-    public func recordFailedBeforeSending(_ jobs: [DeliveryJob], reasons: [String]) async throws {}
+    public func recordFailedBeforeSending(_ failures: [(job: DeliveryJob, reason: String)]) async throws {}
 }

@@ -210,13 +210,13 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         if fetch { signal.yield() }
     }
 
-    public func recordFailedBeforeSending(_ jobs: [DeliveryJob], reasons: [String]) async throws {
-        guard !jobs.isEmpty, jobs.count == reasons.count else { return }
+    public func recordFailedBeforeSending(_ failures: [(job: DeliveryJob, reason: String)]) async throws {
+        guard !failures.isEmpty else { return }
         var groupIndex: [ObjectIdentifier: Int] = [:]
         var inserts: [NotificationInsert] = []
         let encoder = JSONEncoder()
         let t = now().timeIntervalSince1970
-        for (j, reason) in zip(jobs, reasons) {
+        for (j, reason) in failures {
             let key = ObjectIdentifier(j.accepted)
             let g: Int
             if let existing = groupIndex[key] { g = existing } else {

@@ -280,7 +280,7 @@ final class SQLiteQueueTests: XCTestCase {
 func checkFailedBeforeSending(_ q: DurableQueue) async throws {
     let jobs = makeJobs(3, notifID: "pre-1")
     try await q.enqueue([jobs[0]])
-    try await q.recordFailedBeforeSending([jobs[1], jobs[2]], reasons: ["PayloadTooLarge (4097 > 4096 bytes)", "BadDeviceToken"])
+    try await q.recordFailedBeforeSending([(jobs[1], "PayloadTooLarge (4097 > 4096 bytes)"), (jobs[2], "BadDeviceToken")])
     XCTAssertEqual(q.pendingCount, 1)
     let stOpt = try await q.deliveryStatus(notifID: "pre-1")
     let st = try XCTUnwrap(stOpt)
