@@ -148,9 +148,7 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
                         let id = jobIDs[k]
                         k += 1
                         ids.append(id)
-                        if let reason = j.failedReason {
-                            failedOnInsert.append(.complete(id: id, delivered: false, attempts: 0, info: reason, finishedAt: j.enqueuedAt))
-                        }
+                        if let u = j.failedBeforeSendingUpdate(id: id) { failedOnInsert.append(u) }
                         jID.append(id); jNotif.append(row); jPlat.append(ins.platform.rawValue); jKind.append(t.kind); jTarget.append(t.value)
                         jKeys.append(t.keys ?? ""); jMsg.append(j.messageID); jAtt.append(j.attempts); jMax.append(j.maxAttempts)
                         jNB.append(j.notBefore); jEnq.append(j.enqueuedAt); jOwner.append(j.leased ? owner : "")

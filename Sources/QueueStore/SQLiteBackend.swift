@@ -190,9 +190,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
                     for j in ins.jobs {
                         let t = TargetCodec.encode(j.target)
                         ids.append(jobID)
-                        if let reason = j.failedReason {
-                            failedOnInsert.append(.complete(id: jobID, delivered: false, attempts: 0, info: reason, finishedAt: j.enqueuedAt))
-                        }
+                        if let u = j.failedBeforeSendingUpdate(id: jobID) { failedOnInsert.append(u) }
                         jobBinds += [
                             .integer(Int(jobID)), .integer(Int(row)), .integer(ins.platform.rawValue), .integer(t.kind), .text(t.value),
                             t.keys.map { .text($0) } ?? .null, .text(j.messageID), .integer(j.attempts), .integer(j.maxAttempts),

@@ -38,6 +38,12 @@ struct JobInsert: Sendable {
     /// Failed before any network call (payload too large, bad token, platform not enabled):
     /// stored finished, for the delivery status, in the same transaction.
     var failedReason: String? = nil
+
+    /// The update that finishes this job as failed in the transaction that inserts it as row `id`
+    /// (nil unless it failed before sending).
+    func failedBeforeSendingUpdate(id: Int64) -> JobUpdate? {
+        failedReason.map { .complete(id: id, delivered: false, attempts: 0, info: $0, finishedAt: enqueuedAt) }
+    }
 }
 
 /// A state change of a leased job.
