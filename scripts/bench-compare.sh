@@ -9,18 +9,16 @@ cd "$(dirname "$0")/.."
 BIN=${1:-.build-release/release/pushgate}
 # The release build of docs/benchmarks.md (flags and why: scripts/build-release.sh).
 [ -x "$BIN" ] || scripts/build-release.sh
-W=$(mktemp -d); PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null || true; done; rm -rf "$W"' EXIT
-wait_for() { for _ in $(seq 1 100); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done; echo "timeout waiting for $1"; exit 1; }
+source scripts/bench-lib.sh
 
 # 1. mock providers (one process) and two gateways (two more processes): the default engine
 #    (sqlite, a fresh file) on 18088 and the memory engine on 18087
 "$BIN" mock --dir "$W/m" --apns-port 18443 --fcm-port 18444 --webpush-port 18445 --stats-port 18446 >"$W/mock.log" 2>&1 & MOCK=$!; PIDS+=($MOCK)
 wait_for http://127.0.0.1:18446/__mock/stats
-sed 's/^core:$/core:\n  port: 18088/' "$W/m/gateway-snippet.yml" > "$W/gw.yml"
+gateway_config "$W/m/gateway-snippet.yml" 18088 > "$W/gw.yml"
 PUSHGATE_QUEUE_SQLITE_PATH="$W/gw.sqlite" "$BIN" serve --config "$W/gw.yml" >"$W/gw.log" 2>&1 & GW=$!; PIDS+=($GW)
 wait_for http://127.0.0.1:18088/healthz
-sed 's/^core:$/core:\n  port: 18087/' "$W/m/gateway-snippet.yml" > "$W/gwm.yml"
+gateway_config "$W/m/gateway-snippet.yml" 18087 > "$W/gwm.yml"
 PUSHGATE_QUEUE_ENGINE=memory "$BIN" serve --config "$W/gwm.yml" >"$W/gwm.log" 2>&1 & GWM=$!; PIDS+=($GWM)
 wait_for http://127.0.0.1:18087/healthz
 sleep 2
@@ -57,7 +55,7 @@ kill $GWM
 # 5. RSS with 100,000 queued: a second mock that holds every APNs answer for 5 minutes
 "$BIN" mock --dir "$W/m2" --apns-port 19443 --fcm-port 19444 --webpush-port 19445 --stats-port 19446 --apns-latency-ms 300000 >"$W/mock2.log" 2>&1 & PIDS+=($!)
 wait_for http://127.0.0.1:19446/__mock/stats
-sed 's/^core:$/core:\n  port: 18089/' "$W/m2/gateway-snippet.yml" > "$W/gw2.yml"
+gateway_config "$W/m2/gateway-snippet.yml" 18089 > "$W/gw2.yml"
 PUSHGATE_QUEUE_SQLITE_PATH="$W/gw2.sqlite" "$BIN" serve --config "$W/gw2.yml" >"$W/gw2.log" 2>&1 & PIDS+=($!)
 wait_for http://127.0.0.1:18089/healthz
 echo "== 100,000 deliveries queued behind a stalled APNs"
@@ -69,7 +67,7 @@ curl -s http://127.0.0.1:18089/api/stat/go | python3 -c 'import json,sys;d=json.
 #    (decrypts every body and checks its VAPID JWT) and the bench pinned to core 1.
 if [ "$(nproc)" -ge 2 ]; then
   taskset -a -p -c 1 "$MOCK" >/dev/null
-  sed 's/^core:$/core:\n  port: 18090/' "$W/m/gateway-snippet.yml" > "$W/gw3.yml"
+  gateway_config "$W/m/gateway-snippet.yml" 18090 > "$W/gw3.yml"
   PUSHGATE_QUEUE_SQLITE_PATH="$W/wp.sqlite" taskset -c 0 "$BIN" serve --config "$W/gw3.yml" >"$W/gw3.log" 2>&1 & GW3=$!; PIDS+=($GW3)
   wait_for http://127.0.0.1:18090/healthz
   echo "== Web Push end to end, gateway on core 0 only, 50,000 deliveries (RFC 8291 + VAPID, the mock decrypts each)"

@@ -13,21 +13,19 @@ cd "$(dirname "$0")/.."
 BIN=${1:-.build-release/release/pushgate}
 [ -x "$BIN" ] || scripts/build-release.sh
 COUNT=${COUNT:-200000}
-W=$(mktemp -d); PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null || true; done; rm -rf "$W"' EXIT
-wait_for() { for _ in $(seq 1 200); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done; echo "timeout waiting for $1"; exit 1; }
+source scripts/bench-lib.sh
 P=${PORT_BASE:-28000}   # mock on P+443..P+446, gateways on P+90 (memory) and P+91 (sqlite)
 CTL=http://127.0.0.1:$((P + 446))
 
 "$BIN" mock --dir "$W/m" --apns-port $((P + 443)) --fcm-port $((P + 444)) --webpush-port $((P + 445)) --stats-port $((P + 446)) >"$W/mock.log" 2>&1 & PIDS+=($!)
-wait_for $CTL/__mock/stats
+wait_for $CTL/__mock/stats 20
 for _ in $(seq 1 100); do [ -s "$W/m/gateway-snippet.yml" ] && break; sleep 0.1; done
 for e in memory:$((P + 90)) sqlite:$((P + 91)); do
   engine=${e%%:*}; port=${e##*:}
-  sed "s/^core:\$/core:\n  port: $port/" "$W/m/gateway-snippet.yml" > "$W/$engine.yml"
+  gateway_config "$W/m/gateway-snippet.yml" $port > "$W/$engine.yml"
   printf 'queue:\n  engine: %s\n  sqlite:\n    path: %s/%s.sqlite\n' "$engine" "$W" "$engine" >> "$W/$engine.yml"
   "$BIN" serve --config "$W/$engine.yml" >"$W/gw-$engine.log" 2>&1 & PIDS+=($!)
-  wait_for http://127.0.0.1:$port/healthz
+  wait_for http://127.0.0.1:$port/healthz 20
 done
 
 # gorush JSON with 100 bench tokens (the mock counts every OK answer)

@@ -14,18 +14,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-.build-release/release/pushgate}
 OUT=scripts/startup-order.txt
-W=$(mktemp -d); PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null || true; done; rm -rf "$W"' EXIT
-wait_for() { for _ in $(seq 1 600); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done; echo "timeout waiting for $1"; exit 1; }
+source scripts/bench-lib.sh
 
 llvm-objcopy --strip-debug "$BIN" "$W/pushgate"
 "$BIN" mock --dir "$W/m" --apns-port 0 --fcm-port 0 --webpush-port 0 --stats-port 28996 >"$W/mock.log" 2>&1 & PIDS+=($!)
-wait_for http://127.0.0.1:28996/__mock/stats
-{ echo "queue:"; echo "  sqlite:"; echo "    path: $W/q.sqlite"; sed 's/^core:$/core:\n  port: 28998/' "$W/m/gateway-snippet.yml"; } > "$W/gw.yml"
+wait_for http://127.0.0.1:28996/__mock/stats 60
+{ echo "queue:"; echo "  sqlite:"; echo "    path: $W/q.sqlite"; gateway_config "$W/m/gateway-snippet.yml" 28998; } > "$W/gw.yml"
 
 valgrind --tool=callgrind --demangle=no --dump-instr=no --callgrind-out-file="$W/cg.out" \
   "$W/pushgate" serve --config "$W/gw.yml" >"$W/vg.log" 2>&1 & VG=$!; PIDS+=($VG)
-wait_for http://127.0.0.1:28998/healthz
+wait_for http://127.0.0.1:28998/healthz 60
 sleep 5
 callgrind_control --dump=idle "$VG" >/dev/null
 sleep 1
