@@ -143,32 +143,14 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
             if pending + n > options.capacity { throw QueueFullError(pending: pending, capacity: options.capacity) }
             s.pendingDelta += n
         }
-        // One stored notification per accepted notification, in order of appearance.
-        var groupIndex: [ObjectIdentifier: Int] = [:]
-        var groups: [(accepted: AcceptedNotification, jobs: [Int])] = []
-        for (i, j) in jobs.enumerated() {
-            let key = ObjectIdentifier(j.accepted)
-            if let g = groupIndex[key] { groups[g].jobs.append(i) } else {
-                groupIndex[key] = groups.count
-                groups.append((j.accepted, [i]))
-            }
-        }
         let t = now().timeIntervalSince1970
-        var inserts: [NotificationInsert] = []
-        inserts.reserveCapacity(groups.count)
+        let inserts: [NotificationInsert]
+        let groups: [(accepted: AcceptedNotification, jobs: [Int])]
         do {
-            let encoder = JSONEncoder()
-            for g in groups {
-                let body = String(decoding: try encoder.encode(g.accepted.notification), as: UTF8.self)
-                var ins = NotificationInsert(notifID: g.accepted.notifID, platform: g.accepted.notification.platform, body: body, createdAt: t, jobs: [])
-                ins.jobs.reserveCapacity(g.jobs.count)
-                for i in g.jobs {
-                    let j = jobs[i]
-                    ins.jobs.append(JobInsert(target: j.target, messageID: j.messageID, attempts: j.attempts, maxAttempts: j.maxAttempts,
-                                              notBefore: j.notBefore.timeIntervalSince1970, enqueuedAt: j.enqueuedAt.timeIntervalSince1970,
-                                              leased: options.leaseOnEnqueue || j.waiterID != nil))
-                }
-                inserts.append(ins)
+            (inserts, groups) = try Self.notificationInserts(jobs, createdAt: t) { j, _ in
+                JobInsert(target: j.target, messageID: j.messageID, attempts: j.attempts, maxAttempts: j.maxAttempts,
+                          notBefore: j.notBefore.timeIntervalSince1970, enqueuedAt: j.enqueuedAt.timeIntervalSince1970,
+                          leased: options.leaseOnEnqueue || j.waiterID != nil)
             }
         } catch {
             state.withLockedValue { $0.pendingDelta -= n }
@@ -212,24 +194,38 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
 
     public func recordFailedBeforeSending(_ failures: [(job: DeliveryJob, reason: String)]) async throws {
         guard !failures.isEmpty else { return }
-        var groupIndex: [ObjectIdentifier: Int] = [:]
-        var inserts: [NotificationInsert] = []
-        let encoder = JSONEncoder()
-        let t = now().timeIntervalSince1970
-        for (j, reason) in failures {
-            let key = ObjectIdentifier(j.accepted)
-            let g: Int
-            if let existing = groupIndex[key] { g = existing } else {
-                g = inserts.count
-                groupIndex[key] = g
-                let body = String(decoding: try encoder.encode(j.accepted.notification), as: UTF8.self)
-                inserts.append(NotificationInsert(notifID: j.accepted.notifID, platform: j.accepted.notification.platform, body: body, createdAt: t, jobs: []))
-            }
-            inserts[g].jobs.append(JobInsert(target: j.target, messageID: j.messageID, attempts: 0, maxAttempts: j.maxAttempts,
-                                             notBefore: j.notBefore.timeIntervalSince1970, enqueuedAt: j.enqueuedAt.timeIntervalSince1970,
-                                             leased: false, failedReason: reason))
+        let (inserts, _) = try Self.notificationInserts(failures.map(\.job), createdAt: now().timeIntervalSince1970) { j, i in
+            JobInsert(target: j.target, messageID: j.messageID, attempts: 0, maxAttempts: j.maxAttempts,
+                      notBefore: j.notBefore.timeIntervalSince1970, enqueuedAt: j.enqueuedAt.timeIntervalSince1970,
+                      leased: false, failedReason: failures[i].reason)
         }
         _ = try await commit(inserts)
+    }
+
+    /// One stored notification (body encoded once) per accepted notification, in order of first
+    /// appearance, holding its jobs' rows; `groups[k].jobs` are the indices in `jobs` of insert k's rows.
+    private static func notificationInserts(_ jobs: [DeliveryJob], createdAt t: Double, _ row: (DeliveryJob, Int) -> JobInsert) throws
+        -> (inserts: [NotificationInsert], groups: [(accepted: AcceptedNotification, jobs: [Int])]) {
+        var groupIndex: [ObjectIdentifier: Int] = [:]
+        var groups: [(accepted: AcceptedNotification, jobs: [Int])] = []
+        for (i, j) in jobs.enumerated() {
+            let key = ObjectIdentifier(j.accepted)
+            if let g = groupIndex[key] { groups[g].jobs.append(i) } else {
+                groupIndex[key] = groups.count
+                groups.append((j.accepted, [i]))
+            }
+        }
+        var inserts: [NotificationInsert] = []
+        inserts.reserveCapacity(groups.count)
+        let encoder = JSONEncoder()
+        for g in groups {
+            let body = String(decoding: try encoder.encode(g.accepted.notification), as: UTF8.self)
+            var ins = NotificationInsert(notifID: g.accepted.notifID, platform: g.accepted.notification.platform, body: body, createdAt: t, jobs: [])
+            ins.jobs.reserveCapacity(g.jobs.count)
+            for i in g.jobs { ins.jobs.append(row(jobs[i], i)) }
+            inserts.append(ins)
+        }
+        return (inserts, groups)
     }
 
     /// Hands inserts to the writer's next group commit; returns each notification's row and job ids.
