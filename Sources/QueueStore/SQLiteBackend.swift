@@ -65,8 +65,13 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             _ = try await writer.query("PRAGMA wal_autocheckpoint=0")
             for sql in schema { _ = try await writer.query(sql) }
             reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-            checkpoints = try await WALCheckpointer.start(path: path, synchronous: sync, interval: checkpointInterval,
-                                                          restartFrames: restartFrames, logger: logger)
+            do {
+                checkpoints = try await WALCheckpointer.start(path: path, synchronous: sync, interval: checkpointInterval,
+                                                              restartFrames: restartFrames, logger: logger)
+            } catch {
+                try? await reader.close()
+                throw error
+            }
         } catch {
             try? await writer.close()
             if fd >= 0 { Glibc.close(fd) }
@@ -398,7 +403,7 @@ final class WALCheckpointer: Sendable {
         self.restartFrames = restartFrames
     }
 
-    static func start(path: String, synchronous: String, interval: Duration = .milliseconds(200), restartFrames: Int = 4096,
+    static func start(path: String, synchronous: String, interval: Duration, restartFrames: Int,
                       logger: Logger) async throws -> WALCheckpointer {
         let pool = NIOThreadPool(numberOfThreads: 1)
         pool.start()
