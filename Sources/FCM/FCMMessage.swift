@@ -142,7 +142,9 @@ public enum FCMMessageMapper {
         if let ttl = android["ttl"] {
             switch ttl {
             case .int(let s): android["ttl"] = .string("\(s)s")
-            case .double(let d): android["ttl"] = .string("\(Int64(d))s")
+            case .double(let d) where d.isFinite && d >= 0 && d <= 1e10:
+                // Ingest allows 0...2419200 s; fractions are kept as FCM's duration format allows.
+                android["ttl"] = .string(d == d.rounded() ? "\(Int64(d))s" : "\(d)s")
             case .string(let s) where Int64(s) != nil: android["ttl"] = .string("\(s)s")
             default: break
             }

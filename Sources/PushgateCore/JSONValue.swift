@@ -43,10 +43,18 @@ public struct JSONObject: Sendable, Equatable, Hashable, Sequence {
     public private(set) var entries: [(key: String, value: JSONValue)]
 
     public init() { entries = [] }
+    /// From pairs; a repeated key keeps its first place and its last value. Linear time.
     public init(_ pairs: [(String, JSONValue)]) {
         entries = []
-        for (k, v) in pairs { self[k] = v }
+        entries.reserveCapacity(pairs.count)
+        var seen: [String: Int] = [:]
+        for (k, v) in pairs {
+            if let at = seen[k] { entries[at].value = v } else { seen[k] = entries.count; entries.append((k, v)) }
+        }
     }
+
+    /// From entries whose keys are known to be distinct (the parser's and the decoder's).
+    init(uniqueEntries: [(key: String, value: JSONValue)]) { entries = uniqueEntries }
 
     public var count: Int { entries.count }
     public var isEmpty: Bool { entries.isEmpty }
@@ -110,11 +118,12 @@ struct AnyKey: CodingKey {
 extension JSONObject: Codable {
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
-        self.init()
-        // Foundation does not promise key order from allKeys; sort for determinism.
+        // Foundation does not promise key order from allKeys; sort for determinism. Keys are distinct.
+        var entries: [(key: String, value: JSONValue)] = []
         for key in c.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
-            self[key.stringValue] = try c.decode(JSONValue.self, forKey: key)
+            entries.append((key.stringValue, try c.decode(JSONValue.self, forKey: key)))
         }
+        self.init(uniqueEntries: entries)
     }
 
     public func encode(to encoder: Encoder) throws {

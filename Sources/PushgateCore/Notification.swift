@@ -260,6 +260,19 @@ public struct PushNotification: Sendable, Codable, Equatable {
         allTokens.count + (subscriptions?.count ?? 0) + (isTopicSend ? 1 : 0)
     }
 
+    /// Web Push / UnifiedPush `expiration` values below this are relative seconds, above a UNIX time.
+    public static let absoluteExpirationThreshold: Int64 = 1_000_000_000
+
+    /// When retrying stops making sense, in absolute time: `expiration` is a UNIX time (APNs, FCM), but
+    /// for Web Push and UnifiedPush a small value counts in seconds from acceptance, as their TTL does.
+    public func retryDeadline(acceptedAt: Date) -> Date? {
+        guard let e = expiration else { return nil }
+        if (platform == .webpush || platform == .unifiedpush), e < Self.absoluteExpirationThreshold {
+            return acceptedAt.addingTimeInterval(Double(max(0, e)))
+        }
+        return Date(timeIntervalSince1970: Double(e))
+    }
+
     /// Whether the request asked for the sandbox/development APNs environment.
     /// `nil` means "use the configured default".
     public var productionOverride: Bool? {

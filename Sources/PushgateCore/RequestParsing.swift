@@ -34,27 +34,62 @@ public enum RequestParser {
     /// Parses and validates a `/api/push` body exactly as gorush answers it, with a `detail` naming
     /// the offending field where gorush's message would not.
     public static func parse(_ body: [UInt8], maxNotifications: Int) throws(RequestError) -> PushRequest {
+        var limits = RequestLimits()
+        limits.maxNotifications = maxNotifications
+        return try parse(body, limits: limits)
+    }
+
+    /// Limits crossed answer 400 `"Request over a limit."` with the field and the configuration key.
+    public static let overLimit = "Request over a limit."
+
+    /// Parses and validates a `/api/push` body: linear time whatever its shape, every limit of
+    /// `limits` enforced, every number range-checked; errors name the field.
+    public static func parse(_ body: [UInt8], limits: RequestLimits) throws(RequestError) -> PushRequest {
         if body.isEmpty || body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
             throw RequestError(message: RequestError.missingNotifications, detail: "empty body")
         }
+        let root: JSONValue
+        do {
+            root = try JSONParser.parse(body, limits: limits.json)
+        } catch {
+            switch error.kind {
+            case .syntax, .numberOutOfRange:
+                throw RequestError(message: RequestError.missingNotifications, detail: error.description)
+            case .depth:
+                throw RequestError(message: overLimit, detail: "\(error.description) (core.max_json_depth)")
+            case .objectKeys:
+                throw RequestError(message: overLimit, detail: "\(error.description) (core.max_object_keys)")
+            case .stringBytes:
+                throw RequestError(message: overLimit, detail: "\(error.description) (core.max_message_bytes)")
+            case .values:
+                throw RequestError(message: overLimit, detail: "\(error.description) (core.max_body_bytes)")
+            }
+        }
+        // gorush's order: a missing/empty list and the notification count come before field errors.
+        if case .object(let o) = root, case .array(let list) = o["notifications"] ?? .null {
+            if list.isEmpty { throw RequestError(message: RequestError.emptyNotifications) }
+            if limits.maxNotifications > 0, list.count > limits.maxNotifications {
+                throw RequestError(message: "Number of notifications(\(list.count)) over limit(\(limits.maxNotifications))")
+            }
+        }
         let request: PushRequest
         do {
-            request = try JSONDecoder().decode(PushRequest.self, from: Data(body))
-        } catch let error as DecodingError {
-            throw RequestError(message: RequestError.missingNotifications, detail: describe(error))
+            request = try PushRequestDecoder(limits: limits).request(root)
         } catch {
-            throw RequestError(message: RequestError.missingNotifications, detail: "\(error)")
+            if let limit = error.limit {
+                throw RequestError(message: overLimit, detail: "\(error.field): \(error.problem) (\(limit))")
+            }
+            throw RequestError(message: RequestError.missingNotifications, detail: "\(error.field): \(error.problem)")
         }
-        if request.notifications.isEmpty {
-            throw RequestError(message: RequestError.emptyNotifications)
-        }
-        if maxNotifications > 0, request.notifications.count > maxNotifications {
-            throw RequestError(message: "Number of notifications(\(request.notifications.count)) over limit(\(maxNotifications))")
-        }
+        var deliveries = 0
         for (i, n) in request.notifications.enumerated() {
             if let data = n.data, data["aps"] != nil, n.platform == .ios {
                 throw RequestError(message: "data.aps is reserved", detail: "notifications[\(i)].data.aps: the key \"aps\" is reserved for the APNs payload; use the notification fields instead")
             }
+            deliveries += n.deliveryCount
+        }
+        if deliveries > limits.maxDeliveries {
+            throw RequestError(message: overLimit, detail: "notifications: \(deliveries) deliveries in one request, over the limit of \(limits.maxDeliveries) (core.max_deliveries_per_request)")
         }
         return request
     }

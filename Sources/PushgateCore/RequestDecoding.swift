@@ -1,0 +1,317 @@
+/// The limits a `/api/push` body is held to, each with its configuration key (named in the 4xx
+/// answer when crossed). Defaults are the configuration defaults.
+public struct RequestLimits: Sendable, Equatable {
+    /// `core.max_notification` (gorush's): notifications per request; 0 = no limit.
+    public var maxNotifications: Int = 100
+    /// `core.max_deliveries_per_request`: tokens + subscriptions + topic sends of the whole request,
+    /// whether they will be sent or fail at once (platform not enabled, payload too large).
+    public var maxDeliveries: Int = 50_000
+    /// `<platform>.max_tokens`: tokens + subscriptions of one notification.
+    public var maxTokens: [Platform: Int] = RequestLimits.defaultMaxTokens
+    /// `core.max_token_bytes`: one token, subscription endpoint or `to`.
+    public var maxTokenBytes: Int = 4096
+    /// `core.max_field_bytes`: ids, topic, category, push type and the other short strings.
+    public var maxFieldBytes: Int = 1024
+    /// `core.max_message_bytes`: message, title, payload and any string inside `data` and the
+    /// pass-through objects.
+    public var maxMessageBytes: Int = 256 * 1024
+    /// `core.max_object_keys`: keys in one JSON object anywhere in the body.
+    public var maxObjectKeys: Int = 1000
+    /// `core.max_json_depth`: nesting of arrays and objects (the body itself is level 1).
+    public var maxDepth: Int = 32
+
+    /// gorush refuses more than 500 tokens for Android and Huawei (FCM's and HMS's multicast limit).
+    public static let defaultMaxTokens: [Platform: Int] = [
+        .ios: 10_000, .android: 500, .huawei: 500, .webpush: 1000, .unifiedpush: 1000,
+    ]
+
+    public init() {}
+
+    public func maxTokens(for platform: Platform) -> Int { maxTokens[platform] ?? 1000 }
+
+    var json: JSONLimits {
+        // Values: a body can hold at most one per two bytes; the cap keeps a flat array of 5 MB of
+        // `0,` from becoming millions of enum cases.
+        JSONLimits(maxDepth: maxDepth, maxObjectKeys: maxObjectKeys, maxValues: 500_000, maxStringBytes: maxMessageBytes)
+    }
+}
+
+/// Maps a parsed JSON body onto `PushRequest`, field by field, with gorush's types and Pushgate's
+/// range checks. Every error names the field (`notifications[0].android.ttl`).
+struct PushRequestDecoder {
+    let limits: RequestLimits
+
+    struct Failure: Error {
+        var field: String
+        var problem: String
+        /// A configuration key when a limit was crossed (then the answer says "over a limit").
+        var limit: String?
+    }
+
+    func request(_ root: JSONValue) throws(Failure) -> PushRequest {
+        guard case .object(let o) = root else { throw Failure(field: "body", problem: "expected an object") }
+        guard let list = o["notifications"], list != .null else {
+            throw Failure(field: "notifications", problem: "required field is missing")
+        }
+        guard case .array(let items) = list else { throw Failure(field: "notifications", problem: "expected an array") }
+        var notifications: [PushNotification] = []
+        notifications.reserveCapacity(items.count)
+        for (i, item) in items.enumerated() {
+            notifications.append(try notification(item, at: "notifications[\(i)]"))
+        }
+        var sync: Bool?
+        if let s = o["sync"], s != .null {
+            guard case .bool(let b) = s else { throw Failure(field: "sync", problem: "expected a boolean") }
+            sync = b
+        }
+        return PushRequest(notifications: notifications, sync: sync)
+    }
+
+    func notification(_ v: JSONValue, at path: String) throws(Failure) -> PushNotification {
+        guard case .object(let o) = v else { throw Failure(field: path, problem: "expected an object") }
+        let f = Fields(object: o, path: path, limits: limits)
+        guard let platformValue = o["platform"], platformValue != .null else {
+            throw Failure(field: path + ".platform", problem: "required field is missing")
+        }
+        var n = PushNotification(platform: try platform(platformValue, at: path + ".platform"))
+        n.notifID = try f.string("notif_id", .field)
+        n.tokens = try f.strings("tokens", .token) ?? []
+        n.message = try f.string("message", .message)
+        n.title = try f.string("title", .message)
+        n.topic = try f.string("topic", .field)
+        n.priority = try f.string("priority", .field)
+        n.contentAvailable = try f.bool("content_available")
+        n.mutableContent = try f.bool("mutable_content")
+        if let s = o["sound"] {
+            switch s {
+            case .string(let name): try f.check(name, key: path + ".sound", .field); n.sound = s
+            case .object, .null: n.sound = s
+            default: throw Failure(field: path + ".sound", problem: "expected a string or an object {critical,name,volume}")
+            }
+        }
+        n.data = try f.object("data")
+        n.badge = try f.int("badge", in: Int64(Int32.min)...Int64(Int32.max)).map { Int($0) }
+        n.category = try f.string("category", .field)
+        n.threadID = try f.string("thread-id", .field)
+        n.urlArgs = try f.strings("url-args", .field)
+        if let a = try f.object("alert") { n.alert = try alert(a, at: path + ".alert") }
+        n.expiration = try f.int("expiration", in: 0...Int64(Int32.max) * 4)
+        n.apnsID = try f.string("apns_id", .field)
+        n.collapseID = try f.string("collapse_id", .field)
+        n.pushType = try f.string("push_type", .field)
+        n.interruptionLevel = try f.string("interruption_level", .field)
+        n.relevanceScore = try f.double("relevance-score")
+        n.contentState = try f.object("content-state")
+        n.staleDate = try f.int("stale-date", in: 0...Int64(Int32.max) * 4)
+        n.dismissalDate = try f.int("dismissal-date", in: 0...Int64(Int32.max) * 4)
+        n.event = try f.string("event", .field)
+        n.timestamp = try f.int("timestamp", in: 0...Int64(Int32.max) * 4)
+        n.attributesType = try f.string("attributes-type", .field)
+        n.attributes = try f.object("attributes")
+        n.production = try f.bool("production")
+        n.development = try f.bool("development")
+        n.retry = try f.int("retry", in: -1_000_000...1_000_000).map { Int($0) }
+        n.image = try f.string("image", .token)
+        n.condition = try f.string("condition", .field)
+        n.to = try f.string("to", .token)
+        n.dryRun = try f.bool("dry_run")
+        n.fcmNotification = try f.object("notification")
+        n.android = try f.object("android")
+        if let android = n.android { try checkAndroid(android, at: path + ".android") }
+        n.apns = try f.object("apns")
+        n.webpush = try f.object("webpush")
+        n.fcmOptions = try f.object("fcm_options")
+        if let subs = o["subscriptions"], subs != .null {
+            guard case .array(let list) = subs else { throw Failure(field: path + ".subscriptions", problem: "expected an array") }
+            var out: [WebPushSubscription] = []
+            out.reserveCapacity(list.count)
+            for (k, s) in list.enumerated() { out.append(try subscription(s, at: "\(path).subscriptions[\(k)]")) }
+            n.subscriptions = out
+        }
+        n.payload = try f.string("payload", .message)
+        n.timeToLive = try f.int("time_to_live", in: 0...Int64(Int32.max))
+        n.urgency = try f.string("urgency", .field)
+
+        let targets = n.allTokens.count + (n.subscriptions?.count ?? 0)
+        let cap = limits.maxTokens(for: n.platform)
+        if targets > cap {
+            throw Failure(field: path + ".tokens",
+                          problem: "\(targets) tokens and subscriptions, over the limit of \(cap) for \(n.platform.name)",
+                          limit: "\(n.platform.name).max_tokens")
+        }
+        return n
+    }
+
+    func platform(_ v: JSONValue, at field: String) throws(Failure) -> Platform {
+        switch v {
+        case .int(let i):
+            guard let p = Platform(rawValue: Int(clamping: i)) else {
+                throw Failure(field: field, problem: "unknown platform \(i) (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush)")
+            }
+            return p
+        case .string(let s):
+            guard s.utf8.count <= 32, let p = Platform(name: s) else {
+                throw Failure(field: field, problem: "unknown platform \"\(s.prefix(32))\"")
+            }
+            return p
+        default:
+            throw Failure(field: field, problem: "expected a platform number or name")
+        }
+    }
+
+    func alert(_ o: JSONObject, at path: String) throws(Failure) -> APNsAlert {
+        let f = Fields(object: o, path: path, limits: limits)
+        var a = APNsAlert()
+        a.title = try f.string("title", .message)
+        a.subtitle = try f.string("subtitle", .message)
+        a.body = try f.string("body", .message)
+        a.action = try f.string("action", .field)
+        a.actionLocKey = try f.string("action-loc-key", .field)
+        a.launchImage = try f.string("launch-image", .field)
+        a.locArgs = try f.strings("loc-args", .message)
+        a.locKey = try f.string("loc-key", .field)
+        a.titleLocArgs = try f.strings("title-loc-args", .message)
+        a.titleLocKey = try f.string("title-loc-key", .field)
+        a.summaryArg = try f.string("summary-arg", .field)
+        a.summaryArgCount = try f.int("summary-arg-count", in: 0...Int64(Int32.max)).map { Int($0) }
+        return a
+    }
+
+    func subscription(_ v: JSONValue, at path: String) throws(Failure) -> WebPushSubscription {
+        guard case .object(let o) = v else { throw Failure(field: path, problem: "expected an object") }
+        let f = Fields(object: o, path: path, limits: limits)
+        guard let endpoint = try f.string("endpoint", .token) else {
+            throw Failure(field: path + ".endpoint", problem: "required field is missing")
+        }
+        var keys: WebPushSubscription.Keys?
+        if let k = try f.object("keys") {
+            let kf = Fields(object: k, path: path + ".keys", limits: limits)
+            guard let p256dh = try kf.string("p256dh", .field) else {
+                throw Failure(field: path + ".keys.p256dh", problem: "required field is missing")
+            }
+            guard let auth = try kf.string("auth", .field) else {
+                throw Failure(field: path + ".keys.auth", problem: "required field is missing")
+            }
+            keys = .init(p256dh: p256dh, auth: auth)
+        }
+        return WebPushSubscription(endpoint: endpoint, keys: keys)
+    }
+
+    /// FCM's `android.ttl`: seconds as a number or a string ("3600" / "3600s" / "3.5s"), at most 4 weeks.
+    static let maxFCMTTL: Double = 2_419_200
+
+    func checkAndroid(_ android: JSONObject, at path: String) throws(Failure) {
+        guard let ttl = android["ttl"] else { return }
+        let seconds: Double?
+        switch ttl {
+        case .int(let i): seconds = Double(i)
+        case .double(let d): seconds = d
+        case .string(let s):
+            let digits = s.hasSuffix("s") ? String(s.dropLast()) : s
+            guard digits.utf8.count <= 32, let d = Double(digits), d.isFinite,
+                  digits.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: ".") }) else {
+                throw Failure(field: path + ".ttl", problem: "expected seconds such as 3600 or \"3600s\"")
+            }
+            seconds = d
+        case .null: seconds = nil
+        default: throw Failure(field: path + ".ttl", problem: "expected seconds such as 3600 or \"3600s\"")
+        }
+        if let seconds, !(seconds >= 0 && seconds <= Self.maxFCMTTL) {
+            throw Failure(field: path + ".ttl", problem: "out of range: must be between 0 and \(Int(Self.maxFCMTTL)) seconds (4 weeks)")
+        }
+    }
+
+    /// Which string limit applies to a field.
+    enum StringKind {
+        case token, field, message
+        func limit(_ l: RequestLimits) -> (Int, String) {
+            switch self {
+            case .token: return (l.maxTokenBytes, "core.max_token_bytes")
+            case .field: return (l.maxFieldBytes, "core.max_field_bytes")
+            case .message: return (l.maxMessageBytes, "core.max_message_bytes")
+            }
+        }
+    }
+
+    /// Typed reads of one object's fields; `null` reads as absent, as gorush's decoding does.
+    struct Fields {
+        let object: JSONObject
+        let path: String
+        let limits: RequestLimits
+
+        func present(_ key: String) -> JSONValue? {
+            guard let v = object[key], v != .null else { return nil }
+            return v
+        }
+
+        func field(_ key: String) -> String { path + "." + key }
+
+        func string(_ key: String, _ kind: StringKind) throws(Failure) -> String? {
+            guard let v = present(key) else { return nil }
+            guard case .string(let s) = v else { throw Failure(field: field(key), problem: "expected a string") }
+            try check(s, key: field(key), kind)
+            return s
+        }
+
+        func check(_ s: String, key: String, _ kind: StringKind) throws(Failure) {
+            let n = s.utf8.count
+            let (max, name) = kind.limit(limits)
+            if n > max {
+                throw Failure(field: key, problem: "\(n) bytes, over the limit of \(max)", limit: name)
+            }
+        }
+
+        func strings(_ key: String, _ kind: StringKind) throws(Failure) -> [String]? {
+            guard let v = present(key) else { return nil }
+            guard case .array(let list) = v else { throw Failure(field: field(key), problem: "expected an array of strings") }
+            var out: [String] = []
+            out.reserveCapacity(list.count)
+            for (i, e) in list.enumerated() {
+                guard case .string(let s) = e else { throw Failure(field: "\(field(key))[\(i)]", problem: "expected a string") }
+                try check(s, key: "\(field(key))[\(i)]", kind)
+                out.append(s)
+            }
+            return out
+        }
+
+        func bool(_ key: String) throws(Failure) -> Bool? {
+            guard let v = present(key) else { return nil }
+            guard case .bool(let b) = v else { throw Failure(field: field(key), problem: "expected a boolean") }
+            return b
+        }
+
+        func object(_ key: String) throws(Failure) -> JSONObject? {
+            guard let v = present(key) else { return nil }
+            guard case .object(let o) = v else { throw Failure(field: field(key), problem: "expected an object") }
+            return o
+        }
+
+        /// An integer within `range`; an integral number written as a double (`3600.0`) is accepted.
+        func int(_ key: String, in range: ClosedRange<Int64>) throws(Failure) -> Int64? {
+            guard let v = present(key) else { return nil }
+            let i: Int64
+            switch v {
+            case .int(let x): i = x
+            case .double(let d) where d == d.rounded() && d >= Double(range.lowerBound) && d <= Double(range.upperBound):
+                i = Int64(d)
+            case .double:
+                throw Failure(field: field(key), problem: "expected an integer between \(range.lowerBound) and \(range.upperBound)")
+            default:
+                throw Failure(field: field(key), problem: "expected an integer")
+            }
+            guard range.contains(i) else {
+                throw Failure(field: field(key), problem: "out of range: must be between \(range.lowerBound) and \(range.upperBound)")
+            }
+            return i
+        }
+
+        func double(_ key: String) throws(Failure) -> Double? {
+            guard let v = present(key) else { return nil }
+            switch v {
+            case .int(let i): return Double(i)
+            case .double(let d): return d
+            default: throw Failure(field: field(key), problem: "expected a number")
+            }
+        }
+    }
+}
