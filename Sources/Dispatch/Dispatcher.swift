@@ -23,8 +23,12 @@ public struct ProviderSlot: Sendable {
 public struct SubmitResult: Sendable {
     /// gorush's `counts`.
     public var counts: Int
-    /// Failed entries (sync mode; empty in async mode).
+    /// Failed entries (sync mode; empty in async mode), held to `core.max_sync_answer_bytes`.
     public var logs: [LogEntry]
+    /// Failed entries left out of `logs` for the size cap.
+    public var omittedLogs: Int = 0
+    /// Sync mode: deliveries not ended when `core.sync_timeout` ran out (they go on).
+    public var pending: Int = 0
     /// The notif_id of each notification, given or generated, in request order.
     public var notifIDs: [String]
     /// Names the request: a notification without `notif_id` gets `<requestID>-<index in the request>`.
@@ -55,6 +59,22 @@ public final class Dispatcher: Sendable {
     private let waiters = WaiterRegistry()
     private let nextJobID = NIOLockedValueBox<UInt64>(1)
     private let metrics: [Platform: PlatformMetrics]
+    private let answer: AnswerLimits
+
+    /// How much of a request's failures a sync answer (and each feedback post) carries.
+    public struct AnswerLimits: Sendable {
+        /// The notification's message is repeated in each failed entry: cut to this many bytes.
+        public var maxMessageBytes: Int
+        /// The failed entries of one sync answer stop at about this many bytes (the rest are counted).
+        public var maxAnswerBytes: Int
+        /// A sync request answers after this many seconds with what is known.
+        public var syncTimeout: Double
+        public init(maxMessageBytes: Int = 1024, maxAnswerBytes: Int = 1 << 20, syncTimeout: Double = 60) {
+            self.maxMessageBytes = maxMessageBytes
+            self.maxAnswerBytes = maxAnswerBytes
+            self.syncTimeout = syncTimeout
+        }
+    }
 
     /// - Parameters:
     ///   - unavailable: platforms not served, with the reason given to clients (e.g. "platform ios is not enabled").
@@ -67,6 +87,7 @@ public final class Dispatcher: Sendable {
         feedback: FeedbackSender? = nil,
         observer: (any DeliveryObserver)? = nil,
         hideToken: Bool = true,
+        answer: AnswerLimits = AnswerLimits(),
         logger: Logger = Logger(label: "pushgate.dispatch"),
         now: @escaping @Sendable () -> Date = { Date() },
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
@@ -85,6 +106,7 @@ public final class Dispatcher: Sendable {
         self.feedback = feedback
         self.observer = observer
         self.hideToken = hideToken
+        self.answer = answer
         self.logger = logger
         self.now = now
         self.random = random
@@ -108,9 +130,19 @@ public final class Dispatcher: Sendable {
             notifID: notifID,
             platform: n.platform.name,
             token: TokenMask.apply(target.reportedToken, hide: hideToken),
-            message: n.message ?? "",
+            message: Self.cut(n.message ?? "", to: answer.maxMessageBytes),
             error: error
         )
+    }
+
+    /// The first `max` bytes of `s` on a character boundary, marked when cut.
+    static func cut(_ s: String, to max: Int) -> String {
+        let u = s.utf8
+        let n = u.count
+        guard n > max else { return s }
+        var end = u.index(u.startIndex, offsetBy: max)
+        while end > u.startIndex, u[end] & 0xC0 == 0x80 { end = u.index(before: end) }
+        return String(decoding: u[..<end], as: UTF8.self) + "… (\(n) bytes)"
     }
 
     /// Validates, renders and queues every delivery of the request. In sync mode waits for them all.
@@ -172,7 +204,7 @@ public final class Dispatcher: Sendable {
 
         var waiterID: UInt64?
         if sync {
-            let id = waiters.register(count: jobs.count, initialLogs: [])
+            let id = waiters.register(count: jobs.count, budget: answer.maxAnswerBytes)
             waiterID = id
             for i in jobs.indices { jobs[i].waiterID = id }
         }
@@ -203,8 +235,8 @@ public final class Dispatcher: Sendable {
 
         // Failures found before any network call are final at once. Deliveries to a platform that
         // is not served are reported in the logs only (not counted, no feedback).
-        var unavailableEntries: [LogEntry] = []
-        var failedNow: [LogEntry] = []
+        var unavailableEntries = BoundedLogs(budget: sync ? answer.maxAnswerBytes : 0)
+        var failedNow = BoundedLogs(budget: sync ? answer.maxAnswerBytes : 0)
         for f in early {
             let n = f.job.accepted.notification
             let e = entry(notifID: f.job.accepted.notifID, notification: n, target: f.job.target, error: f.reason)
@@ -219,11 +251,18 @@ public final class Dispatcher: Sendable {
             logger.info("push failed before sending", metadata: ["notif_id": "\(e.notifID)", "token": "\(e.token)", "error": "\(e.error)"])
         }
 
-        var logs: [LogEntry] = []
+        var result = SubmitResult(counts: counts, logs: [], notifIDs: notifIDs, requestID: requestID)
         if let waiterID {
-            logs = unavailableEntries + failedNow + (await waiters.wait(waiterID))
+            let waited = await waiters.wait(waiterID, timeout: answer.syncTimeout)
+            var logs = BoundedLogs(budget: answer.maxAnswerBytes)
+            logs.append(contentsOf: unavailableEntries)
+            logs.append(contentsOf: failedNow)
+            logs.append(contentsOf: waited.logs)
+            result.logs = logs.entries
+            result.omittedLogs = logs.omitted
+            result.pending = waited.pending
         }
-        return SubmitResult(counts: counts, logs: logs, notifIDs: notifIDs, requestID: requestID)
+        return result
     }
 
     /// Runs the worker pools until `shutdown()`. Call once.
@@ -290,7 +329,7 @@ public final class Dispatcher: Sendable {
             maxAttempts: job.maxAttempts,
             credentialRetryUsed: job.credentialRetryUsed,
             now: ended,
-            expiration: n.expiration,
+            deadline: n.retryDeadline(acceptedAt: job.enqueuedAt),
             random: random()
         )
         switch decision {

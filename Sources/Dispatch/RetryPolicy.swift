@@ -63,6 +63,21 @@ public struct RetryPolicy: Sendable, Equatable {
         expiration: Int64?,
         random: Double
     ) -> RetryDecision {
+        decide(outcome: outcome, attempt: attempt, maxAttempts: maxAttempts, credentialRetryUsed: credentialRetryUsed,
+               now: now, deadline: expiration.map { Date(timeIntervalSince1970: Double($0)) }, random: random)
+    }
+
+    /// - Parameter deadline: no retry is scheduled after this time (the notification's expiry in
+    ///   absolute time: `PushNotification.retryDeadline(acceptedAt:)`).
+    public func decide(
+        outcome: SendOutcome,
+        attempt: Int,
+        maxAttempts: Int,
+        credentialRetryUsed: Bool,
+        now: Date,
+        deadline: Date?,
+        random: Double
+    ) -> RetryDecision {
         switch outcome {
         case .delivered(let id):
             return .finish(.delivered(providerID: id))
@@ -72,7 +87,7 @@ public struct RetryPolicy: Sendable, Equatable {
             return .finish(.failed(reason: reason, tokenDead: false))
         case .credentials(let reason, _):
             if credentialRetryUsed { return .finish(.failed(reason: reason, tokenDead: false)) }
-            if let exp = expiration, now.timeIntervalSince1970 > Double(exp) {
+            if let deadline, now > deadline {
                 return .finish(.failed(reason: "\(reason) (expired before retry)", tokenDead: false))
             }
             return .retryWithFreshCredentials(reason: reason)
@@ -83,7 +98,7 @@ public struct RetryPolicy: Sendable, Equatable {
             var delay = backoff(afterAttempt: attempt, random: random)
             if let ra = retryAfter, ra > 0 { delay = max(delay, min(ra, maxRetryAfter)) }
             let at = now.addingTimeInterval(delay)
-            if let exp = expiration, at.timeIntervalSince1970 > Double(exp) {
+            if let deadline, at > deadline {
                 return .finish(.failed(reason: "\(reason) (expired before retry)", tokenDead: false))
             }
             return .retry(at: at, reason: reason)

@@ -31,7 +31,9 @@ public struct PreparedWebPush: PreparedPush, Sendable {
     public func ttlSeconds(now: Date = Date()) -> Int {
         switch ttl {
         case .seconds(let s): return s
-        case .until(let t): return Int(max(0, t - Int64(now.timeIntervalSince1970)))
+        case .until(let t):
+            let left = Double(t) - now.timeIntervalSince1970.rounded(.down)
+            return left > 0 ? Int(min(left, Double(Int32.max))) : 0
         }
     }
 }
@@ -40,7 +42,7 @@ public struct PreparedWebPush: PreparedPush, Sendable {
 /// (`validate` returns the 400 detail naming the field) and by the providers (`prepare`).
 public enum WebPushRequestValidator {
     /// `expiration` values below this are taken as relative seconds, above as a UNIX time (like APNs').
-    public static let absoluteExpirationThreshold: Int64 = 1_000_000_000
+    public static let absoluteExpirationThreshold: Int64 = PushNotification.absoluteExpirationThreshold
     public static let urgencies: Set<String> = ["very-low", "low", "normal", "high"]
     /// Largest legacy (unencrypted) UnifiedPush body.
     public static let maxLegacyBodySize = 4096
