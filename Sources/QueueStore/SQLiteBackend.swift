@@ -37,14 +37,39 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
 
     static let schemaVersion = 1
 
+    /// Creates the database file 0600 before SQLite does (SQLite would make it 0644, and gives its
+    /// -wal and -shm files the database file's mode), and takes group/other access away from an
+    /// existing store and its -wal/-shm files.
+    static func restrictPermissions(path: String, logger: Logger) throws {
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw SQLiteSetupError(description: "cannot create \(path): \(String(cString: strerror(errno)))")
+        }
+        Glibc.close(fd)
+        for file in [path, path + "-wal", path + "-shm"] {
+            var st = stat()
+            guard stat(file, &st) == 0, st.st_mode & 0o077 != 0 else { continue }
+            if chmod(file, st.st_mode & 0o700) == 0 {
+                logger.notice("\(file): group and other access removed (the queue holds tokens and message bodies)")
+            }
+        }
+    }
+
+    struct SQLiteSetupError: Error, CustomStringConvertible {
+        var description: String
+    }
+
     static func open(path: String, synchronous: String, checkpointInterval: Duration = .milliseconds(200), restartFrames: Int = 4096,
                      logger: Logger) async throws -> SQLiteBackend {
         let dir = (path as NSString).deletingLastPathComponent
         if !dir.isEmpty, !FileManager.default.fileExists(atPath: dir) {
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            // The store holds tokens, message bodies and subscription keys: owner only.
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
         }
+        try restrictPermissions(path: path, logger: logger)
         // One process owns a SQLite queue: the file lock tells whether leases left in the file are stale.
-        let fd = Glibc.open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        let fd = Glibc.open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         var exclusive = false
         if fd >= 0 {
             exclusive = flock(fd, LOCK_EX | LOCK_NB) == 0
