@@ -6,12 +6,18 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "pushgate", targets: ["pushgate"]),
+        // The request model and the providers as libraries (embedding, and the fuzz targets in Fuzz/).
+        .library(name: "PushgateCore", targets: ["PushgateCore"]),
+        .library(name: "APNs", targets: ["APNs"]),
+        .library(name: "FCM", targets: ["FCM"]),
+        .library(name: "WebPush", targets: ["WebPush"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.34.1"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
@@ -92,6 +98,8 @@ let package = Package(
             "QueueStore",
             "PushgateCore", "PushDispatch", "APNs", "FCM", "WebPush", "HTTP2Pool", "Signing",
             .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdCore", package: "hummingbird"),
+            .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
             .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "Yams", package: "Yams"),
             .product(name: "Prometheus", package: "swift-prometheus"),

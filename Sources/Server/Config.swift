@@ -1,4 +1,5 @@
 import Foundation
+import PushgateCore
 import Yams
 
 /// A configuration problem: one line naming the key and what is wrong.
@@ -55,6 +56,17 @@ public struct RawConfig: Sendable {
         "core.ca_file": .string(""),
         "core.retry_backoff_ms": .int(1000),
         "core.retry_backoff_max_ms": .int(60000),
+        "core.max_deliveries_per_request": .int(50_000),
+        "core.max_token_bytes": .int(4096),
+        "core.max_field_bytes": .int(1024),
+        "core.max_message_bytes": .int(256 * 1024),
+        "core.max_object_keys": .int(1000),
+        "core.max_json_depth": .int(32),
+        "core.max_log_message_bytes": .int(1024),
+        "core.max_sync_answer_bytes": .int(1 << 20),
+        "core.read_timeout": .int(30),
+        "core.idle_timeout": .int(60),
+        "core.max_connections": .int(4096),
         "api.push_uri": .string("/api/push"),
         "api.stat_go_uri": .string("/api/stat/go"),
         "api.stat_app_uri": .string("/api/stat/app"),
@@ -69,6 +81,7 @@ public struct RawConfig: Sendable {
         "ios.key_id": .string(""),
         "ios.team_id": .string(""),
         "ios.production": .bool(false),
+        "ios.max_tokens": .int(10000),
         "ios.max_retry": .int(3),
         "ios.max_concurrent_pushes": .int(512),
         "ios.connections": .int(2),
@@ -77,12 +90,14 @@ public struct RawConfig: Sendable {
         "android.enabled": .bool(false),
         "android.key_path": .string(""),
         "android.credential": .string(""),
+        "android.max_tokens": .int(500),
         "android.max_retry": .int(3),
         "android.max_concurrent_pushes": .int(512),
         "android.endpoint": .string("https://fcm.googleapis.com"),
         "huawei.enabled": .bool(false),
         "huawei.appid": .string(""),
         "huawei.appsecret": .string(""),
+        "huawei.max_tokens": .int(500),
         "huawei.max_retry": .int(0),
         "webpush.enabled": .bool(false),
         "webpush.vapid_private_key": .string(""),
@@ -91,9 +106,11 @@ public struct RawConfig: Sendable {
         "webpush.allow_private_endpoints": .bool(false),
         "webpush.host_allowlist": .list([]),
         "webpush.default_ttl": .int(86400),
+        "webpush.max_tokens": .int(1000),
         "webpush.max_retry": .int(3),
         "webpush.max_concurrent_pushes": .int(256),
         "unifiedpush.enabled": .bool(false),
+        "unifiedpush.max_tokens": .int(1000),
         "unifiedpush.max_retry": .int(3),
         "log.format": .string("string"),
         "log.access_level": .string("info"),
@@ -114,6 +131,47 @@ public struct RawConfig: Sendable {
         "mock.fcm_port": .int(0),
         "mock.webpush_port": .int(0),
     ]
+
+    /// The accepted range of every integer key: a value outside is a one-line error at start, never a
+    /// trap later (timer amounts and dates overflow on huge numbers).
+    public static let intRanges: [String: ClosedRange<Int>] = {
+        var r: [String: ClosedRange<Int>] = [
+            "core.port": 0...65535,
+            "core.worker_num": 0...1_000_000,
+            "core.queue_num": 0...100_000_000,
+            "core.max_notification": 0...1_000_000,
+            "core.max_body_bytes": 1...(1 << 30),
+            "core.sync_timeout": 1...86_400,
+            "core.feedback_timeout": 1...3600,
+            "core.shutdown_timeout": 0...86_400,
+            "core.retry_backoff_ms": 1...86_400_000,
+            "core.retry_backoff_max_ms": 1...86_400_000,
+            "core.max_deliveries_per_request": 1...10_000_000,
+            "core.max_token_bytes": 64...(1 << 20),
+            "core.max_field_bytes": 64...(1 << 20),
+            "core.max_message_bytes": 64...(1 << 30),
+            "core.max_object_keys": 1...1_000_000,
+            "core.max_json_depth": 2...256,
+            "core.max_log_message_bytes": 0...(1 << 20),
+            "core.max_sync_answer_bytes": 1024...(1 << 30),
+            "core.read_timeout": 1...3600,
+            "core.idle_timeout": 1...86_400,
+            "core.max_connections": 1...1_000_000,
+            "ios.connections": 1...1000,
+            "webpush.default_ttl": 0...Int(Int32.max),
+            "queue.max_pending": 1...100_000_000,
+            "queue.status_max_records": 0...1_000_000_000,
+            "mock.apns_port": 0...65535,
+            "mock.fcm_port": 0...65535,
+            "mock.webpush_port": 0...65535,
+        ]
+        for p in ["ios", "android", "huawei", "webpush", "unifiedpush"] {
+            r["\(p).max_retry"] = 0...100
+            r["\(p).max_tokens"] = 1...1_000_000
+            r["\(p).max_concurrent_pushes"] = 1...100_000
+        }
+        return r
+    }()
 
     /// gorush keys (and sections) accepted for drop-in use, not acted upon.
     public static let ignoredGorushPrefixes: [String] = [
@@ -153,15 +211,21 @@ public struct RawConfig: Sendable {
                 }
             }
         }
-        for key in Self.defaults.keys {
+        for (key, def) in Self.defaults {
             let suffix = key.replacingOccurrences(of: ".", with: "_").uppercased()
             for prefix in ["GORUSH_", "PUSHGATE_"] {   // later wins
                 if let v = environment[prefix + suffix] {
-                    values[key] = try Self.coerce(v, like: Self.defaults[key]!, key: key)
+                    values[key] = try Self.coerce(v, like: def, key: key)
                     sources[key] = "env \(prefix + suffix)"
                 }
             }
         }
+        for (key, value) in values { try Self.checkRange(key, value) }
+    }
+
+    static func checkRange(_ key: String, _ value: ConfigValue) throws {
+        guard case .int(let i) = value, let range = intRanges[key], !range.contains(i) else { return }
+        throw ConfigError(key: key, problem: "\(i) is out of range (\(range.lowerBound)...\(range.upperBound))")
     }
 
     public static func load(path: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> RawConfig {
@@ -250,7 +314,9 @@ public struct RawConfig: Sendable {
         guard kv.count == 2, let def = Self.defaults[kv[0]] else {
             throw ConfigError(key: "--set \(assignment)", problem: "expected a known key=value")
         }
-        set(kv[0], try Self.coerce(kv[1], like: def, key: kv[0]))
+        let value = try Self.coerce(kv[1], like: def, key: kv[0])
+        try Self.checkRange(kv[0], value)
+        set(kv[0], value)
     }
 
     public mutating func set(_ key: String, _ value: ConfigValue) {
@@ -258,11 +324,46 @@ public struct RawConfig: Sendable {
         sources[key] = "override"
     }
 
+    /// Where credentials live and which key they are: hidden like secrets in `/api/config`.
+    public static let redactedIdentifiers: Set<String> = [
+        "ios.key_path", "ios.key_id", "android.key_path", "core.key_path", "core.cert_path",
+    ]
+
+    /// A URL with its userinfo and query (where hook and database secrets live) replaced by `[REDACTED]`.
+    public static func redactURL(_ s: String) -> String {
+        guard let schemeEnd = s.range(of: "://") else { return s }
+        var rest = s[schemeEnd.upperBound...]
+        var out = String(s[..<schemeEnd.upperBound])
+        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+        let authority = rest[..<authorityEnd]
+        if let at = authority.lastIndex(of: "@") {
+            out += "[REDACTED]@" + authority[authority.index(after: at)...]
+        } else {
+            out += authority
+        }
+        rest = rest[authorityEnd...]
+        if let q = rest.firstIndex(of: "?") {
+            out += rest[..<q] + "?[REDACTED]"
+        } else if let f = rest.firstIndex(of: "#") {
+            out += rest[..<f]
+        } else {
+            out += rest
+        }
+        return out
+    }
+
     /// The effective configuration as YAML, secrets shown as `[REDACTED]`.
     public func redactedYAML() -> String {
         var root: [String: Any] = [:]
         for (key, value) in values {
             var v: Any = value.yaml
+            if case .string(let s) = value, !s.isEmpty, Self.redactedIdentifiers.contains(key) {
+                v = "[REDACTED]"
+            } else if case .string(let s) = value, s.contains("://") {
+                v = Self.redactURL(s)
+            } else if case .list(let l) = value, l.contains(where: { $0.contains("://") }) {
+                v = l.map { $0.contains("://") ? Self.redactURL($0) : $0 }
+            }
             if Self.secretKeys.contains(key) {
                 switch value {
                 case .string(let s) where !s.isEmpty: v = "[REDACTED]"
@@ -303,6 +404,18 @@ public struct GatewaySettings: Sendable {
     public var routes: Routes
     public var retryBackoff: Double
     public var retryBackoffMax: Double
+    /// What a `/api/push` body is held to (`core.max_*`, `<platform>.max_tokens`).
+    public var limits: RequestLimits
+    /// `core.max_log_message_bytes`: the message repeated in sync answers and feedback posts is cut here.
+    public var maxLogMessageBytes: Int
+    /// `core.max_sync_answer_bytes`: a sync answer lists failures up to about this size.
+    public var maxSyncAnswerBytes: Int
+    /// `core.read_timeout`: seconds a client has to send a whole request once it started.
+    public var readTimeout: Int
+    /// `core.idle_timeout`: seconds a connection may sit with no request before it is closed.
+    public var idleTimeout: Int
+    /// `core.max_connections`: open client connections; more are closed at once.
+    public var maxConnections: Int
 
     public struct Routes: Sendable {
         public var push, statGo, statApp, config, sysStats, metrics, health: String
@@ -347,6 +460,21 @@ public struct GatewaySettings: Sendable {
         guard retryBackoff > 0, retryBackoffMax >= retryBackoff else {
             throw ConfigError(key: "core.retry_backoff_ms", problem: "must be positive and at most core.retry_backoff_max_ms")
         }
+        var limits = RequestLimits()
+        limits.maxNotifications = maxNotification
+        limits.maxDeliveries = raw.int("core.max_deliveries_per_request")
+        limits.maxTokenBytes = raw.int("core.max_token_bytes")
+        limits.maxFieldBytes = raw.int("core.max_field_bytes")
+        limits.maxMessageBytes = raw.int("core.max_message_bytes")
+        limits.maxObjectKeys = raw.int("core.max_object_keys")
+        limits.maxDepth = raw.int("core.max_json_depth")
+        for p in Platform.allCases { limits.maxTokens[p] = raw.int("\(p.name).max_tokens") }
+        self.limits = limits
+        maxLogMessageBytes = raw.int("core.max_log_message_bytes")
+        maxSyncAnswerBytes = raw.int("core.max_sync_answer_bytes")
+        readTimeout = raw.int("core.read_timeout")
+        idleTimeout = raw.int("core.idle_timeout")
+        maxConnections = raw.int("core.max_connections")
         routes = Routes(
             push: raw.string("api.push_uri"), statGo: raw.string("api.stat_go_uri"), statApp: raw.string("api.stat_app_uri"),
             config: raw.string("api.config_uri"), sysStats: raw.string("api.sys_stat_uri"), metrics: raw.string("api.metric_uri"),

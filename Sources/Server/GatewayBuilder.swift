@@ -57,6 +57,8 @@ public enum GatewayBuilder {
             feedback: feedback,
             observer: observer,
             hideToken: settings.hideToken,
+            answer: .init(maxMessageBytes: settings.maxLogMessageBytes, maxAnswerBytes: settings.maxSyncAnswerBytes,
+                          syncTimeout: Double(settings.syncTimeout)),
             logger: Logger(label: "pushgate.dispatch")
         )
         hooks.append { try? await httpClient.shutdown() }

@@ -70,10 +70,13 @@ public enum QueueWiring {
     static func duration(_ raw: RawConfig, _ key: String) throws -> Double {
         let s = raw.string(key).trimmingCharacters(in: .whitespaces).lowercased()
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
+        // Finite and at most ten years: the value becomes dates and timer amounts that trap when huge.
+        let maxSeconds = 10 * 365 * 86400.0
+        func ok(_ v: Double) -> Bool { v.isFinite && v >= 0 && v <= maxSeconds }
         for (u, f) in units where s.hasSuffix(u) {
-            if let v = Double(s.dropLast(u.count)), v >= 0 { return v * f }
+            if let v = Double(s.dropLast(u.count)), v.isFinite, ok(v * f) { return v * f }
         }
-        if let v = Double(s), v >= 0 { return v }
-        throw ConfigError(key: key, problem: "\"\(s)\" is not a duration (e.g. 90s, 15m, 24h)")
+        if let v = Double(s), ok(v) { return v }
+        throw ConfigError(key: key, problem: "\"\(s)\" is not a duration between 0 and 3650d (e.g. 90s, 15m, 24h)")
     }
 }

@@ -98,7 +98,7 @@ extension Gateway {
         }
         let parsed: PushRequest
         do {
-            parsed = try RequestParser.parse(Array(body.readableBytesView), maxNotifications: settings.maxNotification)
+            parsed = try RequestParser.parse(Array(body.readableBytesView), limits: settings.limits)
         } catch {
             return self.error(error)
         }
@@ -121,7 +121,12 @@ extension Gateway {
                 if i > 0 { w.raw(",") }
                 e.write(into: &w)
             }
-            w.raw(#"],"success":"ok"}"#)
+            w.raw("]")
+            // Pushgate additions, only when they say something: failures left out of the capped answer
+            // (core.max_sync_answer_bytes), and deliveries still under way at core.sync_timeout.
+            if result.omittedLogs > 0 { w.raw(#","logs_omitted":"#); w.int(result.omittedLogs) }
+            if result.pending > 0 { w.raw(#","pending":"#); w.int(result.pending) }
+            w.raw(#","success":"ok"}"#)
             // The body stays byte-compatible with gorush; the notif_ids (given or generated) for
             // GET /api/push/{notif_id} ride in headers: generated ids are "<request id>-<index>".
             var extra: [(HTTPField.Name, String)] = [(Self.requestIDHeader, result.requestID)]
@@ -142,8 +147,9 @@ extension Gateway {
             w.raw("}")
             return json(.serviceUnavailable, w.bytes, extra: [(.retryAfter, String(full.retryAfter))])
         } catch {
+            // The store's error stays in the log: it can name tables, paths or values of other requests.
             logger.error("push submission failed: \(error)")
-            return json(.internalServerError, RequestError(status: 500, message: "Internal error.", detail: "\(error)").json)
+            return json(.internalServerError, RequestError(status: 500, message: "Internal error.", detail: "the request was not queued; see the gateway log").json)
         }
     }
 
