@@ -197,7 +197,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         let (inserts, _) = try Self.notificationInserts(failures.map(\.job), createdAt: now().timeIntervalSince1970) { j, i in
             JobInsert(target: j.target, messageID: j.messageID, attempts: 0, maxAttempts: j.maxAttempts,
                       notBefore: j.notBefore.timeIntervalSince1970, enqueuedAt: j.enqueuedAt.timeIntervalSince1970,
-                      leased: false, failedReason: failures[i].reason)
+                      leased: false, failedReason: StoreText.clean(failures[i].reason))
         }
         _ = try await commit(inserts)
     }
@@ -264,7 +264,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         // The new attempt count and time go to the store with the next group commit; the worker does
         // not wait for it (after a crash the job is retried from its last committed state).
         let update = JobUpdate.reschedule(id: Int64(job.id), attempts: job.attempts, notBefore: job.notBefore.timeIntervalSince1970,
-                                          lastError: job.lastError, credentialRetryUsed: job.credentialRetryUsed)
+                                          lastError: StoreText.clean(job.lastError), credentialRetryUsed: job.credentialRetryUsed)
         let tNow = now()
         var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
         state.withLockedValue { s in
@@ -284,9 +284,9 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         let update: JobUpdate
         switch outcome {
         case .delivered(let id):
-            update = .complete(id: Int64(job.id), delivered: true, attempts: job.attempts, info: id, finishedAt: t)
+            update = .complete(id: Int64(job.id), delivered: true, attempts: job.attempts, info: StoreText.clean(id), finishedAt: t)
         case .failed(let reason, _):
-            update = .complete(id: Int64(job.id), delivered: false, attempts: job.attempts, info: reason, finishedAt: t)
+            update = .complete(id: Int64(job.id), delivered: false, attempts: job.attempts, info: StoreText.clean(reason), finishedAt: t)
         }
         state.withLockedValue { s in
             if !s.finalized { s.work.batch.updates.append(update) }
@@ -428,25 +428,83 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
 
     private func execute(_ work: Work) async {
         let t = now().timeIntervalSince1970
+        let result: WriteResult
         do {
-            let result = try await backend.commit(work.batch, owner: owner, now: t, leaseTimeout: options.leaseTimeout)
-            var k = 0
-            for g in work.insertGroups {
-                g.continuation.resume(returning: Array(result.inserted[k..<(k + g.count)]))
-                k += g.count
-            }
-            for c in work.updateWaiters { c.resume() }
-            if result.reclaimed > 0 {
-                logger.warning("released \(result.reclaimed) deliveries leased by a process whose lease expired")
-                state.withLockedValue { s in for p in s.platforms.keys { s.platforms[p]!.storeMayHaveWork = true } }
-            }
-            for (i, req) in work.batch.leases.enumerated() {
-                await handleLeased(result.leased[i], platform: req.platform, limit: work.leaseLimits[i])
-            }
-            await backend.afterCommit()
+            result = try await backend.commit(work.batch, owner: owner, now: t, leaseTimeout: options.leaseTimeout)
         } catch {
-            logger.error("queue store transaction failed: \(error)")
-            for g in work.insertGroups { g.continuation.resume(throwing: error) }
+            logger.error("queue store transaction failed: \(error); retrying its parts one by one")
+            await isolate(work, now: t)
+            return
+        }
+        var k = 0
+        for g in work.insertGroups {
+            g.continuation.resume(returning: Array(result.inserted[k..<(k + g.count)]))
+            k += g.count
+        }
+        await finishMaintenance(work, result)
+    }
+
+    /// Resumes update waiters and hands out leased rows after a successful commit.
+    private func finishMaintenance(_ work: Work, _ result: WriteResult) async {
+        for c in work.updateWaiters { c.resume() }
+        if result.reclaimed > 0 {
+            logger.warning("released \(result.reclaimed) deliveries leased by a process whose lease expired")
+            state.withLockedValue { s in for p in s.platforms.keys { s.platforms[p]!.storeMayHaveWork = true } }
+        }
+        for (i, req) in work.batch.leases.enumerated() {
+            await handleLeased(result.leased[i], platform: req.platform, limit: work.leaseLimits[i])
+        }
+        await backend.afterCommit()
+    }
+
+    /// A group commit failed: one client's bad value must not fail the others. Each client's inserts
+    /// are committed alone (only the failing client gets the error), then the updates, leases and
+    /// upkeep; if those fail again, the updates are applied one per transaction and a failing one is
+    /// dropped (its job stays leased and is retried after the lease timeout).
+    private func isolate(_ work: Work, now t: Double) async {
+        var k = 0
+        for g in work.insertGroups {
+            var part = WriteBatch()
+            part.inserts = Array(work.batch.inserts[k..<(k + g.count)])
+            k += g.count
+            do {
+                let r = try await backend.commit(part, owner: owner, now: t, leaseTimeout: options.leaseTimeout)
+                g.continuation.resume(returning: r.inserted)
+            } catch {
+                logger.error("queue store refused one request's \(g.count) notification(s): \(error)")
+                g.continuation.resume(throwing: error)
+            }
+        }
+        var rest = work.batch
+        rest.inserts = []
+        if rest.isEmpty {
+            for c in work.updateWaiters { c.resume() }
+            return
+        }
+        do {
+            let r = try await backend.commit(rest, owner: owner, now: t, leaseTimeout: options.leaseTimeout)
+            await finishMaintenance(work, r)
+            return
+        } catch {
+            logger.error("queue store transaction failed again without inserts: \(error)")
+        }
+        var kept = 0
+        for u in rest.updates {
+            var one = WriteBatch()
+            one.updates = [u]
+            do {
+                _ = try await backend.commit(one, owner: owner, now: t, leaseTimeout: options.leaseTimeout)
+                kept += 1
+            } catch {
+                logger.error("queue store refused one delivery update, dropped: \(error)")
+            }
+        }
+        rest.updates = []
+        do {
+            let r = rest.isEmpty ? WriteResult() : try await backend.commit(rest, owner: owner, now: t, leaseTimeout: options.leaseTimeout)
+            await finishMaintenance(work, r)
+        } catch {
+            logger.error("queue store upkeep failed (\(kept) updates kept): \(error)")
             for c in work.updateWaiters { c.resume() }
             state.withLockedValue { s in
                 for req in work.batch.leases { s.platforms[req.platform]?.fetching = false }

@@ -167,36 +167,11 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
                       AS u(a, b, c, d, e, f, g, h, i, j, k, l)
                     """, logger: logger)
             }
-            let updates = failedOnInsert + batch.updates
-            if !updates.isEmpty {
-                var cID: [Int64] = [], cState: [Int] = [], cAtt: [Int] = [], cPid: [String] = [], cErr: [String] = [], cAt: [Double] = []
-                var rID: [Int64] = [], rAtt: [Int] = [], rNB: [Double] = [], rErr: [String] = [], rCred: [Int] = []
-                for u in updates {
-                    switch u {
-                    case .complete(let id, let delivered, let attempts, let info, let finishedAt):
-                        cID.append(id); cState.append(delivered ? 1 : 2); cAtt.append(attempts)
-                        cPid.append(delivered ? (info ?? "") : ""); cErr.append(delivered ? "" : (info ?? "")); cAt.append(finishedAt)
-                    case .reschedule(let id, let attempts, let notBefore, let lastError, let cred):
-                        rID.append(id); rAtt.append(attempts); rNB.append(notBefore); rErr.append(lastError ?? ""); rCred.append(cred ? 1 : 0)
-                    }
-                }
-                if !cID.isEmpty {
-                    try await conn.query("""
-                        UPDATE pushgate_jobs j SET state = u.st, attempts = u.att, provider_id = NULLIF(u.pid, ''),
-                          last_error = COALESCE(NULLIF(u.err, ''), j.last_error), finished_at = u.fin, lease_owner = NULL
-                        FROM unnest(\(cID)::bigint[], \(cState)::bigint[], \(cAtt)::bigint[], \(cPid)::text[], \(cErr)::text[], \(cAt)::float8[])
-                          AS u(id, st, att, pid, err, fin)
-                        WHERE j.id = u.id
-                        """, logger: logger)
-                }
-                if !rID.isEmpty {
-                    try await conn.query("""
-                        UPDATE pushgate_jobs j SET attempts = u.att, not_before = u.nb, last_error = NULLIF(u.err, ''), cred_retry = u.cred
-                        FROM unnest(\(rID)::bigint[], \(rAtt)::bigint[], \(rNB)::float8[], \(rErr)::text[], \(rCred)::bigint[]) AS u(id, att, nb, err, cred)
-                        WHERE j.id = u.id
-                        """, logger: logger)
-                }
-            }
+            // Jobs failed before sending are finished in the transaction that inserts them; a leased
+            // job's update applies only while this instance still holds the lease (after a lease
+            // expired another instance may own the row and its outcome).
+            try await Self.apply(failedOnInsert, onlyLeasedBy: nil, conn, logger: logger)
+            try await Self.apply(batch.updates, onlyLeasedBy: owner, conn, logger: logger)
             if batch.heartbeat {
                 try await conn.query("INSERT INTO pushgate_owners (owner, lease_until) VALUES (\(owner), \(now + leaseTimeout)) ON CONFLICT (owner) DO UPDATE SET lease_until = EXCLUDED.lease_until", logger: logger)
                 result.reclaimed = try await Self.reclaim(conn, now: now, logger: logger)
@@ -239,6 +214,40 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
                 try await conn.query("DELETE FROM pushgate_owners WHERE owner = \(owner)", logger: logger)
             }
             return result
+        }
+    }
+
+    private static func apply(_ updates: [JobUpdate], onlyLeasedBy owner: String?, _ conn: PostgresConnection, logger: Logger) async throws {
+        guard !updates.isEmpty else { return }
+        var cID: [Int64] = [], cState: [Int] = [], cAtt: [Int] = [], cPid: [String] = [], cErr: [String] = [], cAt: [Double] = []
+        var rID: [Int64] = [], rAtt: [Int] = [], rNB: [Double] = [], rErr: [String] = [], rCred: [Int] = []
+        for u in updates {
+            switch u {
+            case .complete(let id, let delivered, let attempts, let info, let finishedAt):
+                cID.append(id); cState.append(delivered ? 1 : 2); cAtt.append(attempts)
+                cPid.append(delivered ? (info ?? "") : ""); cErr.append(delivered ? "" : (info ?? "")); cAt.append(finishedAt)
+            case .reschedule(let id, let attempts, let notBefore, let lastError, let cred):
+                rID.append(id); rAtt.append(attempts); rNB.append(notBefore); rErr.append(lastError ?? ""); rCred.append(cred ? 1 : 0)
+            }
+        }
+        // "" never matches a lease owner (owners are UUIDs): no owner means no lease condition.
+        let leased = owner ?? ""
+        let any = owner == nil
+        if !cID.isEmpty {
+            try await conn.query("""
+                UPDATE pushgate_jobs j SET state = u.st, attempts = u.att, provider_id = NULLIF(u.pid, ''),
+                  last_error = COALESCE(NULLIF(u.err, ''), j.last_error), finished_at = u.fin, lease_owner = NULL
+                FROM unnest(\(cID)::bigint[], \(cState)::bigint[], \(cAtt)::bigint[], \(cPid)::text[], \(cErr)::text[], \(cAt)::float8[])
+                  AS u(id, st, att, pid, err, fin)
+                WHERE j.id = u.id AND (\(any) OR j.lease_owner = \(leased))
+                """, logger: logger)
+        }
+        if !rID.isEmpty {
+            try await conn.query("""
+                UPDATE pushgate_jobs j SET attempts = u.att, not_before = u.nb, last_error = NULLIF(u.err, ''), cred_retry = u.cred
+                FROM unnest(\(rID)::bigint[], \(rAtt)::bigint[], \(rNB)::float8[], \(rErr)::text[], \(rCred)::bigint[]) AS u(id, att, nb, err, cred)
+                WHERE j.id = u.id AND (\(any) OR j.lease_owner = \(leased))
+                """, logger: logger)
         }
     }
 

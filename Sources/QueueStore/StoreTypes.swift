@@ -46,6 +46,26 @@ struct JobInsert: Sendable {
     }
 }
 
+/// Text from providers and failure reasons on its way into store columns: PostgreSQL's `text`
+/// cannot hold NUL (one such value would fail the whole group commit), and a provider's error text
+/// is worth a line, not megabytes.
+enum StoreText {
+    static let maxBytes = 1024
+
+    static func clean(_ s: String?) -> String? { s.map { clean(text: $0) } }
+
+    static func clean(text s: String) -> String {
+        var t = s.contains("\u{0}") ? s.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : s
+        if t.utf8.count > maxBytes {
+            let u = t.utf8
+            var end = u.index(u.startIndex, offsetBy: maxBytes)
+            while end > u.startIndex, u[end] & 0xC0 == 0x80 { end = u.index(before: end) }
+            t = String(decoding: u[..<end], as: UTF8.self) + "…"
+        }
+        return t
+    }
+}
+
 /// A state change of a leased job.
 enum JobUpdate: Sendable {
     case reschedule(id: Int64, attempts: Int, notBefore: Double, lastError: String?, credentialRetryUsed: Bool)

@@ -55,6 +55,64 @@ final class PostgresQueueTests: XCTestCase {
         await b.close()
     }
 
+    /// A value PostgreSQL cannot store (NUL in text) fails only the request that carries it, never
+    /// the other clients' deliveries committed in the same group commit.
+    func testOneBadValueFailsOnlyItsOwnRequest() async throws {
+        let q = try await open()
+        var badJobs = makeJobs(1, notifID: "pg-bad")
+        badJobs[0].target = .token("nul\u{0}token")
+        let bad = badJobs
+        let good = (0..<8).map { makeJobs(3, notifID: "pg-good-\($0)") }
+        let outcomes = await withTaskGroup(of: (String, Bool).self) { group in
+            group.addTask { do { try await q.enqueue(bad); return ("pg-bad", true) } catch { return ("pg-bad", false) } }
+            for g in good {
+                group.addTask { do { try await q.enqueue(g); return (g[0].accepted.notifID, true) } catch { return (g[0].accepted.notifID, false) } }
+            }
+            var out: [String: Bool] = [:]
+            for await (id, ok) in group { out[id] = ok }
+            return out
+        }
+        XCTAssertEqual(outcomes["pg-bad"], false, "the NUL value is refused")
+        for i in 0..<8 { XCTAssertEqual(outcomes["pg-good-\(i)"], true, "request \(i) was committed despite the bad one") }
+        for i in 0..<8 {
+            let st = try await q.deliveryStatus(notifID: "pg-good-\(i)")
+            XCTAssertEqual(st?.count, 3)
+        }
+        // A provider's failure text with NUL (and megabytes of it) is stored cleaned, not refused.
+        let j = try await take(q)
+        await q.complete(j, outcome: .failed(reason: "Bad\u{0}" + String(repeating: "x", count: 100_000), tokenDead: false))
+        await q.flush()
+        let st = try await q.deliveryStatus(notifID: j.accepted.notifID)
+        let failed = st?.first { $0.state == .failed }
+        XCTAssertEqual(failed?.error?.hasPrefix("Bad\u{FFFD}xxx"), true)
+        XCTAssertLessThanOrEqual(failed?.error?.utf8.count ?? .max, 1100)
+        await q.close()
+    }
+
+    /// After this instance's lease expired and another instance took the job, a late completion from
+    /// the first does not overwrite the row.
+    func testCompletionsOnlyTouchRowsStillLeased() async throws {
+        let a = try await open(lease: 0.3, batch: 1)
+        try await a.enqueue(makeJobs(1, notifID: "pg-lease"))
+        let ja = try await take(a)
+        await a.abandonForTesting()   // a stops heartbeating: its lease runs out
+        let b = try await open(lease: 0.3, batch: 1)
+        let jb = try await take(b, timeout: 5)
+        XCTAssertEqual(ja.messageID, jb.messageID)
+        // a comes back late with a completion through a fresh instance that does not hold the lease
+        let late = try await open(lease: 60)
+        await late.complete(ja, outcome: .failed(reason: "late", tokenDead: false))
+        await late.flush()
+        var st = try await b.deliveryStatus(notifID: "pg-lease")
+        XCTAssertEqual(st?.first?.state, .queued, "the late completion did not touch b's leased row")
+        await b.complete(jb, outcome: .delivered(providerID: "p-b"))
+        await b.flush()
+        st = try await b.deliveryStatus(notifID: "pg-lease")
+        XCTAssertEqual(st?.first?.state, .delivered)
+        await late.close()
+        await b.close()
+    }
+
     func testFailedBeforeSendingIsRecordedNotQueued() async throws {
         try await checkFailedBeforeSending(try await open())
     }

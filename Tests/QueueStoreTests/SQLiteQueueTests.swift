@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import NIOConcurrencyHelpers
 import PushDispatch
 import PushgateCore
@@ -85,6 +88,30 @@ func take(_ q: any QueueDriver, _ p: Platform = .ios, timeout: Double = 5) async
 }
 
 final class SQLiteQueueTests: XCTestCase {
+    /// The store holds tokens, message bodies and subscription keys: owner-only from the first write.
+    func testStoreFilesAreOwnerOnly() async throws {
+        let dir = tempDir()
+        let path = dir + "/made/q.sqlite"
+        let old = umask(0o022)
+        defer { umask(old) }
+        let q = try await SQLiteQueue.open(path: path, options: options())
+        try await q.enqueue(makeJobs(2))
+        await q.flush()
+        func mode(_ p: String) -> Int? {
+            (try? FileManager.default.attributesOfItem(atPath: p)[.posixPermissions] as? Int)
+        }
+        XCTAssertEqual(mode(dir + "/made"), 0o700)
+        for f in [path, path + "-wal", path + "-shm", path + ".lock"] {
+            XCTAssertEqual(mode(f), 0o600, f)
+        }
+        await q.close()
+        // An existing store made world-readable is tightened at the next open.
+        chmod(path, 0o644)
+        let again = try await SQLiteQueue.open(path: path, options: options())
+        XCTAssertEqual(mode(path), 0o600)
+        await again.close()
+    }
+
     func testJobsSurviveACrashAndKeepTheirIdentity() async throws {
         let dir = tempDir()
         let path = dir + "/sub/q.sqlite"
