@@ -15,7 +15,7 @@ public struct BoundedLogs: Sendable {
 
     /// About the size of the entry's JSON (escaping aside).
     static func size(_ e: LogEntry) -> Int {
-        72 + e.notifID.utf8.count + e.platform.utf8.count + e.token.utf8.count + e.message.utf8.count + e.error.utf8.count
+        96 + e.notifID.utf8.count + e.platform.utf8.count + e.token.utf8.count + e.message.utf8.count + e.error.utf8.count
     }
 
     public mutating func append(_ e: LogEntry) {

@@ -204,7 +204,9 @@ public actor FCMTokenProvider {
         }
         var expiresIn: Double = 3600
         if let n = json["expires_in"] as? NSNumber { expiresIn = n.doubleValue } else if let s = json["expires_in"] as? String, let d = Double(s) { expiresIn = d }
-        if expiresIn <= 0 { expiresIn = 60 }
+        // A hostile or broken token server: NaN, negative or centuries-long lifetimes are not taken.
+        if !(expiresIn > 0) { expiresIn = 60 }
+        expiresIn = min(expiresIn, 86_400)
         let margin = min(refreshMargin, expiresIn / 2)
         logger.debug("FCM access token minted", metadata: ["expires_in": "\(expiresIn)"])
         return CachedToken(value: access, refreshAt: issued.addingTimeInterval(expiresIn - margin), expiresAt: issued.addingTimeInterval(expiresIn))

@@ -90,6 +90,10 @@ extension Gateway {
 
     func handlePush(_ request: Request) async -> Response {
         var request = request
+        // A declared length over the limit is answered at once, without reading (or waiting for) the body.
+        if let declared = request.headers[.contentLength], let n = Int(declared), n > settings.maxBodyBytes {
+            return self.error(RequestError(status: 413, message: "Request body too large.", detail: "Content-Length \(n) exceeds core.max_body_bytes (\(settings.maxBodyBytes) bytes)"))
+        }
         let body: ByteBuffer
         do {
             body = try await request.collectBody(upTo: settings.maxBodyBytes)
