@@ -41,6 +41,10 @@ public enum WebPushTransportMode: String, Sendable {
     /// (only with `allow_http`) always use AsyncHTTPClient.
     case automatic
     /// AsyncHTTPClient for everything (it negotiates h2 or HTTP/1.1 itself).
+    ///
+    /// Both modes apply only while private endpoints are allowed. With the SSRF guard on (the default)
+    /// every connection goes to the addresses the guard checked (see `WebPushTransport`), and
+    /// AsyncHTTPClient, which resolves host names itself, is not used.
     case asyncHTTPClient
 }
 
