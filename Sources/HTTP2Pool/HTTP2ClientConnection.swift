@@ -29,6 +29,7 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
         var headers: [(String, String)] = []
         var body: ByteBuffer? = nil
         var gotHeaders = false
+        var bodyTruncated = false
     }
 
     enum Lifecycle {
@@ -251,11 +252,12 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
         if !stream.gotHeaders {
             var status = 0
             var headers: [(String, String)] = []
-            headers.reserveCapacity(h.headers.count)
+            let maxFields = self.core.configuration.maxResponseHeaderFields
+            headers.reserveCapacity(min(h.headers.count, maxFields))
             for (name, value, _) in h.headers {
                 if name.utf8.first == UInt8(ascii: ":") {
                     if name == ":status" { status = Int(value) ?? 0 }
-                } else {
+                } else if headers.count < maxFields {
                     headers.append((name, value))
                 }
             }
@@ -267,7 +269,8 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
             stream.gotHeaders = true
         } else {
             // Trailers.
-            for (name, value, _) in h.headers where name.utf8.first != UInt8(ascii: ":") {
+            let maxFields = self.core.configuration.maxResponseHeaderFields
+            for (name, value, _) in h.headers where name.utf8.first != UInt8(ascii: ":") && stream.headers.count < maxFields {
                 stream.headers.append((name, value))
             }
         }
@@ -282,6 +285,29 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
     private func receivedData(streamID: Int32, _ d: HTTP2Frame.FramePayload.Data) {
         guard self.streams[streamID] != nil else { return }
         if case .byteBuffer(var buffer) = d.data, buffer.readableBytes > 0 {
+            let cap = self.core.configuration.maxResponseBodyBytes
+            let have = self.streams[streamID]!.body?.readableBytes ?? 0
+            if have + buffer.readableBytes > cap {
+                // Over the cap: keep the first `cap` bytes, stop the stream (RST_STREAM CANCEL, so the
+                // server stops sending) and answer now; later DATA of this stream is ignored unbuffered.
+                var slice = buffer.readSlice(length: max(0, cap - have)) ?? ByteBuffer()
+                if self.streams[streamID]!.body == nil {
+                    self.streams[streamID]!.body = slice
+                } else {
+                    self.streams[streamID]!.body!.writeBuffer(&slice)
+                }
+                var stream = self.streams.removeValue(forKey: streamID)!
+                stream.bodyTruncated = true
+                if !d.endStream, let context = self.context {
+                    context.write(
+                        self.wrapOutboundOut(HTTP2Frame(streamID: HTTP2StreamID(streamID), payload: .rstStream(.cancel))),
+                        promise: nil
+                    )
+                    self.flushSoon()
+                }
+                self.complete(stream)
+                return
+            }
             // Modify in place (no copy of the stream struct).
             if self.streams[streamID]!.body == nil {
                 self.streams[streamID]!.body = buffer
@@ -321,7 +347,8 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
         let response = HTTP2Response(
             status: stream.status,
             headers: stream.headers,
-            body: stream.body ?? ByteBuffer()
+            body: stream.body ?? ByteBuffer(),
+            bodyTruncated: stream.bodyTruncated
         )
         // Free the slot first, so that a caller reacting to this response sees the stream free.
         self.streamDone()

@@ -35,6 +35,10 @@ public final class HTTP2ConnectionPool: Sendable {
         self.core = HTTP2PoolCore(target: target, configuration: configuration, eventLoopGroup: eventLoopGroup, logger: logger)
     }
 
+    init(core: HTTP2PoolCore) {
+        self.core = core
+    }
+
     public var target: HTTP2Target { self.core.target }
 
     public func execute(_ request: HTTP2Request) -> EventLoopFuture<HTTP2Response> {
@@ -60,49 +64,148 @@ public final class HTTP2ConnectionPool: Sendable {
     public var statusDescription: String { self.core.debugState }
 }
 
-/// One pool per origin, created lazily.
+/// One pool per origin, created lazily, sharing one TLS context.
+///
+/// Bounded for callers that reach origins chosen by others (Web Push endpoints): at most `maxPools`
+/// pools (creating one more closes the least recently used, idle ones first), and with
+/// `poolIdleTimeout` a pool unused for that long with nothing in flight is closed and forgotten. A
+/// request still holding a closed pool fails with `.shutdown`.
 public final class HTTP2PoolGroup: Sendable {
+    struct Entry {
+        let pool: HTTP2ConnectionPool
+        var lastUsed: NIODeadline
+    }
+
+    struct State {
+        var pools: [HTTP2Target: Entry] = [:]
+        var shutdown = false
+        var sweepTask: RepeatedTask? = nil
+        var evicted = 0
+    }
+
     private let configuration: HTTP2PoolConfiguration
     private let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
-    private let pools = NIOLockedValueBox<(pools: [HTTP2Target: HTTP2ConnectionPool], shutdown: Bool)>(([:], false))
+    private let sslContext: SharedSSLContext
+    public let maxPools: Int
+    public let poolIdleTimeout: TimeAmount?
+    private let state = NIOLockedValueBox(State())
 
     public init(
         configuration: HTTP2PoolConfiguration,
         eventLoopGroup: any EventLoopGroup,
-        logger: Logger = Logger(label: "pushgate.http2pool")
+        logger: Logger = Logger(label: "pushgate.http2pool"),
+        maxPools: Int = .max,
+        poolIdleTimeout: TimeAmount? = nil
     ) {
         self.configuration = configuration
         self.eventLoopGroup = eventLoopGroup
         self.logger = logger
+        self.sslContext = SharedSSLContext(configuration: configuration)
+        self.maxPools = max(1, maxPools)
+        self.poolIdleTimeout = poolIdleTimeout
     }
 
+    /// Pools currently held.
+    public var count: Int { self.state.withLockedValue { $0.pools.count } }
+    /// Pools closed by the bound or the idle timeout so far.
+    public var evictedCount: Int { self.state.withLockedValue { $0.evicted } }
+
     public func pool(for target: HTTP2Target) -> HTTP2ConnectionPool {
-        let (pool, created, isShutdown) = self.pools.withLockedValue { state -> (HTTP2ConnectionPool, Bool, Bool) in
-            if let p = state.pools[target] { return (p, false, state.shutdown) }
+        let now = NIODeadline.now()
+        let (pool, created, isShutdown, evict, armSweep) = self.state.withLockedValue {
+            state -> (HTTP2ConnectionPool, Bool, Bool, HTTP2ConnectionPool?, Bool) in
+            if state.pools[target] != nil {
+                state.pools[target]!.lastUsed = now
+                return (state.pools[target]!.pool, false, state.shutdown, nil, false)
+            }
+            var evict: HTTP2ConnectionPool? = nil
+            if state.pools.count >= self.maxPools {
+                // Least recently used, preferring one with nothing in flight (O(n), only when full).
+                var victim: (HTTP2Target, NIODeadline, Bool)? = nil
+                for (t, e) in state.pools {
+                    let idle = e.pool.core.isIdle
+                    if let v = victim, (v.2 && !idle) || (v.2 == idle && v.1 <= e.lastUsed) { continue }
+                    victim = (t, e.lastUsed, idle)
+                }
+                if let v = victim {
+                    evict = state.pools.removeValue(forKey: v.0)?.pool
+                    state.evicted += 1
+                }
+            }
             var logger = self.logger
             logger[metadataKey: "origin"] = "\(target.origin)"
             let p = HTTP2ConnectionPool(
-                target: target,
-                configuration: self.configuration,
-                eventLoopGroup: self.eventLoopGroup,
-                logger: logger
+                core: HTTP2PoolCore(
+                    target: target,
+                    configuration: self.configuration,
+                    eventLoopGroup: self.eventLoopGroup,
+                    logger: logger,
+                    sslContext: self.sslContext
+                )
             )
-            state.pools[target] = p
-            return (p, true, state.shutdown)
+            state.pools[target] = Entry(pool: p, lastUsed: now)
+            let armSweep = self.poolIdleTimeout != nil && state.sweepTask == nil && !state.shutdown
+            return (p, true, state.shutdown, evict, armSweep)
         }
         if created && isShutdown {
             // Group already shut down: hand out a pool that fails everything with `.shutdown`.
             pool.core.markShutdown()
         }
+        if let evict {
+            self.logger.debug("closing HTTP/2 pool (pool limit)", metadata: ["origin": "\(evict.target.origin)"])
+            Task { await evict.shutdown() }
+        }
+        if armSweep, let idle = self.poolIdleTimeout { self.armSweep(idle) }
         return pool
     }
 
-    public func shutdown() async {
-        let pools = self.pools.withLockedValue { state -> [HTTP2ConnectionPool] in
-            state.shutdown = true
-            return Array(state.pools.values)
+    private func armSweep(_ idle: TimeAmount) {
+        let tick = TimeAmount.nanoseconds(max(idle.nanoseconds / 2, 10_000_000))
+        let task = self.eventLoopGroup.next().scheduleRepeatedTask(initialDelay: tick, delay: tick) { [weak self] task in
+            guard let self else { return task.cancel() }
+            self.sweep(idle)
         }
+        let cancel = self.state.withLockedValue { s -> Bool in
+            if s.shutdown || s.sweepTask != nil { return true }
+            s.sweepTask = task
+            return false
+        }
+        if cancel { task.cancel() }
+    }
+
+    /// Closes pools unused for `idle` with nothing in flight. Returns how many were closed.
+    @discardableResult
+    func sweep(_ idle: TimeAmount) -> Int {
+        let cutoff = NIODeadline.now() - idle
+        let closed = self.state.withLockedValue { s -> [HTTP2ConnectionPool] in
+            var closed: [HTTP2ConnectionPool] = []
+            for (t, e) in s.pools where e.lastUsed <= cutoff && e.pool.core.isIdle {
+                s.pools.removeValue(forKey: t)
+                closed.append(e.pool)
+            }
+            s.evicted += closed.count
+            return closed
+        }
+        for p in closed {
+            self.logger.debug("closing idle HTTP/2 pool", metadata: ["origin": "\(p.target.origin)"])
+            Task { await p.shutdown() }
+        }
+        return closed.count
+    }
+
+    /// Closes idle pools now (tests; the timer does it every `poolIdleTimeout / 2`).
+    @discardableResult
+    public func closeIdlePools(unusedFor idle: TimeAmount) -> Int { self.sweep(idle) }
+
+    public func shutdown() async {
+        let (pools, task) = self.state.withLockedValue { state -> ([HTTP2ConnectionPool], RepeatedTask?) in
+            state.shutdown = true
+            let task = state.sweepTask
+            state.sweepTask = nil
+            return (state.pools.values.map(\.pool), task)
+        }
+        task?.cancel()
         for p in pools {
             await p.shutdown()
         }
@@ -142,6 +245,8 @@ final class HTTP2PoolCore: Sendable {
         var backoffTimerArmed = false
         var pendingTimerArmed = false
         var connectionsOpened = 0
+        /// The `connectAddresses` of the latest request that had some: where new connections go.
+        var connectAddresses: [SocketAddress]? = nil
 
         /// Connections counting towards `connectionsPerTarget`.
         var liveCount: Int {
@@ -155,7 +260,7 @@ final class HTTP2PoolCore: Sendable {
     struct Actions {
         var start: [(HTTP2ClientConnectionHandler, PendingRequest)] = []
         var fail: [(EventLoopPromise<HTTP2Response>, HTTP2PoolError)] = []
-        var connect: [(id: Int, eventLoop: any EventLoop)] = []
+        var connect: [(id: Int, eventLoop: any EventLoop, addresses: [SocketAddress]?)] = []
         var armBackoffTimer: NIODeadline? = nil
         var armPendingTimer: NIODeadline? = nil
         var isEmpty: Bool {
@@ -171,35 +276,35 @@ final class HTTP2PoolCore: Sendable {
     let logger: Logger
     /// Made at the first connect, not when the pool is built: a context parses the system trust store
     /// (~0.8 MB each), and most pools (APNs sandbox next to production, idle providers) never connect.
-    private let sslContextBox = NIOLockedValueBox<Result<NIOSSLContext, HTTP2PoolError>?>(nil)
+    /// Pools of one `HTTP2PoolGroup` share one context.
+    private let sslContextBox: SharedSSLContext
     private let state = NIOLockedValueBox(State())
 
-    init(target: HTTP2Target, configuration: HTTP2PoolConfiguration, eventLoopGroup: any EventLoopGroup, logger: Logger) {
+    init(target: HTTP2Target, configuration: HTTP2PoolConfiguration, eventLoopGroup: any EventLoopGroup, logger: Logger,
+         sslContext: SharedSSLContext? = nil) {
         var configuration = configuration
         configuration.connectionsPerTarget = max(1, configuration.connectionsPerTarget)
         configuration.maxPendingRequests = max(0, configuration.maxPendingRequests)
+        configuration.maxResponseBodyBytes = max(0, configuration.maxResponseBodyBytes)
+        configuration.maxResponseHeaderFields = max(0, configuration.maxResponseHeaderFields)
         self.target = target
         self.configuration = configuration
         self.eventLoopGroup = eventLoopGroup
         self.eventLoops = Array(eventLoopGroup.makeIterator())
         self.logger = logger
+        self.sslContextBox = sslContext ?? SharedSSLContext(configuration: configuration)
     }
 
     /// The TLS context for this pool's target, made once on first use; nil for plain-text targets.
     private var sslContext: Result<NIOSSLContext, HTTP2PoolError>? {
         guard self.target.isTLS else { return nil }
-        return self.sslContextBox.withLockedValue { cached in
-            if let cached { return cached }
-            var tls = self.configuration.tlsConfiguration
-            tls.applicationProtocols = ["h2"]
-            let made: Result<NIOSSLContext, HTTP2PoolError>
-            do {
-                made = .success(try NIOSSLContext(configuration: tls))
-            } catch {
-                made = .failure(.tls("invalid TLS configuration: \(error)"))
-            }
-            cached = made
-            return made
+        return self.sslContextBox.context
+    }
+
+    /// Nothing in flight and nothing waiting (an idle pool may be closed by its group).
+    var isIdle: Bool {
+        self.state.withLockedValue { s in
+            s.pending.isEmpty && !s.entries.contains { $0.inFlight > 0 || $0.state == .connecting }
         }
     }
 
@@ -234,6 +339,7 @@ final class HTTP2PoolCore: Sendable {
         let deadline = NIODeadline.now() + self.configuration.requestTimeout
         let decision = self.state.withLockedValue { s -> ExecuteDecision in
             if s.isShutdown { return .fail(.shutdown) }
+            if let addresses = request.connectAddresses { s.connectAddresses = addresses }
             var actions = Actions()
             if let index = Self.leastBusy(s) {
                 let loadBefore = s.entries[index].inFlight
@@ -300,7 +406,7 @@ final class HTTP2PoolCore: Sendable {
         let el = self.eventLoops[s.nextEventLoop % self.eventLoops.count]
         s.nextEventLoop &+= 1
         s.entries.append(Entry(id: id, eventLoop: el, handler: nil, channel: nil, state: .connecting, inFlight: 0, maxStreams: 0))
-        actions.connect.append((id, el))
+        actions.connect.append((id, el, s.connectAddresses))
     }
 
     private func armPendingTimerIfNeeded(_ s: inout State, _ actions: inout Actions) {
@@ -318,7 +424,7 @@ final class HTTP2PoolCore: Sendable {
             handler.startRequestOnLoop(request)
         }
         for c in actions.connect {
-            self.connect(id: c.id, eventLoop: c.eventLoop)
+            self.connect(id: c.id, eventLoop: c.eventLoop, addresses: c.addresses)
         }
         if let at = actions.armBackoffTimer {
             self.eventLoops[0].scheduleTask(deadline: at) { self.backoffTimerFired() }
@@ -360,7 +466,7 @@ final class HTTP2PoolCore: Sendable {
 
     // MARK: connection lifecycle (called by handlers on their event loop)
 
-    private func connect(id: Int, eventLoop: any EventLoop) {
+    private func connect(id: Int, eventLoop: any EventLoop, addresses: [SocketAddress]?) {
         let handler = HTTP2ClientConnectionHandler(
             id: id,
             eventLoop: eventLoop,
@@ -379,7 +485,7 @@ final class HTTP2PoolCore: Sendable {
             eventLoop.execute { handler.connectFailed(error) }
             return
         }
-        let bootstrap = ClientBootstrap(group: eventLoop)
+        var bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(self.configuration.connectTimeout)
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
@@ -392,6 +498,11 @@ final class HTTP2PoolCore: Sendable {
                     try sync.addHandler(handler)
                 }
             }
+        if let addresses {
+            // Connect to the caller's (checked) addresses only: NIO's Happy Eyeballs over a resolver
+            // that answers with them, so the host name still drives SNI and the certificate check.
+            bootstrap = bootstrap.resolver(FixedAddressResolver(addresses: addresses, eventLoop: eventLoop))
+        }
         bootstrap.connect(host: self.target.host, port: self.target.port).whenComplete { result in
             switch result {
             case .success(let channel):
@@ -566,4 +677,52 @@ final class HTTP2PoolCore: Sendable {
             try? await f.get()
         }
     }
+}
+
+/// One lazily made client TLS context (ALPN from `offeredALPN`, always including "h2").
+final class SharedSSLContext: Sendable {
+    private let tls: TLSConfiguration
+    private let box = NIOLockedValueBox<Result<NIOSSLContext, HTTP2PoolError>?>(nil)
+
+    init(configuration: HTTP2PoolConfiguration) {
+        var tls = configuration.tlsConfiguration
+        tls.applicationProtocols = configuration.offeredALPN.contains("h2") ? configuration.offeredALPN : ["h2"]
+        self.tls = tls
+    }
+
+    var context: Result<NIOSSLContext, HTTP2PoolError> {
+        self.box.withLockedValue { cached in
+            if let cached { return cached }
+            let made: Result<NIOSSLContext, HTTP2PoolError>
+            do {
+                made = .success(try NIOSSLContext(configuration: self.tls))
+            } catch {
+                made = .failure(.tls("invalid TLS configuration: \(error)"))
+            }
+            cached = made
+            return made
+        }
+    }
+}
+
+/// A NIO `Resolver` that answers with fixed addresses and never does DNS: `ClientBootstrap`'s Happy
+/// Eyeballs then connects to exactly these (IPv6 and IPv4 raced as usual).
+public struct FixedAddressResolver: Resolver, Sendable {
+    public let addresses: [SocketAddress]
+    public let eventLoop: any EventLoop
+
+    public init(addresses: [SocketAddress], eventLoop: any EventLoop) {
+        self.addresses = addresses
+        self.eventLoop = eventLoop
+    }
+
+    public func initiateAQuery(host: String, port: Int) -> EventLoopFuture<[SocketAddress]> {
+        self.eventLoop.makeSucceededFuture(self.addresses.filter { $0.protocol == .inet })
+    }
+
+    public func initiateAAAAQuery(host: String, port: Int) -> EventLoopFuture<[SocketAddress]> {
+        self.eventLoop.makeSucceededFuture(self.addresses.filter { $0.protocol == .inet6 })
+    }
+
+    public func cancelQueries() {}
 }

@@ -89,6 +89,18 @@ public struct HTTP2PoolConfiguration: Sendable {
     public var reconnectBackoffMax: TimeAmount = .seconds(10)
     /// Close a connection that had no stream for this long (nil = keep forever).
     public var idleTimeout: TimeAmount? = nil
+    /// Response body bytes kept per request; the rest is not buffered: the stream is reset (CANCEL)
+    /// and the response completes with the first `maxResponseBodyBytes` bytes and `bodyTruncated`.
+    /// Push services answer with short JSON; a multi-MB answer is hostile or broken.
+    public var maxResponseBodyBytes: Int = 64 * 1024
+    /// Response header fields kept per request (pseudo-headers excluded); further fields are dropped.
+    /// The header block as a whole is already bounded by swift-nio-http2 through the
+    /// SETTINGS_MAX_HEADER_LIST_SIZE (64 KiB) this client advertises.
+    public var maxResponseHeaderFields: Int = 100
+    /// ALPN protocols offered in the TLS handshake. The pool always requires "h2" to be negotiated;
+    /// offering "http/1.1" too lets an HTTP/1.1-only server finish the handshake (some refuse a
+    /// ClientHello without a common protocol), so the caller learns `.tls("... ALPN ...")` cleanly.
+    public var offeredALPN: [String] = ["h2"]
 
     public init() {}
 
@@ -117,12 +129,20 @@ public struct HTTP2Request: Sendable {
     /// Lowercase names. The pool adds :method :scheme :authority :path (and content-length when a body is set).
     public var headers: [(String, String)]
     public var body: ByteBuffer?
+    /// When set, a connection opened for this request goes to these addresses (tried in order, with
+    /// NIO's Happy Eyeballs) instead of resolving the target's host; the host still gives TLS SNI,
+    /// `:authority` and the certificate name check. Lets a caller that checked a DNS answer (the Web
+    /// Push SSRF guard) connect to exactly the checked addresses. An existing connection of the pool
+    /// (made for an earlier request, to addresses checked then) may carry the request.
+    public var connectAddresses: [SocketAddress]?
 
-    public init(method: String = "POST", path: String, headers: [(String, String)] = [], body: ByteBuffer? = nil) {
+    public init(method: String = "POST", path: String, headers: [(String, String)] = [], body: ByteBuffer? = nil,
+                connectAddresses: [SocketAddress]? = nil) {
         self.method = method
         self.path = path
         self.headers = headers
         self.body = body
+        self.connectAddresses = connectAddresses
     }
 }
 
@@ -131,11 +151,14 @@ public struct HTTP2Response: Sendable {
     /// Response headers without pseudo-headers (trailers, if any, are appended).
     public var headers: [(String, String)]
     public var body: ByteBuffer
+    /// True when the body was longer than `maxResponseBodyBytes`: `body` holds its beginning only.
+    public var bodyTruncated: Bool
 
-    public init(status: Int, headers: [(String, String)], body: ByteBuffer) {
+    public init(status: Int, headers: [(String, String)], body: ByteBuffer, bodyTruncated: Bool = false) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.bodyTruncated = bodyTruncated
     }
 
     /// Case-insensitive lookup, first value.

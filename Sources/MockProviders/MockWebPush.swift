@@ -80,7 +80,12 @@ public final class MockWebPush: Sendable {
 
     public struct Options: Sendable {
         public var tls: TLSConfiguration?
+        /// Listening address (any loopback address, e.g. 127.0.0.2).
+        public var host = "127.0.0.1"
         public var port: Int = 0
+        /// The host name clients use for this service (e.g. `push.example.test`, which a test resolver
+        /// maps to `host`): `baseURL`, endpoints and the VAPID `aud` check use it instead of `host`.
+        public var publicHost: String? = nil
         public var responseDelay: TimeAmount? = nil
         /// When set, VAPID `k=` must be this key (base64url) or the push is refused with 403.
         public var expectedVAPIDKey: String? = nil
@@ -117,6 +122,7 @@ public final class MockWebPush: Sendable {
         self.options = options
         var serverOptions = MockHTTPServer.Options()
         serverOptions.tls = options.tls
+        serverOptions.host = options.host
         serverOptions.port = options.port
         serverOptions.responseDelay = options.responseDelay
         let box = MockWebPushHandlerBox()
@@ -129,9 +135,14 @@ public final class MockWebPush: Sendable {
     public func start() async throws { try await server.start() }
     public func stop() async throws { try await server.stop() }
     public var port: Int { server.port }
-    /// `https://127.0.0.1:<port>`: also the VAPID `aud` the mock expects.
-    public var baseURL: String { server.baseURL }
+    /// `https://127.0.0.1:<port>` (or `https://<publicHost>:<port>`): also the VAPID `aud` the mock expects.
+    public var baseURL: String {
+        guard let name = options.publicHost else { return server.baseURL }
+        return "\(options.tls == nil ? "http" : "https")://\(name):\(port)"
+    }
     public var connectionsAccepted: Int { server.connectionsAccepted }
+    /// Connections currently open.
+    public var openConnections: Int { server.openConnections }
 
     // MARK: subscribers and scripting
 

@@ -149,7 +149,11 @@ public enum IPAddressClassifier {
     /// The refusal message for a non-public address, or nil when public.
     /// With `host`, the message reads "endpoint refused: HOST resolves to ADDR, a loopback address (...)".
     public static func refusal(for bytes: [UInt8], host: String? = nil) -> String? {
-        let cls = classify(bytes: bytes)
+        refusal(for: bytes, host: host, class: classify(bytes: bytes))
+    }
+
+    /// The refusal message for an address already classified as `cls` (nil when `.public`).
+    public static func refusal(for bytes: [UInt8], host: String?, class cls: IPAddressClass) -> String? {
         if cls.isPublic { return nil }
         var phrase = cls.phrase
         if cls == .ipv4Mapped {

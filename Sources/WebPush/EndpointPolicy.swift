@@ -146,6 +146,9 @@ public struct EndpointPolicy: Sendable {
     public var allowPrivateEndpoints: Bool
     /// Lowercased entries: exact host, or `*.example.com` / `.example.com` for any subdomain.
     public var hostAllowlist: [String]?
+    /// How addresses are classified (default `IPAddressClassifier.classify(bytes:)`). Replaceable so
+    /// that tests, which may only use loopback, can call e.g. 127.0.0.2 public.
+    public var addressClassifier: @Sendable ([UInt8]) -> IPAddressClass = { IPAddressClassifier.classify(bytes: $0) }
 
     public init(allowHTTP: Bool = false, allowPrivateEndpoints: Bool = false, hostAllowlist: [String]? = nil) {
         self.allowHTTP = allowHTTP
@@ -178,7 +181,7 @@ public struct EndpointPolicy: Sendable {
         }
         if !allowPrivateEndpoints {
             if let bytes = IPAddressClassifier.parse(ep.host) {
-                if let why = IPAddressClassifier.refusal(for: bytes) { return .failure(PushFailure(why)) }
+                if let why = refusal(bytes, host: nil) { return .failure(PushFailure(why)) }
             } else if ep.host == "localhost" || ep.host.hasSuffix(".localhost") {
                 return .failure(PushFailure("endpoint refused: \(ep.host) is a loopback name (set webpush.allow_private_endpoints to allow)"))
             }
@@ -195,9 +198,13 @@ public struct EndpointPolicy: Sendable {
     public func check(resolved addresses: [[UInt8]], host: String) -> PushFailure? {
         if allowPrivateEndpoints { return nil }
         for a in addresses {
-            if let why = IPAddressClassifier.refusal(for: a, host: host) { return PushFailure(why) }
+            if let why = refusal(a, host: host) { return PushFailure(why) }
         }
         return nil
+    }
+
+    func refusal(_ bytes: [UInt8], host: String?) -> String? {
+        IPAddressClassifier.refusal(for: bytes, host: host, class: addressClassifier(bytes))
     }
 
     static func hostAllowed(_ host: String, _ list: [String]) -> Bool {

@@ -15,9 +15,11 @@ public final class WebPushEngine: Sendable {
     public let policy: EndpointPolicy
     let transport: WebPushTransport
     let logger: Logger
-    private let resolutions = Locked<[String: (refusal: PushFailure?, expires: Double)]>([:])
-    /// Replaceable for tests: host, port -> addresses (default getaddrinfo on NIO's thread pool).
+    /// Checked DNS answers by host: the addresses (all allowed) or the refusal, reused briefly.
+    private let resolutions = Locked<[String: (addresses: [[UInt8]], refusal: PushFailure?, expires: Double)]>([:])
+    /// Replaceable for tests: host, port -> addresses (default `dns`: getaddrinfo on its own threads).
     let resolver: @Sendable (String, Int) async throws -> [[UInt8]]
+    let dns: WebPushDNSResolver
 
     /// - Parameters:
     ///   - configuration: the `webpush:` section; validated here (throws `WebPushConfigurationError`).
@@ -26,7 +28,7 @@ public final class WebPushEngine: Sendable {
     ///   - poolConfiguration: base settings of the per-origin HTTP/2 pools (its TLS configuration is also
     ///     used for the HTTP/1.1 client); `requestTimeout` and `connectionsPerTarget` come from `configuration`.
     ///     The engine owns its own AsyncHTTPClient (redirects disabled) and pools: call `shutdown()`.
-    public init(configuration: WebPushConfiguration,
+    public convenience init(configuration: WebPushConfiguration,
                 tlsConfiguration: TLSConfiguration? = nil,
                 poolConfiguration: HTTP2PoolConfiguration? = nil,
                 eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
@@ -34,18 +36,41 @@ public final class WebPushEngine: Sendable {
                 logger: Logger = Logger(label: "pushgate.webpush"),
                 resolver: (@Sendable (String, Int) async throws -> [[UInt8]])? = nil,
                 now: @escaping @Sendable () -> Date = { Date() }) throws {
+        try self.init(configuration: configuration, tlsConfiguration: tlsConfiguration, poolConfiguration: poolConfiguration,
+                      eventLoopGroup: eventLoopGroup, transportMode: transportMode, logger: logger, resolver: resolver,
+                      addressClassifier: nil, now: now)
+    }
+
+    /// - Parameters:
+    ///   - addressClassifier: replaces `IPAddressClassifier` in the SSRF guard (tests: loopback only).
+    ///   - maxOrigins / originIdleTimeout: bounds of the per-origin pools (see `WebPushTransport`).
+    init(configuration: WebPushConfiguration,
+         tlsConfiguration: TLSConfiguration? = nil,
+         poolConfiguration: HTTP2PoolConfiguration? = nil,
+         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+         transportMode: WebPushTransportMode = .automatic,
+         logger: Logger = Logger(label: "pushgate.webpush"),
+         resolver: (@Sendable (String, Int) async throws -> [[UInt8]])? = nil,
+         addressClassifier: (@Sendable ([UInt8]) -> IPAddressClass)?,
+         maxOrigins: Int = 512,
+         originIdleTimeout: TimeAmount = .seconds(300),
+         now: @escaping @Sendable () -> Date = { Date() }) throws {
         let keys = try configuration.validate()
         self.configuration = configuration
         self.vapid = VAPIDAuthorizer(keys: keys, subject: configuration.vapidSubject.trimmingCharacters(in: .whitespaces), now: now)
-        self.policy = EndpointPolicy(configuration)
+        var policy = EndpointPolicy(configuration)
+        if let addressClassifier { policy.addressClassifier = addressClassifier }
+        self.policy = policy
         self.logger = logger
         self.transport = WebPushTransport(mode: transportMode, tlsConfiguration: tlsConfiguration, poolConfiguration: poolConfiguration,
                                           timeoutSeconds: configuration.requestTimeoutSeconds,
                                           connectionsPerOrigin: configuration.connectionsPerOrigin,
-                                          eventLoopGroup: eventLoopGroup, logger: logger)
-        self.resolver = resolver ?? { host, port in
-            try await NIOThreadPool.singleton.runIfActive { try HostResolver.resolve(host, port: port) }
-        }
+                                          eventLoopGroup: eventLoopGroup, logger: logger,
+                                          maxOrigins: maxOrigins, originIdleTimeout: originIdleTimeout)
+        // DNS never on NIOThreadPool.singleton: sqlite-nio runs the SQLite queue there.
+        let dns = WebPushDNSResolver(eventLoopGroup: eventLoopGroup)
+        self.dns = dns
+        self.resolver = resolver ?? { host, port in try await dns.resolve(host, port: port) }
     }
 
     // MARK: prepare / validate
@@ -105,24 +130,59 @@ public final class WebPushEngine: Sendable {
 
     // MARK: SSRF resolution check
 
-    /// nil when the endpoint's host resolves only to allowed addresses (answers cached briefly).
-    func resolutionRefusal(_ ep: WebPushEndpoint) async -> PushFailure? {
-        guard policy.needsResolution(ep) else { return nil }
-        let now = Date().timeIntervalSince1970
-        if let hit = resolutions.withLock({ $0[ep.host] }), hit.expires > now { return hit.refusal }
-        let refusal: PushFailure?
-        do {
-            let addresses = try await resolver(ep.host, ep.port)
-            refusal = policy.check(resolved: addresses, host: ep.host)
-        } catch {
-            // Not cached: a resolution failure is transient.
-            return PushFailure("DNS: \(error)")
+    /// What the SSRF guard says before a send: where to connect, or why not.
+    enum Resolution {
+        /// Private endpoints allowed: the clients resolve the host themselves.
+        case unguarded
+        /// Connect to exactly these addresses (all checked).
+        case pinned([SocketAddress])
+        case refused(PushFailure)
+        /// DNS failed or timed out: transient.
+        case dnsFailed(PushFailure)
+    }
+
+    /// Resolves the endpoint's host once (answers cached for `resolutionCacheSeconds`) and checks every
+    /// address; the send then connects to exactly the checked addresses.
+    func resolve(_ ep: WebPushEndpoint) async -> Resolution {
+        if policy.allowPrivateEndpoints { return .unguarded }
+        let bytes: [[UInt8]]
+        if let literal = IPAddressClassifier.parse(ep.host) {
+            // Checked by `policy.check(_:)` already (in `delivery(for:)`); checked again, cheaply.
+            if let refusal = policy.check(resolved: [literal], host: ep.host) { return .refused(refusal) }
+            bytes = [literal]
+        } else {
+            let now = Date().timeIntervalSince1970
+            if let hit = resolutions.withLock({ $0[ep.host] }), hit.expires > now {
+                if let refusal = hit.refusal { return .refused(refusal) }
+                bytes = hit.addresses
+            } else {
+                let answer: [[UInt8]]
+                do {
+                    answer = try await resolver(ep.host, ep.port)
+                } catch {
+                    // Not cached: a resolution failure is transient.
+                    return .dnsFailed(PushFailure("DNS: \(error)"))
+                }
+                let refusal = answer.isEmpty ? PushFailure("DNS: \(ep.host) has no addresses") : policy.check(resolved: answer, host: ep.host)
+                let ttl = configuration.resolutionCacheSeconds
+                if ttl > 0 {
+                    resolutions.withLock { table in
+                        if table.count >= 10_000 { table.removeAll(keepingCapacity: true) }
+                        table[ep.host] = (refusal == nil ? answer : [], refusal, now + ttl)
+                    }
+                }
+                if let refusal { return .refused(refusal) }
+                bytes = answer
+            }
         }
-        resolutions.withLock { table in
-            if table.count >= 10_000 { table.removeAll(keepingCapacity: true) }
-            table[ep.host] = (refusal, now + configuration.resolutionCacheSeconds)
-        }
-        return refusal
+        let addresses = bytes.compactMap { Self.socketAddress($0, port: ep.port) }
+        if addresses.isEmpty { return .dnsFailed(PushFailure("DNS: \(ep.host) has no usable addresses")) }
+        return .pinned(addresses)
+    }
+
+    static func socketAddress(_ bytes: [UInt8], port: Int) -> SocketAddress? {
+        guard bytes.count == 4 || bytes.count == 16 else { return nil }
+        return try? SocketAddress(ipAddress: IPAddressClassifier.format(bytes), port: port)
     }
 
     // MARK: send
@@ -156,9 +216,12 @@ public final class WebPushEngine: Sendable {
         }
         let ep: WebPushEndpoint
         switch delivery { case .encrypted(let e, _), .legacy(let e): ep = e }
-        if let refusal = await resolutionRefusal(ep) {
-            if refusal.reason.hasPrefix("DNS: ") { return .transient(reason: refusal.reason, status: nil, retryAfter: nil) }
-            return .permanent(reason: refusal.reason, status: nil)
+        let addresses: [SocketAddress]?
+        switch await resolve(ep) {
+        case .unguarded: addresses = nil
+        case .pinned(let a): addresses = a
+        case .refused(let refusal): return .permanent(reason: refusal.reason, status: nil)
+        case .dnsFailed(let f): return .transient(reason: f.reason, status: nil, retryAfter: nil)
         }
         let request: (headers: [(String, String)], body: [UInt8])
         do { request = try render(p, delivery) } catch {
@@ -166,7 +229,7 @@ public final class WebPushEngine: Sendable {
         }
         let response: WebPushHTTPResponse
         do {
-            response = try await transport.post(ep, headers: request.headers, body: request.body)
+            response = try await transport.post(ep, headers: request.headers, body: request.body, addresses: addresses)
         } catch {
             return .transient(reason: "ConnectionError: \(Self.describe(error))", status: nil, retryAfter: nil)
         }
@@ -176,10 +239,14 @@ public final class WebPushEngine: Sendable {
 
     static func describe(_ error: any Error) -> String {
         if let e = error as? HTTP2PoolError { return e.description }
+        if let e = error as? WebPushHTTP1Error { return e.description }
         return String(describing: error)
     }
 
-    public func shutdown() async { await transport.shutdown() }
+    public func shutdown() async {
+        await transport.shutdown()
+        await dns.shutdown()
+    }
 
     // MARK: classification
 

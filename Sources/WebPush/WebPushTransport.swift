@@ -41,23 +41,47 @@ public enum WebPushTransportMode: String, Sendable {
     /// (only with `allow_http`) always use AsyncHTTPClient.
     case automatic
     /// AsyncHTTPClient for everything (it negotiates h2 or HTTP/1.1 itself).
+    ///
+    /// Both modes apply only while private endpoints are allowed. With the SSRF guard on (the default)
+    /// every connection goes to the addresses the guard checked (see `WebPushTransport`), and
+    /// AsyncHTTPClient, which resolves host names itself, is not used.
     case asyncHTTPClient
 }
 
 /// Sends one POST to a push endpoint over HTTP/2 (pooled per origin) or HTTP/1.1. Redirects are never followed.
+///
+/// Two ways to connect:
+/// - **Guarded** (`addresses` given: the SSRF guard is on, i.e. `allow_private_endpoints` is false): the
+///   caller resolved the host once and checked every address; every connection goes to those
+///   addresses (never a second DNS lookup), with the host name for SNI, the certificate check and
+///   `Host`/`:authority`. https tries the origin's HTTP/2 pool first (ALPN offers h2 and http/1.1);
+///   an origin that negotiates http/1.1 is served by `PinnedHTTP1Client`; plain http (only with
+///   `allow_http`) always by `PinnedHTTP1Client`. AsyncHTTPClient is not used: it resolves host
+///   names itself at connect time.
+/// - **Unguarded** (private endpoints allowed, the operator trusts every endpoint): as before, the
+///   first request of an origin through AsyncHTTPClient, then its HTTP/2 pool if it negotiated h2.
+///
+/// Bounded for a stream of distinct hostile endpoints: at most `maxOrigins` HTTP/2 pools (least
+/// recently used closed first), pools idle for `originIdleTimeout` closed, and the origin -> protocol
+/// table holds at most `maxOrigins * 4` entries. Response bodies are read up to `maxResponseBodyBytes`.
 final class WebPushTransport: Sendable {
     enum OriginProtocol: Sendable { case http2, http1 }
+
+    static let maxResponseBodyBytes = 64 * 1024
 
     let mode: WebPushTransportMode
     let client: HTTPClient
     let pools: HTTP2PoolGroup
+    let http1: PinnedHTTP1Client
     let timeout: TimeAmount
     let logger: Logger
-    private let protocols = Locked<[String: OriginProtocol]>([:])
+    let maxProtocolEntries: Int
+    private let protocols = Locked<[String: (proto: OriginProtocol, used: UInt64)]>([:])
     private let isShutDown = Locked(false)
 
     init(mode: WebPushTransportMode, tlsConfiguration: TLSConfiguration?, poolConfiguration: HTTP2PoolConfiguration?,
-         timeoutSeconds: Double, connectionsPerOrigin: Int, eventLoopGroup: any EventLoopGroup, logger: Logger) {
+         timeoutSeconds: Double, connectionsPerOrigin: Int, eventLoopGroup: any EventLoopGroup, logger: Logger,
+         maxOrigins: Int = 512, originIdleTimeout: TimeAmount = .seconds(300)) {
         self.mode = mode
         self.logger = logger
         let timeout = TimeAmount.nanoseconds(Int64(timeoutSeconds * 1e9))
@@ -74,25 +98,47 @@ final class WebPushTransport: Sendable {
         if let tlsConfiguration { poolConfig.tlsConfiguration = tlsConfiguration }
         poolConfig.requestTimeout = timeout
         poolConfig.connectionsPerTarget = connectionsPerOrigin
-        poolConfig.idleTimeout = .seconds(300)
-        self.pools = HTTP2PoolGroup(configuration: poolConfig, eventLoopGroup: eventLoopGroup, logger: logger)
+        poolConfig.idleTimeout = originIdleTimeout
+        poolConfig.maxResponseBodyBytes = Self.maxResponseBodyBytes
+        poolConfig.offeredALPN = ["h2", "http/1.1"]
+        self.maxProtocolEntries = max(16, maxOrigins * 4)
+        self.pools = HTTP2PoolGroup(configuration: poolConfig, eventLoopGroup: eventLoopGroup, logger: logger,
+                                    maxPools: maxOrigins, poolIdleTimeout: originIdleTimeout)
+        self.http1 = PinnedHTTP1Client(eventLoopGroup: eventLoopGroup, tlsConfiguration: poolConfig.tlsConfiguration,
+                                       connectTimeout: min(poolConfig.connectTimeout, timeout), maxBodyBytes: Self.maxResponseBodyBytes)
     }
 
     /// The protocol learnt for an origin (nil = not contacted yet).
-    func learntProtocol(origin: String) -> OriginProtocol? { protocols.withLock { $0[origin] } }
+    func learntProtocol(origin: String) -> OriginProtocol? { protocols.withLock { $0[origin]?.proto } }
+    var learntOrigins: Int { protocols.withLock { $0.count } }
 
-    func post(_ endpoint: WebPushEndpoint, headers: [(String, String)], body: [UInt8]) async throws -> WebPushHTTPResponse {
+    private func learn(_ origin: String, _ proto: OriginProtocol) {
+        let now = DispatchTime.now().uptimeNanoseconds
+        protocols.withLock { table in
+            if table[origin] == nil && table.count >= maxProtocolEntries {
+                // Forget the least recently used origin (O(n), only when a new origin meets a full table).
+                if let oldest = table.min(by: { $0.value.used < $1.value.used })?.key { table[oldest] = nil }
+            }
+            table[origin] = (proto, now)
+        }
+    }
+
+    /// - Parameter addresses: the checked addresses to connect to (guarded mode), nil to let the
+    ///   clients resolve the host (private endpoints allowed).
+    func post(_ endpoint: WebPushEndpoint, headers: [(String, String)], body: [UInt8],
+              addresses: [SocketAddress]? = nil) async throws -> WebPushHTTPResponse {
+        if let addresses { return try await postGuarded(endpoint, addresses: addresses, headers: headers, body: body) }
         if mode == .automatic, endpoint.scheme == "https", learntProtocol(origin: endpoint.origin) == .http2 {
             do {
-                return try await postHTTP2(endpoint, headers: headers, body: body)
+                return try await postHTTP2(endpoint, headers: headers, body: body, addresses: nil)
             } catch let error as HTTP2PoolError {
                 switch error {
                 case .tls(let why) where why.contains("ALPN"):
                     // The origin stopped offering h2: fall back to HTTP/1.1 (the request was never sent).
-                    protocols.withLock { $0[endpoint.origin] = .http1 }
+                    learn(endpoint.origin, .http1)
                 case _ where error.isRetryable:
                     // One transparent re-attempt on a connection-level failure.
-                    return try await postHTTP2(endpoint, headers: headers, body: body)
+                    return try await postHTTP2(endpoint, headers: headers, body: body, addresses: nil)
                 default:
                     throw error
                 }
@@ -102,12 +148,37 @@ final class WebPushTransport: Sendable {
         return response
     }
 
-    private func postHTTP2(_ endpoint: WebPushEndpoint, headers: [(String, String)], body: [UInt8]) async throws -> WebPushHTTPResponse {
+    private func postGuarded(_ endpoint: WebPushEndpoint, addresses: [SocketAddress], headers: [(String, String)],
+                             body: [UInt8]) async throws -> WebPushHTTPResponse {
+        if endpoint.scheme == "https", learntProtocol(origin: endpoint.origin) != .http1 {
+            do {
+                let r = try await postHTTP2(endpoint, headers: headers, body: body, addresses: addresses)
+                learn(endpoint.origin, .http2)
+                return r
+            } catch let error as HTTP2PoolError {
+                switch error {
+                case .tls(let why) where why.contains("ALPN"):
+                    // HTTP/1.1 origin (the request was never sent on h2).
+                    learn(endpoint.origin, .http1)
+                case _ where error.isRetryable:
+                    return try await postHTTP2(endpoint, headers: headers, body: body, addresses: addresses)
+                default:
+                    throw error
+                }
+            }
+        }
+        return try await http1.post(endpoint, addresses: addresses, headers: headers, body: body, timeout: timeout)
+    }
+
+    private func postHTTP2(_ endpoint: WebPushEndpoint, headers: [(String, String)], body: [UInt8],
+                           addresses: [SocketAddress]?) async throws -> WebPushHTTPResponse {
         let pool = pools.pool(for: HTTP2Target(scheme: endpoint.scheme, host: endpoint.host, port: endpoint.port))
-        let request = HTTP2Request(method: "POST", path: endpoint.pathAndQuery, headers: headers, body: ByteBuffer(bytes: body))
+        let request = HTTP2Request(method: "POST", path: endpoint.pathAndQuery, headers: headers, body: ByteBuffer(bytes: body),
+                                   connectAddresses: addresses)
         let r = try await pool.execute(request)
         var b = r.body
-        return WebPushHTTPResponse(status: r.status, headers: r.headers, body: b.readBytes(length: min(b.readableBytes, 64 * 1024)) ?? [])
+        return WebPushHTTPResponse(status: r.status, headers: r.headers,
+                                   body: b.readBytes(length: min(b.readableBytes, Self.maxResponseBodyBytes)) ?? [])
     }
 
     private func postAHC(_ endpoint: WebPushEndpoint, headers: [(String, String)], body: [UInt8]) async throws -> WebPushHTTPResponse {
@@ -117,17 +188,13 @@ final class WebPushTransport: Sendable {
         request.body = .bytes(ByteBuffer(bytes: body))
         let response = try await client.execute(request, timeout: timeout, logger: logger)
         if mode == .automatic, endpoint.scheme == "https" {
-            let proto: OriginProtocol = response.version.major == 2 ? .http2 : .http1
-            protocols.withLock { table in
-                if table.count >= 10_000 { table.removeAll(keepingCapacity: true) }
-                table[endpoint.origin] = proto
-            }
+            learn(endpoint.origin, response.version.major == 2 ? .http2 : .http1)
         }
         // Keep at most 64 KiB of the answer (error texts are short; a huge body is not worth reading).
         var bytes: [UInt8] = []
         for try await chunk in response.body {
-            bytes.append(contentsOf: chunk.readableBytesView.prefix(64 * 1024 - bytes.count))
-            if bytes.count >= 64 * 1024 { break }
+            bytes.append(contentsOf: chunk.readableBytesView.prefix(Self.maxResponseBodyBytes - bytes.count))
+            if bytes.count >= Self.maxResponseBodyBytes { break }
         }
         return WebPushHTTPResponse(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
                                    body: bytes)

@@ -148,7 +148,7 @@ final class HTTP2PoolTests: XCTestCase {
         let server = try await makeServer { request in
             MockResponse(status: 200, headers: [("x-request-length", String(request.body.count))], body: big)
         }
-        let pool = try makePool(server)
+        let pool = try makePool(server) { $0.maxResponseBodyBytes = 1 << 20 }
         let upload = ByteBuffer(repeating: UInt8(ascii: "u"), count: 300_000)
         let futures = (0..<4).map { _ in pool.execute(HTTP2Request(path: "/big", body: upload)) }
         for f in futures {
@@ -503,5 +503,129 @@ final class HTTP2PoolTests: XCTestCase {
         }
         try await s1.stop()
         try await s2.stop()
+    }
+
+    // MARK: hostile servers
+
+    func testResponseBodyIsCappedAndTheRestDropped() async throws {
+        // 5 MiB answer; the pool keeps 64 KiB, resets the stream and stays usable.
+        let huge = [UInt8](repeating: UInt8(ascii: "h"), count: 5 << 20)
+        let server = try await makeServer { request in
+            request.path == "/huge" ? MockResponse(status: 500, headers: [("x-kind", "huge")], body: huge)
+                : MockResponse(status: 200, body: Array("small".utf8))
+        }
+        let pool = try makePool(server)
+        let r = try await pool.execute(HTTP2Request(path: "/huge"))
+        XCTAssertEqual(r.status, 500)
+        XCTAssertEqual(r.header("x-kind"), "huge")
+        XCTAssertEqual(r.body.readableBytes, 64 * 1024)
+        XCTAssertTrue(r.bodyTruncated)
+        let ok = try await pool.execute(HTTP2Request(path: "/small"))
+        XCTAssertEqual(String(buffer: ok.body), "small")
+        XCTAssertFalse(ok.bodyTruncated)
+        XCTAssertEqual(server.connectionsAccepted, 1, "the stream was reset, not the connection")
+        await pool.shutdown()
+        try await server.stop()
+    }
+
+    func testResponseHeaderFieldsAreBounded() async throws {
+        let many = (0..<500).map { ("x-h\($0)", "v") }
+        let server = try await makeServer { _ in MockResponse(status: 200, headers: many) }
+        let pool = try makePool(server)
+        let r = try await pool.execute(HTTP2Request(path: "/"))
+        XCTAssertEqual(r.status, 200)
+        XCTAssertEqual(r.headers.count, 100)
+        await pool.shutdown()
+        try await server.stop()
+    }
+
+    func testConnectAddressesAreUsedInsteadOfResolvingTheHost() async throws {
+        // The target's host is a name nothing resolves; the request carries the address to use. TLS
+        // verifies the certificate for that name (the test PKI lists it) and SNI/:authority carry it.
+        let pki = try TestPKI.generate(hosts: ["pinned.pool.test"])
+        var options = MockHTTPServer.Options()
+        options.tls = try pki.serverTLSConfiguration()
+        let seen = NIOLockedValueBox<String?>(nil)
+        let server = MockHTTPServer(options: options, eventLoopGroup: self.group) { request in
+            seen.withLockedValue { $0 = request.header("host") }
+            return MockResponse(status: 204)
+        }
+        try await server.start()
+        var config = HTTP2PoolConfiguration()
+        config.tlsConfiguration = try pki.clientTLSConfiguration()
+        config.connectTimeout = .seconds(5)
+        let pool = HTTP2ConnectionPool(target: HTTP2Target(scheme: "https", host: "pinned.pool.test", port: server.port),
+                                       configuration: config, eventLoopGroup: self.group)
+        let address = try SocketAddress(ipAddress: "127.0.0.1", port: server.port)
+        let r = try await pool.execute(HTTP2Request(path: "/", connectAddresses: [address]))
+        XCTAssertEqual(r.status, 204)
+        XCTAssertEqual(seen.withLockedValue { $0 }, "pinned.pool.test:\(server.port)")
+        await pool.shutdown()
+        try await server.stop()
+    }
+
+    func testPoolGroupIsBoundedAndClosesIdlePools() async throws {
+        let servers = try await (0..<6).asyncMap { i in
+            try await self.makeServer { _ in MockResponse(status: 200, body: Array("s\(i)".utf8)) }
+        }
+        var config = HTTP2PoolConfiguration()
+        config.tlsConfiguration = try Self.pki.clientTLSConfiguration()
+        let group = HTTP2PoolGroup(configuration: config, eventLoopGroup: self.group, maxPools: 3, poolIdleTimeout: .milliseconds(200))
+        var pools: [HTTP2ConnectionPool] = []
+        for (i, s) in servers.enumerated() {
+            let p = group.pool(for: HTTP2Target(url: s.baseURL)!)
+            pools.append(p)
+            let r = try await p.execute(HTTP2Request(path: "/"))
+            XCTAssertEqual(String(buffer: r.body), "s\(i)")
+            XCTAssertLessThanOrEqual(group.count, 3)
+        }
+        XCTAssertEqual(group.count, 3)
+        XCTAssertEqual(group.evictedCount, 3)
+        // The evicted (least recently used) pools closed their connections.
+        try await waitUntil { servers[0..<3].allSatisfy { $0.openConnections == 0 } }
+        XCTAssertTrue(servers[3..<6].allSatisfy { $0.openConnections == 1 })
+        do {
+            _ = try await pools[0].execute(HTTP2Request(path: "/"))
+            XCTFail("an evicted pool is shut down")
+        } catch let error as HTTP2PoolError {
+            XCTAssertEqual(error, .shutdown)
+        }
+        // A new pool for an evicted origin works again.
+        let again = try await group.pool(for: HTTP2Target(url: servers[0].baseURL)!).execute(HTTP2Request(path: "/"))
+        XCTAssertEqual(String(buffer: again.body), "s0")
+        // Idle pools go away with the timer, with their connections.
+        try await waitUntil(timeout: .seconds(10)) { group.count == 0 }
+        try await waitUntil { servers.allSatisfy { $0.openConnections == 0 } }
+        await group.shutdown()
+        for s in servers { try await s.stop() }
+    }
+
+    func testPoolGroupPrefersEvictingIdlePools() async throws {
+        let slow = try await makeServer { _ in
+            try? await Task.sleep(for: .milliseconds(500))
+            return MockResponse(status: 200)
+        }
+        let fast = try await makeServer { _ in MockResponse(status: 200) }
+        let third = try await makeServer { _ in MockResponse(status: 200) }
+        var config = HTTP2PoolConfiguration()
+        config.tlsConfiguration = try Self.pki.clientTLSConfiguration()
+        let group = HTTP2PoolGroup(configuration: config, eventLoopGroup: self.group, maxPools: 2)
+        // The busy pool is the least recently used, but the idle one is evicted.
+        let busyFuture: EventLoopFuture<HTTP2Response> = group.pool(for: HTTP2Target(url: slow.baseURL)!).execute(HTTP2Request(path: "/"))
+        try await Task.sleep(for: .milliseconds(100))
+        _ = try await group.pool(for: HTTP2Target(url: fast.baseURL)!).execute(HTTP2Request(path: "/"))
+        _ = try await group.pool(for: HTTP2Target(url: third.baseURL)!).execute(HTTP2Request(path: "/"))
+        let r = try await busyFuture.get()
+        XCTAssertEqual(r.status, 200)
+        await group.shutdown()
+        for s in [slow, fast, third] { try await s.stop() }
+    }
+}
+
+extension Sequence {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var out: [T] = []
+        for e in self { out.append(try await transform(e)) }
+        return out
     }
 }
