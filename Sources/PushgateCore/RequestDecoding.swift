@@ -131,6 +131,10 @@ struct PushRequestDecoder {
         n.payload = try f.string("payload", .message)
         n.timeToLive = try f.int("time_to_live", in: 0...Int64(Int32.max))
         n.urgency = try f.string("urgency", .field)
+        // gorush's CheckMessage: FCM keeps a message at most 4 weeks.
+        if let ttl = n.timeToLive, n.platform == .android || n.platform == .huawei, Double(ttl) > Self.maxFCMTTL {
+            throw Failure(field: path + ".time_to_live", problem: "out of range: must be between 0 and \(Int(Self.maxFCMTTL)) seconds (4 weeks)")
+        }
 
         let targets = n.allTokens.count + (n.subscriptions?.count ?? 0)
         let cap = limits.maxTokens(for: n.platform)
