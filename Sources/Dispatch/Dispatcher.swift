@@ -402,10 +402,17 @@ struct PlatformMetrics: Sendable {
 
     func attempt(className: String, seconds: Double) {
         attempts[className]?.increment()
-        sendDuration.recordNanoseconds(Int64(seconds * 1e9))
+        sendDuration.recordNanoseconds(Self.nanoseconds(seconds))
     }
 
-    func latency(seconds: Double) { deliveryLatency.recordNanoseconds(Int64(max(0, seconds) * 1e9)) }
+    func latency(seconds: Double) { deliveryLatency.recordNanoseconds(Self.nanoseconds(seconds)) }
+
+    /// Seconds as nanoseconds for a timer, 0 to 1e6 s: a clock step can make a difference negative or
+    /// absurd, and `Int64(Double)` traps out of range.
+    static func nanoseconds(_ seconds: Double) -> Int64 {
+        guard seconds.isFinite, seconds > 0 else { return 0 }
+        return Int64(min(seconds, 1e6) * 1e9)
+    }
     func retried() { retries.increment() }
     func finished(className: String) { finals[className]?.increment() }
 }

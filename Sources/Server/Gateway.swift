@@ -45,13 +45,14 @@ public final class Gateway: Sendable {
     /// Builds the Hummingbird application serving the gorush API.
     public func makeApplication(onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }) -> some ApplicationProtocol {
         let readTimeout = TimeAmount.seconds(Int64(settings.readTimeout))
+        let maxBody = settings.maxBodyBytes
         var app = Application(
             router: makeRouter(),
             // Slow and many clients: a connection that sends nothing is closed after core.idle_timeout,
             // a request must arrive whole within core.read_timeout, and past core.max_connections new
             // connections wait in the listen backlog until one closes (Hummingbird's own limiter).
             server: .http1(configuration: .init(
-                additionalChannelHandlers: [RequestReadTimeoutHandler(timeout: readTimeout)],
+                additionalChannelHandlers: [RequestReadTimeoutHandler(timeout: readTimeout, maxBodyBytes: maxBody)],
                 idleTimeout: .seconds(Int64(settings.idleTimeout)))),
             configuration: ApplicationConfiguration(
                 address: .hostname(settings.address.isEmpty ? "0.0.0.0" : settings.address, port: settings.port),

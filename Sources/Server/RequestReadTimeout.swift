@@ -3,7 +3,8 @@ import HummingbirdCore
 import NIOHTTPTypes
 import NIOCore
 
-/// Closes a connection whose request, once started, is not fully received within `timeout`.
+/// Closes a connection whose request, once started, is not fully received within `timeout`, and
+/// answers `Expect: 100-continue`.
 ///
 /// Hummingbird's idle timeout closes connections that send nothing; it is reset by every body part,
 /// so a client trickling a body a byte at a time would hold its connection (and the request's
@@ -15,13 +16,24 @@ final class RequestReadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHan
     typealias OutboundOut = HTTPResponsePart
 
     private let timeout: TimeAmount
+    private let maxBodyBytes: Int
     private var timer: Scheduled<Void>?
 
-    init(timeout: TimeAmount) { self.timeout = timeout }
+    init(timeout: TimeAmount, maxBodyBytes: Int) {
+        self.timeout = timeout
+        self.maxBodyBytes = maxBodyBytes
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head:
+        case .head(let head):
+            // curl (and other clients) send `Expect: 100-continue` with large bodies and wait up to a
+            // second for the go-ahead: answer it here, as Go's server (gorush) does.
+            // Not when the declared length is over the limit: the 413 comes without the body.
+            let declared = head.headerFields[.contentLength].flatMap { Int($0) } ?? 0
+            if head.headerFields[.expect]?.lowercased() == "100-continue", declared <= maxBodyBytes {
+                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
+            }
             timer?.cancel()
             let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
             timer = context.eventLoop.scheduleTask(in: timeout) {
