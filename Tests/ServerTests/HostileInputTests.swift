@@ -36,6 +36,20 @@ final class RawConnection {
         return bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count
     }
 
+    /// What the server sent within `seconds` (until it stops sending or closes).
+    func receive(within seconds: Double) -> String {
+        let deadline = Date().addingTimeInterval(seconds)
+        var out: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 4096)
+        while Date() < deadline {
+            let n = recv(fd, &buf, buf.count, 0)
+            if n > 0 { out += buf[0..<n]; continue }
+            if n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) { break }
+            if !out.isEmpty { break }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
     /// Whether the server closed the connection (read returns 0 or a reset) within `seconds`.
     func closedByServer(within seconds: Double) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
@@ -139,6 +153,29 @@ final class HostileInputTests: XCTestCase {
             XCTAssertTrue(closedSlow, "a trickled body is cut at core.read_timeout")
             XCTAssertTrue(idle[0].closedByServer(within: 4), "a partial request line is closed by the idle timeout")
             XCTAssertTrue(idle[199].closedByServer(within: 4), "a silent connection is closed by the idle timeout")
+        }
+    }
+
+    /// `Expect: 100-continue` gets the go-ahead (curl waits a second for it before sending a body over
+    /// 1 MB); a declared length over core.max_body_bytes gets the 413 without it.
+    func testExpectContinueAndEarly413() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        try await env.withGateway { client, _ in
+            let port = try XCTUnwrap(client.port)
+            let body = #"{"notifications":[{"platform":1,"tokens":["\#(String(repeating: "ef", count: 32))"],"message":"m","topic":"com.example.app"}]}"#
+            let c = try RawConnection(port: port)
+            c.send("POST /api/push HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: \(body.utf8.count)\r\n\r\n")
+            let interim = c.receive(within: 2)
+            XCTAssertTrue(interim.hasPrefix("HTTP/1.1 100 Continue"), interim)
+            c.send(body)
+            let answer = c.receive(within: 5)
+            XCTAssertTrue(answer.hasPrefix("HTTP/1.1 200"), answer)
+            let big = try RawConnection(port: port)
+            big.send("POST /api/push HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 1000000000000\r\n\r\n")
+            let refused = big.receive(within: 2)
+            XCTAssertTrue(refused.hasPrefix("HTTP/1.1 413"), refused)
+            XCTAssertTrue(refused.contains("core.max_body_bytes"), refused)
         }
     }
 
