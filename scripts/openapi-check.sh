@@ -6,7 +6,7 @@
 #
 #   scripts/openapi-check.sh [path/to/pushgate]      (default: $PUSHGATE_BIN or .build/debug/pushgate)
 #
-# Environment: OPENAPI_MAX_EXAMPLES (generated cases per operation and phase, default 40),
+# Environment: OPENAPI_MAX_EXAMPLES (generated cases per operation and phase, default 300: about a minute),
 # OPENAPI_SEED (schemathesis seed, default random; printed for reproduction),
 # OPENAPI_WORKERS (default 2), OPENAPI_TIME_LIMIT (seconds for the whole schemathesis run, 420),
 # OPENAPI_VENV (default .venv, the venv scripts/test.sh makes; schemathesis is added to it),
@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bin="${1:-${PUSHGATE_BIN:-.build/debug/pushgate}}"
-max_examples="${OPENAPI_MAX_EXAMPLES:-40}"
+max_examples="${OPENAPI_MAX_EXAMPLES:-300}"
 workers="${OPENAPI_WORKERS:-2}"
 time_limit="${OPENAPI_TIME_LIMIT:-420}"
 venv="${OPENAPI_VENV:-.venv}"
@@ -94,6 +94,7 @@ timeout --signal=INT --kill-after=15 "$time_limit" "$st" run "$spec" \
   --generation-database none \
   --suppress-health-check all \
   --no-color \
+  --output-sanitize false \
   --report junit,har --report-junit-path "$work/junit.xml" --report-har-path "$work/requests.har" \
   || status=$?
 
