@@ -167,7 +167,7 @@ public final class Dispatcher: Sendable {
             let targets = n.targets
             guard let slot = slots[n.platform] else {
                 let reason = unavailable[n.platform] ?? "platform \(n.platform.name) is not enabled"
-                logger.warning("notification skipped: \(reason)", metadata: ["notif_id": "\(notifID)"])
+                logger.warning("notification skipped: \(reason)", metadata: ["notif_id": "\(notifID.logSafe())"])
                 let rejected = AcceptedNotification(notifID: notifID, notification: n, prepared: nil)
                 for target in targets { failEarly(rejected, target, reason, served: false) }
                 continue
@@ -248,7 +248,7 @@ public final class Dispatcher: Sendable {
             metrics[n.platform]?.finished(className: "permanent")
             feedback?.post(e)
             failedNow.append(e)
-            logger.info("push failed before sending", metadata: ["notif_id": "\(e.notifID)", "token": "\(e.token)", "error": "\(e.error)"])
+            logger.info("push failed before sending", metadata: ["notif_id": "\(e.notifID.logSafe())", "token": "\(e.token.logSafe())", "error": "\(e.error.logSafe())"])
         }
 
         var result = SubmitResult(counts: counts, logs: [], notifIDs: notifIDs, requestID: requestID)
@@ -342,7 +342,7 @@ public final class Dispatcher: Sendable {
             stats.retried()
             m?.retried()
             observer?.attempted(job, outcome: outcome, nextTry: at)
-            logger.debug("retrying push", metadata: ["notif_id": "\(job.accepted.notifID)", "attempt": "\(job.attempts)", "reason": "\(reason)"])
+            logger.debug("retrying push", metadata: ["notif_id": "\(job.accepted.notifID.logSafe())", "attempt": "\(job.attempts)", "reason": "\(reason.logSafe())"])
             await queue.reschedule(job)
         case .retryWithFreshCredentials(let reason):
             job.credentialRetryUsed = true
@@ -367,7 +367,7 @@ public final class Dispatcher: Sendable {
             let e = entry(notifID: job.accepted.notifID, notification: n, target: job.target, error: reason)
             failure = e
             feedback?.post(e)
-            logger.info("push failed", metadata: ["notif_id": "\(e.notifID)", "platform": "\(e.platform)", "token": "\(e.token)", "error": "\(reason)", "attempts": "\(job.attempts)"])
+            logger.info("push failed", metadata: ["notif_id": "\(e.notifID.logSafe())", "platform": "\(e.platform)", "token": "\(e.token.logSafe())", "error": "\(reason.logSafe())", "attempts": "\(job.attempts)"])
         }
         if let w = job.waiterID { waiters.finished(w, failure: failure) }
     }

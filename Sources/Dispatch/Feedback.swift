@@ -48,7 +48,7 @@ public final class FeedbackSender: Sendable {
             return true
         }
         guard ok else {
-            logger.error("feedback queue full; dropping feedback entry", metadata: ["token": "\(entry.token)", "error": "\(entry.error)"])
+            logger.error("feedback queue full; dropping feedback entry", metadata: ["token": "\(entry.token.logSafe())", "error": "\(entry.error.logSafe())"])
             return
         }
         continuation.yield(entry)
@@ -97,6 +97,6 @@ public final class FeedbackSender: Sendable {
             }
         }
         counters.withLockedValue { $0.failed += 1 }
-        logger.error("feedback hook gave up on an entry", metadata: ["token": "\(entry.token)", "error": "\(entry.error)"])
+        logger.error("feedback hook gave up on an entry", metadata: ["token": "\(entry.token.logSafe())", "error": "\(entry.error.logSafe())"])
     }
 }

@@ -116,3 +116,23 @@ public enum TokenMask {
 
     public static func apply(_ token: String, hide: Bool) -> String { hide ? mask(token) : token }
 }
+
+extension String {
+    /// For log lines: control characters escaped (`\n` in a client's notif_id must not forge a log
+    /// line) and cut at `max` UTF-8 bytes.
+    public func logSafe(max: Int = 512) -> String {
+        var out = ""
+        var bytes = 0
+        for u in unicodeScalars {
+            let piece: String
+            switch u.value {
+            case 0..<0x20, 0x7F, 0x80..<0xA0, 0x2028, 0x2029: piece = "\\u{" + String(u.value, radix: 16) + "}"
+            default: piece = String(u)
+            }
+            bytes += piece.utf8.count
+            if bytes > max { return out + "…" }
+            out += piece
+        }
+        return out
+    }
+}

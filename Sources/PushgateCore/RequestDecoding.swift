@@ -74,7 +74,8 @@ struct PushRequestDecoder {
             throw Failure(field: path + ".platform", problem: "required field is missing")
         }
         var n = PushNotification(platform: try platform(platformValue, at: path + ".platform"))
-        n.notifID = try f.string("notif_id", .field)
+        // An empty id is no id (gorush treats them alike): one is generated.
+        n.notifID = try f.string("notif_id", .field).flatMap { $0.isEmpty ? nil : $0 }
         n.tokens = try f.strings("tokens", .token) ?? []
         n.message = try f.string("message", .message)
         n.title = try f.string("title", .message)

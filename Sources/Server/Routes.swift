@@ -37,12 +37,25 @@ extension Gateway {
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
+    static func headerEncoded(_ id: String) -> String {
+        var out = ""
+        for b in id.utf8 {
+            if b > 0x20, b < 0x7F, b != UInt8(ascii: "%"), b != UInt8(ascii: ",") {
+                out.unicodeScalars.append(Unicode.Scalar(b))
+            } else {
+                out += "%" + (b < 16 ? "0" : "") + String(b, radix: 16, uppercase: true)
+            }
+        }
+        return out
+    }
+
     func error(_ e: RequestError) -> Response {
         json(HTTPResponse.Status(code: e.status), e.json)
     }
 
     public func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
+        router.add(middleware: JSONNotFoundMiddleware(gateway: self))
         let r = settings.routes
         router.get("/") { _, _ in
             self.json(.ok, Array(#"{"text":"Welcome to notification server."}"#.utf8))
@@ -134,11 +147,9 @@ extension Gateway {
             // The body stays byte-compatible with gorush; the notif_ids (given or generated) for
             // GET /api/push/{notif_id} ride in headers: generated ids are "<request id>-<index>".
             var extra: [(HTTPField.Name, String)] = [(Self.requestIDHeader, result.requestID)]
-            // Comma-separated; a "%" or "," inside a client's own notif_id is percent-encoded.
-            let ids = result.notifIDs.map { id in
-                id.contains(where: { $0 == "," || $0 == "%" })
-                    ? id.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: ",", with: "%2C") : id
-            }.joined(separator: ",")
+            // Comma-separated; in a client's own notif_id every byte outside visible ASCII, and "%" and
+            // ",", is percent-encoded (so the header carries the exact id, CR/LF included).
+            let ids = result.notifIDs.map(Self.headerEncoded).joined(separator: ",")
             if ids.utf8.count <= Self.maxNotifIDsHeader { extra.append((Self.notifIDsHeader, ids)) }
             return json(.ok, w.bytes, extra: extra)
         } catch let full as QueueFullError {
@@ -214,6 +225,22 @@ extension Gateway {
         }
         w.raw("}}")
         return w.bytes
+    }
+}
+
+/// Unknown routes and methods answer a JSON 404 with the version headers, like every other answer
+/// (Hummingbird's own is an empty body).
+struct JSONNotFoundMiddleware: RouterMiddleware {
+    typealias Context = BasicRequestContext
+    let gateway: Gateway
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let e as HTTPError where e.status == .notFound {
+            return gateway.error(RequestError(status: 404, message: "Not found.",
+                                              detail: "no route for \(request.method) \(request.uri.path.logSafe(max: 256))"))
+        }
     }
 }
 

@@ -17,7 +17,9 @@ extension Gateway {
     func registerStatusRoutes(_ router: Router<BasicRequestContext>) {
         let base = settings.routes.push.hasSuffix("/") ? String(settings.routes.push.dropLast()) : settings.routes.push
         router.get(RouterPath(base + "/:notif_id")) { _, context in
-            await self.deliveryStatusResponse(notifID: context.parameters.get("notif_id") ?? "")
+            // The id travels percent-encoded in the path (`order%2042%2F%C3%A9` is "order 42/é").
+            let raw = context.parameters.get("notif_id") ?? ""
+            return await self.deliveryStatusResponse(notifID: raw.removingPercentEncoding ?? raw)
         }
     }
 
@@ -30,10 +32,10 @@ extension Gateway {
             records = try await source.deliveryStatus(notifID: notifID)
         } catch {
             logger.error("delivery status query failed: \(error)")
-            return json(.internalServerError, RequestError(status: 500, message: "Internal error.", detail: "\(error)").json)
+            return json(.internalServerError, RequestError(status: 500, message: "Internal error.", detail: "the delivery status could not be read; see the gateway log").json)
         }
         guard let records else {
-            return self.error(RequestError(status: 404, message: "Unknown notif_id.", detail: "no deliveries recorded for \(notifID) (records are kept queue.status_retention)"))
+            return self.error(RequestError(status: 404, message: "Unknown notif_id.", detail: "no deliveries recorded for \(notifID.logSafe(max: 256)) (records are kept queue.status_retention)"))
         }
         return json(.ok, Self.statusJSON(notifID: notifID, records: records, hideToken: settings.hideToken))
     }

@@ -185,6 +185,17 @@ final class RequestLimitTests: XCTestCase {
         }
     }
 
+    func testLogSafeEscapesControlCharactersAndCuts() {
+        XCTAssertEqual("a\nb\r\u{1b}[31mc\u{2028}".logSafe(), "a\\u{a}b\\u{d}\\u{1b}[31mc\\u{2028}")
+        XCTAssertEqual(String(repeating: "x", count: 600).logSafe(max: 10), "xxxxxxxxxx…")
+        XCTAssertEqual("é ok".logSafe(), "é ok")
+    }
+
+    func testEmptyNotifIDIsNoID() throws {
+        let r = try RequestParser.parse(Array(#"{"notifications":[{"platform":1,"tokens":["t"],"notif_id":""}]}"#.utf8), limits: RequestLimits())
+        XCTAssertNil(r.notifications[0].notifID)
+    }
+
     func testWebPushRelativeExpirationIsADeadlineFromAcceptance() {
         let accepted = Date(timeIntervalSince1970: 1_800_000_000)
         var n = PushNotification(platform: .webpush)

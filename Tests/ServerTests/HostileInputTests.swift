@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import HummingbirdTesting
 import MockProviders
 import NIOCore
@@ -176,6 +177,29 @@ final class HostileInputTests: XCTestCase {
             let refused = big.receive(within: 2)
             XCTAssertTrue(refused.hasPrefix("HTTP/1.1 413"), refused)
             XCTAssertTrue(refused.contains("core.max_body_bytes"), refused)
+        }
+    }
+
+    /// Ids a client chose are given back exactly (header percent-encoded), found again through a
+    /// percent-encoded path; an empty id is generated; unknown routes answer JSON.
+    func testNotifIDsRoundTripAndUnknownRoutesAnswerJSON() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        try await env.withGateway(environment: ["PUSHGATE_QUEUE_ENGINE": "memory"]) { client, _ in
+            let token = String(repeating: "ab", count: 32)
+            let r = try await client.push(#"{"notifications":[{"platform":1,"tokens":["\#(token)"],"topic":"com.example.app","message":"m","notif_id":"order 42/é,\r\nX-Evil: 1"},{"platform":1,"tokens":["\#(token)"],"topic":"com.example.app","notif_id":""}],"sync":true}"#)
+            XCTAssertEqual(r.status, 200, r.body)
+            let requestID = try XCTUnwrap(r.headers[Gateway.requestIDHeader])
+            XCTAssertEqual(r.headers[Gateway.notifIDsHeader], "order%2042/%C3%A9%2C%0D%0AX-Evil:%201,\(requestID)-1")
+            XCTAssertNil(r.headers[HTTPField.Name("X-Evil")!])
+            let status = try await client.execute(uri: "/api/push/order%2042%2F%C3%A9%2C%0D%0AX-Evil%3A%201", method: .get) { ($0.status.code, String(buffer: $0.body)) }
+            XCTAssertEqual(status.0, 200, status.1)
+            let generated = try await client.execute(uri: "/api/push/\(requestID)-1", method: .get) { $0.status.code }
+            XCTAssertEqual(generated, 200)
+            let unknown = try await client.execute(uri: "/api/nothing", method: .put) { ($0.status.code, String(buffer: $0.body), $0.headers) }
+            XCTAssertEqual(unknown.0, 404)
+            XCTAssertEqual(jsonObject(unknown.1)["code"] as? Int, 404, unknown.1)
+            XCTAssertNotNil(unknown.2[HTTPField.Name("X-Pushgate-Version")!])
         }
     }
 
