@@ -1,0 +1,2 @@
+// Declarations only (see include/CFuzzerDriver.h); the definitions come from libclang_rt.fuzzer.
+#include "CFuzzerDriver.h"

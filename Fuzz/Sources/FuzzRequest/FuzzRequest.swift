@@ -1,0 +1,211 @@
+// libFuzzer target: the `/api/push` body decoder and validation, and every provider rendering that
+// runs on a decoded notification at ingest or dispatch. A crash, a trap (overflow, bad conversion,
+// out-of-range index), a broken property below (reported with `fatalError`), a timeout or an
+// out-of-memory is a finding. See docs/fuzzing.md.
+//
+// Per input:
+//  1. `RequestParser.parse(input, limits: RequestLimits())` (what `/api/push` runs). On success, per
+//     notification: `WebPushRequestValidator.validate` (ingest) and the platform's provider
+//     `prepare` (dispatch): `APNsPreparedPush.init` (APNsPushType.of + APNsPayload.render + size check)
+//     for iOS, `FCMMessageMapper.prepare` + `render` + `body(for:)` of every target for Android,
+//     `WebPushRequestValidator.prepare` + `ttlSeconds` for Web Push and UnifiedPush. Every rendered
+//     body must be valid JSON (checked by parsing it back). On failure: the 4xx answer
+//     (`RequestError.json`) must be valid JSON and the status a 4xx.
+//  2. `JSONParser.parse` alone with small limits: a document accepted under small limits is accepted
+//     under the defaults with the same value.
+//  3. Round trip: for any document `JSONParser` accepts, `JSONWriter` output parses again to the same
+//     value (integral doubles compared as the integers the writer prints them as, see `normalized`),
+//     and writing that value again gives the same bytes.
+import APNs
+import FCM
+import CFuzzerDriver
+import Foundation
+import PushgateCore
+import WebPush
+
+/// Limits large enough for anything the renderers produce (the checks are of syntax, not size).
+let outputLimits = JSONLimits(maxDepth: 256, maxObjectKeys: 1 << 22, maxValues: 1 << 26, maxStringBytes: 1 << 28)
+/// Small limits, so the fuzzer reaches every limit error quickly.
+let smallLimits = JSONLimits(maxDepth: 4, maxObjectKeys: 8, maxValues: 64, maxStringBytes: 64)
+/// Defaults of JSONParser (deep enough for any request RequestLimits() accepts).
+let defaultLimits = JSONLimits()
+/// Small request limits, so every "over a limit" answer is reached by short inputs.
+let smallRequestLimits: RequestLimits = {
+    var l = RequestLimits()
+    l.maxNotifications = 3
+    l.maxDeliveries = 4
+    l.maxTokens = [.ios: 2, .android: 2, .huawei: 1, .webpush: 2]  // unifiedpush: the fallback
+    l.maxTokenBytes = 80
+    l.maxFieldBytes = 16
+    l.maxMessageBytes = 64
+    l.maxObjectKeys = 6
+    l.maxDepth = 5
+    return l
+}()
+/// `PUSHGATE_FUZZ_VERBOSE=1`: print what each stage answered (run the binary on one file to see it).
+let verbose = ProcessInfo.processInfo.environment["PUSHGATE_FUZZ_VERBOSE"] == "1"
+
+func note(_ s: @autoclosure () -> String) {
+    if verbose { print(s()) }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzRequest(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    let bytes = size > 0 && data != nil ? Array(UnsafeBufferPointer(start: data, count: size)) : []
+    fuzzRequestParser(bytes)
+    fuzzSmallLimits(bytes)
+    fuzzJSONParser(bytes)
+    return 0
+}
+
+func mustBeJSON(_ bytes: [UInt8], _ what: @autoclosure () -> String) {
+    do {
+        _ = try JSONParser.parse(bytes, limits: outputLimits)
+    } catch {
+        fatalError("\(what()) is not valid JSON (\(error)): \(String(decoding: bytes.prefix(400), as: UTF8.self))")
+    }
+}
+
+func fuzzRequestParser(_ bytes: [UInt8]) {
+    let request: PushRequest
+    do {
+        request = try RequestParser.parse(bytes, limits: RequestLimits())
+    } catch {
+        guard (400..<500).contains(error.status), !error.message.isEmpty else {
+            fatalError("RequestParser answered \(error.status) \(error.message)")
+        }
+        mustBeJSON(error.json, "RequestError.json")
+        note("RequestParser: \(error.status) \(error)")
+        return
+    }
+    note("RequestParser: accepted \(request.notifications.count) notification(s)")
+    for n in request.notifications {
+        renderForProviders(n)
+    }
+}
+
+/// The same body under small limits: a 4xx naming the limit, or (if it fits) the same request as
+/// under the defaults. The defaults are at least as large as every small limit, except that a
+/// notification count of 0 (no limit) is not used.
+func fuzzSmallLimits(_ bytes: [UInt8]) {
+    do {
+        let small = try RequestParser.parse(bytes, limits: smallRequestLimits)
+        guard let full = try? RequestParser.parse(bytes, limits: RequestLimits()) else {
+            fatalError("accepted under small request limits but refused under the defaults")
+        }
+        precondition(small.notifications == full.notifications && small.sync == full.sync,
+                     "different requests under small and default limits")
+    } catch {
+        guard (400..<500).contains(error.status), !error.message.isEmpty else {
+            fatalError("RequestParser (small limits) answered \(error.status) \(error.message)")
+        }
+        mustBeJSON(error.json, "RequestError.json")
+        note("RequestParser (small limits): \(error.status) \(error)")
+    }
+}
+
+/// What runs on one accepted notification: ingest validation, then the platform provider's `prepare`.
+func renderForProviders(_ n: PushNotification) {
+    let webPushProblem = WebPushRequestValidator.validate(n)
+    note("  \(n.platform): \(n.targets.count) target(s); WebPushRequestValidator.validate: \(webPushProblem ?? "ok")")
+    switch n.platform {
+    case .ios:
+        for production in [false, true] {
+            let prepared: APNsPreparedPush
+            do {
+                prepared = try APNsPreparedPush(n, defaultTopic: "com.example.fuzz", defaultProduction: production)
+            } catch {
+                note("  APNsPreparedPush: \(error)")
+                continue
+            }
+            note("  APNsPreparedPush: \(prepared.payload.count) bytes, \(prepared.headers)")
+            mustBeJSON(prepared.payload, "APNs payload")
+            precondition(prepared.payload.count <= prepared.pushType.payloadLimit, "APNs payload over its limit after the size check")
+            _ = prepared.header("apns-topic")
+        }
+    case .android, .huawei:
+        // Huawei has no provider of its own (it is refused as a disabled platform); FCM's mapping is
+        // the closest rendering and costs nothing to include.
+        let rendered: FCMPreparedMessage?
+        do { rendered = try FCMMessageMapper.render(n) } catch { rendered = nil; note("  FCMMessageMapper.render: \(error)") }
+        if let rendered {
+            note("  FCMMessageMapper.render: \(rendered.messageJSONWithoutTarget.prefix(300))")
+            mustBeJSON(Array(rendered.messageJSONWithoutTarget.utf8), "FCM message without target")
+            for target in n.targets + [.token(""), .token("/topics/fuzz"), .topic] {
+                if let body = rendered.body(for: target) { mustBeJSON(body, "FCM body for \(target)") }
+            }
+        }
+        do {
+            let prepared = try FCMMessageMapper.prepare(n)
+            note("  FCMMessageMapper.prepare: ok")
+            for target in n.targets {
+                precondition(prepared.size(for: target) <= FCMMessageMapper.maxMessageSize, "FCM body over 4096 bytes after prepare")
+            }
+        } catch {
+            note("  FCMMessageMapper.prepare: \(error)")
+        }
+    case .webpush, .unifiedpush:
+        do {
+            let prepared = try WebPushRequestValidator.prepare(n)
+            note("  WebPushRequestValidator.prepare: \(prepared.plaintext.count) bytes, ttl \(prepared.ttl), urgency \(prepared.urgency ?? "-"), topic \(prepared.topic ?? "-")")
+            _ = prepared.ttlSeconds()
+            _ = prepared.ttlSeconds(now: Date(timeIntervalSince1970: 0))
+            _ = prepared.ttlSeconds(now: Date(timeIntervalSince1970: 1e12))
+            if n.payload == nil { mustBeJSON(prepared.plaintext, "Web Push plaintext") }
+        } catch {
+            note("  WebPushRequestValidator.prepare: \(error)")
+        }
+    }
+}
+
+func fuzzJSONParser(_ bytes: [UInt8]) {
+    // Small limits: every limit error reachable; an accepted document is accepted by the defaults too.
+    if let small = try? JSONParser.parse(bytes, limits: smallLimits) {
+        guard let full = try? JSONParser.parse(bytes, limits: defaultLimits) else {
+            fatalError("accepted under small limits but refused under the defaults")
+        }
+        precondition(small == full, "different values under small and default limits")
+    }
+
+    // Round trip through JSONWriter.
+    guard let value = try? JSONParser.parse(bytes, limits: defaultLimits) else { return }
+    var w1 = JSONWriter()
+    w1.write(value)
+    let again: JSONValue
+    do {
+        again = try JSONParser.parse(w1.bytes, limits: defaultLimits)
+    } catch {
+        fatalError("JSONWriter output refused by JSONParser (\(error)): \(String(decoding: w1.bytes.prefix(400), as: UTF8.self))")
+    }
+    if normalized(value) != again {
+        fatalError("round trip changed the value: \(String(decoding: w1.bytes.prefix(400), as: UTF8.self))")
+    }
+    var w2 = JSONWriter()
+    w2.write(again)
+    precondition(w1.bytes == w2.bytes, "writing the re-parsed value gives different bytes")
+}
+
+/// The value as JSONWriter prints it: an integral double of magnitude below 1e15 is written without
+/// a fraction (`1.0` -> `1`, `-0.0` -> `0`), so it parses back as an integer. Everything else is
+/// written exactly (Swift prints the shortest text that parses back to the same double).
+func normalized(_ v: JSONValue) -> JSONValue {
+    switch v {
+    case .double(let d) where d.isFinite && d == d.rounded() && abs(d) < 1e15:
+        return .int(Int64(d))
+    case .array(let a):
+        return .array(a.map(normalized))
+    case .object(let o):
+        return .object(JSONObject(o.map { ($0.key, normalized($0.value)) }))
+    default:
+        return v
+    }
+}
+
+// SwiftPM links an executable target with `main` aliased to `<Module>_main` (so tests can link the
+// module), which hides libFuzzer's own `main`; this entry point hands over to libFuzzer's driver.
+@_cdecl("FuzzRequest_main")
+public func fuzzRequestMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> CInt {
+    var argc = argc
+    var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = argv
+    return LLVMFuzzerRunDriver(&argc, &argv) { data, size in fuzzRequest(data, size) }
+}
