@@ -136,10 +136,8 @@ final class WebPushTransport: Sendable {
                 case .alpnNotNegotiated:
                     // The origin stopped offering h2: fall back to HTTP/1.1 (the request was never sent).
                     learn(endpoint.origin, .http1)
-                case _ where error.isRetryable:
-                    // One transparent re-attempt on a connection-level failure.
-                    return try await postHTTP2(endpoint, headers: headers, body: body, addresses: nil)
                 default:
+                    // Connection-level failures go back to the retry policy as one transient attempt.
                     throw error
                 }
             }
@@ -160,8 +158,6 @@ final class WebPushTransport: Sendable {
                 case .alpnNotNegotiated:
                     // HTTP/1.1 origin (the request was never sent on h2).
                     learn(endpoint.origin, .http1)
-                case _ where error.isRetryable:
-                    return try await postHTTP2(endpoint, headers: headers, body: body, addresses: addresses)
                 default:
                     throw error
                 }
