@@ -15,10 +15,13 @@ import NIOSSL
 /// - GOAWAY: the connection stops taking streams and is dropped once its streams finish; requests on
 ///   streams above the GOAWAY last-stream-id (and streams refused with REFUSED_STREAM) were not processed
 ///   and are transparently re-queued (at the front of the queue, up to 3 times; then they fail
-///   with a retryable `.goaway` / `.streamReset("REFUSED_STREAM")`).
-/// - A connection that closes fails its in-flight requests with `.connectionClosed` (retryable).
-/// - The pool does not retry anything else: every other failure is returned, typed
-///   (`HTTP2PoolError.code`), for the caller's retry policy to classify.
+///   with code `.goaway` / `.streamRefused`). This is the pool's only retry.
+/// - A connection that closes fails its in-flight requests with `.connectionClosed` (the server may
+///   have processed them, so they are not re-sent).
+/// - Every other failure is returned, typed (`HTTP2PoolError.code`), as one attempt for the caller's
+///   retry policy to classify.
+/// - The bookkeeping is the pure `HTTP2PoolStateMachine`; `HTTP2PoolCore` feeds it events and runs
+///   the actions it returns outside the lock.
 /// - Connect failures are retried with exponential backoff (`reconnectBackoffInitial` ...`Max`) while
 ///   requests are waiting; when a connect attempt fails and no other connection is alive, the
 ///   waiting requests fail with `.connectFailed` / `.tls` instead of waiting for their timeout.

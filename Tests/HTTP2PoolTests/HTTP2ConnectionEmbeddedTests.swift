@@ -102,13 +102,13 @@ final class HTTP2ConnectionEmbeddedTests: XCTestCase {
         try respond(c1, stream: 1)
         XCTAssertEqual(b.status, 200)
         // Stream 1 completes on the draining connection, which then closes.
-        var closed = false
-        c0.closeFuture.whenComplete { _ in closed = true }
-        XCTAssertFalse(closed)
+        let closed = NIOLockedValueBox(false)
+        c0.closeFuture.whenComplete { _ in closed.withLockedValue { $0 = true } }
+        XCTAssertFalse(closed.withLockedValue { $0 })
         try respond(c0, stream: 1)
         h.loop.run()
         XCTAssertEqual(a.status, 200)
-        XCTAssertTrue(closed)
+        XCTAssertTrue(closed.withLockedValue { $0 })
     }
 
     func testRefusedStreamIsRequeuedOtherResetsAreReturned() throws {
