@@ -86,8 +86,10 @@ public final class APNsProvider: PushProvider {
 
         let response: HTTP2Response
         do {
-            response = try await Self.execute(request, on: pool)
+            response = try await pool.execute(request)
         } catch {
+            // One attempt: a connection-level failure goes back to the retry policy (the pool has
+            // already re-queued what the server refused unprocessed).
             logger.debug("APNs request failed", metadata: ["error": "\(error)", "apns-id": "\(context.messageID)"])
             return .transient(reason: "\(error)", status: nil, retryAfter: nil)
         }
@@ -107,16 +109,6 @@ public final class APNsProvider: PushProvider {
             "status": "\(response.status)", "reason": "\(outcome.reason ?? "")", "apns-id": "\(context.messageID)",
         ])
         return outcome
-    }
-
-    /// One request, re-attempted once when the pool says it was not (or may not have been) processed
-    /// at the connection level (connect failure, connection closed, GOAWAY, REFUSED_STREAM).
-    static func execute(_ request: HTTP2Request, on pool: HTTP2ConnectionPool) async throws -> HTTP2Response {
-        do {
-            return try await pool.execute(request)
-        } catch let error as HTTP2PoolError where error.isRetryable {
-            return try await pool.execute(request)
-        }
     }
 
     public func shutdown() async {

@@ -21,9 +21,9 @@ public enum APNsResponseClassifier {
         case 403:
             return reason == "ExpiredProviderToken" ? .credentials(reason: reason, status: status) : .permanent(reason: reason, status: status)
         case 429, 500, 502, 503, 504:
-            return .transient(reason: reason, status: status, retryAfter: parseRetryAfter(retryAfter))
+            return .transient(reason: reason, status: status, retryAfter: RetryAfter.parse(retryAfter))
         case 500...599:
-            return .transient(reason: reason, status: status, retryAfter: parseRetryAfter(retryAfter))
+            return .transient(reason: reason, status: status, retryAfter: RetryAfter.parse(retryAfter))
         default:
             // 404 BadPath, 405 MethodNotAllowed, 413 PayloadTooLarge, anything else unexpected.
             return .permanent(reason: reason, status: status)
@@ -52,21 +52,5 @@ public enum APNsResponseClassifier {
               let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
               let reason = object["reason"] as? String, !reason.isEmpty else { return nil }
         return reason
-    }
-
-    /// `Retry-After` as seconds: delta-seconds (decimals tolerated) or an HTTP-date.
-    public static func parseRetryAfter(_ value: String?, now: Date = Date()) -> Double? {
-        guard let raw = value?.trimmingCharacters(in: .whitespaces), !raw.isEmpty else { return nil }
-        if let seconds = Double(raw) {
-            return seconds.isFinite && seconds >= 0 ? seconds : nil
-        }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        for format in ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"] {
-            formatter.dateFormat = format
-            if let date = formatter.date(from: raw) { return max(0, date.timeIntervalSince(now)) }
-        }
-        return nil
     }
 }

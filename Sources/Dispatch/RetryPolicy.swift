@@ -15,8 +15,8 @@ public enum RetryDecision: Sendable, Equatable {
 ///
 /// - attempts = 1 + retries, retries = the request's `retry` when it is between 1 and
 ///   `<provider>.max_retry`, else `max_retry` (gorush's rule);
-/// - exponential backoff with jitter: `min(maxDelay, baseDelay * 2^(attempt-1))`, scaled by a
-///   random factor in `[1 - jitter, 1]`;
+/// - exponential backoff with jitter (`Backoff.delay`): `min(maxDelay, baseDelay * 2^(attempt-1))`,
+///   scaled by a random factor in `[1 - jitter, 1]`;
 /// - a `Retry-After` from the provider is a floor: the next try is never sooner;
 /// - never retried past the notification's `expiration` (epoch seconds).
 public struct RetryPolicy: Sendable, Equatable {
@@ -42,10 +42,7 @@ public struct RetryPolicy: Sendable, Equatable {
 
     /// Backoff before attempt `attempt + 1`, given `attempt` attempts made so far (>= 1).
     public func backoff(afterAttempt attempt: Int, random: Double) -> Double {
-        let exp = min(Double(max(attempt, 1) - 1), 30)
-        let raw = min(maxDelay, baseDelay * pow(2, exp))
-        let r = min(max(random, 0), 1)
-        return raw * (1 - jitter * r)
+        Backoff.delay(attempt: attempt, base: baseDelay, maximum: maxDelay, jitter: jitter, random: random)
     }
 
     /// - Parameters:

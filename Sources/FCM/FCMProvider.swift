@@ -101,24 +101,13 @@ public final class FCMProvider: PushProvider {
             body: ByteBuffer(bytes: body)
         )
 
-        var response: HTTP2Response? = nil
-        var lastError: (any Error)? = nil
-        for connectionAttempt in 0..<2 {
-            do {
-                response = try await pool.execute(request)
-                break
-            } catch let error as HTTP2PoolError {
-                lastError = error
-                // One transparent re-attempt when the request provably was not processed / connection died.
-                if error.isRetryable && connectionAttempt == 0 { continue }
-                break
-            } catch {
-                lastError = error
-                break
-            }
-        }
-        guard let response else {
-            let reason = lastError.map { "\($0)" } ?? "FCM request failed"
+        // One attempt: a connection-level failure goes back to the retry policy (the pool has
+        // already re-queued what the server refused unprocessed).
+        let response: HTTP2Response
+        do {
+            response = try await pool.execute(request)
+        } catch {
+            let reason = "\(error)"
             logger.debug("FCM send failed at the connection level", metadata: ["error": "\(reason)", "message_id": "\(context.messageID)"])
             return .transient(reason: reason, status: nil, retryAfter: nil)
         }

@@ -28,18 +28,6 @@ public enum FCMResponseClassifier {
         return out
     }
 
-    /// `Retry-After` as seconds (delta-seconds or an HTTP date).
-    public static func parseRetryAfter(_ value: String?, now: Date = Date()) -> Double? {
-        guard let raw = value?.trimmingCharacters(in: .whitespaces), !raw.isEmpty else { return nil }
-        if let seconds = Double(raw), seconds >= 0, seconds.isFinite { return seconds }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        if let date = formatter.date(from: raw) { return max(0, date.timeIntervalSince(now)) }
-        return nil
-    }
-
     /// The outcome of one `messages:send` response.
     public static func classify(status: Int, body: [UInt8], retryAfter: String?) -> SendOutcome {
         if status >= 200 && status < 300 {
@@ -55,7 +43,7 @@ public enum FCMResponseClassifier {
             guard let message, !message.isEmpty else { return code }
             return "\(code): \(message)"
         }
-        let delay = parseRetryAfter(retryAfter)
+        let delay = RetryAfter.parse(retryAfter)
         let code = parsed?.fcmErrorCode ?? parsed?.status ?? httpStatusCode(status)
 
         switch code {

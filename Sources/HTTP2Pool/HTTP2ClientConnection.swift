@@ -3,6 +3,7 @@ import NIOCore
 import NIOHPACK
 import NIOHTTP2
 import NIOSSL
+import NIOTLS
 
 /// A request waiting for (or occupying) an HTTP/2 stream.
 struct PendingRequest {
@@ -146,15 +147,12 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
                 self.streamDone()
                 self.streamFailed(stream, code: code)
             }
-        case _ where self.requireALPNH2 && self.lifecycle == .starting:
-            // NIOTLS's TLSUserEvent (the NIOTLS module is not a declared dependency of this target,
-            // so it is recognised by name): require ALPN "h2".
-            if String(describing: type(of: event)) == "TLSUserEvent" {
-                let text = String(describing: event)
-                if text.hasPrefix("handshakeCompleted"), !text.contains("\"h2\"") {
-                    self.lastError = HTTP2PoolError.tls("server did not negotiate HTTP/2 via ALPN: \(text)")
-                    context.close(promise: nil)
-                }
+        case let tls as TLSUserEvent where self.requireALPNH2 && self.lifecycle == .starting:
+            // Require ALPN "h2".
+            if case .handshakeCompleted(let negotiated) = tls, negotiated != "h2" {
+                self.lastError = HTTP2PoolError.alpnNotNegotiated(
+                    "server did not negotiate HTTP/2 via ALPN: \(negotiated.map { "\"\($0)\"" } ?? "no protocol")")
+                context.close(promise: nil)
             }
         default:
             break

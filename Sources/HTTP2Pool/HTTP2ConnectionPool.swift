@@ -15,8 +15,13 @@ import NIOSSL
 /// - GOAWAY: the connection stops taking streams and is dropped once its streams finish; requests on
 ///   streams above the GOAWAY last-stream-id (and streams refused with REFUSED_STREAM) were not processed
 ///   and are transparently re-queued (at the front of the queue, up to 3 times; then they fail
-///   with a retryable `.goaway` / `.streamReset("REFUSED_STREAM")`).
-/// - A connection that closes fails its in-flight requests with `.connectionClosed` (retryable).
+///   with code `.goaway` / `.streamRefused`). This is the pool's only retry.
+/// - A connection that closes fails its in-flight requests with `.connectionClosed` (the server may
+///   have processed them, so they are not re-sent).
+/// - Every other failure is returned, typed (`HTTP2PoolError.code`), as one attempt for the caller's
+///   retry policy to classify.
+/// - The bookkeeping is the pure `HTTP2PoolStateMachine`; `HTTP2PoolCore` feeds it events and runs
+///   the actions it returns outside the lock.
 /// - Connect failures are retried with exponential backoff (`reconnectBackoffInitial` ...`Max`) while
 ///   requests are waiting; when a connect attempt fails and no other connection is alive, the
 ///   waiting requests fail with `.connectFailed` / `.tls` instead of waiting for their timeout.
@@ -220,54 +225,14 @@ struct HTTP2PoolStats {
     var pending: Int
 }
 
+extension PendingRequest: HTTP2PoolQueueable {}
+
+/// The I/O shell around `HTTP2PoolStateMachine`: holds the lock only while the state machine
+/// mutates, reads the clock and draws jitter before calling in, and carries out the returned
+/// actions (start streams, fail promises, connect, arm timers, log) after releasing it.
 final class HTTP2PoolCore: Sendable {
-    static let maxRequeues = 3
-
-    struct Entry {
-        enum State { case connecting, ready, draining }
-        let id: Int
-        let eventLoop: any EventLoop
-        var handler: HTTP2ClientConnectionHandler?
-        var channel: (any Channel)?
-        var state: State
-        var inFlight: Int
-        var maxStreams: Int
-    }
-
-    struct State {
-        var entries: [Entry] = []
-        var pending = CircularBuffer<PendingRequest>(initialCapacity: 64)
-        var isShutdown = false
-        var nextConnectionID = 0
-        var nextEventLoop = 0
-        var consecutiveFailures = 0
-        var backoffUntil: NIODeadline? = nil
-        var backoffTimerArmed = false
-        var pendingTimerArmed = false
-        var connectionsOpened = 0
-        /// The `connectAddresses` of the latest request that had some: where new connections go.
-        var connectAddresses: [SocketAddress]? = nil
-
-        /// Connections counting towards `connectionsPerTarget`.
-        var liveCount: Int {
-            var n = 0
-            for e in self.entries where e.state != .draining { n += 1 }
-            return n
-        }
-    }
-
-    /// Things to do once the lock is released.
-    struct Actions {
-        var start: [(HTTP2ClientConnectionHandler, PendingRequest)] = []
-        var fail: [(EventLoopPromise<HTTP2Response>, HTTP2PoolError)] = []
-        var connect: [(id: Int, eventLoop: any EventLoop, addresses: [SocketAddress]?)] = []
-        var armBackoffTimer: NIODeadline? = nil
-        var armPendingTimer: NIODeadline? = nil
-        var isEmpty: Bool {
-            self.start.isEmpty && self.fail.isEmpty && self.connect.isEmpty && self.armBackoffTimer == nil
-                && self.armPendingTimer == nil
-        }
-    }
+    typealias StateMachine = HTTP2PoolStateMachine<HTTP2ClientConnectionHandler, PendingRequest>
+    typealias Action = StateMachine.Action
 
     let target: HTTP2Target
     let configuration: HTTP2PoolConfiguration
@@ -278,10 +243,13 @@ final class HTTP2PoolCore: Sendable {
     /// (~0.8 MB each), and most pools (APNs sandbox next to production, idle providers) never connect.
     /// Pools of one `HTTP2PoolGroup` share one context.
     private let sslContextBox: SharedSSLContext
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<StateMachine>
+    /// Opens connection `id` instead of the TCP/TLS bootstrap (tests: the handler on an `EmbeddedChannel`).
+    typealias Connector = @Sendable (_ core: HTTP2PoolCore, _ id: Int, _ eventLoop: any EventLoop, _ addresses: [SocketAddress]?) -> Void
+    private let connector: Connector?
 
     init(target: HTTP2Target, configuration: HTTP2PoolConfiguration, eventLoopGroup: any EventLoopGroup, logger: Logger,
-         sslContext: SharedSSLContext? = nil) {
+         sslContext: SharedSSLContext? = nil, connector: Connector? = nil) {
         var configuration = configuration
         configuration.connectionsPerTarget = max(1, configuration.connectionsPerTarget)
         configuration.maxPendingRequests = max(0, configuration.maxPendingRequests)
@@ -293,6 +261,18 @@ final class HTTP2PoolCore: Sendable {
         self.eventLoops = Array(eventLoopGroup.makeIterator())
         self.logger = logger
         self.sslContextBox = sslContext ?? SharedSSLContext(configuration: configuration)
+        self.connector = connector
+        self.state = NIOLockedValueBox(
+            StateMachine(
+                configuration: .init(
+                    connectionsPerTarget: configuration.connectionsPerTarget,
+                    maxPendingRequests: configuration.maxPendingRequests,
+                    reconnectBackoffInitial: configuration.reconnectBackoffInitial,
+                    reconnectBackoffMax: configuration.reconnectBackoffMax
+                ),
+                eventLoopCount: self.eventLoops.count
+            )
+        )
     }
 
     /// The TLS context for this pool's target, made once on first use; nil for plain-text targets.
@@ -302,178 +282,114 @@ final class HTTP2PoolCore: Sendable {
     }
 
     /// Nothing in flight and nothing waiting (an idle pool may be closed by its group).
-    var isIdle: Bool {
-        self.state.withLockedValue { s in
-            s.pending.isEmpty && !s.entries.contains { $0.inFlight > 0 || $0.state == .connecting }
-        }
-    }
+    var isIdle: Bool { self.state.withLockedValue { $0.isIdle } }
 
     var stats: HTTP2PoolStats {
         self.state.withLockedValue { s in
-            var active = 0
-            for e in s.entries where e.state != .connecting { active += 1 }
-            return HTTP2PoolStats(connectionsOpened: s.connectionsOpened, activeConnections: active, pending: s.pending.count)
+            HTTP2PoolStats(connectionsOpened: s.connectionsOpened, activeConnections: s.activeConnections, pending: s.pending.count)
         }
     }
 
-    var debugState: String {
-        self.state.withLockedValue { s in
-            s.entries.map { "#\($0.id) \($0.state) inFlight=\($0.inFlight)/\($0.maxStreams)" }.joined(separator: ", ")
-                + " pending=\(s.pending.count)"
-        }
-    }
+    var debugState: String { self.state.withLockedValue { $0.debugDescription } }
 
     func markShutdown() {
-        self.state.withLockedValue { $0.isShutdown = true }
+        self.state.withLockedValue { $0.markShutdown() }
     }
 
     // MARK: execute
 
-    private enum ExecuteDecision {
-        case start(HTTP2ClientConnectionHandler, Actions)
-        case queued(EventLoopFuture<HTTP2Response>, Actions)
-        case fail(HTTP2PoolError)
-    }
-
     func execute(_ request: HTTP2Request) -> EventLoopFuture<HTTP2Response> {
-        let deadline = NIODeadline.now() + self.configuration.requestTimeout
-        let decision = self.state.withLockedValue { s -> ExecuteDecision in
-            if s.isShutdown { return .fail(.shutdown) }
-            if let addresses = request.connectAddresses { s.connectAddresses = addresses }
-            var actions = Actions()
-            if let index = Self.leastBusy(s) {
-                let loadBefore = s.entries[index].inFlight
-                s.entries[index].inFlight += 1
-                // Spread concurrent load: open the remaining connections once one is busy.
-                if loadBefore > 0 { self.maybeConnect(&s, &actions, eager: true) }
-                return .start(s.entries[index].handler!, actions)
+        let now = NIODeadline.now()
+        let deadline = now + self.configuration.requestTimeout
+        var queuedFuture: EventLoopFuture<HTTP2Response>? = nil
+        let decision = self.state.withLockedValue { s in
+            s.executeRequest(connectAddresses: request.connectAddresses, now: now) {
+                let promise = self.eventLoopGroup.any().makePromise(of: HTTP2Response.self)
+                queuedFuture = promise.futureResult
+                return PendingRequest(request: request, promise: promise, deadline: deadline, requeues: 0)
             }
-            if s.pending.count >= self.configuration.maxPendingRequests { return .fail(.tooManyPending) }
-            let promise = self.eventLoopGroup.any().makePromise(of: HTTP2Response.self)
-            s.pending.append(PendingRequest(request: request, promise: promise, deadline: deadline, requeues: 0))
-            self.maybeConnect(&s, &actions, eager: false)
-            self.armPendingTimerIfNeeded(&s, &actions)
-            return .queued(promise.futureResult, actions)
         }
         switch decision {
-        case .start(let handler, let actions):
+        case .start(let handler, let action):
             let promise = handler.eventLoop.makePromise(of: HTTP2Response.self)
             handler.startRequestOnLoop(PendingRequest(request: request, promise: promise, deadline: deadline, requeues: 0))
-            if !actions.isEmpty { self.run(actions) }
+            if !action.isEmpty { self.run(action) }
             return promise.futureResult
-        case .queued(let future, let actions):
-            self.run(actions)
-            return future
+        case .queued(let action):
+            self.run(action)
+            return queuedFuture!
         case .fail(let error):
             return self.eventLoopGroup.any().makeFailedFuture(error)
         }
     }
 
-    private static func leastBusy(_ s: State) -> Int? {
-        var best: Int? = nil
-        var bestLoad = Int.max
-        for i in s.entries.indices {
-            let e = s.entries[i]
-            if e.state == .ready && e.inFlight < e.maxStreams && e.inFlight < bestLoad {
-                best = i
-                bestLoad = e.inFlight
+    /// Carries out an action (never under the lock).
+    private func run(_ action: Action) {
+        for event in action.log {
+            switch event {
+            case .connectFailed(let error, let retryIn):
+                self.logger.debug(
+                    "HTTP/2 connect failed",
+                    metadata: ["error": "\(error)", "retryIn": "\(retryIn.nanoseconds / 1_000_000)ms"]
+                )
             }
         }
-        return best
-    }
-
-    /// Assign pending requests to ready connections with free streams (least busy first).
-    private func pump(_ s: inout State, _ actions: inout Actions) {
-        while !s.pending.isEmpty, let index = Self.leastBusy(s) {
-            s.entries[index].inFlight += 1
-            actions.start.append((s.entries[index].handler!, s.pending.removeFirst()))
+        for (request, error) in action.fail {
+            request.promise.fail(error)
         }
-    }
-
-    private func maybeConnect(_ s: inout State, _ actions: inout Actions, eager: Bool) {
-        guard !s.isShutdown, eager || !s.pending.isEmpty else { return }
-        guard s.liveCount < self.configuration.connectionsPerTarget else { return }
-        if let until = s.backoffUntil, until > .now() {
-            if eager { return }
-            if !s.backoffTimerArmed {
-                s.backoffTimerArmed = true
-                actions.armBackoffTimer = until
-            }
-            return
-        }
-        let id = s.nextConnectionID
-        s.nextConnectionID += 1
-        let el = self.eventLoops[s.nextEventLoop % self.eventLoops.count]
-        s.nextEventLoop &+= 1
-        s.entries.append(Entry(id: id, eventLoop: el, handler: nil, channel: nil, state: .connecting, inFlight: 0, maxStreams: 0))
-        actions.connect.append((id, el, s.connectAddresses))
-    }
-
-    private func armPendingTimerIfNeeded(_ s: inout State, _ actions: inout Actions) {
-        if !s.pendingTimerArmed, let first = s.pending.first {
-            s.pendingTimerArmed = true
-            actions.armPendingTimer = first.deadline
-        }
-    }
-
-    private func run(_ actions: Actions) {
-        for (promise, error) in actions.fail {
-            promise.fail(error)
-        }
-        for (handler, request) in actions.start {
+        for (handler, request) in action.start {
             handler.startRequestOnLoop(request)
         }
-        for c in actions.connect {
-            self.connect(id: c.id, eventLoop: c.eventLoop, addresses: c.addresses)
+        for handler in action.close {
+            handler.eventLoop.execute { handler.shutdown() }
         }
-        if let at = actions.armBackoffTimer {
+        for channel in action.closeChannels {
+            channel.close(promise: nil)
+        }
+        for c in action.connect {
+            let eventLoop = self.eventLoops[c.eventLoopIndex]
+            if let connector = self.connector {
+                connector(self, c.id, eventLoop, c.addresses)
+            } else {
+                self.connect(id: c.id, eventLoop: eventLoop, addresses: c.addresses)
+            }
+        }
+        if let at = action.scheduleBackoffTimer {
             self.eventLoops[0].scheduleTask(deadline: at) { self.backoffTimerFired() }
         }
-        if let at = actions.armPendingTimer {
+        if let at = action.schedulePendingTimer {
             self.eventLoops[0].scheduleTask(deadline: at) { self.pendingTimerFired() }
         }
     }
 
+    /// Runs everything but `start`, which it returns (the calling handler starts its own requests
+    /// without an event-loop hop).
+    private func runReturningStarts(_ action: Action) -> [(HTTP2ClientConnectionHandler, PendingRequest)] {
+        var rest = action
+        rest.start = []
+        if !rest.isEmpty { self.run(rest) }
+        return action.start
+    }
+
     private func backoffTimerFired() {
-        let actions = self.state.withLockedValue { s -> Actions in
-            s.backoffTimerArmed = false
-            var actions = Actions()
-            self.maybeConnect(&s, &actions, eager: false)
-            return actions
-        }
-        self.run(actions)
+        let now = NIODeadline.now()
+        self.run(self.state.withLockedValue { $0.backoffTimerFired(now: now) })
     }
 
     private func pendingTimerFired() {
-        let actions = self.state.withLockedValue { s -> Actions in
-            s.pendingTimerArmed = false
-            var actions = Actions()
-            let now = NIODeadline.now()
-            // The queue is ordered by deadline: FIFO with one timeout, and re-queued requests
-            // (older deadlines) go to the front.
-            while let first = s.pending.first, first.deadline <= now {
-                actions.fail.append((s.pending.removeFirst().promise, .timeout))
-            }
-            if let first = s.pending.first {
-                s.pendingTimerArmed = true
-                // Small slack to expire requests in batches.
-                actions.armPendingTimer = max(first.deadline, now) + .milliseconds(1)
-            }
-            return actions
-        }
-        self.run(actions)
+        let now = NIODeadline.now()
+        self.run(self.state.withLockedValue { $0.pendingTimerFired(now: now) })
     }
 
     // MARK: connection lifecycle (called by handlers on their event loop)
 
+    /// Makes the handler of a new connection (its `id` is the state machine's).
+    func makeHandler(id: Int, eventLoop: any EventLoop) -> HTTP2ClientConnectionHandler {
+        HTTP2ClientConnectionHandler(id: id, eventLoop: eventLoop, core: self, target: self.target, logger: self.logger)
+    }
+
     private func connect(id: Int, eventLoop: any EventLoop, addresses: [SocketAddress]?) {
-        let handler = HTTP2ClientConnectionHandler(
-            id: id,
-            eventLoop: eventLoop,
-            core: self,
-            target: self.target,
-            logger: self.logger
-        )
+        let handler = self.makeHandler(id: id, eventLoop: eventLoop)
         let sslContext = self.sslContext
         let serverHostname: String? = Self.isIPAddress(self.target.host) ? nil : self.target.host
         let settings: HTTP2Settings = [
@@ -506,14 +422,7 @@ final class HTTP2PoolCore: Sendable {
         bootstrap.connect(host: self.target.host, port: self.target.port).whenComplete { result in
             switch result {
             case .success(let channel):
-                let close = self.state.withLockedValue { s -> Bool in
-                    if s.isShutdown { return true }
-                    if let i = s.entries.firstIndex(where: { $0.id == id }) {
-                        s.entries[i].channel = channel
-                    }
-                    return false
-                }
-                if close { handler.shutdown() }
+                self.run(self.state.withLockedValue { $0.channelConnected(connectionID: id, channel: channel) })
             case .failure(let error):
                 handler.connectFailed(error)
             }
@@ -528,19 +437,10 @@ final class HTTP2PoolCore: Sendable {
     func connectionReady(_ handler: HTTP2ClientConnectionHandler, maxStreams: Int)
         -> [(HTTP2ClientConnectionHandler, PendingRequest)]
     {
-        let actions = self.state.withLockedValue { s -> Actions? in
-            guard !s.isShutdown, let i = s.entries.firstIndex(where: { $0.id == handler.id }) else { return nil }
-            s.entries[i].handler = handler
-            s.entries[i].state = .ready
-            s.entries[i].maxStreams = maxStreams
-            s.connectionsOpened += 1
-            s.consecutiveFailures = 0
-            s.backoffUntil = nil
-            var actions = Actions()
-            self.pump(&s, &actions)
-            return actions
+        let action = self.state.withLockedValue {
+            $0.connectionEstablished(connectionID: handler.id, connection: handler, maxStreams: maxStreams)
         }
-        guard var actions else {
+        if action.close.contains(where: { $0 === handler }) {
             handler.shutdown()
             return []
         }
@@ -548,126 +448,52 @@ final class HTTP2PoolCore: Sendable {
             "HTTP/2 connection ready",
             metadata: ["connection": "\(handler.id)", "maxConcurrentStreams": "\(maxStreams)"]
         )
-        let start = actions.start
-        actions.start = []
-        self.run(actions)
-        return start
+        return self.runReturningStarts(action)
     }
 
     func maxStreamsChanged(connectionID: Int, maxStreams: Int) -> [(HTTP2ClientConnectionHandler, PendingRequest)] {
-        self.state.withLockedValue { s in
-            guard let i = s.entries.firstIndex(where: { $0.id == connectionID }) else { return [] }
-            s.entries[i].maxStreams = maxStreams
-            var actions = Actions()
-            self.pump(&s, &actions)
-            return actions.start
-        }
+        self.runReturningStarts(self.state.withLockedValue { $0.maxStreamsChanged(connectionID: connectionID, maxStreams: maxStreams) })
     }
 
     /// A stream of this connection finished (hot path). Returns requests to start.
     func streamReleased(connectionID: Int) -> [(HTTP2ClientConnectionHandler, PendingRequest)] {
-        self.state.withLockedValue { s in
-            // Few entries: linear scan is cheapest.
-            for i in s.entries.indices where s.entries[i].id == connectionID {
-                s.entries[i].inFlight -= 1
-                break
-            }
-            if s.pending.isEmpty { return [] }
-            var actions = Actions()
-            self.pump(&s, &actions)
-            return actions.start
-        }
+        // The hot path's action only ever holds `start`.
+        self.state.withLockedValue { $0.streamFinished(connectionID: connectionID) }.start
     }
 
     /// GOAWAY received (or the connection retires itself): take no new streams, maybe open a replacement.
     func connectionDraining(connectionID: Int, released: Int) {
-        let actions = self.state.withLockedValue { s -> Actions in
-            var actions = Actions()
-            guard let i = s.entries.firstIndex(where: { $0.id == connectionID }) else { return actions }
-            s.entries[i].state = .draining
-            s.entries[i].inFlight -= released
-            self.maybeConnect(&s, &actions, eager: false)
-            return actions
-        }
-        self.run(actions)
+        let now = NIODeadline.now()
+        self.run(self.state.withLockedValue { $0.connectionDraining(connectionID: connectionID, released: released, now: now) })
     }
 
     /// Put a request that was not sent (or refused by the server unprocessed) back at the front of the queue.
     func requeue(_ request: PendingRequest, error: HTTP2PoolError) {
-        var request = request
-        request.requeues += 1
-        let actions = self.state.withLockedValue { s -> Actions in
-            var actions = Actions()
-            if s.isShutdown {
-                actions.fail.append((request.promise, .shutdown))
-                return actions
-            }
-            if request.requeues > Self.maxRequeues {
-                actions.fail.append((request.promise, error))
-                return actions
-            }
-            s.pending.prepend(request)
-            self.pump(&s, &actions)
-            self.maybeConnect(&s, &actions, eager: false)
-            self.armPendingTimerIfNeeded(&s, &actions)
-            return actions
-        }
-        self.run(actions)
+        let now = NIODeadline.now()
+        self.run(self.state.withLockedValue { $0.requeue(request, error: error, now: now) })
     }
 
     func connectionClosed(connectionID: Int, wasReady: Bool, error: HTTP2PoolError) {
-        let actions = self.state.withLockedValue { s -> Actions in
-            var actions = Actions()
-            guard let i = s.entries.firstIndex(where: { $0.id == connectionID }) else { return actions }
-            s.entries.remove(at: i)
-            if s.isShutdown { return actions }
-            if !wasReady {
-                s.consecutiveFailures += 1
-                let exp = min(s.consecutiveFailures - 1, 30)
-                let initial = max(self.configuration.reconnectBackoffInitial.nanoseconds, 1_000_000)
-                let capped = min(
-                    initial.multipliedReportingOverflow(by: Int64(1) << exp).overflow
-                        ? Int64.max : initial << exp,
-                    self.configuration.reconnectBackoffMax.nanoseconds
-                )
-                // Jitter: 80%..100% of the delay.
-                let delay = capped - Int64.random(in: 0...(capped / 5))
-                s.backoffUntil = .now() + .nanoseconds(delay)
-                let othersAlive = s.entries.contains { $0.state != .draining }
-                if !othersAlive {
-                    // Nothing else can serve the waiting requests soon: fail them with the connect error.
-                    while let p = s.pending.popFirst() {
-                        actions.fail.append((p.promise, error))
-                    }
-                }
-                self.logger.debug(
-                    "HTTP/2 connect failed",
-                    metadata: ["error": "\(error)", "retryIn": "\(delay / 1_000_000)ms"]
-                )
+        let now = NIODeadline.now()
+        let random = Double.random(in: 0...1)
+        self.run(
+            self.state.withLockedValue {
+                $0.connectionClosed(connectionID: connectionID, wasReady: wasReady, error: error, now: now, random: random)
             }
-            self.pump(&s, &actions)
-            self.maybeConnect(&s, &actions, eager: false)
-            return actions
-        }
-        self.run(actions)
+        )
     }
 
     // MARK: shutdown
 
     func shutdown() async {
-        let (pending, entries) = self.state.withLockedValue { s in
-            s.isShutdown = true
-            let pending = Array(s.pending)
-            s.pending.removeAll()
-            return (pending, s.entries)
-        }
+        let (pending, entries) = self.state.withLockedValue { $0.shutdown() }
         for p in pending {
             p.promise.fail(HTTP2PoolError.shutdown)
         }
         var closeFutures: [EventLoopFuture<Void>] = []
         for e in entries {
-            if let h = e.handler {
-                e.eventLoop.execute { h.shutdown() }
+            if let h = e.connection {
+                h.eventLoop.execute { h.shutdown() }
             } else if let ch = e.channel {
                 ch.close(promise: nil)
             }

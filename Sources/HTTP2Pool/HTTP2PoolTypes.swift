@@ -99,7 +99,7 @@ public struct HTTP2PoolConfiguration: Sendable {
     public var maxResponseHeaderFields: Int = 100
     /// ALPN protocols offered in the TLS handshake. The pool always requires "h2" to be negotiated;
     /// offering "http/1.1" too lets an HTTP/1.1-only server finish the handshake (some refuse a
-    /// ClientHello without a common protocol), so the caller learns `.tls("... ALPN ...")` cleanly.
+    /// ClientHello without a common protocol), so the caller learns `.alpnNotNegotiated` cleanly.
     public var offeredALPN: [String] = ["h2"]
 
     public init() {}
@@ -174,48 +174,93 @@ public struct HTTP2Response: Sendable {
     }
 }
 
-public enum HTTP2PoolError: Error, Sendable, CustomStringConvertible, Equatable {
-    /// TCP connect failed / refused / timed out, or the HTTP/2 preface was not completed.
-    case connectFailed(String)
-    /// The connection closed before the response was complete.
-    case connectionClosed
-    /// The server sent GOAWAY and the stream was not processed (only surfaced after transparent re-queue attempts are exhausted).
-    case goaway(String)
-    /// The server reset the stream (RST_STREAM) with the given error code.
-    case streamReset(String)
-    /// `requestTimeout` elapsed (queue time included).
-    case timeout
-    /// More than `maxPendingRequests` waiting for a stream.
-    case tooManyPending
-    /// The pool was shut down.
-    case shutdown
-    /// TLS handshake / certificate verification / ALPN failure.
-    case tls(String)
+/// The one error of the HTTP/2 pool: a typed `code` to branch on, a `detail` for humans.
+///
+/// Shaped like async-http-client's `HTTPClientError` (a public struct wrapping a code enum, so new
+/// codes are not a breaking change). Callers match on `code` (or compare with the static values),
+/// never on the text.
+public struct HTTP2PoolError: Error, Sendable, CustomStringConvertible, Hashable {
+    public enum Code: String, Sendable, Hashable, CaseIterable {
+        /// TCP connect failed / refused / timed out, or the HTTP/2 preface was not completed.
+        case connectFailed
+        /// The connection closed before the response was complete (the server may have processed it).
+        case connectionClosed
+        /// The server sent GOAWAY and the stream was not processed (surfaced only after the pool's
+        /// transparent re-queues are exhausted).
+        case goaway
+        /// The server reset the stream (RST_STREAM) with an error code other than REFUSED_STREAM.
+        case streamReset
+        /// The server refused the stream unprocessed (RST_STREAM REFUSED_STREAM), re-queues exhausted.
+        case streamRefused
+        /// `requestTimeout` elapsed (queue time included).
+        case timeout
+        /// More than `maxPendingRequests` waiting for a stream.
+        case tooManyPending
+        /// The pool was shut down.
+        case shutdown
+        /// TLS handshake / certificate verification failure, or an invalid TLS configuration.
+        case tls
+        /// TLS worked but the server did not negotiate "h2" via ALPN (an HTTP/1.1-only origin); the
+        /// request was never sent.
+        case alpnNotNegotiated
+    }
 
-    /// True when the request can safely be retried on another connection: it was refused before
-    /// processing (GOAWAY above last-stream-id, REFUSED_STREAM), the connect failed, or the
-    /// connection closed before a response (the server may or may not have processed it).
-    public var isRetryable: Bool {
-        switch self {
-        case .connectFailed, .connectionClosed, .goaway:
-            return true
-        case .streamReset(let code):
-            return code == "REFUSED_STREAM"
-        case .timeout, .tooManyPending, .shutdown, .tls:
-            return false
+    public let code: Code
+    /// Human-readable detail (an HTTP/2 error code name, the underlying error); "" when none.
+    public let detail: String
+
+    public init(_ code: Code, _ detail: String = "") {
+        self.code = code
+        self.detail = detail
+    }
+
+    public static func connectFailed(_ detail: String) -> Self { Self(.connectFailed, detail) }
+    public static let connectionClosed = Self(.connectionClosed)
+    public static func goaway(_ errorCode: String) -> Self { Self(.goaway, errorCode) }
+    /// A reset with this RFC 9113 error code name; REFUSED_STREAM becomes `.streamRefused`.
+    public static func streamReset(_ errorCode: String) -> Self {
+        Self(errorCode == "REFUSED_STREAM" ? .streamRefused : .streamReset, errorCode)
+    }
+    public static let timeout = Self(.timeout)
+    public static let tooManyPending = Self(.tooManyPending)
+    public static let shutdown = Self(.shutdown)
+    public static func tls(_ detail: String) -> Self { Self(.tls, detail) }
+    public static func alpnNotNegotiated(_ detail: String) -> Self { Self(.alpnNotNegotiated, detail) }
+
+    /// True when the server provably did not process the request: refused before processing
+    /// (GOAWAY above last-stream-id, REFUSED_STREAM), or no connection was made. The pool itself
+    /// re-queues refused streams; this tells a caller what a further attempt risks.
+    public var wasNotProcessed: Bool {
+        switch self.code {
+        case .connectFailed, .goaway, .streamRefused, .tooManyPending, .shutdown, .tls, .alpnNotNegotiated: return true
+        case .connectionClosed, .streamReset, .timeout: return false
         }
     }
 
+    /// True when a later attempt on another connection may succeed: refused unprocessed (GOAWAY,
+    /// REFUSED_STREAM), the connect failed, or the connection closed before a response.
+    public var isRetryable: Bool {
+        switch self.code {
+        case .connectFailed, .connectionClosed, .goaway, .streamRefused: return true
+        case .streamReset, .timeout, .tooManyPending, .shutdown, .tls, .alpnNotNegotiated: return false
+        }
+    }
+
+    /// Lets `catch HTTP2PoolError.timeout` match a thrown error of that code and detail.
+    public static func ~= (pattern: HTTP2PoolError, error: any Error) -> Bool {
+        (error as? HTTP2PoolError) == pattern
+    }
+
     public var description: String {
-        switch self {
-        case .connectFailed(let s): return "HTTP/2 connect failed: \(s)"
+        switch self.code {
+        case .connectFailed: return "HTTP/2 connect failed: \(self.detail)"
         case .connectionClosed: return "HTTP/2 connection closed before the response was complete"
-        case .goaway(let s): return "HTTP/2 GOAWAY: \(s)"
-        case .streamReset(let s): return "HTTP/2 stream reset by peer: \(s)"
+        case .goaway: return "HTTP/2 GOAWAY: \(self.detail)"
+        case .streamReset, .streamRefused: return "HTTP/2 stream reset by peer: \(self.detail)"
         case .timeout: return "HTTP/2 request timed out"
         case .tooManyPending: return "HTTP/2 pool: too many pending requests"
         case .shutdown: return "HTTP/2 pool is shut down"
-        case .tls(let s): return "TLS error: \(s)"
+        case .tls, .alpnNotNegotiated: return "TLS error: \(self.detail)"
         }
     }
 }

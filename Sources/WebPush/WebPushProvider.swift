@@ -265,9 +265,9 @@ public final class WebPushEngine: Sendable {
         case 413:
             return .permanent(reason: named("PayloadTooLarge"), status: status)
         case 429:
-            return .transient(reason: named("TooManyRequests"), status: status, retryAfter: retryAfter(r.header("retry-after"), now: now))
+            return .transient(reason: named("TooManyRequests"), status: status, retryAfter: RetryAfter.parse(r.header("retry-after"), now: now))
         case 500..<600:
-            return .transient(reason: named("ServerError \(status)"), status: status, retryAfter: retryAfter(r.header("retry-after"), now: now))
+            return .transient(reason: named("ServerError \(status)"), status: status, retryAfter: RetryAfter.parse(r.header("retry-after"), now: now))
         case 300..<400:
             let location = r.header("location").map { " to \($0.prefix(200))" } ?? ""
             return .permanent(reason: "RedirectNotFollowed: \(status)\(location)", status: status)
@@ -290,18 +290,6 @@ public final class WebPushEngine: Sendable {
             .trimmingCharacters(in: .whitespaces)
         if s.count > 200 { s = String(s.prefix(200)) + "…" }
         return s
-    }
-
-    /// `Retry-After`: delay-seconds or an HTTP-date.
-    public static func retryAfter(_ value: String?, now: Date = Date()) -> Double? {
-        guard let v = value?.trimmingCharacters(in: .whitespaces), !v.isEmpty else { return nil }
-        if let s = Double(v), s >= 0, s.isFinite { return s }
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = TimeZone(identifier: "GMT")
-        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        if let d = f.date(from: v) { return max(0, d.timeIntervalSince(now)) }
-        return nil
     }
 }
 

@@ -132,14 +132,12 @@ final class WebPushTransport: Sendable {
             do {
                 return try await postHTTP2(endpoint, headers: headers, body: body, addresses: nil)
             } catch let error as HTTP2PoolError {
-                switch error {
-                case .tls(let why) where why.contains("ALPN"):
+                switch error.code {
+                case .alpnNotNegotiated:
                     // The origin stopped offering h2: fall back to HTTP/1.1 (the request was never sent).
                     learn(endpoint.origin, .http1)
-                case _ where error.isRetryable:
-                    // One transparent re-attempt on a connection-level failure.
-                    return try await postHTTP2(endpoint, headers: headers, body: body, addresses: nil)
                 default:
+                    // Connection-level failures go back to the retry policy as one transient attempt.
                     throw error
                 }
             }
@@ -156,12 +154,10 @@ final class WebPushTransport: Sendable {
                 learn(endpoint.origin, .http2)
                 return r
             } catch let error as HTTP2PoolError {
-                switch error {
-                case .tls(let why) where why.contains("ALPN"):
+                switch error.code {
+                case .alpnNotNegotiated:
                     // HTTP/1.1 origin (the request was never sent on h2).
                     learn(endpoint.origin, .http1)
-                case _ where error.isRetryable:
-                    return try await postHTTP2(endpoint, headers: headers, body: body, addresses: addresses)
                 default:
                     throw error
                 }

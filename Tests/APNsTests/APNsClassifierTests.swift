@@ -43,11 +43,11 @@ final class APNsClassifierTests: XCTestCase {
     }
 
     func testRetryAfterParsing() {
-        XCTAssertEqual(APNsResponseClassifier.parseRetryAfter("2"), 2)
-        XCTAssertEqual(APNsResponseClassifier.parseRetryAfter(" 1.5 "), 1.5)
-        XCTAssertNil(APNsResponseClassifier.parseRetryAfter("-3"))
-        XCTAssertNil(APNsResponseClassifier.parseRetryAfter("soon"))
+        XCTAssertEqual(RetryAfter.parse("2"), 2)
+        XCTAssertEqual(RetryAfter.parse(" 1.5 "), 1.5)
+        XCTAssertNil(RetryAfter.parse("-3"))
+        XCTAssertNil(RetryAfter.parse("soon"))
         let now = Date(timeIntervalSince1970: 1_445_412_480)  // Wed, 21 Oct 2015 07:28:00 GMT
-        XCTAssertEqual(APNsResponseClassifier.parseRetryAfter("Wed, 21 Oct 2015 07:28:30 GMT", now: now), 30)
+        XCTAssertEqual(RetryAfter.parse("Wed, 21 Oct 2015 07:28:30 GMT", now: now), 30)
     }
 }

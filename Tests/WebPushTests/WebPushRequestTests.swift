@@ -124,7 +124,7 @@ final class WebPushRequestTests: XCTestCase {
         XCTAssertEqual(r(503, [("Retry-After", "5")]), .transient(reason: "ServerError 503", status: 503, retryAfter: 5))
         XCTAssertEqual(r(301, [("location", "https://elsewhere/")]), .permanent(reason: "RedirectNotFollowed: 301 to https://elsewhere/", status: 301))
         let now = Date(timeIntervalSince1970: 1_700_000_000)
-        XCTAssertEqual(WebPushEngine.retryAfter("Tue, 14 Nov 2023 22:13:50 GMT", now: now), 30)  // now = 22:13:20 GMT
-        XCTAssertNil(WebPushEngine.retryAfter("soon"))
+        XCTAssertEqual(RetryAfter.parse("Tue, 14 Nov 2023 22:13:50 GMT", now: now), 30)  // now = 22:13:20 GMT
+        XCTAssertNil(RetryAfter.parse("soon"))
     }
 }

@@ -1,0 +1,390 @@
+import NIOCore
+
+/// What the state machine needs to know about a queued request.
+protocol HTTP2PoolQueueable {
+    /// When the request times out (queue time included).
+    var deadline: NIODeadline { get }
+    /// How many times the pool re-queued it after the server refused it unprocessed.
+    var requeues: Int { get set }
+}
+
+/// The HTTP/2 pool's core as a pure state machine: the connections of one origin, their stream
+/// usage, the queue of requests waiting for a stream, reconnect backoff and shutdown.
+///
+/// Each event (a request arrived, a connection was established / failed / closed, a stream finished,
+/// GOAWAY, a timer fired, shutdown) mutates the state and returns the `Action` to carry out. The
+/// state machine never reads a clock, draws a random number, logs or does I/O: the caller passes
+/// `now` and the jitter draw, holds its lock only while calling in, and executes the actions
+/// after releasing it. (Shape after async-http-client's `HTTPConnectionPool.StateMachine`.)
+///
+/// Generic over the connection handle and the request so that tests drive it with plain values.
+struct HTTP2PoolStateMachine<Connection, Request: HTTP2PoolQueueable> {
+    struct Configuration {
+        var connectionsPerTarget: Int
+        var maxPendingRequests: Int
+        var reconnectBackoffInitial: TimeAmount
+        var reconnectBackoffMax: TimeAmount
+        /// Transparent re-queues of one request refused unprocessed (GOAWAY / REFUSED_STREAM).
+        var maxRequeues: Int = 3
+    }
+
+    enum ConnectionState: Equatable { case connecting, ready, draining }
+
+    struct Entry {
+        let id: Int
+        /// Index of the event loop the connection lives on (round robin over the group).
+        let eventLoopIndex: Int
+        var connection: Connection?
+        var channel: (any Channel)?
+        var state: ConnectionState
+        var inFlight: Int
+        var maxStreams: Int
+    }
+
+    /// A connection to open.
+    struct Connect {
+        var id: Int
+        var eventLoopIndex: Int
+        var addresses: [SocketAddress]?
+    }
+
+    /// Something worth a log line, logged by the caller outside the lock.
+    enum LogEvent: Equatable {
+        case connectFailed(HTTP2PoolError, retryIn: TimeAmount)
+    }
+
+    /// What to do once the lock is released.
+    struct Action {
+        /// Start these requests on these connections (a stream slot is reserved for each).
+        var start: [(Connection, Request)] = []
+        var fail: [(Request, HTTP2PoolError)] = []
+        var connect: [Connect] = []
+        /// Close these connections (established after shutdown, or unknown to the pool).
+        var close: [Connection] = []
+        var closeChannels: [any Channel] = []
+        var scheduleBackoffTimer: NIODeadline? = nil
+        var schedulePendingTimer: NIODeadline? = nil
+        var log: [LogEvent] = []
+
+        var isEmpty: Bool {
+            self.start.isEmpty && self.fail.isEmpty && self.connect.isEmpty && self.close.isEmpty
+                && self.closeChannels.isEmpty && self.scheduleBackoffTimer == nil && self.schedulePendingTimer == nil
+                && self.log.isEmpty
+        }
+    }
+
+    /// The answer to a new request.
+    enum ExecuteDecision {
+        /// Start it at once on this connection (slot reserved); then run the action.
+        case start(Connection, Action)
+        /// Queued (made by the `makeRequest` closure); run the action.
+        case queued(Action)
+        case fail(HTTP2PoolError)
+    }
+
+    let configuration: Configuration
+    let eventLoopCount: Int
+
+    private(set) var entries: [Entry] = []
+    private(set) var pending = CircularBuffer<Request>(initialCapacity: 64)
+    private(set) var isShutdown = false
+    private(set) var connectionsOpened = 0
+    private(set) var consecutiveFailures = 0
+    private var nextConnectionID = 0
+    private var nextEventLoop = 0
+    private var backoffUntil: NIODeadline? = nil
+    private var backoffTimerArmed = false
+    private var pendingTimerArmed = false
+    /// The `connectAddresses` of the latest request that had some: where new connections go.
+    private var connectAddresses: [SocketAddress]? = nil
+
+    init(configuration: Configuration, eventLoopCount: Int) {
+        var configuration = configuration
+        configuration.connectionsPerTarget = max(1, configuration.connectionsPerTarget)
+        configuration.maxPendingRequests = max(0, configuration.maxPendingRequests)
+        self.configuration = configuration
+        self.eventLoopCount = max(1, eventLoopCount)
+    }
+
+    // MARK: queries
+
+    /// Connections counting towards `connectionsPerTarget`.
+    var liveCount: Int {
+        var n = 0
+        for e in self.entries where e.state != .draining { n += 1 }
+        return n
+    }
+
+    /// Nothing in flight and nothing waiting.
+    var isIdle: Bool {
+        self.pending.isEmpty && !self.entries.contains { $0.inFlight > 0 || $0.state == .connecting }
+    }
+
+    /// Established connections (ready or draining).
+    var activeConnections: Int {
+        var n = 0
+        for e in self.entries where e.state != .connecting { n += 1 }
+        return n
+    }
+
+    var debugDescription: String {
+        self.entries.map { "#\($0.id) \($0.state) inFlight=\($0.inFlight)/\($0.maxStreams)" }.joined(separator: ", ")
+            + " pending=\(self.pending.count)"
+    }
+
+    // MARK: events
+
+    /// A request arrived. `makeRequest` is called only when the request has to wait in the queue.
+    mutating func executeRequest(
+        connectAddresses: [SocketAddress]?,
+        now: NIODeadline,
+        makeRequest: () -> Request
+    ) -> ExecuteDecision {
+        if self.isShutdown { return .fail(.shutdown) }
+        if let connectAddresses { self.connectAddresses = connectAddresses }
+        var action = Action()
+        if let index = self.leastBusy() {
+            let loadBefore = self.entries[index].inFlight
+            self.entries[index].inFlight += 1
+            // Spread concurrent load: open the remaining connections once one is busy.
+            if loadBefore > 0 { self.maybeConnect(&action, eager: true, now: now) }
+            return .start(self.entries[index].connection!, action)
+        }
+        if self.pending.count >= self.configuration.maxPendingRequests { return .fail(.tooManyPending) }
+        self.pending.append(makeRequest())
+        self.maybeConnect(&action, eager: false, now: now)
+        self.armPendingTimerIfNeeded(&action)
+        return .queued(action)
+    }
+
+    /// The bootstrap connected (TCP up; TLS / HTTP/2 preface still to come).
+    mutating func channelConnected(connectionID: Int, channel: any Channel) -> Action {
+        var action = Action()
+        if self.isShutdown {
+            action.closeChannels.append(channel)
+            return action
+        }
+        if let i = self.index(of: connectionID) { self.entries[i].channel = channel }
+        return action
+    }
+
+    /// First SETTINGS received: the connection takes streams.
+    mutating func connectionEstablished(connectionID: Int, connection: Connection, maxStreams: Int) -> Action {
+        var action = Action()
+        guard !self.isShutdown, let i = self.index(of: connectionID) else {
+            action.close.append(connection)
+            return action
+        }
+        self.entries[i].connection = connection
+        self.entries[i].state = .ready
+        self.entries[i].maxStreams = maxStreams
+        self.connectionsOpened += 1
+        self.consecutiveFailures = 0
+        self.backoffUntil = nil
+        self.pump(&action)
+        return action
+    }
+
+    /// The server changed SETTINGS_MAX_CONCURRENT_STREAMS.
+    mutating func maxStreamsChanged(connectionID: Int, maxStreams: Int) -> Action {
+        var action = Action()
+        guard let i = self.index(of: connectionID) else { return action }
+        self.entries[i].maxStreams = maxStreams
+        self.pump(&action)
+        return action
+    }
+
+    /// A stream of this connection finished (hot path).
+    mutating func streamFinished(connectionID: Int) -> Action {
+        // Few entries: a linear scan is cheapest.
+        for i in self.entries.indices where self.entries[i].id == connectionID {
+            self.entries[i].inFlight -= 1
+            break
+        }
+        var action = Action()
+        if !self.pending.isEmpty { self.pump(&action) }
+        return action
+    }
+
+    /// GOAWAY received (or the connection retires itself: idle, stream IDs exhausted): no new
+    /// streams on it; `released` streams it gave back (refused above last-stream-id). A replacement
+    /// may be opened.
+    mutating func connectionDraining(connectionID: Int, released: Int, now: NIODeadline) -> Action {
+        var action = Action()
+        guard let i = self.index(of: connectionID) else { return action }
+        self.entries[i].state = .draining
+        self.entries[i].inFlight -= released
+        self.maybeConnect(&action, eager: false, now: now)
+        return action
+    }
+
+    /// The server refused a request without processing it (GOAWAY above last-stream-id,
+    /// REFUSED_STREAM), or it lost a race with a closing connection before being sent: back to
+    /// the front of the queue, at most `maxRequeues` times, then failed with `error`.
+    mutating func requeue(_ request: Request, error: HTTP2PoolError, now: NIODeadline) -> Action {
+        var request = request
+        request.requeues += 1
+        var action = Action()
+        if self.isShutdown {
+            action.fail.append((request, .shutdown))
+            return action
+        }
+        if request.requeues > self.configuration.maxRequeues {
+            action.fail.append((request, error))
+            return action
+        }
+        self.pending.prepend(request)
+        self.pump(&action)
+        self.maybeConnect(&action, eager: false, now: now)
+        self.armPendingTimerIfNeeded(&action)
+        return action
+    }
+
+    /// The connection is gone. `wasReady` false: the connect (TCP, TLS, preface) failed with
+    /// `error`; the next attempt waits for the backoff (`random` in [0, 1] draws its jitter), and when
+    /// no other connection is alive the waiting requests fail with `error` at once.
+    mutating func connectionClosed(
+        connectionID: Int,
+        wasReady: Bool,
+        error: HTTP2PoolError,
+        now: NIODeadline,
+        random: Double
+    ) -> Action {
+        var action = Action()
+        guard let i = self.index(of: connectionID) else { return action }
+        self.entries.remove(at: i)
+        if self.isShutdown { return action }
+        if !wasReady {
+            self.consecutiveFailures += 1
+            let delay = Self.reconnectDelay(
+                failures: self.consecutiveFailures,
+                initial: self.configuration.reconnectBackoffInitial,
+                maximum: self.configuration.reconnectBackoffMax,
+                random: random
+            )
+            self.backoffUntil = now + delay
+            if !self.entries.contains(where: { $0.state != .draining }) {
+                // Nothing else can serve the waiting requests soon: fail them with the connect error.
+                while let p = self.pending.popFirst() {
+                    action.fail.append((p, error))
+                }
+            }
+            action.log.append(.connectFailed(error, retryIn: delay))
+        }
+        self.pump(&action)
+        self.maybeConnect(&action, eager: false, now: now)
+        return action
+    }
+
+    /// The reconnect backoff timer fired.
+    mutating func backoffTimerFired(now: NIODeadline) -> Action {
+        self.backoffTimerArmed = false
+        var action = Action()
+        self.maybeConnect(&action, eager: false, now: now)
+        return action
+    }
+
+    /// The queue timer fired: fail the requests whose deadline passed.
+    mutating func pendingTimerFired(now: NIODeadline) -> Action {
+        self.pendingTimerArmed = false
+        var action = Action()
+        // Ordered by deadline: FIFO with one timeout, re-queued requests (older deadlines) in front.
+        while let first = self.pending.first, first.deadline <= now {
+            action.fail.append((self.pending.removeFirst(), .timeout))
+        }
+        if let first = self.pending.first {
+            self.pendingTimerArmed = true
+            // Small slack to expire requests in batches.
+            action.schedulePendingTimer = max(first.deadline, now) + .milliseconds(1)
+        }
+        return action
+    }
+
+    /// Shut down: fail everything waiting; the caller closes `entries` (connections / channels).
+    mutating func shutdown() -> (fail: [Request], entries: [Entry]) {
+        self.isShutdown = true
+        let failed = Array(self.pending)
+        self.pending.removeAll()
+        return (failed, self.entries)
+    }
+
+    /// Shut down before anything was opened (a pool handed out by a shut-down group).
+    mutating func markShutdown() {
+        self.isShutdown = true
+    }
+
+    // MARK: internals
+
+    private func index(of connectionID: Int) -> Int? {
+        self.entries.firstIndex { $0.id == connectionID }
+    }
+
+    private func leastBusy() -> Int? {
+        var best: Int? = nil
+        var bestLoad = Int.max
+        for i in self.entries.indices {
+            let e = self.entries[i]
+            if e.state == .ready && e.inFlight < e.maxStreams && e.inFlight < bestLoad {
+                best = i
+                bestLoad = e.inFlight
+            }
+        }
+        return best
+    }
+
+    /// Assign waiting requests to ready connections with free streams (least busy first).
+    private mutating func pump(_ action: inout Action) {
+        while !self.pending.isEmpty, let index = self.leastBusy() {
+            self.entries[index].inFlight += 1
+            action.start.append((self.entries[index].connection!, self.pending.removeFirst()))
+        }
+    }
+
+    private mutating func maybeConnect(_ action: inout Action, eager: Bool, now: NIODeadline) {
+        guard !self.isShutdown, eager || !self.pending.isEmpty else { return }
+        guard self.liveCount < self.configuration.connectionsPerTarget else { return }
+        if let until = self.backoffUntil, until > now {
+            if eager { return }
+            if !self.backoffTimerArmed {
+                self.backoffTimerArmed = true
+                action.scheduleBackoffTimer = until
+            }
+            return
+        }
+        let id = self.nextConnectionID
+        self.nextConnectionID += 1
+        let loop = self.nextEventLoop % self.eventLoopCount
+        self.nextEventLoop &+= 1
+        self.entries.append(
+            Entry(id: id, eventLoopIndex: loop, connection: nil, channel: nil, state: .connecting, inFlight: 0, maxStreams: 0)
+        )
+        action.connect.append(Connect(id: id, eventLoopIndex: loop, addresses: self.connectAddresses))
+    }
+
+    private mutating func armPendingTimerIfNeeded(_ action: inout Action) {
+        if !self.pendingTimerArmed, let first = self.pending.first {
+            self.pendingTimerArmed = true
+            action.schedulePendingTimer = first.deadline
+        }
+    }
+
+    /// Delay before the next connect after `failures` consecutive failures: exponential from
+    /// `initial` (at least 1 ms), capped at `maximum`, 80%..100% of that (jitter).
+    ///
+    /// The same formula as `PushgateCore.Backoff.delay` (jitter 0.2); HTTP2Pool does not depend on
+    /// PushgateCore yet.
+    static func reconnectDelay(failures: Int, initial: TimeAmount, maximum: TimeAmount, random: Double) -> TimeAmount {
+        let base = Double(max(initial.nanoseconds, 1_000_000))
+        let cap = Double(max(maximum.nanoseconds, 0))
+        let exponent = Double(min(max(failures, 1) - 1, 30))
+        let raw = min(cap, base * Double(sign: .plus, exponent: Int(exponent), significand: 1))
+        let r = random.isFinite ? min(max(random, 0), 1) : 0
+        return .nanoseconds(Int64(raw * (1 - 0.2 * r)))
+    }
+}
+
+extension HTTP2PoolStateMachine: Sendable where Connection: Sendable, Request: Sendable {}
+extension HTTP2PoolStateMachine.Entry: Sendable where Connection: Sendable {}
+extension HTTP2PoolStateMachine.Configuration: Sendable {}
+extension HTTP2PoolStateMachine.Connect: Sendable {}
+extension HTTP2PoolStateMachine.LogEvent: Sendable {}
