@@ -1,14 +1,7 @@
 import Foundation
+@_exported import ProviderKit
 import PushgateCore
 import Yams
-
-/// A configuration problem: one line naming the key and what is wrong.
-public struct ConfigError: Error, CustomStringConvertible, Equatable {
-    public var key: String
-    public var problem: String
-    public init(key: String, problem: String) { self.key = key; self.problem = problem }
-    public var description: String { "config error: \(key): \(problem)" }
-}
 
 /// Raw configuration: YAML file + defaults + environment overrides, flattened to `section.key`.
 ///
@@ -20,25 +13,21 @@ public struct RawConfig: Sendable {
     /// Where each value came from (for `/api/config` and error messages).
     public private(set) var sources: [String: String] = [:]
 
-    public enum ConfigValue: Sendable, Equatable {
-        case string(String)
-        case int(Int)
-        case bool(Bool)
-        case list([String])
+    public typealias ConfigValue = ProviderKit.ConfigValue
 
-        var yaml: Any {
-            switch self {
-            case .string(let s): return s
-            case .int(let i): return i
-            case .bool(let b): return b
-            case .list(let l): return l
-            }
+    /// Every key Pushgate knows, with its default: the gateway's own sections (`core`, `api`, `log`,
+    /// `queue`, `stat`, `mock`) and every provider module's sections (`ProviderRegistry`). gorush keys
+    /// Pushgate accepts but does not act on are listed in `ignoredGorushPrefixes` (no warning for them).
+    public static let defaults: [String: ConfigValue] = {
+        var d = coreDefaults
+        for section in ProviderRegistry.sections {
+            for key in section.keys { d["\(section.name).\(key.name)"] = key.defaultValue }
         }
-    }
+        return d
+    }()
 
-    /// Every key Pushgate knows, with its default. gorush keys Pushgate accepts but does not act on are
-    /// listed in `ignoredGorushKeys` (no warning for them).
-    public static let defaults: [String: ConfigValue] = [
+    /// The keys of the gateway's own sections.
+    static let coreDefaults: [String: ConfigValue] = [
         "core.enabled": .bool(true),
         "core.address": .string(""),
         "core.port": .int(8088),
@@ -74,44 +63,6 @@ public struct RawConfig: Sendable {
         "api.sys_stat_uri": .string("/sys/stats"),
         "api.metric_uri": .string("/metrics"),
         "api.health_uri": .string("/healthz"),
-        "ios.enabled": .bool(false),
-        "ios.key_path": .string(""),
-        "ios.key_base64": .string(""),
-        "ios.key_type": .string("p8"),
-        "ios.key_id": .string(""),
-        "ios.team_id": .string(""),
-        "ios.production": .bool(false),
-        "ios.max_tokens": .int(10000),
-        "ios.max_retry": .int(3),
-        "ios.max_concurrent_pushes": .int(512),
-        "ios.connections": .int(2),
-        "ios.topic": .string(""),
-        "ios.endpoint": .string(""),
-        "android.enabled": .bool(false),
-        "android.key_path": .string(""),
-        "android.credential": .string(""),
-        "android.max_tokens": .int(500),
-        "android.max_retry": .int(3),
-        "android.max_concurrent_pushes": .int(512),
-        "android.endpoint": .string("https://fcm.googleapis.com"),
-        "huawei.enabled": .bool(false),
-        "huawei.appid": .string(""),
-        "huawei.appsecret": .string(""),
-        "huawei.max_tokens": .int(500),
-        "huawei.max_retry": .int(0),
-        "webpush.enabled": .bool(false),
-        "webpush.vapid_private_key": .string(""),
-        "webpush.vapid_subject": .string(""),
-        "webpush.allow_http": .bool(false),
-        "webpush.allow_private_endpoints": .bool(false),
-        "webpush.host_allowlist": .list([]),
-        "webpush.default_ttl": .int(86400),
-        "webpush.max_tokens": .int(1000),
-        "webpush.max_retry": .int(3),
-        "webpush.max_concurrent_pushes": .int(256),
-        "unifiedpush.enabled": .bool(false),
-        "unifiedpush.max_tokens": .int(1000),
-        "unifiedpush.max_retry": .int(3),
         "log.format": .string("string"),
         "log.access_level": .string("info"),
         "log.error_level": .string("error"),
@@ -157,18 +108,14 @@ public struct RawConfig: Sendable {
             "core.read_timeout": 1...3600,
             "core.idle_timeout": 1...86_400,
             "core.max_connections": 1...1_000_000,
-            "ios.connections": 1...1000,
-            "webpush.default_ttl": 0...Int(Int32.max),
             "queue.max_pending": 1...100_000_000,
             "queue.status_max_records": 0...1_000_000_000,
             "mock.apns_port": 0...65535,
             "mock.fcm_port": 0...65535,
             "mock.webpush_port": 0...65535,
         ]
-        for p in ["ios", "android", "huawei", "webpush", "unifiedpush"] {
-            r["\(p).max_retry"] = 0...100
-            r["\(p).max_tokens"] = 1...1_000_000
-            r["\(p).max_concurrent_pushes"] = 1...100_000
+        for section in ProviderRegistry.sections {
+            for key in section.keys { if let range = key.range { r["\(section.name).\(key.name)"] = range } }
         }
         return r
     }()
@@ -176,16 +123,18 @@ public struct RawConfig: Sendable {
     /// gorush keys (and sections) accepted for drop-in use, not acted upon.
     public static let ignoredGorushPrefixes: [String] = [
         "core.ssl", "core.cert_path", "core.key_path", "core.cert_base64", "core.key_base64", "core.http_proxy",
-        "core.pid.", "core.auto_tls.", "grpc.", "ios.password", "log.access_log", "log.error_log",
+        "core.pid.", "core.auto_tls.", "grpc.", "log.access_log", "log.error_log",
         "queue.nsq.", "queue.nats.", "queue.redis.", "stat.redis.", "stat.boltdb.", "stat.buntdb.",
         "stat.leveldb.", "stat.badgerdb.",
-    ]
+    ] + ProviderRegistry.sections.flatMap { section in section.ignoredKeys.map { "\(section.name).\($0)" } }
 
     /// Keys whose values are secrets: shown as `[REDACTED]`.
-    public static let secretKeys: Set<String> = [
-        "ios.key_base64", "ios.password", "android.credential", "huawei.appsecret", "webpush.vapid_private_key",
-        "queue.postgres.url", "core.key_base64", "core.feedback_header",
-    ]
+    public static let secretKeys: Set<String> = Set(["queue.postgres.url", "core.key_base64", "core.feedback_header"])
+        .union(providerKeys(.secret))
+
+    static func providerKeys(_ secrecy: ConfigSecrecy) -> [String] {
+        ProviderRegistry.sections.flatMap { section in section.keys.filter { $0.secrecy == secrecy }.map { "\(section.name).\($0.name)" } }
+    }
 
     public init(yaml: String?, environment: [String: String]) throws {
         values = Self.defaults
@@ -308,6 +257,30 @@ public struct RawConfig: Sendable {
         return []
     }
 
+    /// The values of one section, for typed reading (`raw.section("core")[setting]`).
+    public func section(_ name: String) -> SectionValues {
+        let prefix = name + "."
+        var v: [String: ConfigValue] = [:], src: [String: String] = [:]
+        for (key, value) in values where key.hasPrefix(prefix) {
+            let k = String(key.dropFirst(prefix.count))
+            v[k] = value
+            src[k] = sources[key]
+        }
+        return SectionValues(name: name, values: v, sources: src)
+    }
+
+    /// Every provider module's sections, for `ProviderModule.build`.
+    public func providerConfig(environment: [String: String] = ProcessInfo.processInfo.environment) -> ProviderConfig {
+        var out: [String: SectionValues] = [:]
+        for s in ProviderRegistry.sections { out[s.name] = section(s.name) }
+        return ProviderConfig(sections: out, environment: environment)
+    }
+
+    /// Sets one typed key of a section (an override, like `--set`).
+    public mutating func set<V>(_ section: String, _ setting: Setting<V>, _ value: V) {
+        set("\(section).\(setting.name)", value.configValue)
+    }
+
     /// Applies a `key=value` override (`--set`), converted like an environment value.
     public mutating func set(assignment: String) throws {
         let kv = assignment.split(separator: "=", maxSplits: 1).map(String.init)
@@ -325,9 +298,7 @@ public struct RawConfig: Sendable {
     }
 
     /// Where credentials live and which key they are: hidden like secrets in `/api/config`.
-    public static let redactedIdentifiers: Set<String> = [
-        "ios.key_path", "ios.key_id", "android.key_path", "core.key_path", "core.cert_path",
-    ]
+    public static let redactedIdentifiers: Set<String> = Set(["core.key_path", "core.cert_path"]).union(providerKeys(.identifier))
 
     /// A URL with its userinfo and query (where hook and database secrets live) replaced by `[REDACTED]`.
     public static func redactURL(_ s: String) -> String {
@@ -382,6 +353,17 @@ public struct RawConfig: Sendable {
         var sub = dict[first] as? [String: Any] ?? [:]
         insert(&sub, path: Array(path.dropFirst()), value: value)
         dict[first] = sub
+    }
+}
+
+extension ConfigValue {
+    var yaml: Any {
+        switch self {
+        case .string(let s): return s
+        case .int(let i): return i
+        case .bool(let b): return b
+        case .list(let l): return l
+        }
     }
 }
 
@@ -468,7 +450,7 @@ public struct GatewaySettings: Sendable {
         limits.maxMessageBytes = raw.int("core.max_message_bytes")
         limits.maxObjectKeys = raw.int("core.max_object_keys")
         limits.maxDepth = raw.int("core.max_json_depth")
-        for p in Platform.allCases { limits.maxTokens[p] = raw.int("\(p.name).max_tokens") }
+        for p in ProviderRegistry.platforms { limits.maxTokens[p] = raw.section(p.name)[ProviderSettings.maxTokens(limits.maxTokens(for: p))] }
         self.limits = limits
         maxLogMessageBytes = raw.int("core.max_log_message_bytes")
         maxSyncAnswerBytes = raw.int("core.max_sync_answer_bytes")
@@ -479,5 +461,23 @@ public struct GatewaySettings: Sendable {
             push: raw.string("api.push_uri"), statGo: raw.string("api.stat_go_uri"), statApp: raw.string("api.stat_app_uri"),
             config: raw.string("api.config_uri"), sysStats: raw.string("api.sys_stat_uri"), metrics: raw.string("api.metric_uri"),
             health: raw.string("api.health_uri"))
+    }
+}
+
+/// The `core` keys every outbound connection uses (providers, OAuth, feedback): read by the gateway
+/// and by `pushgate send`.
+public struct OutboundSettings: Sendable {
+    public static let caFileKey = Setting<String>("ca_file", "")
+    public static let feedbackTimeoutKey = Setting<Int>("feedback_timeout", 10, range: 1...3600)
+
+    /// `core.ca_file`: extra trusted roots (PEM).
+    public var caFile: String
+    /// `core.feedback_timeout`: seconds.
+    public var feedbackTimeout: Int
+
+    public init(_ raw: RawConfig) {
+        let core = raw.section("core")
+        caFile = core[Self.caFileKey]
+        feedbackTimeout = core[Self.feedbackTimeoutKey]
     }
 }

@@ -3,7 +3,6 @@ import Foundation
 import Hummingbird
 import Logging
 import Server
-import WebPush
 
 @main
 struct Pushgate: AsyncParsableCommand {
@@ -93,9 +92,9 @@ struct Serve: AsyncParsableCommand {
 struct VapidKeys: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "vapid-keys", abstract: "Print a new VAPID key pair for webpush.vapid_private_key.")
 
+    /// The Web Push module's tool (`ProviderRegistry.tools`).
     func run() throws {
-        let keys = VAPIDKeys.generate()
-        print("vapid_private_key: \(keys.privateKeyBase64URL)")
-        print("vapid_public_key: \(keys.publicKeyBase64URL)   # give this one to browsers (applicationServerKey)")
+        guard let tool = ProviderRegistry.tools.first(where: { $0.name == Self.configuration.commandName }) else { throw ExitCode(1) }
+        print(tool.run())
     }
 }
