@@ -118,7 +118,7 @@ let package = Package(
         ]),
         // HTTP/2 TLS mock providers used by tests, `pushgate mock` and the bench harness.
         .target(name: "MockProviders", dependencies: [
-            "PushgateCore", "Signing", "WebPush",
+            "PushgateCore", "Signing", "WebPush", "ProviderKit",
             .product(name: "NIOHPACK", package: "swift-nio-http2"),
             .product(name: "SwiftASN1", package: "swift-asn1"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -132,7 +132,7 @@ let package = Package(
             .product(name: "X509", package: "swift-certificates"),
         ]),
         .executableTarget(name: "pushgate", dependencies: [
-            "Server", "MockProviders", "PushgateCore", "PushDispatch", "APNs", "FCM", "WebPush", "Signing",
+            "Server", "MockProviders", "PushgateCore", "PushDispatch", "Signing",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),

@@ -528,10 +528,10 @@ final class LocalGateway: Sendable {
 
     static func start(configPath: String?, overrides: [String], mockErrorRate: Double, mockErrorStatus: Int, mockLatencyMs: Int) async throws -> LocalGateway {
         let failure = MockRecorder.Failure(rate: mockErrorRate, status: mockErrorStatus)
-        let recorder = MockRecorder(failures: [.apns: failure, .fcm: failure, .webpush: failure])
-        let mocks = try await MockStack.start(MockStack.Settings(
-            apnsLatencyMs: mockLatencyMs, fcmLatencyMs: mockLatencyMs, webpushLatencyMs: mockLatencyMs,
-            recordRequests: false, recorder: recorder))
+        let recorder = MockRecorder(failures: Dictionary(uniqueKeysWithValues: MockRecorder.Provider.allCases.map { ($0, failure) }))
+        var mockSettings = MockStack.Settings(recordRequests: false, recorder: recorder)
+        for m in MockRecorder.Provider.allCases { mockSettings.latencyMs[m.rawValue] = mockLatencyMs }
+        let mocks = try await MockStack.start(mockSettings)
         var raw: RawConfig
         do {
             raw = try RawConfig.load(path: configPath)

@@ -50,8 +50,8 @@ struct MockCommand: AsyncParsableCommand {
         ])
         let absoluteDir = dir.hasPrefix("/") ? dir : FileManager.default.currentDirectoryPath + "/" + dir
         let settings = MockStack.Settings(
-            apnsPort: apnsPort, fcmPort: fcmPort, webpushPort: webpushPort, directory: absoluteDir,
-            apnsLatencyMs: apnsLatencyMs, fcmLatencyMs: fcmLatencyMs, webpushLatencyMs: webpushLatencyMs,
+            ports: ["apns": apnsPort, "fcm": fcmPort, "webpush": webpushPort], directory: absoluteDir,
+            latencyMs: ["apns": apnsLatencyMs, "fcm": fcmLatencyMs, "webpush": webpushLatencyMs],
             recordRequests: record, recorder: recorder)
         let stack: MockStack
         do {
@@ -183,6 +183,7 @@ final class MockControlServer: Sendable {
 extension MockStack {
     /// A provider token (ES256 JWT) the mock APNs accepts for the next hour.
     func apnsProviderToken() -> String {
+        guard let apnsKey = apns?.key else { return "" }
         let signer = JWTSigner(key: .es256(apnsKey.privateKey))
         return (try? signer.sign(header: [("kid", .string(apnsKey.keyID))],
                                  claims: [("iss", .string(apnsKey.teamID)), ("iat", .int(Int64(Date().timeIntervalSince1970)))])) ?? ""

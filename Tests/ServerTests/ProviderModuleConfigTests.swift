@@ -77,4 +77,23 @@ final class ProviderModuleConfigTests: XCTestCase {
         XCTAssertEqual(Set(ProviderRegistry.platforms), Set(Platform.allCases))
         XCTAssertEqual(ProviderRegistry.tools.map(\.name), ["vapid-keys"])
     }
+
+    /// Issue 12's acceptance: outside the provider folders and MockProviders, only the registry imports a provider module.
+    func testOnlyTheRegistryImportsProviderModules() throws {
+        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Sources")
+        let providers = ["APNs", "FCM", "WebPush"]
+        var importers: [String] = []
+        let files = FileManager.default.enumerator(atPath: sources.path)?.compactMap { $0 as? String } ?? []
+        XCTAssertFalse(files.isEmpty)
+        for file in files where file.hasSuffix(".swift") {
+            let folder = String(file.split(separator: "/").first ?? "")
+            if providers.contains(folder) || folder == "MockProviders" { continue }
+            let text = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8)
+            for line in text.split(separator: "\n") where providers.contains(where: { line.trimmingCharacters(in: .whitespaces).hasSuffix("import \($0)") }) {
+                importers.append("\(file): \(line)")
+            }
+        }
+        XCTAssertEqual(Set(importers.map { String($0.split(separator: ":")[0]) }), ["Server/ProviderRegistry.swift"], "\(importers)")
+    }
 }
