@@ -69,7 +69,7 @@ final class MockStack: Sendable {
     /// The mocks at the ports of the `mock:` section (`mock.<name>_port`, 0: any free port).
     static func start(raw: RawConfig) async throws -> MockStack {
         var settings = Settings()
-        for module in MockRegistry.modules { settings.ports[module.name] = raw.section("mock")[Setting<Int>("\(module.name)_port", 0)] }
+        for module in MockRegistry.modules { settings.ports[module.name] = raw.section("mock")[MockConfig.port(module.name)] }
         return try await start(settings)
     }
 

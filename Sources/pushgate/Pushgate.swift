@@ -62,9 +62,9 @@ struct Serve: AsyncParsableCommand {
             return h
         }
         var raw = loadConfig(config, announceDefaults: true)
-        if let port { raw.set("core.port", .int(port)) }
+        if let port { raw.set("core", CoreConfig.port, port) }
         var mocks: MockStack?
-        if mock || raw.bool("mock.enabled") {
+        if mock || raw.section("mock")[MockConfig.enabled] {
             do {
                 let stack = try await MockStack.start(raw: raw)
                 stack.apply(to: &raw)
@@ -74,7 +74,7 @@ struct Serve: AsyncParsableCommand {
                 fail("cannot start the mock providers: \(error)")
             }
         }
-        let logger = makeLogger("pushgate", level: raw.string("log.access_level"))
+        let logger = makeLogger("pushgate", level: raw.section("log")[LogConfig.accessLevel])
         let gateway: Gateway
         do {
             gateway = try GatewayBuilder.build(raw: raw, logger: logger)
