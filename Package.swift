@@ -53,13 +53,21 @@ let package = Package(
             .product(name: "NIOTLS", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // What a provider module declares (config section, ingest checks, how it is built); the
+        // registry in Server lists one module per provider folder.
+        .target(name: "ProviderKit", dependencies: [
+            "PushgateCore", "HTTP2Pool",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .target(name: "APNs", dependencies: [
-            "PushgateCore", "Signing", "HTTP2Pool",
+            "PushgateCore", "Signing", "HTTP2Pool", "ProviderKit",
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "FCM", dependencies: [
-            "PushgateCore", "Signing", "HTTP2Pool",
+            "PushgateCore", "Signing", "HTTP2Pool", "ProviderKit",
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "_CryptoExtras", package: "swift-crypto"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -67,7 +75,7 @@ let package = Package(
         ]),
         // Web Push (RFC 8030/8291/8292) and UnifiedPush.
         .target(name: "WebPush", dependencies: [
-            "PushgateCore", "Signing", "HTTP2Pool",
+            "PushgateCore", "Signing", "HTTP2Pool", "ProviderKit",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -96,7 +104,7 @@ let package = Package(
         ]),
         .target(name: "Server", dependencies: [
             "QueueStore",
-            "PushgateCore", "PushDispatch", "APNs", "FCM", "WebPush", "HTTP2Pool", "Signing",
+            "PushgateCore", "PushDispatch", "ProviderKit", "APNs", "FCM", "WebPush", "HTTP2Pool", "Signing",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdCore", package: "hummingbird"),
             .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
@@ -110,7 +118,7 @@ let package = Package(
         ]),
         // HTTP/2 TLS mock providers used by tests, `pushgate mock` and the bench harness.
         .target(name: "MockProviders", dependencies: [
-            "PushgateCore", "Signing", "WebPush",
+            "PushgateCore", "Signing", "WebPush", "ProviderKit",
             .product(name: "NIOHPACK", package: "swift-nio-http2"),
             .product(name: "SwiftASN1", package: "swift-asn1"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -124,7 +132,7 @@ let package = Package(
             .product(name: "X509", package: "swift-certificates"),
         ]),
         .executableTarget(name: "pushgate", dependencies: [
-            "Server", "MockProviders", "PushgateCore", "PushDispatch", "APNs", "FCM", "WebPush", "Signing",
+            "Server", "MockProviders", "PushgateCore", "PushDispatch", "Signing",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),

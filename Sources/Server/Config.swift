@@ -1,14 +1,7 @@
 import Foundation
+@_exported import ProviderKit
 import PushgateCore
 import Yams
-
-/// A configuration problem: one line naming the key and what is wrong.
-public struct ConfigError: Error, CustomStringConvertible, Equatable {
-    public var key: String
-    public var problem: String
-    public init(key: String, problem: String) { self.key = key; self.problem = problem }
-    public var description: String { "config error: \(key): \(problem)" }
-}
 
 /// Raw configuration: YAML file + defaults + environment overrides, flattened to `section.key`.
 ///
@@ -20,155 +13,30 @@ public struct RawConfig: Sendable {
     /// Where each value came from (for `/api/config` and error messages).
     public private(set) var sources: [String: String] = [:]
 
-    public enum ConfigValue: Sendable, Equatable {
-        case string(String)
-        case int(Int)
-        case bool(Bool)
-        case list([String])
+    public typealias ConfigValue = ProviderKit.ConfigValue
 
-        var yaml: Any {
-            switch self {
-            case .string(let s): return s
-            case .int(let i): return i
-            case .bool(let b): return b
-            case .list(let l): return l
-            }
+    /// Every key Pushgate knows, with its default: the gateway's own sections (`core`, `api`, `log`,
+    /// `queue`, `stat`, `mock`, below) and every provider module's sections (`ProviderRegistry`). gorush
+    /// keys Pushgate accepts but does not act on are listed in `ignoredGorushPrefixes` (no warning for them).
+    public static let defaults: [String: ConfigValue] = {
+        var d: [String: ConfigValue] = [:]
+        for section in sections {
+            for key in section.keys { d["\(section.name).\(key.name)"] = key.defaultValue }
         }
-    }
+        return d
+    }()
 
-    /// Every key Pushgate knows, with its default. gorush keys Pushgate accepts but does not act on are
-    /// listed in `ignoredGorushKeys` (no warning for them).
-    public static let defaults: [String: ConfigValue] = [
-        "core.enabled": .bool(true),
-        "core.address": .string(""),
-        "core.port": .int(8088),
-        "core.worker_num": .int(0),
-        "core.queue_num": .int(0),
-        "core.max_notification": .int(100),
-        "core.max_body_bytes": .int(5 * 1024 * 1024),
-        "core.sync": .bool(false),
-        "core.sync_timeout": .int(60),
-        "core.feedback_hook_url": .string(""),
-        "core.feedback_timeout": .int(10),
-        "core.feedback_header": .list([]),
-        "core.shutdown_timeout": .int(30),
-        "core.mode": .string("release"),
-        "core.ca_file": .string(""),
-        "core.retry_backoff_ms": .int(1000),
-        "core.retry_backoff_max_ms": .int(60000),
-        "core.max_deliveries_per_request": .int(50_000),
-        "core.max_token_bytes": .int(4096),
-        "core.max_field_bytes": .int(1024),
-        "core.max_message_bytes": .int(256 * 1024),
-        "core.max_object_keys": .int(1000),
-        "core.max_json_depth": .int(32),
-        "core.max_log_message_bytes": .int(1024),
-        "core.max_sync_answer_bytes": .int(1 << 20),
-        "core.read_timeout": .int(30),
-        "core.idle_timeout": .int(60),
-        "core.max_connections": .int(4096),
-        "api.push_uri": .string("/api/push"),
-        "api.stat_go_uri": .string("/api/stat/go"),
-        "api.stat_app_uri": .string("/api/stat/app"),
-        "api.config_uri": .string("/api/config"),
-        "api.sys_stat_uri": .string("/sys/stats"),
-        "api.metric_uri": .string("/metrics"),
-        "api.health_uri": .string("/healthz"),
-        "ios.enabled": .bool(false),
-        "ios.key_path": .string(""),
-        "ios.key_base64": .string(""),
-        "ios.key_type": .string("p8"),
-        "ios.key_id": .string(""),
-        "ios.team_id": .string(""),
-        "ios.production": .bool(false),
-        "ios.max_tokens": .int(10000),
-        "ios.max_retry": .int(3),
-        "ios.max_concurrent_pushes": .int(512),
-        "ios.connections": .int(2),
-        "ios.topic": .string(""),
-        "ios.endpoint": .string(""),
-        "android.enabled": .bool(false),
-        "android.key_path": .string(""),
-        "android.credential": .string(""),
-        "android.max_tokens": .int(500),
-        "android.max_retry": .int(3),
-        "android.max_concurrent_pushes": .int(512),
-        "android.endpoint": .string("https://fcm.googleapis.com"),
-        "huawei.enabled": .bool(false),
-        "huawei.appid": .string(""),
-        "huawei.appsecret": .string(""),
-        "huawei.max_tokens": .int(500),
-        "huawei.max_retry": .int(0),
-        "webpush.enabled": .bool(false),
-        "webpush.vapid_private_key": .string(""),
-        "webpush.vapid_subject": .string(""),
-        "webpush.allow_http": .bool(false),
-        "webpush.allow_private_endpoints": .bool(false),
-        "webpush.host_allowlist": .list([]),
-        "webpush.default_ttl": .int(86400),
-        "webpush.max_tokens": .int(1000),
-        "webpush.max_retry": .int(3),
-        "webpush.max_concurrent_pushes": .int(256),
-        "unifiedpush.enabled": .bool(false),
-        "unifiedpush.max_tokens": .int(1000),
-        "unifiedpush.max_retry": .int(3),
-        "log.format": .string("string"),
-        "log.access_level": .string("info"),
-        "log.error_level": .string("error"),
-        "log.hide_token": .bool(true),
-        "log.hide_messages": .bool(false),
-        "queue.engine": .string("sqlite"),
-        "queue.max_pending": .int(200_000),
-        "queue.sqlite.path": .string("data/pushgate.sqlite"),
-        "queue.sqlite.synchronous": .string("normal"),
-        "queue.postgres.url": .string(""),
-        "queue.lease_timeout": .string("60s"),
-        "queue.status_retention": .string("24h"),
-        "queue.status_max_records": .int(1_000_000),
-        "stat.engine": .string("memory"),
-        "mock.enabled": .bool(false),
-        "mock.apns_port": .int(0),
-        "mock.fcm_port": .int(0),
-        "mock.webpush_port": .int(0),
-    ]
+    /// The gateway's own sections, then every provider module's.
+    public static let sections: [ConfigSection] = [
+        CoreConfig.section, APIConfig.section, LogConfig.section, QueueConfig.section, StatConfig.section, MockConfig.section,
+    ] + ProviderRegistry.sections
 
     /// The accepted range of every integer key: a value outside is a one-line error at start, never a
     /// trap later (timer amounts and dates overflow on huge numbers).
     public static let intRanges: [String: ClosedRange<Int>] = {
-        var r: [String: ClosedRange<Int>] = [
-            "core.port": 0...65535,
-            "core.worker_num": 0...1_000_000,
-            "core.queue_num": 0...100_000_000,
-            "core.max_notification": 0...1_000_000,
-            "core.max_body_bytes": 1...(1 << 30),
-            "core.sync_timeout": 1...86_400,
-            "core.feedback_timeout": 1...3600,
-            "core.shutdown_timeout": 0...86_400,
-            "core.retry_backoff_ms": 1...86_400_000,
-            "core.retry_backoff_max_ms": 1...86_400_000,
-            "core.max_deliveries_per_request": 1...10_000_000,
-            "core.max_token_bytes": 64...(1 << 20),
-            "core.max_field_bytes": 64...(1 << 20),
-            "core.max_message_bytes": 64...(1 << 30),
-            "core.max_object_keys": 1...1_000_000,
-            "core.max_json_depth": 2...256,
-            "core.max_log_message_bytes": 0...(1 << 20),
-            "core.max_sync_answer_bytes": 1024...(1 << 30),
-            "core.read_timeout": 1...3600,
-            "core.idle_timeout": 1...86_400,
-            "core.max_connections": 1...1_000_000,
-            "ios.connections": 1...1000,
-            "webpush.default_ttl": 0...Int(Int32.max),
-            "queue.max_pending": 1...100_000_000,
-            "queue.status_max_records": 0...1_000_000_000,
-            "mock.apns_port": 0...65535,
-            "mock.fcm_port": 0...65535,
-            "mock.webpush_port": 0...65535,
-        ]
-        for p in ["ios", "android", "huawei", "webpush", "unifiedpush"] {
-            r["\(p).max_retry"] = 0...100
-            r["\(p).max_tokens"] = 1...1_000_000
-            r["\(p).max_concurrent_pushes"] = 1...100_000
+        var r: [String: ClosedRange<Int>] = [:]
+        for section in sections {
+            for key in section.keys { if let range = key.range { r["\(section.name).\(key.name)"] = range } }
         }
         return r
     }()
@@ -176,16 +44,17 @@ public struct RawConfig: Sendable {
     /// gorush keys (and sections) accepted for drop-in use, not acted upon.
     public static let ignoredGorushPrefixes: [String] = [
         "core.ssl", "core.cert_path", "core.key_path", "core.cert_base64", "core.key_base64", "core.http_proxy",
-        "core.pid.", "core.auto_tls.", "grpc.", "ios.password", "log.access_log", "log.error_log",
+        "core.pid.", "core.auto_tls.", "grpc.", "log.access_log", "log.error_log",
         "queue.nsq.", "queue.nats.", "queue.redis.", "stat.redis.", "stat.boltdb.", "stat.buntdb.",
         "stat.leveldb.", "stat.badgerdb.",
-    ]
+    ] + ProviderRegistry.sections.flatMap { section in section.ignoredKeys.map { "\(section.name).\($0)" } }
 
     /// Keys whose values are secrets: shown as `[REDACTED]`.
-    public static let secretKeys: Set<String> = [
-        "ios.key_base64", "ios.password", "android.credential", "huawei.appsecret", "webpush.vapid_private_key",
-        "queue.postgres.url", "core.key_base64", "core.feedback_header",
-    ]
+    public static let secretKeys: Set<String> = Set(["core.key_base64"]).union(keys(.secret))
+
+    static func keys(_ secrecy: ConfigSecrecy) -> [String] {
+        sections.flatMap { section in section.keys.filter { $0.secrecy == secrecy }.map { "\(section.name).\($0.name)" } }
+    }
 
     public init(yaml: String?, environment: [String: String]) throws {
         values = Self.defaults
@@ -308,6 +177,30 @@ public struct RawConfig: Sendable {
         return []
     }
 
+    /// The values of one section, for typed reading (`raw.section("core")[setting]`).
+    public func section(_ name: String) -> SectionValues {
+        let prefix = name + "."
+        var v: [String: ConfigValue] = [:], src: [String: String] = [:]
+        for (key, value) in values where key.hasPrefix(prefix) {
+            let k = String(key.dropFirst(prefix.count))
+            v[k] = value
+            src[k] = sources[key]
+        }
+        return SectionValues(name: name, values: v, sources: src)
+    }
+
+    /// Every provider module's sections, for `ProviderModule.build`.
+    public func providerConfig(environment: [String: String] = ProcessInfo.processInfo.environment) -> ProviderConfig {
+        var out: [String: SectionValues] = [:]
+        for s in ProviderRegistry.sections { out[s.name] = section(s.name) }
+        return ProviderConfig(sections: out, environment: environment)
+    }
+
+    /// Sets one typed key of a section (an override, like `--set`).
+    public mutating func set<V>(_ section: String, _ setting: Setting<V>, _ value: V) {
+        set("\(section).\(setting.name)", value.configValue)
+    }
+
     /// Applies a `key=value` override (`--set`), converted like an environment value.
     public mutating func set(assignment: String) throws {
         let kv = assignment.split(separator: "=", maxSplits: 1).map(String.init)
@@ -325,9 +218,7 @@ public struct RawConfig: Sendable {
     }
 
     /// Where credentials live and which key they are: hidden like secrets in `/api/config`.
-    public static let redactedIdentifiers: Set<String> = [
-        "ios.key_path", "ios.key_id", "android.key_path", "core.key_path", "core.cert_path",
-    ]
+    public static let redactedIdentifiers: Set<String> = Set(["core.key_path", "core.cert_path"]).union(keys(.identifier))
 
     /// A URL with its userinfo and query (where hook and database secrets live) replaced by `[REDACTED]`.
     public static func redactURL(_ s: String) -> String {
@@ -385,6 +276,17 @@ public struct RawConfig: Sendable {
     }
 }
 
+extension ConfigValue {
+    var yaml: Any {
+        switch self {
+        case .string(let s): return s
+        case .int(let i): return i
+        case .bool(let b): return b
+        case .list(let l): return l
+        }
+    }
+}
+
 /// The typed view the server uses, validated.
 public struct GatewaySettings: Sendable {
     public var address: String
@@ -422,62 +324,188 @@ public struct GatewaySettings: Sendable {
     }
 
     public init(_ raw: RawConfig) throws {
-        address = raw.string("core.address")
-        port = raw.int("core.port")
-        guard (0...65535).contains(port) else { throw ConfigError(key: "core.port", problem: "\(port) is not a valid port (0-65535)") }
-        maxNotification = raw.int("core.max_notification")
-        maxBodyBytes = raw.int("core.max_body_bytes")
-        guard maxBodyBytes > 0 else { throw ConfigError(key: "core.max_body_bytes", problem: "must be positive") }
-        sync = raw.bool("core.sync")
-        syncTimeout = max(1, raw.int("core.sync_timeout"))
-        feedbackURL = raw.string("core.feedback_hook_url")
+        typealias C = CoreConfig
+        let core = raw.section("core"), api = raw.section("api"), queue = raw.section("queue")
+        address = core[C.address]
+        port = core[C.port]
+        guard (0...65535).contains(port) else { throw ConfigError(key: core.path(C.port), problem: "\(port) is not a valid port (0-65535)") }
+        maxNotification = core[C.maxNotification]
+        maxBodyBytes = core[C.maxBodyBytes]
+        guard maxBodyBytes > 0 else { throw ConfigError(key: core.path(C.maxBodyBytes), problem: "must be positive") }
+        sync = core[C.sync]
+        syncTimeout = max(1, core[C.syncTimeout])
+        feedbackURL = core[C.feedbackHookURL]
         if !feedbackURL.isEmpty, !(feedbackURL.hasPrefix("http://") || feedbackURL.hasPrefix("https://")) {
-            throw ConfigError(key: "core.feedback_hook_url", problem: "\"\(feedbackURL)\" is not an http(s) URL")
+            throw ConfigError(key: core.path(C.feedbackHookURL), problem: "\"\(feedbackURL)\" is not an http(s) URL")
         }
-        feedbackHeaders = raw.list("core.feedback_header")
+        feedbackHeaders = core[C.feedbackHeader]
         for h in feedbackHeaders where !h.contains(":") {
-            throw ConfigError(key: "core.feedback_header", problem: "\"\(h)\" is not of the form \"Key: value\"")
+            throw ConfigError(key: core.path(C.feedbackHeader), problem: "\"\(h)\" is not of the form \"Key: value\"")
         }
-        feedbackTimeout = max(1, raw.int("core.feedback_timeout"))
-        shutdownTimeout = max(0, raw.int("core.shutdown_timeout"))
-        caFile = raw.string("core.ca_file")
+        feedbackTimeout = max(1, core[C.feedbackTimeout])
+        shutdownTimeout = max(0, core[C.shutdownTimeout])
+        caFile = core[C.caFile]
         if !caFile.isEmpty, !FileManager.default.isReadableFile(atPath: caFile) {
-            throw ConfigError(key: "core.ca_file", problem: "cannot read \(caFile)")
+            throw ConfigError(key: core.path(C.caFile), problem: "cannot read \(caFile)")
         }
-        hideToken = raw.bool("log.hide_token")
-        queueEngine = raw.string("queue.engine").lowercased()
+        hideToken = raw.section("log")[LogConfig.hideToken]
+        queueEngine = queue[QueueConfig.engine].lowercased()
         if queueEngine == "local" { queueEngine = "memory" }
         if queueEngine == "postgresql" { queueEngine = "postgres" }
         guard ["memory", "sqlite", "postgres"].contains(queueEngine) else {
-            throw ConfigError(key: "queue.engine", problem: "\"\(queueEngine)\" is not supported (memory, sqlite, postgres)")
+            throw ConfigError(key: queue.path(QueueConfig.engine), problem: "\"\(queueEngine)\" is not supported (memory, sqlite, postgres)")
         }
-        maxPending = raw.int("queue.max_pending")
-        let queueNum = raw.int("core.queue_num")
-        if queueNum > 0, raw.sources["queue.max_pending"] == "default" { maxPending = queueNum }
-        guard maxPending > 0 else { throw ConfigError(key: "queue.max_pending", problem: "must be positive") }
-        retryBackoff = Double(raw.int("core.retry_backoff_ms")) / 1000
-        retryBackoffMax = Double(raw.int("core.retry_backoff_max_ms")) / 1000
+        maxPending = queue[QueueConfig.maxPending]
+        let queueNum = core[C.queueNum]
+        if queueNum > 0, queue.isDefault(QueueConfig.maxPending) { maxPending = queueNum }
+        guard maxPending > 0 else { throw ConfigError(key: queue.path(QueueConfig.maxPending), problem: "must be positive") }
+        retryBackoff = Double(core[C.retryBackoffMs]) / 1000
+        retryBackoffMax = Double(core[C.retryBackoffMaxMs]) / 1000
         guard retryBackoff > 0, retryBackoffMax >= retryBackoff else {
-            throw ConfigError(key: "core.retry_backoff_ms", problem: "must be positive and at most core.retry_backoff_max_ms")
+            throw ConfigError(key: core.path(C.retryBackoffMs), problem: "must be positive and at most core.retry_backoff_max_ms")
         }
         var limits = RequestLimits()
         limits.maxNotifications = maxNotification
-        limits.maxDeliveries = raw.int("core.max_deliveries_per_request")
-        limits.maxTokenBytes = raw.int("core.max_token_bytes")
-        limits.maxFieldBytes = raw.int("core.max_field_bytes")
-        limits.maxMessageBytes = raw.int("core.max_message_bytes")
-        limits.maxObjectKeys = raw.int("core.max_object_keys")
-        limits.maxDepth = raw.int("core.max_json_depth")
-        for p in Platform.allCases { limits.maxTokens[p] = raw.int("\(p.name).max_tokens") }
+        limits.maxDeliveries = core[C.maxDeliveriesPerRequest]
+        limits.maxTokenBytes = core[C.maxTokenBytes]
+        limits.maxFieldBytes = core[C.maxFieldBytes]
+        limits.maxMessageBytes = core[C.maxMessageBytes]
+        limits.maxObjectKeys = core[C.maxObjectKeys]
+        limits.maxDepth = core[C.maxJSONDepth]
+        for p in ProviderRegistry.platforms { limits.maxTokens[p] = raw.section(p.name)[ProviderSettings.maxTokens(limits.maxTokens(for: p))] }
         self.limits = limits
-        maxLogMessageBytes = raw.int("core.max_log_message_bytes")
-        maxSyncAnswerBytes = raw.int("core.max_sync_answer_bytes")
-        readTimeout = raw.int("core.read_timeout")
-        idleTimeout = raw.int("core.idle_timeout")
-        maxConnections = raw.int("core.max_connections")
+        maxLogMessageBytes = core[C.maxLogMessageBytes]
+        maxSyncAnswerBytes = core[C.maxSyncAnswerBytes]
+        readTimeout = core[C.readTimeout]
+        idleTimeout = core[C.idleTimeout]
+        maxConnections = core[C.maxConnections]
         routes = Routes(
-            push: raw.string("api.push_uri"), statGo: raw.string("api.stat_go_uri"), statApp: raw.string("api.stat_app_uri"),
-            config: raw.string("api.config_uri"), sysStats: raw.string("api.sys_stat_uri"), metrics: raw.string("api.metric_uri"),
-            health: raw.string("api.health_uri"))
+            push: api[APIConfig.pushURI], statGo: api[APIConfig.statGoURI], statApp: api[APIConfig.statAppURI],
+            config: api[APIConfig.configURI], sysStats: api[APIConfig.sysStatURI], metrics: api[APIConfig.metricURI],
+            health: api[APIConfig.healthURI])
     }
+}
+
+/// The `core` keys every outbound connection uses (providers, OAuth, feedback): read by the gateway
+/// and by `pushgate send`.
+public struct OutboundSettings: Sendable {
+    /// `core.ca_file`: extra trusted roots (PEM).
+    public var caFile: String
+    /// `core.feedback_timeout`: seconds.
+    public var feedbackTimeout: Int
+
+    public init(_ raw: RawConfig) {
+        let core = raw.section("core")
+        caFile = core[CoreConfig.caFile]
+        feedbackTimeout = core[CoreConfig.feedbackTimeout]
+    }
+}
+
+/// The `core:` section.
+public enum CoreConfig {
+    public static let enabled = Setting<Bool>("enabled", true)
+    public static let address = Setting<String>("address", "")
+    public static let port = Setting<Int>("port", 8088, range: 0...65535)
+    public static let workerNum = Setting<Int>("worker_num", 0, range: 0...1_000_000)
+    public static let queueNum = Setting<Int>("queue_num", 0, range: 0...100_000_000)
+    public static let maxNotification = Setting<Int>("max_notification", 100, range: 0...1_000_000)
+    public static let maxBodyBytes = Setting<Int>("max_body_bytes", 5 * 1024 * 1024, range: 1...(1 << 30))
+    public static let sync = Setting<Bool>("sync", false)
+    public static let syncTimeout = Setting<Int>("sync_timeout", 60, range: 1...86_400)
+    public static let feedbackHookURL = Setting<String>("feedback_hook_url", "")
+    public static let feedbackTimeout = Setting<Int>("feedback_timeout", 10, range: 1...3600)
+    public static let feedbackHeader = Setting<[String]>("feedback_header", [], secrecy: .secret)
+    public static let shutdownTimeout = Setting<Int>("shutdown_timeout", 30, range: 0...86_400)
+    public static let mode = Setting<String>("mode", "release")
+    public static let caFile = Setting<String>("ca_file", "")
+    public static let retryBackoffMs = Setting<Int>("retry_backoff_ms", 1000, range: 1...86_400_000)
+    public static let retryBackoffMaxMs = Setting<Int>("retry_backoff_max_ms", 60000, range: 1...86_400_000)
+    public static let maxDeliveriesPerRequest = Setting<Int>("max_deliveries_per_request", 50_000, range: 1...10_000_000)
+    public static let maxTokenBytes = Setting<Int>("max_token_bytes", 4096, range: 64...(1 << 20))
+    public static let maxFieldBytes = Setting<Int>("max_field_bytes", 1024, range: 64...(1 << 20))
+    public static let maxMessageBytes = Setting<Int>("max_message_bytes", 256 * 1024, range: 64...(1 << 30))
+    public static let maxObjectKeys = Setting<Int>("max_object_keys", 1000, range: 1...1_000_000)
+    public static let maxJSONDepth = Setting<Int>("max_json_depth", 32, range: 2...256)
+    public static let maxLogMessageBytes = Setting<Int>("max_log_message_bytes", 1024, range: 0...(1 << 20))
+    public static let maxSyncAnswerBytes = Setting<Int>("max_sync_answer_bytes", 1 << 20, range: 1024...(1 << 30))
+    public static let readTimeout = Setting<Int>("read_timeout", 30, range: 1...3600)
+    public static let idleTimeout = Setting<Int>("idle_timeout", 60, range: 1...86_400)
+    public static let maxConnections = Setting<Int>("max_connections", 4096, range: 1...1_000_000)
+
+    public static let section = ConfigSection("core", keys: [
+        enabled.key, address.key, port.key, workerNum.key, queueNum.key, maxNotification.key, maxBodyBytes.key,
+        sync.key, syncTimeout.key, feedbackHookURL.key, feedbackTimeout.key, feedbackHeader.key, shutdownTimeout.key,
+        mode.key, caFile.key, retryBackoffMs.key, retryBackoffMaxMs.key, maxDeliveriesPerRequest.key, maxTokenBytes.key,
+        maxFieldBytes.key, maxMessageBytes.key, maxObjectKeys.key, maxJSONDepth.key, maxLogMessageBytes.key,
+        maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key,
+    ])
+}
+
+/// The `api:` section.
+public enum APIConfig {
+    public static let pushURI = Setting<String>("push_uri", "/api/push")
+    public static let statGoURI = Setting<String>("stat_go_uri", "/api/stat/go")
+    public static let statAppURI = Setting<String>("stat_app_uri", "/api/stat/app")
+    public static let configURI = Setting<String>("config_uri", "/api/config")
+    public static let sysStatURI = Setting<String>("sys_stat_uri", "/sys/stats")
+    public static let metricURI = Setting<String>("metric_uri", "/metrics")
+    public static let healthURI = Setting<String>("health_uri", "/healthz")
+
+    public static let section = ConfigSection("api", keys: [
+        pushURI.key, statGoURI.key, statAppURI.key, configURI.key, sysStatURI.key, metricURI.key, healthURI.key,
+    ])
+}
+
+/// The `log:` section.
+public enum LogConfig {
+    public static let format = Setting<String>("format", "string")
+    public static let accessLevel = Setting<String>("access_level", "info")
+    public static let errorLevel = Setting<String>("error_level", "error")
+    public static let hideToken = Setting<Bool>("hide_token", true)
+    public static let hideMessages = Setting<Bool>("hide_messages", false)
+
+    public static let section = ConfigSection("log", keys: [
+        format.key, accessLevel.key, errorLevel.key, hideToken.key, hideMessages.key,
+    ])
+}
+
+/// The `queue:` section.
+public enum QueueConfig {
+    public static let engine = Setting<String>("engine", "sqlite")
+    public static let maxPending = Setting<Int>("max_pending", 200_000, range: 1...100_000_000)
+    public static let sqlitePath = Setting<String>("sqlite.path", "data/pushgate.sqlite")
+    public static let sqliteSynchronous = Setting<String>("sqlite.synchronous", "normal")
+    public static let postgresURL = Setting<String>("postgres.url", "", secrecy: .secret)
+    public static let leaseTimeout = Setting<String>("lease_timeout", "60s")
+    public static let statusRetention = Setting<String>("status_retention", "24h")
+    public static let statusMaxRecords = Setting<Int>("status_max_records", 1_000_000, range: 0...1_000_000_000)
+
+    public static let section = ConfigSection("queue", keys: [
+        engine.key, maxPending.key, sqlitePath.key, sqliteSynchronous.key, postgresURL.key, leaseTimeout.key,
+        statusRetention.key, statusMaxRecords.key,
+    ])
+}
+
+/// The `stat:` section.
+public enum StatConfig {
+    public static let engine = Setting<String>("engine", "memory")
+
+    public static let section = ConfigSection("stat", keys: [
+        engine.key,
+    ])
+}
+
+/// The `mock:` section.
+public enum MockConfig {
+    public static let enabled = Setting<Bool>("enabled", false)
+    public static let apnsPort = Setting<Int>("apns_port", 0, range: 0...65535)
+    public static let fcmPort = Setting<Int>("fcm_port", 0, range: 0...65535)
+    public static let webpushPort = Setting<Int>("webpush_port", 0, range: 0...65535)
+
+    /// `mock.<name>_port` of a `MockRegistry` mock.
+    public static func port(_ mockName: String) -> Setting<Int> { Setting("\(mockName)_port", 0, range: 0...65535) }
+
+    public static let section = ConfigSection("mock", keys: [
+        enabled.key, apnsPort.key, fcmPort.key, webpushPort.key,
+    ])
 }

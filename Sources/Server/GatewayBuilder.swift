@@ -1,6 +1,4 @@
-import APNs
 import AsyncHTTPClient
-import FCM
 import Foundation
 import HTTP2Pool
 import Logging
@@ -8,9 +6,9 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import PushDispatch
+import ProviderKit
 import QueueStore
 import PushgateCore
-import WebPush
 
 /// Builds a gateway from configuration: providers, queue, dispatcher, feedback sender.
 public enum GatewayBuilder {
@@ -26,11 +24,8 @@ public enum GatewayBuilder {
         let httpClient = providers.httpClient
         let slots = providers.slots
         var hooks = providers.hooks
-        var unavailable: [Platform: String] = [:]
-        unavailable[.huawei] = "platform huawei is not supported by Pushgate (Huawei HMS)"
-        if raw.bool("huawei.enabled") {
-            logger.warning("huawei.enabled is true but Huawei HMS is not supported; huawei notifications are answered with a failed entry")
-        }
+        let unavailable = providers.unavailable
+        for w in providers.warnings { logger.warning("\(w)") }
 
         let queueParts: (queue: any QueueDriver, stats: Stats, observer: (any DeliveryObserver)?)
         do {
@@ -68,15 +63,21 @@ public enum GatewayBuilder {
     }
 }
 
-/// The providers a configuration enables, with the shared outbound HTTP client (OAuth, feedback)
-/// and the hooks that close them. Used by the gateway and by `pushgate send`.
+/// The providers a configuration enables (every `ProviderRegistry` module builds its own), with the
+/// shared outbound HTTP client (OAuth, feedback) and the hooks that close them. Used by the gateway
+/// and by `pushgate send`.
 public struct ProviderSet: Sendable {
     public var slots: [ProviderSlot]
     public var httpClient: HTTPClient
     public var hooks: [@Sendable () async -> Void]
+    /// Platforms answered with a failed entry, and why.
+    public var unavailable: [Platform: String] = [:]
+    /// Logged once at start.
+    public var warnings: [String] = []
 
     public static func make(raw: RawConfig, logger: Logger, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws -> ProviderSet {
-        let caFile = raw.string("core.ca_file")
+        let outbound = OutboundSettings(raw)
+        let caFile = outbound.caFile
         var extraRoots: [String] = []
         if !caFile.isEmpty {
             guard let pem = try? String(contentsOfFile: caFile, encoding: .utf8), pem.contains("BEGIN CERTIFICATE") else {
@@ -101,93 +102,29 @@ public struct ProviderSet: Sendable {
             }
         }
         var clientConfig = HTTPClient.Configuration(tlsConfiguration: clientTLS, redirectConfiguration: .disallow)
-        clientConfig.timeout = .init(connect: .seconds(10), read: .seconds(Int64(raw.int("core.feedback_timeout"))))
+        clientConfig.timeout = .init(connect: .seconds(10), read: .seconds(Int64(outbound.feedbackTimeout)))
         let httpClient = HTTPClient(eventLoopGroupProvider: .shared(eventLoopGroup), configuration: clientConfig)
-        var hooks: [@Sendable () async -> Void] = []
+        let context = ProviderBuildContext(poolConfiguration: poolConfig, httpClient: httpClient, eventLoopGroup: eventLoopGroup)
+        let config = raw.providerConfig()
 
-        var slots: [ProviderSlot] = []
+        var set = ProviderSet(slots: [], httpClient: httpClient, hooks: [])
         do {
-            if raw.bool("ios.enabled") {
-                let apnsConfig: APNsConfiguration
-                do {
-                    let keyB64 = raw.string("ios.key_base64")
-                    if raw.string("ios.key_path").isEmpty, !keyB64.isEmpty {
-                        guard let data = Data(base64Encoded: keyB64), let pem = String(data: data, encoding: .utf8) else {
-                            throw ConfigError(key: "ios.key_base64", problem: "not base64 of a .p8 PEM key")
-                        }
-                        apnsConfig = try APNsConfiguration(
-                            keyPEM: pem, keyID: raw.string("ios.key_id"), teamID: raw.string("ios.team_id"),
-                            production: raw.bool("ios.production"), topic: raw.string("ios.topic"), endpoint: raw.string("ios.endpoint"),
-                            maxRetry: raw.int("ios.max_retry"), connectionsPerEnvironment: raw.int("ios.connections"))
-                    } else {
-                        apnsConfig = try APNsConfiguration(
-                            keyPath: raw.string("ios.key_path"), keyID: raw.string("ios.key_id"), teamID: raw.string("ios.team_id"),
-                            production: raw.bool("ios.production"), topic: raw.string("ios.topic"), endpoint: raw.string("ios.endpoint"),
-                            maxRetry: raw.int("ios.max_retry"), connectionsPerEnvironment: raw.int("ios.connections"))
-                    }
-                } catch let e as APNsConfigurationError {
-                    throw ConfigError(key: e.key, problem: e.problem)
-                }
-                let provider: APNsProvider
-                do {
-                    provider = try APNsProvider(configuration: apnsConfig, poolConfiguration: poolConfig, eventLoopGroup: eventLoopGroup, logger: Logger(label: "pushgate.apns"))
-                } catch {
-                    throw ConfigError(key: error.key, problem: error.problem)
-                }
-                slots.append(ProviderSlot(provider: provider, maxRetry: apnsConfig.maxRetry, concurrency: raw.int("ios.max_concurrent_pushes")))
-                hooks.append { await provider.shutdown() }
+            for module in ProviderRegistry.modules {
+                let built = try module.build(config, context: context)
+                set.slots += built.providers.map { ProviderSlot(provider: $0.provider, maxRetry: $0.maxRetry, concurrency: $0.concurrency) }
+                if let shutdown = built.shutdown { set.hooks.append(shutdown) }
+                set.unavailable.merge(built.unavailable) { a, _ in a }
+                set.warnings += built.warnings
             }
-            if raw.bool("android.enabled") {
-                let fcmConfig: FCMConfiguration
-                do {
-                    fcmConfig = try FCMConfiguration(
-                        keyPath: raw.string("android.key_path"), credential: raw.string("android.credential"),
-                        endpoint: raw.string("android.endpoint"), maxRetry: raw.int("android.max_retry"))
-                } catch {
-                    throw ConfigError(key: "android", problem: error.description)
-                }
-                let provider: FCMProvider
-                do {
-                    provider = try FCMProvider(configuration: fcmConfig, httpClient: httpClient, poolConfiguration: poolConfig, eventLoopGroup: eventLoopGroup, logger: Logger(label: "pushgate.fcm"))
-                } catch {
-                    throw ConfigError(key: "android", problem: error.description)
-                }
-                slots.append(ProviderSlot(provider: provider, maxRetry: fcmConfig.maxRetry, concurrency: raw.int("android.max_concurrent_pushes")))
-                hooks.append { await provider.shutdown() }
-            }
-            try WebPushWiring.add(raw: raw, poolConfig: poolConfig, httpClient: httpClient, eventLoopGroup: eventLoopGroup, slots: &slots, hooks: &hooks)
         } catch {
+            // Close what the modules before the failing one opened, then the client.
+            let opened = set.hooks
+            _ = try? BlockingStartup.run(timeout: 10, what: "closing the providers") {
+                for hook in opened { await hook() }
+            }
             try? httpClient.syncShutdown()
             throw error
         }
-        return ProviderSet(slots: slots, httpClient: httpClient, hooks: hooks)
-    }
-}
-
-enum WebPushWiring {
-    /// Web Push (platform 4) and UnifiedPush (platform 5) share one engine: VAPID keys, tokens and connections.
-    static func add(raw: RawConfig, poolConfig: HTTP2PoolConfiguration, httpClient: HTTPClient, eventLoopGroup: any EventLoopGroup,
-                    slots: inout [ProviderSlot], hooks: inout [@Sendable () async -> Void]) throws {
-        let web = raw.bool("webpush.enabled"), up = raw.bool("unifiedpush.enabled")
-        guard web || up else { return }
-        var config = WebPushConfiguration(vapidPrivateKey: raw.string("webpush.vapid_private_key"), vapidSubject: raw.string("webpush.vapid_subject"))
-        config.allowHTTP = raw.bool("webpush.allow_http")
-        config.allowPrivateEndpoints = raw.bool("webpush.allow_private_endpoints")
-        let allow = raw.list("webpush.host_allowlist")
-        config.hostAllowlist = allow.isEmpty ? nil : allow
-        config.defaultTTL = raw.int("webpush.default_ttl")
-        config.maxRetry = raw.int("webpush.max_retry")
-        let engine: WebPushEngine
-        do {
-            engine = try WebPushEngine(configuration: config, poolConfiguration: poolConfig, eventLoopGroup: eventLoopGroup, logger: Logger(label: "pushgate.webpush"))
-        } catch let e as WebPushConfigurationError {
-            throw ConfigError(key: "webpush", problem: e.description)
-        } catch {
-            throw ConfigError(key: "webpush", problem: "\(error)")
-        }
-        let concurrency = raw.int("webpush.max_concurrent_pushes")
-        if web { slots.append(ProviderSlot(provider: WebPushProvider(engine: engine), maxRetry: config.maxRetry, concurrency: concurrency)) }
-        if up { slots.append(ProviderSlot(provider: UnifiedPushProvider(engine: engine), maxRetry: raw.int("unifiedpush.max_retry"), concurrency: concurrency)) }
-        hooks.append { await engine.shutdown() }
+        return set
     }
 }

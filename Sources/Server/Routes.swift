@@ -4,8 +4,8 @@ import HTTPTypes
 import NIOConcurrencyHelpers
 import NIOCore
 import PushDispatch
+import ProviderKit
 import PushgateCore
-import WebPush
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -121,10 +121,7 @@ extension Gateway {
         }
         for (i, n) in parsed.notifications.enumerated() {
             if let problem = IngestValidation.validate(n) {
-                return self.error(RequestError(message: problem.message, detail: "notifications[\(i)].\(problem.field): \(problem.detail)"))
-            }
-            if let detail = WebPushRequestValidator.validate(n) {
-                return self.error(RequestError(message: "Invalid Web Push notification.", detail: "notifications[\(i)].\(detail)"))
+                return self.error(RequestError(message: problem.message, detail: "notifications[\(i)].\(problem.detail)"))
             }
         }
         let sync = parsed.sync ?? settings.sync
@@ -277,21 +274,13 @@ struct ProcessStats {
     }
 }
 
-/// Field checks at ingest that turn into a 400 naming the field (beyond JSON types).
+/// Field checks at ingest that turn into a 400 naming the field (beyond JSON types): the gateway's
+/// own, then those of the provider module serving the notification's platform.
 public enum IngestValidation {
-    public struct Problem: Sendable, Equatable {
-        public var message: String
-        public var field: String
-        public var detail: String
-    }
-
-    public static func validate(_ n: PushNotification) -> Problem? {
+    public static func validate(_ n: PushNotification) -> IngestProblem? {
         if let p = n.priority, !["", "normal", "high"].contains(p) {
-            return Problem(message: "Invalid priority.", field: "priority", detail: "must be \"normal\" or \"high\", got \"\(p)\"")
+            return IngestProblem(message: "Invalid priority.", detail: "priority: must be \"normal\" or \"high\", got \"\(p)\"")
         }
-        if n.platform == .ios, let c = n.collapseID, c.utf8.count > 64 {
-            return Problem(message: "Invalid collapse_id.", field: "collapse_id", detail: "apns-collapse-id is at most 64 bytes")
-        }
-        return nil
+        return ProviderRegistry.module(for: n.platform)?.checkIngest(n)
     }
 }

@@ -528,10 +528,10 @@ final class LocalGateway: Sendable {
 
     static func start(configPath: String?, overrides: [String], mockErrorRate: Double, mockErrorStatus: Int, mockLatencyMs: Int) async throws -> LocalGateway {
         let failure = MockRecorder.Failure(rate: mockErrorRate, status: mockErrorStatus)
-        let recorder = MockRecorder(failures: [.apns: failure, .fcm: failure, .webpush: failure])
-        let mocks = try await MockStack.start(MockStack.Settings(
-            apnsLatencyMs: mockLatencyMs, fcmLatencyMs: mockLatencyMs, webpushLatencyMs: mockLatencyMs,
-            recordRequests: false, recorder: recorder))
+        let recorder = MockRecorder(failures: Dictionary(uniqueKeysWithValues: MockRecorder.Provider.allCases.map { ($0, failure) }))
+        var mockSettings = MockStack.Settings(recordRequests: false, recorder: recorder)
+        for m in MockRecorder.Provider.allCases { mockSettings.latencyMs[m.rawValue] = mockLatencyMs }
+        let mocks = try await MockStack.start(mockSettings)
         var raw: RawConfig
         do {
             raw = try RawConfig.load(path: configPath)
@@ -539,10 +539,10 @@ final class LocalGateway: Sendable {
             fail("\(error)")
         }
         mocks.apply(to: &raw)
-        raw.set("core.address", .string("127.0.0.1"))
-        raw.set("core.port", .int(0))
-        raw.set("log.access_level", .string("warning"))
-        raw.set("core.shutdown_timeout", .int(2))
+        raw.set("core", CoreConfig.address, "127.0.0.1")
+        raw.set("core", CoreConfig.port, 0)
+        raw.set("log", LogConfig.accessLevel, "warning")
+        raw.set("core", CoreConfig.shutdownTimeout, 2)
         for o in overrides {
             do { try raw.set(assignment: o) } catch { fail("\(error)") }
         }
@@ -550,9 +550,9 @@ final class LocalGateway: Sendable {
         // never into the default `data/pushgate.sqlite` of the directory it runs in, which a real
         // gateway there would share (and send the bench's tokens from).
         var storeDirectory: String?
-        if raw.string("queue.sqlite.path") == "data/pushgate.sqlite" {
+        if raw.section("queue")[QueueConfig.sqlitePath] == QueueConfig.sqlitePath.defaultValue {
             let dir = NSTemporaryDirectory() + "pushgate-bench-\(UUID().uuidString)"
-            raw.set("queue.sqlite.path", .string(dir + "/queue.sqlite"))
+            raw.set("queue", QueueConfig.sqlitePath, dir + "/queue.sqlite")
             storeDirectory = dir
         }
         let logger = makeLogger("pushgate", level: "warning")

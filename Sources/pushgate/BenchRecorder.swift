@@ -1,5 +1,6 @@
 import Foundation
 import Histogram
+import MockProviders
 import NIOConcurrencyHelpers
 #if canImport(Glibc)
 import Glibc
@@ -71,7 +72,18 @@ enum BenchToken {
 /// injected failures, and the client-send -> mock-receive latency (from a `"pgbt":<monotonic ns>`
 /// field the bench puts in the payload `data`). Cheap and thread-safe: called on event loops.
 final class MockRecorder: Sendable {
-    enum Provider: String, CaseIterable, Sendable { case apns, fcm, webpush }
+    /// A mock provider by its `MockRegistry` name.
+    struct Provider: RawRepresentable, Hashable, Sendable {
+        let rawValue: String
+        init?(rawValue: String) {
+            guard MockRegistry.module(named: rawValue) != nil else { return nil }
+            self.rawValue = rawValue
+        }
+        static var allCases: [Provider] { MockRegistry.modules.compactMap { Provider(rawValue: $0.name) } }
+        static let apns = Provider(rawValue: "apns")!
+        static let fcm = Provider(rawValue: "fcm")!
+        static let webpush = Provider(rawValue: "webpush")!
+    }
 
     /// Scripted failures: `rate` of the requests get `status` (on top of the dead-token marker).
     struct Failure: Sendable {

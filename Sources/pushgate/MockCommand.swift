@@ -40,19 +40,51 @@ struct MockCommand: AsyncParsableCommand {
     @Option(help: "Latency (ms) added before every FCM answer.") var fcmLatencyMs: Int = 0
     @Option(help: "Latency (ms) added before every Web Push answer.") var webpushLatencyMs: Int = 0
 
+    @Option(help: "Any registered mock, by name: NAME=PORT (repeatable; overrides --<name>-port).") var port: [String] = []
+    @Option(help: "Any registered mock: NAME=MS latency (repeatable).") var latency: [String] = []
+    @Option(help: "Any registered mock: NAME=RATE:STATUS injected failures (repeatable), e.g. fcm=0.01:503.") var failure: [String] = []
+
     @Flag(help: "Keep every request in memory (grows without bound; for debugging).") var record = false
 
+    /// `NAME=VALUE` options by registered mock name.
+    func byName(_ list: [String], option: String) throws -> [String: String] {
+        var out: [String: String] = [:]
+        for item in list {
+            let kv = item.split(separator: "=", maxSplits: 1).map(String.init)
+            guard kv.count == 2, MockRegistry.module(named: kv[0]) != nil else {
+                throw ValidationError("--\(option) \(item): expected NAME=VALUE with NAME one of \(MockRegistry.modules.map(\.name).joined(separator: ", "))")
+            }
+            out[kv[0]] = kv[1]
+        }
+        return out
+    }
+
     func run() async throws {
-        let recorder = MockRecorder(failures: [
+        var failures: [MockRecorder.Provider: MockRecorder.Failure] = [
             .apns: .init(rate: apnsErrorRate, status: apnsErrorStatus),
             .fcm: .init(rate: fcmErrorRate, status: fcmErrorStatus),
             .webpush: .init(rate: webpushErrorRate, status: webpushErrorStatus),
-        ])
+        ]
+        var ports = ["apns": apnsPort, "fcm": fcmPort, "webpush": webpushPort]
+        var latencies = ["apns": apnsLatencyMs, "fcm": fcmLatencyMs, "webpush": webpushLatencyMs]
+        for (name, v) in try byName(port, option: "port") {
+            guard let p = Int(v) else { throw ValidationError("--port \(name)=\(v): not a port number") }
+            ports[name] = p
+        }
+        for (name, v) in try byName(latency, option: "latency") {
+            guard let ms = Int(v), ms >= 0 else { throw ValidationError("--latency \(name)=\(v): not a number of milliseconds") }
+            latencies[name] = ms
+        }
+        for (name, v) in try byName(failure, option: "failure") {
+            let parts = v.split(separator: ":").map(String.init)
+            guard let rate = Double(parts[0]), (0...1).contains(rate), let provider = MockRecorder.Provider(rawValue: name) else {
+                throw ValidationError("--failure \(name)=\(v): expected RATE (0..1) or RATE:STATUS")
+            }
+            failures[provider] = .init(rate: rate, status: parts.count > 1 ? Int(parts[1]) ?? 503 : 503)
+        }
+        let recorder = MockRecorder(failures: failures)
         let absoluteDir = dir.hasPrefix("/") ? dir : FileManager.default.currentDirectoryPath + "/" + dir
-        let settings = MockStack.Settings(
-            apnsPort: apnsPort, fcmPort: fcmPort, webpushPort: webpushPort, directory: absoluteDir,
-            apnsLatencyMs: apnsLatencyMs, fcmLatencyMs: fcmLatencyMs, webpushLatencyMs: webpushLatencyMs,
-            recordRequests: record, recorder: recorder)
+        let settings = MockStack.Settings(ports: ports, directory: absoluteDir, latencyMs: latencies, recordRequests: record, recorder: recorder)
         let stack: MockStack
         do {
             stack = try await MockStack.start(settings)
@@ -69,11 +101,12 @@ struct MockCommand: AsyncParsableCommand {
         }
         print(stack.banner, terminator: "")
         if let control { print("  control    \(control.baseURL)/__mock/stats   (POST /__mock/reset, GET /__mock/config, GET /__mock/apns-jwt)") }
-        var failures: [String] = []
-        if apnsErrorRate > 0 { failures.append("APNs \(Int(apnsErrorRate * 100))%->\(apnsErrorStatus)") }
-        if fcmErrorRate > 0 { failures.append("FCM \(Int(fcmErrorRate * 100))%->\(fcmErrorStatus)") }
-        if webpushErrorRate > 0 { failures.append("Web Push \(Int(webpushErrorRate * 100))%->\(webpushErrorStatus)") }
-        if !failures.isEmpty { print("  injected failures: \(failures.joined(separator: ", "))") }
+        let titles = ["apns": "APNs", "fcm": "FCM", "webpush": "Web Push"]
+        let injected = MockRecorder.Provider.allCases.compactMap { p -> String? in
+            guard let f = failures[p], f.rate > 0 else { return nil }
+            return "\(titles[p.rawValue] ?? p.rawValue) \(Int(f.rate * 100))%->\(f.status)"
+        }
+        if !injected.isEmpty { print("  injected failures: \(injected.joined(separator: ", "))") }
         print("  tokens starting with dddddddd (64 hex) are answered as dead (410 / UNREGISTERED)")
         print("\n# gateway config snippet (also in \(absoluteDir)/gateway-snippet.yml):")
         print(stack.configSnippet)
@@ -141,7 +174,8 @@ final class MockControlServer: Sendable {
         case ("POST", "/__mock/failures"):
             // Changes the scripted failures at run time: ?provider=apns|fcm|webpush&rate=0..1&status=503.
             guard let provider = MockRecorder.Provider(rawValue: q["provider"] ?? "") else {
-                return .json(400, "{\"error\":\"provider must be apns, fcm or webpush\"}")
+                let names = MockRegistry.modules.map(\.name)
+                return .json(400, "{\"error\":\"provider must be \(names.dropLast().joined(separator: ", ")) or \(names.last ?? "")\"}")
             }
             guard let rate = Double(q["rate"] ?? ""), rate >= 0, rate <= 1 else {
                 return .json(400, "{\"error\":\"rate must be a number from 0 to 1\"}")
@@ -183,6 +217,7 @@ final class MockControlServer: Sendable {
 extension MockStack {
     /// A provider token (ES256 JWT) the mock APNs accepts for the next hour.
     func apnsProviderToken() -> String {
+        guard let apnsKey = apns?.key else { return "" }
         let signer = JWTSigner(key: .es256(apnsKey.privateKey))
         return (try? signer.sign(header: [("kid", .string(apnsKey.keyID))],
                                  claims: [("iss", .string(apnsKey.teamID)), ("iat", .int(Int64(Date().timeIntervalSince1970)))])) ?? ""

@@ -3,7 +3,6 @@ import Foundation
 import Hummingbird
 import Logging
 import Server
-import WebPush
 
 @main
 struct Pushgate: AsyncParsableCommand {
@@ -63,9 +62,9 @@ struct Serve: AsyncParsableCommand {
             return h
         }
         var raw = loadConfig(config, announceDefaults: true)
-        if let port { raw.set("core.port", .int(port)) }
+        if let port { raw.set("core", CoreConfig.port, port) }
         var mocks: MockStack?
-        if mock || raw.bool("mock.enabled") {
+        if mock || raw.section("mock")[MockConfig.enabled] {
             do {
                 let stack = try await MockStack.start(raw: raw)
                 stack.apply(to: &raw)
@@ -75,7 +74,7 @@ struct Serve: AsyncParsableCommand {
                 fail("cannot start the mock providers: \(error)")
             }
         }
-        let logger = makeLogger("pushgate", level: raw.string("log.access_level"))
+        let logger = makeLogger("pushgate", level: raw.section("log")[LogConfig.accessLevel])
         let gateway: Gateway
         do {
             gateway = try GatewayBuilder.build(raw: raw, logger: logger)
@@ -93,9 +92,9 @@ struct Serve: AsyncParsableCommand {
 struct VapidKeys: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "vapid-keys", abstract: "Print a new VAPID key pair for webpush.vapid_private_key.")
 
+    /// The Web Push module's tool (`ProviderRegistry.tools`).
     func run() throws {
-        let keys = VAPIDKeys.generate()
-        print("vapid_private_key: \(keys.privateKeyBase64URL)")
-        print("vapid_public_key: \(keys.publicKeyBase64URL)   # give this one to browsers (applicationServerKey)")
+        guard let tool = ProviderRegistry.tools.first(where: { $0.name == Self.configuration.commandName }) else { throw ExitCode(1) }
+        print(tool.run())
     }
 }

@@ -1,16 +1,8 @@
-import APNs
 import ArgumentParser
-import AsyncHTTPClient
-import FCM
 import Foundation
-import HTTP2Pool
 import Logging
-import NIOCore
-import NIOPosix
-import NIOSSL
 import PushgateCore
 import Server
-import WebPush
 
 /// `pushgate send`: one push from the command line (gorush's `-ios` / `-android` mode) for every
 /// provider, built from the same config file as `serve`; prints the provider's answer.
@@ -79,7 +71,7 @@ struct Send: AsyncParsableCommand {
             w.key("target", first: &first); w.string(r.target)
             switch r.outcome {
             case .delivered(let id):
-                let label = n.platform == .ios ? "apns-id" : n.platform == .android ? "name" : "location"
+                let label = provider.deliveredIDLabel
                 print("delivered \(r.target.isEmpty ? "" : "to \(r.target) ")— \(label): \(id ?? "-")")
                 w.key("delivered", first: &first); w.raw("true")
                 w.key("provider_id", first: &first); if let id { w.string(id) } else { w.raw("null") }
@@ -145,7 +137,7 @@ struct Send: AsyncParsableCommand {
         }
         let n = request.notifications[0]
         if let problem = IngestValidation.validate(n) {
-            throw ValidationError("\(problem.message) \(problem.field): \(problem.detail)")
+            throw ValidationError("\(problem.message) \(problem.detail)")
         }
         if n.targets.isEmpty {
             throw ValidationError("give a target: --token, --topic (FCM), --subscription or --endpoint")
@@ -154,33 +146,32 @@ struct Send: AsyncParsableCommand {
     }
 }
 
-/// One provider built from the config by the gateway's own `ProviderSet`.
+/// One provider built from the config by the gateway's own `ProviderSet` and its registry module.
 struct SendProvider {
     struct Result { var target: String; var outcome: SendOutcome }
 
     let provider: any PushProvider
+    let deliveredIDLabel: String
     let hooks: [@Sendable () async -> Void]
 
     static func make(platform: Platform, raw: RawConfig) throws -> SendProvider {
-        if platform == .huawei { throw ConfigError(key: "huawei", problem: "Huawei HMS is not supported by Pushgate") }
+        guard let module = ProviderRegistry.module(for: platform) else {
+            throw ConfigError(key: platform.name, problem: "no provider module serves platform \(platform.name)")
+        }
+        if let unsupported = module as? UnsupportedProviderModule { throw unsupported.sendError }
         var raw = raw
         // Only the platform asked for, whatever the file enables.
-        for (key, p) in [("ios.enabled", Platform.ios), ("android.enabled", .android), ("webpush.enabled", .webpush), ("unifiedpush.enabled", .unifiedpush)] {
-            raw.set(key, .bool(p == platform))
-        }
-        if platform == .unifiedpush, raw.string("webpush.vapid_private_key").isEmpty {
-            // Legacy UnifiedPush needs no VAPID key; use a throwaway one.
-            raw.set("webpush.vapid_private_key", .string(VAPIDKeys.generate().privateKeyBase64URL))
-            if raw.string("webpush.vapid_subject").isEmpty { raw.set("webpush.vapid_subject", .string("mailto:pushgate@localhost")) }
-        }
+        for p in ProviderRegistry.platforms { raw.set(p.name, ProviderSettings.enabled, p == platform) }
+        for o in module.sendOverrides(for: platform, config: raw.providerConfig()) { raw.set(o.key, o.value) }
         let set = try ProviderSet.make(raw: raw, logger: Logger(label: "pushgate.send"))
         guard let slot = set.slots.first(where: { $0.provider.platform == platform }) else {
             throw ConfigError(key: "\(platform.name).enabled", problem: "no provider could be built")
         }
-        return SendProvider(provider: slot.provider, hooks: set.hooks + [{ try? await set.httpClient.shutdown() }])
+        return SendProvider(provider: slot.provider, deliveredIDLabel: module.deliveredIDLabel(for: platform),
+                            hooks: set.hooks + [{ try? await set.httpClient.shutdown() }])
     }
 
-    /// One attempt per target (re-signed once when the provider says its credentials went stale).
+    /// One attempt per target: retries are the gateway's (`RetryPolicy`), never repeated here.
     func send(_ n: PushNotification) async -> [Result] {
         let prepared: any PreparedPush
         do {
@@ -196,10 +187,7 @@ struct SendProvider {
                 continue
             }
             let context = DeliveryContext(messageID: n.apnsID ?? UUID().uuidString.lowercased(), attempt: 1)
-            var outcome = await provider.send(prepared, to: target, context: context)
-            if case .credentials = outcome {
-                outcome = await provider.send(prepared, to: target, context: DeliveryContext(messageID: context.messageID, attempt: 2))
-            }
+            let outcome = await provider.send(prepared, to: target, context: context)
             out.append(Result(target: target.reportedToken, outcome: outcome))
         }
         return out

@@ -1,0 +1,52 @@
+import Logging
+import ProviderKit
+import PushgateCore
+
+/// The FCM provider as the gateway sees it: the `android:` section and how it is built.
+public struct FCMModule: ProviderModule {
+    public init() {}
+
+    /// The `android:` keys (gorush's, plus Pushgate's `endpoint`).
+    public enum Keys {
+        public static let enabled = ProviderSettings.enabled
+        public static let keyPath = Setting<String>("key_path", "", secrecy: .identifier)
+        public static let credential = Setting<String>("credential", "", secrecy: .secret)
+        public static let maxTokens = ProviderSettings.maxTokens(500)
+        public static let maxRetry = ProviderSettings.maxRetry(3)
+        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(512)
+        public static let endpoint = Setting<String>("endpoint", FCMConfiguration.defaultEndpoint)
+    }
+
+    public var platforms: [Platform] { [.android] }
+
+    public var sections: [ConfigSection] {
+        [ConfigSection("android", keys: [
+            Keys.enabled.key, Keys.keyPath.key, Keys.credential.key, Keys.maxTokens.key, Keys.maxRetry.key,
+            Keys.maxConcurrentPushes.key, Keys.endpoint.key,
+        ])]
+    }
+
+    public func build(_ config: ProviderConfig, context: ProviderBuildContext) throws -> ProviderBuild {
+        let s = config["android"]
+        guard s[Keys.enabled] else { return ProviderBuild() }
+        let fcmConfig: FCMConfiguration
+        do {
+            fcmConfig = try FCMConfiguration(keyPath: s[Keys.keyPath], credential: s[Keys.credential], endpoint: s[Keys.endpoint],
+                                             maxRetry: s[Keys.maxRetry], environment: config.environment)
+        } catch {
+            throw ConfigError(key: "android", problem: error.description)
+        }
+        let provider: FCMProvider
+        do {
+            provider = try FCMProvider(configuration: fcmConfig, httpClient: context.httpClient, poolConfiguration: context.poolConfiguration,
+                                       eventLoopGroup: context.eventLoopGroup, logger: Logger(label: "pushgate.fcm"))
+        } catch {
+            throw ConfigError(key: "android", problem: error.description)
+        }
+        return ProviderBuild(
+            providers: [BuiltProvider(provider: provider, maxRetry: fcmConfig.maxRetry, concurrency: s[Keys.maxConcurrentPushes])],
+            shutdown: { await provider.shutdown() })
+    }
+
+    public func deliveredIDLabel(for platform: Platform) -> String { "name" }
+}

@@ -1,0 +1,262 @@
+import Foundation
+import NIOCore
+import NIOSSL
+import ProviderKit
+import WebPush
+
+/// How a load tool's recorder wants one request answered.
+public enum MockVerdict: Sendable {
+    case ok
+    /// The provider's "dead token" answer (410 Unregistered, 404 UNREGISTERED, 410 Gone).
+    case dead
+    /// An injected failure with this HTTP status.
+    case injected(status: Int)
+}
+
+/// How to run one mock provider.
+public struct MockRunSettings: Sendable {
+    public var port = 0
+    /// Added before every answer.
+    public var latencyMs = 0
+    /// Keep every request in memory (tests, `serve --mock`).
+    public var recordRequests = true
+    /// Decides each answer (nil: the mock answers as scripted only).
+    public var verdict: (@Sendable (_ token: String, _ body: [UInt8]) -> MockVerdict)?
+
+    public init(port: Int = 0, latencyMs: Int = 0, recordRequests: Bool = true,
+                verdict: (@Sendable (_ token: String, _ body: [UInt8]) -> MockVerdict)? = nil) {
+        self.port = port
+        self.latencyMs = latencyMs
+        self.recordRequests = recordRequests
+        self.verdict = verdict
+    }
+
+    var delay: TimeAmount? { latencyMs > 0 ? .milliseconds(Int64(latencyMs)) : nil }
+}
+
+/// A running mock provider and the configuration that points a gateway at it.
+public protocol RunningProviderMock: Sendable {
+    /// The registry name (`apns`): `--apns-port`, `mock.apns_port`, `/__mock/stats` counts.
+    var name: String { get }
+    var baseURL: String { get }
+    /// Keys (`section.key`) that point a gateway at this mock.
+    var configOverrides: [(key: String, value: ConfigValue)] { get }
+    /// Keys set only when the gateway's configuration leaves them empty.
+    var configDefaults: [(key: String, value: ConfigValue)] { get }
+    /// The same as YAML sections.
+    var configSnippet: String { get }
+    /// One line for the start banner.
+    var bannerLine: String { get }
+    func stop() async throws
+}
+
+extension RunningProviderMock {
+    public var configDefaults: [(key: String, value: ConfigValue)] { [] }
+}
+
+/// One provider's mock: how to start it.
+public struct ProviderMockModule: Sendable {
+    public var name: String
+    /// Starts the mock with the throwaway CA's server TLS; files (keys, accounts) go to `directory`.
+    public var start: @Sendable (_ tls: TLSConfiguration, _ directory: String, _ settings: MockRunSettings, _ group: any EventLoopGroup)
+        async throws -> any RunningProviderMock
+
+    public init(name: String, start: @escaping @Sendable (TLSConfiguration, String, MockRunSettings, any EventLoopGroup) async throws -> any RunningProviderMock) {
+        self.name = name
+        self.start = start
+    }
+}
+
+/// Every provider's mock, for tests, `pushgate serve --mock`, `pushgate mock` and `pushgate bench`.
+/// Adding a provider: one line here next to the one in `ProviderRegistry`.
+public enum MockRegistry {
+    public static let modules: [ProviderMockModule] = [.apns, .fcm, .webpush]
+
+    public static func module(named name: String) -> ProviderMockModule? { modules.first { $0.name == name } }
+}
+
+// MARK: the mocks
+
+extension ProviderMockModule {
+    public static let apns = ProviderMockModule(name: "apns") { tls, directory, settings, group in
+        let key = TestAPNsKey.generate()
+        var options = MockAPNs.Options(key: key, tls: tls)
+        options.port = settings.port
+        options.responseDelay = settings.delay
+        options.recordRequests = settings.recordRequests
+        if let verdict = settings.verdict {
+            options.hook = { token, body in
+                switch verdict(token, body) {
+                case .ok: return nil
+                case .dead: return .unregistered
+                case .injected(let status): return status == 429 ? .tooManyRequests(retryAfter: nil) : .status(status)
+                }
+            }
+        }
+        let mock = MockAPNs(options: options, eventLoopGroup: group)
+        try await mock.start()
+        try key.write(to: directory + "/mock-apns.p8")
+        return RunningMockAPNs(mock: mock, key: key, directory: directory)
+    }
+
+    public static let fcm = ProviderMockModule(name: "fcm") { tls, directory, settings, group in
+        let account = try TestServiceAccount.generate()
+        var options = MockFCM.Options(serviceAccount: account, tls: tls)
+        options.port = settings.port
+        options.responseDelay = settings.delay
+        options.recordRequests = settings.recordRequests
+        if let verdict = settings.verdict {
+            options.hook = { target, body in
+                switch verdict(target, body) {
+                case .ok: return nil
+                case .dead: return .unregistered
+                case .injected(let status):
+                    switch status {
+                    case 503: return .unavailable(retryAfter: nil)
+                    case 429: return .quotaExceeded(retryAfter: nil)
+                    case 500: return .internalError
+                    case 404: return .unregistered
+                    default: return .custom(status: status, body: #"{"error":{"code":\#(status),"message":"injected failure","status":"UNKNOWN"}}"#, retryAfter: nil)
+                    }
+                }
+            }
+        }
+        let mock = MockFCM(options: options, eventLoopGroup: group)
+        try await mock.start()
+        try account.json(tokenURI: mock.tokenURL).write(toFile: directory + "/mock-fcm.json", atomically: true, encoding: .utf8)
+        return RunningMockFCM(mock: mock, serviceAccount: account, directory: directory)
+    }
+
+    public static let webpush = ProviderMockModule(name: "webpush") { tls, directory, settings, group in
+        var options = MockWebPush.Options(tls: tls)
+        options.port = settings.port
+        options.responseDelay = settings.delay
+        options.recordRequests = settings.recordRequests
+        if let verdict = settings.verdict {
+            options.hook = { id, plaintext in
+                switch verdict(id, plaintext) {
+                case .ok: return nil
+                case .dead: return .gone
+                case .injected(let status):
+                    switch status {
+                    case 429: return .tooManyRequests(retryAfter: nil)
+                    case 410: return .gone
+                    case 404: return .notFound
+                    default: return .serverError(status: status, retryAfter: nil)
+                    }
+                }
+            }
+        }
+        let mock = MockWebPush(options: options, eventLoopGroup: group)
+        try await mock.start()
+        return RunningMockWebPush(mock: mock, vapid: VAPIDKeys.generate())
+    }
+}
+
+public struct RunningMockAPNs: RunningProviderMock {
+    public let mock: MockAPNs
+    public let key: TestAPNsKey
+    public let directory: String
+    public var name: String { "apns" }
+    public var baseURL: String { mock.baseURL }
+
+    public var configOverrides: [(key: String, value: ConfigValue)] {
+        [
+            ("ios.enabled", .bool(true)),
+            ("ios.key_path", .string(directory + "/mock-apns.p8")),
+            ("ios.key_id", .string(key.keyID)),
+            ("ios.team_id", .string(key.teamID)),
+            ("ios.endpoint", .string(mock.baseURL)),
+        ]
+    }
+
+    public var configDefaults: [(key: String, value: ConfigValue)] { [("ios.topic", .string("com.example.app"))] }
+
+    public var configSnippet: String {
+        """
+        ios:
+          enabled: true
+          key_path: "\(directory)/mock-apns.p8"
+          key_id: "\(key.keyID)"
+          team_id: "\(key.teamID)"
+          endpoint: "\(mock.baseURL)"
+          topic: "com.example.app"
+
+        """
+    }
+
+    public var bannerLine: String {
+        "  APNs       \(mock.baseURL)   (key id \(key.keyID), team \(key.teamID), key \(directory)/mock-apns.p8)"
+    }
+
+    public func stop() async throws { try await mock.stop() }
+}
+
+public struct RunningMockFCM: RunningProviderMock {
+    public let mock: MockFCM
+    public let serviceAccount: TestServiceAccount
+    public let directory: String
+    public var name: String { "fcm" }
+    public var baseURL: String { mock.baseURL }
+
+    public var configOverrides: [(key: String, value: ConfigValue)] {
+        [
+            ("android.enabled", .bool(true)),
+            ("android.key_path", .string(directory + "/mock-fcm.json")),
+            ("android.endpoint", .string(mock.baseURL)),
+        ]
+    }
+
+    public var configSnippet: String {
+        """
+        android:
+          enabled: true
+          key_path: "\(directory)/mock-fcm.json"
+          endpoint: "\(mock.baseURL)"
+
+        """
+    }
+
+    public var bannerLine: String {
+        "  FCM        \(mock.baseURL)   (OAuth token endpoint \(mock.tokenURL), service account \(directory)/mock-fcm.json)"
+    }
+
+    public func stop() async throws { try await mock.stop() }
+}
+
+public struct RunningMockWebPush: RunningProviderMock {
+    public let mock: MockWebPush
+    /// A VAPID key pair for gateways sent at this mock.
+    public let vapid: VAPIDKeys
+    public var name: String { "webpush" }
+    public var baseURL: String { mock.baseURL }
+
+    public var configOverrides: [(key: String, value: ConfigValue)] {
+        [
+            ("webpush.enabled", .bool(true)),
+            ("webpush.vapid_private_key", .string(vapid.privateKeyBase64URL)),
+            ("webpush.vapid_subject", .string("mailto:mock@example.com")),
+            ("webpush.allow_private_endpoints", .bool(true)),
+            ("unifiedpush.enabled", .bool(true)),
+        ]
+    }
+
+    public var configSnippet: String {
+        """
+        webpush:
+          enabled: true
+          vapid_private_key: "\(vapid.privateKeyBase64URL)"
+          vapid_subject: "mailto:mock@example.com"
+          allow_private_endpoints: true   # the mock listens on 127.0.0.1
+        unifiedpush:
+          enabled: true
+
+        """
+    }
+
+    public var bannerLine: String {
+        "  Web Push   \(mock.baseURL)/push/<id>   (VAPID public key \(vapid.publicKeyBase64URL))"
+    }
+
+    public func stop() async throws { try await mock.stop() }
+}

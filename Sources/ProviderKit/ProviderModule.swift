@@ -1,0 +1,143 @@
+import AsyncHTTPClient
+import HTTP2Pool
+import Logging
+import NIOCore
+import PushgateCore
+
+/// What a provider module is given to build its providers: the shared outbound pieces.
+public struct ProviderBuildContext: Sendable {
+    /// HTTP/2 pool defaults (TLS with `core.ca_file` roots).
+    public var poolConfiguration: HTTP2PoolConfiguration
+    /// The shared HTTP/1.1 client (OAuth token requests, feedback).
+    public var httpClient: HTTPClient
+    public var eventLoopGroup: any EventLoopGroup
+
+    public init(poolConfiguration: HTTP2PoolConfiguration, httpClient: HTTPClient, eventLoopGroup: any EventLoopGroup) {
+        self.poolConfiguration = poolConfiguration
+        self.httpClient = httpClient
+        self.eventLoopGroup = eventLoopGroup
+    }
+}
+
+/// One provider a module built, with how the dispatcher drives it.
+public struct BuiltProvider: Sendable {
+    public var provider: any PushProvider
+    /// `<section>.max_retry`: retries after the first attempt.
+    public var maxRetry: Int
+    /// `<section>.max_concurrent_pushes`.
+    public var concurrency: Int
+
+    public init(provider: any PushProvider, maxRetry: Int, concurrency: Int) {
+        self.provider = provider
+        self.maxRetry = maxRetry
+        self.concurrency = concurrency
+    }
+}
+
+/// What a module's `build` gives back: its enabled providers, the platforms it answers with a
+/// failed entry (and why), and the hook that closes what it opened.
+public struct ProviderBuild: Sendable {
+    public var providers: [BuiltProvider]
+    public var unavailable: [Platform: String]
+    public var shutdown: (@Sendable () async -> Void)?
+    /// Logged once at start.
+    public var warnings: [String]
+
+    public init(providers: [BuiltProvider] = [], unavailable: [Platform: String] = [:], shutdown: (@Sendable () async -> Void)? = nil,
+                warnings: [String] = []) {
+        self.providers = providers
+        self.unavailable = unavailable
+        self.shutdown = shutdown
+        self.warnings = warnings
+    }
+}
+
+/// An ingest check's refusal: a 400 with `message`, and `detail` naming the field
+/// (`collapse_id: ...`; the server prefixes `notifications[i].`).
+public struct IngestProblem: Sendable, Equatable {
+    public var message: String
+    public var detail: String
+
+    public init(message: String, detail: String) {
+        self.message = message
+        self.detail = detail
+    }
+}
+
+/// A small command-line helper a provider offers (`pushgate vapid-keys`).
+public struct ProviderTool: Sendable {
+    public var name: String
+    public var abstract: String
+    public var run: @Sendable () -> String
+
+    public init(name: String, abstract: String, run: @escaping @Sendable () -> String) {
+        self.name = name
+        self.abstract = abstract
+        self.run = run
+    }
+}
+
+/// Everything the gateway, `pushgate send` and `pushgate bench` know about one provider, kept in the
+/// provider's folder: its configuration sections, its ingest checks and how it is built.
+/// The registry (`Sources/Server/ProviderRegistry.swift`) lists one value per provider.
+public protocol ProviderModule: Sendable {
+    /// The platforms it serves. The section of each platform is named like it (`ios`, `webpush` ...).
+    var platforms: [Platform] { get }
+    /// Its configuration sections: keys, defaults, integer ranges, secrecy.
+    var sections: [ConfigSection] { get }
+    /// Checks at `POST /api/push` beyond the JSON types (notifications of its platforms only).
+    func checkIngest(_ notification: PushNotification) -> IngestProblem?
+    /// Builds the providers its sections enable (none when disabled). Throws `ConfigError` (one line).
+    func build(_ config: ProviderConfig, context: ProviderBuildContext) throws -> ProviderBuild
+    /// Values `pushgate send` sets to send to `platform` alone (the platform's `enabled` is set by the caller).
+    func sendOverrides(for platform: Platform, config: ProviderConfig) -> [(key: String, value: ConfigValue)]
+    /// What `pushgate send` calls the provider's id of a delivered message (`apns-id`, `name`, `location`).
+    func deliveredIDLabel(for platform: Platform) -> String
+    /// Command-line helpers.
+    var tools: [ProviderTool] { get }
+}
+
+extension ProviderModule {
+    public func checkIngest(_ notification: PushNotification) -> IngestProblem? { nil }
+    public func sendOverrides(for platform: Platform, config: ProviderConfig) -> [(key: String, value: ConfigValue)] { [] }
+    public func deliveredIDLabel(for platform: Platform) -> String { "id" }
+    public var tools: [ProviderTool] { [] }
+}
+
+/// A gorush platform Pushgate accepts in requests and config but does not send to (Huawei HMS):
+/// its section is known (no warnings), its notifications are answered with a failed entry.
+public struct UnsupportedProviderModule: ProviderModule {
+    public let platform: Platform
+    public let reason: String
+    public let sections: [ConfigSection]
+
+    public init(platform: Platform, reason: String, keys: [ConfigKey]) {
+        self.platform = platform
+        self.reason = reason
+        self.sections = [ConfigSection(platform.name, keys: keys)]
+    }
+
+    public var platforms: [Platform] { [platform] }
+
+    public func build(_ config: ProviderConfig, context: ProviderBuildContext) throws -> ProviderBuild {
+        var warnings: [String] = []
+        if config[platform.name][ProviderSettings.enabled] {
+            warnings.append("\(platform.name).enabled is true but \(reason) is not supported; \(platform.name) notifications are answered with a failed entry")
+        }
+        return ProviderBuild(unavailable: [platform: "platform \(platform.name) is not supported by Pushgate (\(reason))"], warnings: warnings)
+    }
+
+    /// The one line `pushgate send` prints for this platform.
+    public var sendError: ConfigError { ConfigError(key: platform.name, problem: "\(reason) is not supported by Pushgate") }
+}
+
+extension UnsupportedProviderModule {
+    /// gorush's `huawei:` section (Huawei HMS): accepted, not sent to.
+    public static let huawei = UnsupportedProviderModule(platform: .huawei, reason: "Huawei HMS", keys: [
+        ProviderSettings.enabled.key,
+        Setting<String>("appid", "").key,
+        Setting<String>("appsecret", "", secrecy: .secret).key,
+        ProviderSettings.maxTokens(500).key,
+        ProviderSettings.maxRetry(0).key,
+    ])
+}

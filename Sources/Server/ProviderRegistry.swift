@@ -1,0 +1,32 @@
+import APNs
+import FCM
+import ProviderKit
+import PushgateCore
+import WebPush
+
+/// Every provider the gateway knows, in order: the server, `pushgate send` and `pushgate bench`
+/// iterate this list. Adding a provider: its folder with a `ProviderModule`, one line here, its
+/// target in Package.swift (and its mock's line in `MockProviders/MockRegistry.swift`).
+/// This is the only file outside the provider folders that imports a provider module.
+public enum ProviderRegistry {
+    public static let modules: [any ProviderModule] = [
+        APNsModule(),
+        FCMModule(),
+        UnsupportedProviderModule.huawei,
+        WebPushModule(),
+    ]
+
+    /// Every provider configuration section, in registry order.
+    public static let sections: [ConfigSection] = modules.flatMap(\.sections)
+
+    /// Every platform a module serves (or answers as unsupported).
+    public static let platforms: [Platform] = modules.flatMap(\.platforms)
+
+    /// The module serving `platform`.
+    public static func module(for platform: Platform) -> (any ProviderModule)? {
+        modules.first { $0.platforms.contains(platform) }
+    }
+
+    /// The command-line helpers of every module.
+    public static var tools: [ProviderTool] { modules.flatMap(\.tools) }
+}

@@ -1,0 +1,106 @@
+import Logging
+import ProviderKit
+import PushgateCore
+
+/// Web Push (platform 4) and UnifiedPush (platform 5) as the gateway sees them: the `webpush:` and
+/// `unifiedpush:` sections, the ingest checks, and one engine (VAPID keys, tokens, connections) for both.
+public struct WebPushModule: ProviderModule {
+    public init() {}
+
+    /// The `webpush:` keys (named by `WebPushConfiguration.Key`).
+    public enum Keys {
+        public typealias K = WebPushConfiguration.Key
+        public static let enabled = ProviderSettings.enabled
+        public static let vapidPrivateKey = Setting<String>(K.vapidPrivateKey, "", secrecy: .secret)
+        public static let vapidSubject = Setting<String>(K.vapidSubject, "")
+        public static let allowHTTP = Setting<Bool>(K.allowHTTP, false)
+        public static let allowPrivateEndpoints = Setting<Bool>(K.allowPrivateEndpoints, false)
+        public static let hostAllowlist = Setting<[String]>(K.hostAllowlist, [])
+        public static let defaultTTL = Setting<Int>(K.defaultTTL, WebPushConfiguration.standardDefaultTTL, range: 0...Int(Int32.max))
+        public static let maxTokens = ProviderSettings.maxTokens(1000)
+        public static let maxRetry = Setting<Int>(K.maxRetry, 3, range: 0...100)
+        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(256)
+        public static let timeout = Setting<Int>(K.timeout, 30, range: 1...3600)
+        public static let connectionsPerOrigin = Setting<Int>(K.connectionsPerOrigin, 2, range: 1...1000)
+    }
+
+    /// The `unifiedpush:` keys (the engine's other settings are `webpush:`'s).
+    public enum UnifiedPushKeys {
+        public static let enabled = ProviderSettings.enabled
+        public static let maxTokens = ProviderSettings.maxTokens(1000)
+        public static let maxRetry = ProviderSettings.maxRetry(3)
+    }
+
+    public var platforms: [Platform] { [.webpush, .unifiedpush] }
+
+    public var sections: [ConfigSection] {
+        [
+            ConfigSection("webpush", keys: [
+                Keys.enabled.key, Keys.vapidPrivateKey.key, Keys.vapidSubject.key, Keys.allowHTTP.key, Keys.allowPrivateEndpoints.key,
+                Keys.hostAllowlist.key, Keys.defaultTTL.key, Keys.maxTokens.key, Keys.maxRetry.key, Keys.maxConcurrentPushes.key,
+                Keys.timeout.key, Keys.connectionsPerOrigin.key,
+            ]),
+            ConfigSection("unifiedpush", keys: [UnifiedPushKeys.enabled.key, UnifiedPushKeys.maxTokens.key, UnifiedPushKeys.maxRetry.key]),
+        ]
+    }
+
+    public func checkIngest(_ n: PushNotification) -> IngestProblem? {
+        WebPushRequestValidator.validate(n).map { IngestProblem(message: "Invalid Web Push notification.", detail: $0) }
+    }
+
+    /// The engine's configuration from the `webpush:` section.
+    public static func configuration(_ s: SectionValues) -> WebPushConfiguration {
+        var config = WebPushConfiguration(vapidPrivateKey: s[Keys.vapidPrivateKey], vapidSubject: s[Keys.vapidSubject])
+        config.allowHTTP = s[Keys.allowHTTP]
+        config.allowPrivateEndpoints = s[Keys.allowPrivateEndpoints]
+        let allow = s[Keys.hostAllowlist]
+        config.hostAllowlist = allow.isEmpty ? nil : allow
+        config.defaultTTL = s[Keys.defaultTTL]
+        config.maxRetry = s[Keys.maxRetry]
+        config.requestTimeoutSeconds = Double(s[Keys.timeout])
+        config.connectionsPerOrigin = s[Keys.connectionsPerOrigin]
+        return config
+    }
+
+    public func build(_ config: ProviderConfig, context: ProviderBuildContext) throws -> ProviderBuild {
+        let s = config["webpush"], up = config["unifiedpush"]
+        let web = s[Keys.enabled], unified = up[UnifiedPushKeys.enabled]
+        guard web || unified else { return ProviderBuild() }
+        let wpConfig = Self.configuration(s)
+        let engine: WebPushEngine
+        do {
+            engine = try WebPushEngine(configuration: wpConfig, poolConfiguration: context.poolConfiguration,
+                                       eventLoopGroup: context.eventLoopGroup, logger: Logger(label: "pushgate.webpush"))
+        } catch let e as WebPushConfigurationError {
+            throw ConfigError(key: "webpush", problem: e.description)
+        } catch {
+            throw ConfigError(key: "webpush", problem: "\(error)")
+        }
+        let concurrency = s[Keys.maxConcurrentPushes]
+        var providers: [BuiltProvider] = []
+        if web { providers.append(BuiltProvider(provider: WebPushProvider(engine: engine), maxRetry: wpConfig.maxRetry, concurrency: concurrency)) }
+        if unified {
+            providers.append(BuiltProvider(provider: UnifiedPushProvider(engine: engine), maxRetry: up[UnifiedPushKeys.maxRetry], concurrency: concurrency))
+        }
+        return ProviderBuild(providers: providers, shutdown: { await engine.shutdown() })
+    }
+
+    /// Legacy UnifiedPush needs no VAPID key: `pushgate send` uses a throwaway one when none is configured.
+    public func sendOverrides(for platform: Platform, config: ProviderConfig) -> [(key: String, value: ConfigValue)] {
+        let s = config["webpush"]
+        guard platform == .unifiedpush, s[Keys.vapidPrivateKey].isEmpty else { return [] }
+        var out: [(key: String, value: ConfigValue)] = [(s.path(Keys.vapidPrivateKey), .string(VAPIDKeys.generate().privateKeyBase64URL))]
+        if s[Keys.vapidSubject].isEmpty { out.append((s.path(Keys.vapidSubject), .string("mailto:pushgate@localhost"))) }
+        return out
+    }
+
+    public func deliveredIDLabel(for platform: Platform) -> String { "location" }
+
+    public var tools: [ProviderTool] {
+        [ProviderTool(name: "vapid-keys", abstract: "Print a new VAPID key pair for webpush.vapid_private_key.") {
+            let keys = VAPIDKeys.generate()
+            return "vapid_private_key: \(keys.privateKeyBase64URL)\n"
+                + "vapid_public_key: \(keys.publicKeyBase64URL)   # give this one to browsers (applicationServerKey)"
+        }]
+    }
+}

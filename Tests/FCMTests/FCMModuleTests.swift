@@ -1,0 +1,34 @@
+import AsyncHTTPClient
+import FCM
+import HTTP2Pool
+import NIOPosix
+import ProviderKit
+import XCTest
+
+/// The `android:` section read by `FCMModule` (issue 12: config typed per section).
+final class FCMModuleTests: XCTestCase {
+    func testSectionKeysAndOneLineErrors() throws {
+        let section = FCMModule().sections[0]
+        XCTAssertEqual(section.name, "android")
+        XCTAssertEqual(section.keys.first { $0.name == "credential" }?.secrecy, .secret)
+        XCTAssertEqual(section.keys.first { $0.name == "key_path" }?.secrecy, .identifier)
+        XCTAssertEqual(section.keys.first { $0.name == "endpoint" }?.defaultValue, .string(FCMConfiguration.defaultEndpoint))
+
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        defer { try? client.syncShutdown() }
+        let context = ProviderBuildContext(poolConfiguration: HTTP2PoolConfiguration(), httpClient: client,
+                                           eventLoopGroup: MultiThreadedEventLoopGroup.singleton)
+        func build(_ values: [String: ConfigValue]) throws -> ProviderBuild {
+            try FCMModule().build(ProviderConfig(sections: ["android": SectionValues(name: "android", values: values)], environment: [:]),
+                                  context: context)
+        }
+        XCTAssertTrue(try build([:]).providers.isEmpty, "disabled: nothing built")
+        XCTAssertThrowsError(try build(["enabled": .bool(true)])) { e in
+            XCTAssertEqual("\(e)", "config error: android: FCM: missing credentials: set android.key_path, android.credential or GOOGLE_APPLICATION_CREDENTIALS")
+        }
+        XCTAssertThrowsError(try build(["enabled": .bool(true), "credential": .string("{not json")])) { e in
+            XCTAssertTrue("\(e)".hasPrefix("config error: android: FCM service account (android.credential): "), "\(e)")
+        }
+        XCTAssertEqual(FCMModule().deliveredIDLabel(for: .android), "name")
+    }
+}

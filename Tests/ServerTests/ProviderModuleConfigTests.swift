@@ -1,0 +1,99 @@
+import Foundation
+import PushgateCore
+import XCTest
+import WebPush
+@testable import Server
+
+/// The provider modules' sections as the config loader sees them (issue 12).
+final class ProviderModuleConfigTests: XCTestCase {
+    func testWebPushTimeoutAndConnectionsPerOriginAreKnownAndWired() throws {
+        let raw = try RawConfig(yaml: "webpush:\n  timeout: 5\n  connections_per_origin: 4\n", environment: ["PUSHGATE_WEBPUSH_DEFAULT_TTL": "60"])
+        XCTAssertEqual(raw.warnings, [], "documented keys are not unknown")
+        let config = WebPushModule.configuration(raw.section("webpush"))
+        XCTAssertEqual(config.requestTimeoutSeconds, 5)
+        XCTAssertEqual(config.connectionsPerOrigin, 4)
+        XCTAssertEqual(config.defaultTTL, 60)
+        let defaults = WebPushModule.configuration(try RawConfig(yaml: nil, environment: [:]).section("webpush"))
+        XCTAssertEqual(defaults.requestTimeoutSeconds, 30)
+        XCTAssertEqual(defaults.connectionsPerOrigin, 2)
+        XCTAssertThrowsError(try RawConfig(yaml: "webpush:\n  connections_per_origin: 0\n", environment: [:])) { e in
+            XCTAssertEqual("\(e)", "config error: webpush.connections_per_origin: 0 is out of range (1...1000)")
+        }
+        XCTAssertThrowsError(try RawConfig(yaml: nil, environment: ["GORUSH_WEBPUSH_TIMEOUT": "0"])) { e in
+            XCTAssertEqual("\(e)", "config error: webpush.timeout: 0 is out of range (1...3600)")
+        }
+    }
+
+    func testProviderKeysKeepTheirDefaultsRangesAndSecrecy() throws {
+        let d = RawConfig.defaults
+        XCTAssertEqual(d["ios.max_tokens"], .int(10000))
+        XCTAssertEqual(d["ios.connections"], .int(2))
+        XCTAssertEqual(d["android.endpoint"], .string("https://fcm.googleapis.com"))
+        XCTAssertEqual(d["huawei.max_retry"], .int(0))
+        XCTAssertEqual(d["webpush.default_ttl"], .int(86400))
+        XCTAssertEqual(d["webpush.max_concurrent_pushes"], .int(256))
+        XCTAssertEqual(d["unifiedpush.max_tokens"], .int(1000))
+        let r = RawConfig.intRanges
+        XCTAssertEqual(r["ios.connections"], 1...1000)
+        XCTAssertEqual(r["webpush.default_ttl"], 0...Int(Int32.max))
+        for p in ["ios", "android", "huawei", "webpush", "unifiedpush"] {
+            XCTAssertEqual(r["\(p).max_retry"], 0...100, p)
+            XCTAssertEqual(r["\(p).max_tokens"], 1...1_000_000, p)
+        }
+        for p in ["ios", "android", "webpush"] { XCTAssertEqual(r["\(p).max_concurrent_pushes"], 1...100_000, p) }
+        XCTAssertThrowsError(try RawConfig(yaml: "ios:\n  connections: 0\n", environment: [:])) { e in
+            XCTAssertEqual("\(e)", "config error: ios.connections: 0 is out of range (1...1000)")
+        }
+        XCTAssertTrue(RawConfig.secretKeys.isSuperset(of: [
+            "ios.key_base64", "android.credential", "huawei.appsecret", "webpush.vapid_private_key",
+            "queue.postgres.url", "core.key_base64", "core.feedback_header",
+        ]))
+        XCTAssertTrue(RawConfig.redactedIdentifiers.isSuperset(of: ["ios.key_path", "ios.key_id", "android.key_path", "core.key_path", "core.cert_path"]))
+        // gorush's ios.password is accepted without a warning.
+        XCTAssertEqual(try RawConfig(yaml: "ios:\n  password: x\n", environment: [:]).warnings, [])
+        let yaml = try RawConfig(yaml: "ios:\n  key_id: ABC123\n  key_path: /etc/k.p8\nwebpush:\n  vapid_private_key: s3cret\n", environment: [:]).redactedYAML()
+        XCTAssertFalse(yaml.contains("ABC123") || yaml.contains("/etc/k.p8") || yaml.contains("s3cret"), yaml)
+    }
+
+    func testIngestChecksComeFromTheModuleOfThePlatform() throws {
+        func first(_ json: String) throws -> PushNotification {
+            try RequestParser.parse(Array(json.utf8), maxNotifications: 10).notifications[0]
+        }
+        let longID = String(repeating: "c", count: 65)
+        let ios = try first(#"{"notifications":[{"platform":1,"tokens":["a"],"collapse_id":"\#(longID)"}]}"#)
+        XCTAssertEqual(IngestValidation.validate(ios), IngestProblem(message: "Invalid collapse_id.", detail: "collapse_id: apns-collapse-id is at most 64 bytes"))
+        let android = try first(#"{"notifications":[{"platform":2,"tokens":["a"],"collapse_id":"\#(longID)"}]}"#)
+        XCTAssertNil(IngestValidation.validate(android))
+        let web = try first(#"{"notifications":[{"platform":5,"tokens":["https://push.example/x"],"urgency":"now"}]}"#)
+        XCTAssertEqual(IngestValidation.validate(web)?.message, "Invalid Web Push notification.")
+        XCTAssertTrue(IngestValidation.validate(web)?.detail.hasPrefix("urgency: ") ?? false)
+        let priority = try first(#"{"notifications":[{"platform":2,"tokens":["a"],"priority":"urgent"}]}"#)
+        XCTAssertEqual(IngestValidation.validate(priority)?.detail, #"priority: must be "normal" or "high", got "urgent""#)
+    }
+
+    func testEveryRegisteredPlatformHasItsSection() {
+        let sections = Set(ProviderRegistry.sections.map(\.name))
+        for p in ProviderRegistry.platforms { XCTAssertTrue(sections.contains(p.name), p.name) }
+        XCTAssertEqual(Set(ProviderRegistry.platforms), Set(Platform.allCases))
+        XCTAssertEqual(ProviderRegistry.tools.map(\.name), ["vapid-keys"])
+    }
+
+    /// Issue 12's acceptance: outside the provider folders and MockProviders, only the registry imports a provider module.
+    func testOnlyTheRegistryImportsProviderModules() throws {
+        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Sources")
+        let providers = ["APNs", "FCM", "WebPush"]
+        var importers: [String] = []
+        let files = FileManager.default.enumerator(atPath: sources.path)?.compactMap { $0 as? String } ?? []
+        XCTAssertFalse(files.isEmpty)
+        for file in files where file.hasSuffix(".swift") {
+            let folder = String(file.split(separator: "/").first ?? "")
+            if providers.contains(folder) || folder == "MockProviders" { continue }
+            let text = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8)
+            for line in text.split(separator: "\n") where providers.contains(where: { line.trimmingCharacters(in: .whitespaces).hasSuffix("import \($0)") }) {
+                importers.append("\(file): \(line)")
+            }
+        }
+        XCTAssertEqual(Set(importers.map { String($0.split(separator: ":")[0]) }), ["Server/ProviderRegistry.swift"], "\(importers)")
+    }
+}
