@@ -223,8 +223,9 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
         var rID: [Int64] = [], rAtt: [Int] = [], rNB: [Double] = [], rErr: [String] = [], rCred: [Int] = []
         for u in updates {
             switch u {
-            case .complete(let id, let delivered, let attempts, let info, let finishedAt):
-                cID.append(id); cState.append(delivered ? 1 : 2); cAtt.append(attempts)
+            case .complete(let id, let state, let attempts, let info, let finishedAt):
+                let delivered = state == .delivered
+                cID.append(id); cState.append(state.rawValue); cAtt.append(attempts)
                 cPid.append(delivered ? (info ?? "") : ""); cErr.append(delivered ? "" : (info ?? "")); cAt.append(finishedAt)
             case .reschedule(let id, let attempts, let notBefore, let lastError, let cred):
                 rID.append(id); rAtt.append(attempts); rNB.append(notBefore); rErr.append(lastError ?? ""); rCred.append(cred ? 1 : 0)
@@ -266,15 +267,15 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
         return out
     }
 
-    func status(notifID: String) async throws -> [StoredStatus]? {
-        var out: [StoredStatus] = []
+    func status(notifID: String) async throws -> [DeliveryStatusRecord]? {
+        var out: [DeliveryStatusRecord] = []
         let rows = try await client.query("""
             SELECT platform, target_kind, target, target_keys, state, attempts, not_before, last_error, provider_id, finished_at
             FROM pushgate_jobs WHERE notif_row IN (SELECT id FROM pushgate_notifications WHERE notif_id = \(notifID)) ORDER BY id
             """, logger: logger)
         for try await (p, kind, target, keys, state, att, nb, err, pid, fin) in rows.decode(
             (Int, Int, String, String?, Int, Int, Double, String?, String?, Double?).self) {
-            out.append(StoredStatus(platform: Platform(rawValue: p) ?? .ios, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
+            out.append(storedStatusRecord(platform: Platform(rawValue: p) ?? .ios, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
                                     state: state, attempts: att, notBefore: nb, lastError: err, providerID: pid, finishedAt: fin))
         }
         if out.isEmpty {

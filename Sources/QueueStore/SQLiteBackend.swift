@@ -314,8 +314,9 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         }
         for u in updates {
             switch u {
-            case .complete(let id, let delivered, let attempts, let info, let finishedAt):
-                completes += [.integer(Int(id)), .integer(delivered ? 1 : 2), .integer(attempts),
+            case .complete(let id, let state, let attempts, let info, let finishedAt):
+                let delivered = state == .delivered
+                completes += [.integer(Int(id)), .integer(state.rawValue), .integer(attempts),
                               delivered ? (info.map { .text($0) } ?? .null) : .null,
                               delivered ? .null : (info.map { .text($0) } ?? .null), .float(finishedAt)]
                 nc += 1
@@ -359,7 +360,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         return out
     }
 
-    func status(notifID: String) async throws -> [StoredStatus]? {
+    func status(notifID: String) async throws -> [DeliveryStatusRecord]? {
         let rows = try await reader.query("""
             SELECT platform, target_kind, target, target_keys, state, attempts, not_before, last_error, provider_id, finished_at
             FROM jobs WHERE notif_row IN (SELECT id FROM notifications WHERE notif_id = ?) ORDER BY id
@@ -370,7 +371,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         }
         return rows.map { r in
             func str(_ c: String) -> String? { r.column(c).flatMap { $0.isNull ? nil : $0.string } }
-            return StoredStatus(
+            return storedStatusRecord(
                 platform: Platform(rawValue: r.column("platform")?.integer ?? 1) ?? .ios,
                 target: TargetCodec.decode(kind: r.column("target_kind")?.integer ?? 0, value: str("target") ?? "", keys: str("target_keys")),
                 state: r.column("state")?.integer ?? 0, attempts: r.column("attempts")?.integer ?? 0,

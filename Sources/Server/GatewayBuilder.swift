@@ -32,9 +32,9 @@ public enum GatewayBuilder {
             logger.warning("huawei.enabled is true but Huawei HMS is not supported; huawei notifications are answered with a failed entry")
         }
 
-        let queueParts: (queue: any QueueDriver, stats: Stats, observer: (any DeliveryObserver)?)
+        let engine: any QueueEngine
         do {
-            queueParts = try QueueWiring.make(raw: raw, settings: settings, logger: logger)
+            engine = try QueueWiring.make(raw: raw, settings: settings, logger: logger)
         } catch {
             // The providers and the HTTP client exist already: close them before failing startup.
             let opened = hooks
@@ -44,18 +44,15 @@ public enum GatewayBuilder {
             }
             throw error
         }
-        let (queue, stats, observer) = queueParts
         let feedback = settings.feedbackURL.isEmpty ? nil : FeedbackSender(
             url: settings.feedbackURL, headers: settings.feedbackHeaders, client: httpClient, logger: Logger(label: "pushgate.feedback"))
         MetricsSetup.bootstrap()
         let dispatcher = Dispatcher(
             providers: slots,
             unavailable: unavailable,
-            queue: queue,
+            engine: engine,
             policy: RetryPolicy(baseDelay: settings.retryBackoff, maxDelay: settings.retryBackoffMax),
-            stats: stats,
             feedback: feedback,
-            observer: observer,
             hideToken: settings.hideToken,
             answer: .init(maxMessageBytes: settings.maxLogMessageBytes, maxAnswerBytes: settings.maxSyncAnswerBytes,
                           syncTimeout: Double(settings.syncTimeout)),
