@@ -142,6 +142,53 @@ extension QueueBackend {
     func afterCommit() async {}
 }
 
+/// The statements of one queue transaction in one SQL dialect. `WriteBatch.run` is the commit
+/// sequence both stores follow.
+protocol QueueStatements {
+    /// Inserts the notifications and their jobs; returns each notification's row and job ids.
+    func insert(_ inserts: [NotificationInsert], owner: String) async throws -> [(notifRow: Int64, jobIDs: [Int64])]
+    /// An update applies only while `owner` holds the job's lease (nil: unconditionally).
+    func apply(_ updates: [JobUpdate], onlyLeasedBy owner: String?) async throws
+    func renewLease(owner: String, until: Double) async throws
+    /// Frees the jobs of owners whose lease expired; returns how many.
+    func reclaimExpired(now: Double) async throws -> Int
+    func lease(_ request: LeaseRequest, owner: String, now: Double) async throws -> [StoredJob]
+    /// Adds the increments to the stored counters.
+    func addStats(_ increments: [String: Int64]) async throws
+    /// Deletes finished jobs (and then notifications without jobs) older than `cutoff`.
+    func prune(finishedBefore cutoff: Double) async throws
+    /// Frees every lease of `owner` and forgets the owner.
+    func release(owner: String) async throws
+}
+
+extension WriteBatch {
+    /// The commit sequence, inside the caller's transaction.
+    func run(_ s: some QueueStatements, owner: String, now: Double, leaseTimeout: Double) async throws -> WriteResult {
+        var result = WriteResult()
+        if !inserts.isEmpty { result.inserted = try await s.insert(inserts, owner: owner) }
+        // Jobs failed before sending are finished in the transaction that inserts them; a leased
+        // job's update applies only while this instance still holds the lease (after a lease
+        // expired another instance may own the row and its outcome).
+        var failedOnInsert: [JobUpdate] = []
+        for (i, ins) in inserts.enumerated() {
+            for (k, j) in ins.jobs.enumerated() {
+                if let u = j.failedBeforeSendingUpdate(id: result.inserted[i].jobIDs[k]) { failedOnInsert.append(u) }
+            }
+        }
+        if !failedOnInsert.isEmpty { try await s.apply(failedOnInsert, onlyLeasedBy: nil) }
+        if !updates.isEmpty { try await s.apply(updates, onlyLeasedBy: owner) }
+        if heartbeat {
+            try await s.renewLease(owner: owner, until: now + leaseTimeout)
+            result.reclaimed = try await s.reclaimExpired(now: now)
+        }
+        for req in leases { result.leased.append(try await s.lease(req, owner: owner, now: now).sorted { $0.id < $1.id }) }
+        if !statsDelta.isEmpty { try await s.addStats(statsDelta) }
+        if let cutoff = pruneBefore { try await s.prune(finishedBefore: cutoff) }
+        if release { try await s.release(owner: owner) }
+        return result
+    }
+}
+
 /// Target encoding: kind 0 token, 1 topic, 2 subscription (value = endpoint, keys = JSON or nil).
 enum TargetCodec {
     static func encode(_ t: PushTarget) -> (kind: Int, value: String, keys: String?) {
