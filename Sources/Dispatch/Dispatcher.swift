@@ -35,30 +35,23 @@ public struct SubmitResult: Sendable {
     public var requestID: String
 }
 
-/// Observes final outcomes (delivery status records, tests).
-public protocol DeliveryObserver: Sendable {
-    func accepted(_ job: DeliveryJob)
-    func attempted(_ job: DeliveryJob, outcome: SendOutcome, nextTry: Date?)
-    func finished(_ job: DeliveryJob, outcome: FinalOutcome)
-}
-
-/// Fans requests out to per-provider worker pools fed by the queue, applies the retry policy,
-/// and reports every final outcome (stats, metrics, feedback hook, sync waiters).
+/// Fans requests out to per-provider worker pools fed by the queue, steps each delivery through
+/// `DeliveryLifecycle`, carries out its effects and publishes its events to one list of sinks
+/// (stats, metrics, the engine's status records, feedback hook, logs, sync waiters).
 public final class Dispatcher: Sendable {
     public let queue: any QueueDriver
     public let stats: Stats
+    /// Where `GET /api/push/{notif_id}` reads (nil: the engine keeps no records).
+    public let statusSource: (any DeliveryStatusSource)?
     private let slots: [Platform: ProviderSlot]
     private let unavailable: [Platform: String]
-    private let policy: RetryPolicy
-    private let feedback: FeedbackSender?
-    private let observer: (any DeliveryObserver)?
-    private let hideToken: Bool
+    private let lifecycle: DeliveryLifecycle
+    private let sinks: [any DeliveryEventSink]
     private let logger: Logger
     private let now: @Sendable () -> Date
     private let random: @Sendable () -> Double
     private let waiters = WaiterRegistry()
     private let nextJobID = NIOLockedValueBox<UInt64>(1)
-    private let metrics: [Platform: PlatformMetrics]
     private let answer: AnswerLimits
 
     /// How much of a request's failures a sync answer (and each feedback post) carries.
@@ -76,8 +69,26 @@ public final class Dispatcher: Sendable {
         }
     }
 
+    /// A dispatcher over one queue engine.
+    public convenience init(
+        providers: [ProviderSlot],
+        unavailable: [Platform: String] = [:],
+        engine: any QueueEngine,
+        policy: RetryPolicy = RetryPolicy(),
+        feedback: FeedbackSender? = nil,
+        hideToken: Bool = true,
+        answer: AnswerLimits = AnswerLimits(),
+        logger: Logger = Logger(label: "pushgate.dispatch")
+    ) {
+        self.init(providers: providers, unavailable: unavailable, queue: engine.driver, policy: policy, stats: engine.stats,
+                  feedback: feedback, sinks: engine.sinks, statusSource: engine.statusSource, hideToken: hideToken,
+                  answer: answer, logger: logger)
+    }
+
     /// - Parameters:
     ///   - unavailable: platforms not served, with the reason given to clients (e.g. "platform ios is not enabled").
+    ///   - sinks: further readers of the delivery events (after stats and metrics, before feedback, logs and waiters).
+    ///   - statusSource: defaults to the queue when it keeps status records.
     public init(
         providers: [ProviderSlot],
         unavailable: [Platform: String] = [:],
@@ -85,7 +96,8 @@ public final class Dispatcher: Sendable {
         policy: RetryPolicy = RetryPolicy(),
         stats: Stats = Stats(),
         feedback: FeedbackSender? = nil,
-        observer: (any DeliveryObserver)? = nil,
+        sinks: [any DeliveryEventSink] = [],
+        statusSource: (any DeliveryStatusSource)? = nil,
         hideToken: Bool = true,
         answer: AnswerLimits = AnswerLimits(),
         logger: Logger = Logger(label: "pushgate.dispatch"),
@@ -101,21 +113,28 @@ public final class Dispatcher: Sendable {
         }
         self.unavailable = u
         self.queue = queue
-        self.policy = policy
         self.stats = stats
-        self.feedback = feedback
-        self.observer = observer
-        self.hideToken = hideToken
+        self.statusSource = statusSource ?? (queue as? any DeliveryStatusSource)
         self.answer = answer
         self.logger = logger
         self.now = now
         self.random = random
-        var m: [Platform: PlatformMetrics] = [:]
-        for p in Platform.allCases { m[p] = PlatformMetrics(platform: p) }
-        metrics = m
+        let maxMessageBytes = answer.maxMessageBytes
+        lifecycle = DeliveryLifecycle(policy: policy) { job, error in
+            Self.entry(notifID: job.accepted.notifID, notification: job.accepted.notification, target: job.target, error: error,
+                       hideToken: hideToken, maxMessageBytes: maxMessageBytes)
+        }
+        var all: [any DeliveryEventSink] = [stats, MetricsSink()]
+        all += sinks
+        if let feedback { all.append(feedback) }
+        all.append(LogSink(logger: logger))
+        all.append(waiters)
+        self.sinks = all
     }
 
-    public func isEnabled(_ platform: Platform) -> Bool { slots[platform] != nil }
+    private func publish(_ event: DeliveryEvent) {
+        for sink in sinks { sink.record(event) }
+    }
 
     private func makeJobIDs(_ n: Int) -> UInt64 {
         nextJobID.withLockedValue { id in
@@ -125,12 +144,13 @@ public final class Dispatcher: Sendable {
         }
     }
 
-    private func entry(notifID: String, notification n: PushNotification, target: PushTarget, error: String) -> LogEntry {
+    private static func entry(notifID: String, notification n: PushNotification, target: PushTarget, error: String,
+                              hideToken: Bool, maxMessageBytes: Int) -> LogEntry {
         LogEntry(
             notifID: notifID,
             platform: n.platform.name,
             token: TokenMask.apply(target.reportedToken, hide: hideToken),
-            message: Self.cut(n.message ?? "", to: answer.maxMessageBytes),
+            message: Self.cut(n.message ?? "", to: maxMessageBytes),
             error: error
         )
     }
@@ -208,6 +228,12 @@ public final class Dispatcher: Sendable {
             waiterID = id
             for i in jobs.indices { jobs[i].waiterID = id }
         }
+        var accepted: [DeliveryEvent] = []
+        for i in jobs.indices {
+            let step = lifecycle.step(jobs[i], .accepted, now: t)
+            jobs[i] = step.job
+            for case .emit(let e) in step.effects { accepted.append(e) }
+        }
         if !jobs.isEmpty {
             do {
                 try await queue.enqueue(jobs)
@@ -216,39 +242,37 @@ public final class Dispatcher: Sendable {
                 throw error
             }
         }
-        stats.accepted(count: counts)
-        stats.submitted(jobs: jobs.count)
-        if let observer { for j in jobs { observer.accepted(j) } }
-        if !early.isEmpty {
-            if let observer {
-                for f in early {
-                    observer.accepted(f.job)
-                    observer.finished(f.job, outcome: .failed(reason: f.reason, tokenDead: false))
+        publish(.submitted(counts: counts, queued: jobs.count))
+        for e in accepted { publish(e) }
+
+        // Failures found before any network call are final at once: stored for the status, then
+        // told to the sinks. Deliveries to a platform that is not served are reported in the logs
+        // only (not counted, no feedback).
+        var rejected: [(job: DeliveryJob, reason: String)] = []
+        var rejectedEvents: [DeliveryEvent] = []
+        for f in early {
+            let step = lifecycle.step(f.job, .rejected(reason: f.reason, served: f.served), now: t)
+            for effect in step.effects {
+                switch effect {
+                case .recordFailedBeforeSending(let reason): rejected.append((step.job, reason))
+                case .emit(let e): rejectedEvents.append(e)
+                default: break
                 }
             }
+        }
+        if !rejected.isEmpty {
             do {
-                try await queue.recordFailedBeforeSending(early.map { ($0.job, $0.reason) })
+                try await queue.recordFailedBeforeSending(rejected)
             } catch {
-                logger.warning("could not store the status of \(early.count) deliveries that failed before sending: \(error)")
+                logger.warning("could not store the status of \(rejected.count) deliveries that failed before sending: \(error)")
             }
         }
-
-        // Failures found before any network call are final at once. Deliveries to a platform that
-        // is not served are reported in the logs only (not counted, no feedback).
         var unavailableEntries = BoundedLogs(budget: sync ? answer.maxAnswerBytes : 0)
         var failedNow = BoundedLogs(budget: sync ? answer.maxAnswerBytes : 0)
-        for f in early {
-            let n = f.job.accepted.notification
-            let e = entry(notifID: f.job.accepted.notifID, notification: n, target: f.job.target, error: f.reason)
-            guard f.served else {
-                unavailableEntries.append(e)
-                continue
-            }
-            stats.finished(platform: n.platform, delivered: false)
-            metrics[n.platform]?.finished(className: "permanent")
-            feedback?.post(e)
-            failedNow.append(e)
-            logger.info("push failed before sending", metadata: ["notif_id": "\(e.notifID.logSafe())", "token": "\(e.token.logSafe())", "error": "\(e.error.logSafe())"])
+        for e in rejectedEvents {
+            publish(e)
+            guard case .finished(_, _, let phase, let entry?) = e else { continue }
+            if phase == .notServed { unavailableEntries.append(entry) } else { failedNow.append(entry) }
         }
 
         var result = SubmitResult(counts: counts, logs: [], notifIDs: notifIDs, requestID: requestID)
@@ -299,77 +323,35 @@ public final class Dispatcher: Sendable {
         }
     }
 
-    func process(_ leased: DeliveryJob, slot: ProviderSlot) async {
-        var job = leased
-        let n = job.accepted.notification
+    func process(_ job: DeliveryJob, slot: ProviderSlot) async {
         let prepared: any PreparedPush
         if let p = job.accepted.prepared {
             prepared = p
         } else {
             do {
-                prepared = try slot.provider.prepare(n)
+                prepared = try slot.provider.prepare(job.accepted.notification)
             } catch {
-                await finish(job, .failed(reason: (error as? PushFailure)?.reason ?? "\(error)", tokenDead: false))
+                let reason = (error as? PushFailure)?.reason ?? "\(error)"
+                await apply(lifecycle.step(job, .unpreparable(reason: reason), now: now()))
                 return
             }
         }
-        job.attempts += 1
         let started = now()
-        let outcome = await slot.provider.send(prepared, to: job.target, context: DeliveryContext(messageID: job.messageID, attempt: job.attempts))
-        let ended = now()
-        let m = metrics[job.platform]
-        m?.attempt(className: outcome.className, seconds: ended.timeIntervalSince(started))
-        if outcome.isDelivered {
-            m?.latency(seconds: ended.timeIntervalSince(job.enqueuedAt))
-        }
-
-        let decision = policy.decide(
-            outcome: outcome,
-            attempt: job.attempts,
-            maxAttempts: job.maxAttempts,
-            credentialRetryUsed: job.credentialRetryUsed,
-            now: ended,
-            deadline: n.retryDeadline(acceptedAt: job.enqueuedAt),
-            random: random()
-        )
-        switch decision {
-        case .finish(let final):
-            observer?.attempted(job, outcome: outcome, nextTry: nil)
-            await finish(job, final)
-        case .retry(let at, let reason):
-            job.notBefore = at
-            job.lastError = reason
-            stats.retried()
-            m?.retried()
-            observer?.attempted(job, outcome: outcome, nextTry: at)
-            logger.debug("retrying push", metadata: ["notif_id": "\(job.accepted.notifID.logSafe())", "attempt": "\(job.attempts)", "reason": "\(reason.logSafe())"])
-            await queue.reschedule(job)
-        case .retryWithFreshCredentials(let reason):
-            job.credentialRetryUsed = true
-            job.attempts -= 1
-            job.lastError = reason
-            job.notBefore = ended
-            stats.retried()
-            m?.retried()
-            observer?.attempted(job, outcome: outcome, nextTry: ended)
-            await queue.reschedule(job)
-        }
+        let context = DeliveryContext(messageID: job.messageID, attempt: job.attempts + 1)
+        let outcome = await slot.provider.send(prepared, to: job.target, context: context)
+        await apply(lifecycle.step(job, .attempted(outcome, started: started), now: now(), random: random()))
     }
 
-    private func finish(_ job: DeliveryJob, _ outcome: FinalOutcome) async {
-        await queue.complete(job, outcome: outcome)
-        let n = job.accepted.notification
-        stats.finished(platform: job.platform, delivered: outcome.isDelivered)
-        metrics[job.platform]?.finished(className: outcome.isDelivered ? "delivered" : "failed")
-        observer?.finished(job, outcome: outcome)
-        var failure: LogEntry?
-        if case .failed(let reason, _) = outcome {
-            let e = entry(notifID: job.accepted.notifID, notification: n, target: job.target, error: reason)
-            failure = e
-            feedback?.post(e)
-            logger.info("push failed", metadata: ["notif_id": "\(e.notifID.logSafe())", "platform": "\(e.platform)", "token": "\(e.token.logSafe())", "error": "\(reason.logSafe())", "attempts": "\(job.attempts)"])
+    /// Carries out a worker's transition, in order.
+    private func apply(_ transition: DeliveryTransition) async {
+        for effect in transition.effects {
+            switch effect {
+            case .emit(let e): publish(e)
+            case .reschedule: await queue.reschedule(transition.job)
+            case .complete(let outcome): await queue.complete(transition.job, outcome: outcome)
+            case .enqueue, .recordFailedBeforeSending, .release: break   // submit's and the queue drivers' business
+            }
         }
-        if let w = job.waiterID { waiters.finished(w, failure: failure) }
     }
 }
 

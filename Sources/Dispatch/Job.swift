@@ -33,6 +33,8 @@ public struct DeliveryJob: Sendable {
     public var lastError: String?
     /// Sync-mode request waiting for this delivery, if any.
     public var waiterID: UInt64?
+    /// Where the delivery is in its life (`DeliveryLifecycle`).
+    public var state: DeliveryState
 
     public var platform: Platform { accepted.notification.platform }
 
@@ -48,6 +50,7 @@ public struct DeliveryJob: Sendable {
         self.enqueuedAt = now
         self.lastError = nil
         self.waiterID = waiterID
+        self.state = .queued
     }
 }
 
@@ -79,13 +82,16 @@ public protocol QueueDriver: Sendable {
     var capacity: Int { get }
     /// Wakes every waiting `next` with nil.
     func shutdown()
+    /// True when jobs left at shutdown are kept (in a store) for the next start.
+    var isDurable: Bool { get }
     /// Keeps a record of deliveries that failed before any network call (payload too large, bad
     /// token, platform not enabled) for the delivery status, each with its reason; they are never
     /// sent. Durable engines store them; the default does nothing (the memory engine's status comes
-    /// from the dispatcher's observer).
+    /// from the delivery event stream).
     func recordFailedBeforeSending(_ failures: [(job: DeliveryJob, reason: String)]) async throws
 }
 
 extension QueueDriver {
+    public var isDurable: Bool { false }
     public func recordFailedBeforeSending(_ failures: [(job: DeliveryJob, reason: String)]) async throws {}
 }

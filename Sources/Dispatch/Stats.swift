@@ -25,29 +25,61 @@ public struct StatsSnapshot: Sendable, Codable, Equatable {
     public func counts(_ p: Platform) -> PlatformCounts { platforms[p.name] ?? PlatformCounts() }
 }
 
-/// Thread-safe statistics. A durable queue engine may seed it from its store.
-public final class Stats: Sendable {
-    private let box: NIOLockedValueBox<StatsSnapshot>
+/// Thread-safe statistics, fed by the delivery event stream. Keeps the increments not yet saved
+/// apart, so a durable engine stores increments (`takeUnsaved`) instead of diffing snapshots.
+public final class Stats: DeliveryEventSink {
+    private struct Counters {
+        var total: StatsSnapshot
+        var unsaved = StatsSnapshot()
+    }
+    private let box: NIOLockedValueBox<Counters>
 
-    public init(initial: StatsSnapshot = StatsSnapshot()) { box = NIOLockedValueBox(initial) }
+    public init(initial: StatsSnapshot = StatsSnapshot()) { box = NIOLockedValueBox(Counters(total: initial)) }
 
-    public var snapshot: StatsSnapshot { box.withLockedValue { $0 } }
+    public var snapshot: StatsSnapshot { box.withLockedValue { $0.total } }
 
-    public func accepted(count: Int) {
-        box.withLockedValue { $0.totalCount += Int64(count) }
+    /// The increments since the last call.
+    public func takeUnsaved() -> StatsSnapshot {
+        box.withLockedValue { c in
+            defer { c.unsaved = StatsSnapshot() }
+            return c.unsaved
+        }
     }
 
-    public func submitted(jobs: Int) {
-        box.withLockedValue { $0.submittedTasks += Int64(jobs) }
+    private func change(_ body: (inout StatsSnapshot) -> Void) {
+        box.withLockedValue { c in
+            body(&c.total)
+            body(&c.unsaved)
+        }
     }
 
-    public func retried() { box.withLockedValue { $0.retries += 1 } }
+    public func accepted(count: Int) { change { $0.totalCount += Int64(count) } }
+
+    public func submitted(jobs: Int) { change { $0.submittedTasks += Int64(jobs) } }
+
+    public func retried() { change { $0.retries += 1 } }
 
     public func finished(platform: Platform, delivered: Bool) {
-        box.withLockedValue { s in
+        change { s in
             var c = s.platforms[platform.name] ?? .init()
             if delivered { c.pushSuccess += 1; s.successTasks += 1 } else { c.pushError += 1; s.failureTasks += 1 }
             s.platforms[platform.name] = c
+        }
+    }
+
+    public func record(_ event: DeliveryEvent) {
+        switch event {
+        case .submitted(let counts, let queued):
+            change { s in
+                s.totalCount += Int64(counts)
+                s.submittedTasks += Int64(queued)
+            }
+        case .retrying:
+            retried()
+        case .finished(let job, let outcome, let phase, _) where phase != .notServed:
+            finished(platform: job.platform, delivered: outcome.isDelivered)
+        default:
+            break
         }
     }
 }

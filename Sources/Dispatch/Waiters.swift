@@ -118,3 +118,10 @@ final class WaiterRegistry: Sendable {
         if let (c, r) = resume { c.resume(returning: r) }
     }
 }
+
+extension WaiterRegistry: DeliveryEventSink {
+    /// A sync request's delivery ended: one fewer to wait for.
+    func record(_ event: DeliveryEvent) {
+        if case .finished(let job, _, _, let failure) = event, let w = job.waiterID { finished(w, failure: failure) }
+    }
+}

@@ -80,7 +80,6 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         var lastHeartbeat: Double = 0
         var lastStats: Double = 0
         var lastPrune: Double = 0
-        var persistedStats: [String: Int64] = [:]
         var stats: Stats?
     }
 
@@ -113,7 +112,6 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
             s.pendingBase = pending
             s.lastHeartbeat = t
             s.lastStats = t
-            s.persistedStats = stats
             s.lastPrune = t - options.pruneInterval + min(5, options.pruneInterval)   // first prune soon after start
         }
         let writer = Task { [self] in await self.writerLoop(stream) }
@@ -122,12 +120,15 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         if pending > 0 { logger.info("durable queue opened with \(pending) pending deliveries", metadata: ["owner": "\(owner)"]) }
     }
 
-    /// Saves `stats` into the store periodically and on shutdown (only increments since `storedStats`).
+    /// Saves the increments of `stats` into the store periodically and on shutdown (added to the
+    /// stored counters, so processes sharing a store add up).
     public func persist(stats: Stats) {
         state.withLockedValue { $0.stats = stats }
     }
 
     public var pendingCount: Int { state.withLockedValue { max(0, $0.pendingBase + $0.pendingDelta) } }
+
+    public var isDurable: Bool { true }
 
     /// Jobs leased by this process and held in memory (ready, retry-waiting or in a worker).
     public var heldCount: Int { state.withLockedValue { $0.held } }
@@ -280,14 +281,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
     public func complete(_ job: DeliveryJob, outcome: FinalOutcome) async {
         // Group commit without waiting: a completion lost in a crash means one duplicate delivery
         // (at-least-once), never a lost one. Shutdown commits every pending write before closing.
-        let t = now().timeIntervalSince1970
-        let update: JobUpdate
-        switch outcome {
-        case .delivered(let id):
-            update = .complete(id: Int64(job.id), delivered: true, attempts: job.attempts, info: StoreText.clean(id), finishedAt: t)
-        case .failed(let reason, _):
-            update = .complete(id: Int64(job.id), delivered: false, attempts: job.attempts, info: StoreText.clean(reason), finishedAt: t)
-        }
+        let update = JobUpdate.completion(id: Int64(job.id), outcome: outcome, attempts: job.attempts, finishedAt: now().timeIntervalSince1970)
         state.withLockedValue { s in
             if !s.finalized { s.work.batch.updates.append(update) }
             s.outstanding -= 1
@@ -338,24 +332,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
 
     public func deliveryStatus(notifID: String) async throws -> [DeliveryStatusRecord]? {
         await flush()   // read this process's own changes
-        guard let rows = try await backend.status(notifID: notifID) else { return nil }
-        return rows.map { r in
-            let token = r.target.reportedToken
-            switch r.state {
-            case 1:
-                return DeliveryStatusRecord(platform: r.platform, token: token, state: .delivered, attempts: r.attempts, providerID: r.providerID,
-                                            finishedAt: r.finishedAt.map { Date(timeIntervalSince1970: $0) })
-            case 2:
-                return DeliveryStatusRecord(platform: r.platform, token: token, state: .failed, attempts: r.attempts, error: r.lastError,
-                                            finishedAt: r.finishedAt.map { Date(timeIntervalSince1970: $0) })
-            default:
-                if r.attempts > 0 || r.lastError != nil {
-                    return DeliveryStatusRecord(platform: r.platform, token: token, state: .retrying, attempts: r.attempts,
-                                                nextTry: Date(timeIntervalSince1970: r.notBefore), error: r.lastError)
-                }
-                return DeliveryStatusRecord(platform: r.platform, token: token, state: .queued, attempts: 0)
-            }
-        }
+        return try await backend.status(notifID: notifID)
     }
 
     // MARK: internals (call with the lock held)
@@ -549,6 +526,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
             j.credentialRetryUsed = r.credentialRetryUsed
             j.notBefore = Date(timeIntervalSince1970: r.notBefore)
             j.lastError = r.lastError
+            j.state = DeliveryState(code: .pending, attempts: r.attempts, notBefore: j.notBefore, lastError: r.lastError, providerID: nil)
             jobs.append(j)
         }
         var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
@@ -575,13 +553,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
     private func finalizeStore() async {
         var batch = WriteBatch()
         batch.release = true
-        state.withLockedValue { s in
-            if let stats = s.stats {
-                let flat = StatsCodec.flatten(stats.snapshot)
-                batch.statsDelta = StatsCodec.delta(flat, s.persistedStats)
-                s.persistedStats = flat
-            }
-        }
+        if let stats = state.withLockedValue({ $0.stats }) { batch.statsDelta = StatsCodec.increments(stats.takeUnsaved()) }
         let held = heldCount
         do {
             _ = try await backend.commit(batch, owner: owner, now: now().timeIntervalSince1970, leaseTimeout: options.leaseTimeout)
@@ -637,10 +609,8 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
                 }
                 if let stats = s.stats, t - s.lastStats >= options.statsInterval {
                     s.lastStats = t
-                    let flat = StatsCodec.flatten(stats.snapshot)
-                    let d = StatsCodec.delta(flat, s.persistedStats)
+                    let d = StatsCodec.increments(stats.takeUnsaved())
                     if !d.isEmpty {
-                        s.persistedStats = flat
                         s.work.batch.statsDelta.merge(d) { $0 + $1 }
                         go = true
                     }
@@ -667,3 +637,19 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
     }
 }
 
+/// A durable engine (`queue.engine: sqlite` or `postgres`): the queue is its own status source and
+/// saves the counters' increments, seeded from the store.
+public struct DurableEngine: QueueEngine {
+    public let queue: DurableQueue
+    public let stats: Stats
+
+    public init(_ queue: DurableQueue) {
+        self.queue = queue
+        stats = Stats(initial: queue.storedStats)
+        queue.persist(stats: stats)
+    }
+
+    public var driver: any QueueDriver { queue }
+    public var statusSource: (any DeliveryStatusSource)? { queue }
+    public var sinks: [any DeliveryEventSink] { [] }
+}

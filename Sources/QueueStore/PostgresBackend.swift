@@ -14,7 +14,7 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
     let exclusive = false
     private let logger: Logger
 
-    static let schemaVersion: Int64 = 1
+    static let schemaVersion = Int64(QueueSchema.version)
 
     private init(client: PostgresClient, logger: Logger) {
         self.client = client
@@ -57,31 +57,7 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
         return backend
     }
 
-    static let schema: [String] = [
-        "CREATE TABLE IF NOT EXISTS pushgate_meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL)",
-        "CREATE SEQUENCE IF NOT EXISTS pushgate_notif_seq",
-        "CREATE SEQUENCE IF NOT EXISTS pushgate_job_seq",
-        """
-        CREATE TABLE IF NOT EXISTS pushgate_notifications (
-          id BIGINT PRIMARY KEY, notif_id TEXT NOT NULL, platform BIGINT NOT NULL, body TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL)
-        """,
-        "CREATE INDEX IF NOT EXISTS pushgate_notifications_notif_id ON pushgate_notifications (notif_id)",
-        "CREATE INDEX IF NOT EXISTS pushgate_notifications_created ON pushgate_notifications (created_at)",
-        """
-        CREATE TABLE IF NOT EXISTS pushgate_jobs (
-          id BIGINT PRIMARY KEY, notif_row BIGINT NOT NULL, platform BIGINT NOT NULL,
-          target_kind BIGINT NOT NULL, target TEXT NOT NULL, target_keys TEXT, message_id TEXT NOT NULL,
-          attempts BIGINT NOT NULL, max_attempts BIGINT NOT NULL, cred_retry BIGINT NOT NULL DEFAULT 0,
-          not_before DOUBLE PRECISION NOT NULL, enqueued_at DOUBLE PRECISION NOT NULL, last_error TEXT,
-          state BIGINT NOT NULL DEFAULT 0, provider_id TEXT, finished_at DOUBLE PRECISION, lease_owner TEXT)
-        """,
-        "CREATE INDEX IF NOT EXISTS pushgate_jobs_free ON pushgate_jobs (platform, not_before, id) WHERE state = 0 AND lease_owner IS NULL",
-        "CREATE INDEX IF NOT EXISTS pushgate_jobs_owner ON pushgate_jobs (lease_owner) WHERE state = 0 AND lease_owner IS NOT NULL",
-        "CREATE INDEX IF NOT EXISTS pushgate_jobs_notif_row ON pushgate_jobs (notif_row)",
-        "CREATE INDEX IF NOT EXISTS pushgate_jobs_finished ON pushgate_jobs (finished_at) WHERE state <> 0",
-        "CREATE TABLE IF NOT EXISTS pushgate_owners (owner TEXT PRIMARY KEY, lease_until DOUBLE PRECISION NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS pushgate_stats (key TEXT PRIMARY KEY, value BIGINT NOT NULL)",
-    ]
+    static let schema = QueueSchema.postgres.statements
 
     /// Creates or migrates the schema; an advisory lock keeps concurrent starts from racing.
     private func migrate() async throws {
@@ -100,24 +76,15 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
 
     func start(owner: String, now: Double, leaseTimeout: Double) async throws -> (pending: Int, stats: [String: Int64]) {
         try await client.withTransaction(logger: logger) { conn in
-            try await conn.query("INSERT INTO pushgate_owners (owner, lease_until) VALUES (\(owner), \(now + leaseTimeout)) ON CONFLICT (owner) DO UPDATE SET lease_until = EXCLUDED.lease_until", logger: logger)
-            _ = try await Self.reclaim(conn, now: now, logger: logger)
+            let statements = PostgresStatements(conn: conn, logger: logger)
+            try await statements.renewLease(owner: owner, until: now + leaseTimeout)
+            _ = try await statements.reclaimExpired(now: now)
             // Leases whose owner row is gone altogether.
             try await conn.query("UPDATE pushgate_jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner IS NOT NULL AND lease_owner NOT IN (SELECT owner FROM pushgate_owners)", logger: logger)
         }
         var stats: [String: Int64] = [:]
         for try await (k, v) in try await client.query("SELECT key, value FROM pushgate_stats", logger: logger).decode((String, Int64).self) { stats[k] = v }
         return (try await pendingCount(), stats)
-    }
-
-    private static func reclaim(_ conn: PostgresConnection, now: Double, logger: Logger) async throws -> Int {
-        var n = 0
-        let rows = try await conn.query("""
-            WITH expired AS (DELETE FROM pushgate_owners WHERE lease_until < \(now) RETURNING owner)
-            UPDATE pushgate_jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner IN (SELECT owner FROM expired) RETURNING id
-            """, logger: logger)
-        for try await _ in rows { n += 1 }
-        return n
     }
 
     func pendingCount() async throws -> Int {
@@ -129,102 +96,93 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
     func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double) async throws -> WriteResult {
         let logger = self.logger
         return try await client.withTransaction(logger: logger) { conn in
-            var result = WriteResult()
-            var failedOnInsert: [JobUpdate] = []
-            if !batch.inserts.isEmpty {
-                let jobCount = batch.inserts.reduce(0) { $0 + $1.jobs.count }
-                let notifIDs = try await Self.nextvals(conn, "pushgate_notif_seq", batch.inserts.count, logger: logger)
-                let jobIDs = try await Self.nextvals(conn, "pushgate_job_seq", jobCount, logger: logger)
-                var nID: [Int64] = [], nNotif: [String] = [], nPlat: [Int] = [], nBody: [String] = [], nAt: [Double] = []
-                var jID: [Int64] = [], jNotif: [Int64] = [], jPlat: [Int] = [], jKind: [Int] = [], jTarget: [String] = [], jKeys: [String] = []
-                var jMsg: [String] = [], jAtt: [Int] = [], jMax: [Int] = [], jNB: [Double] = [], jEnq: [Double] = [], jOwner: [String] = []
-                var k = 0
-                for (i, ins) in batch.inserts.enumerated() {
-                    let row = notifIDs[i]
-                    nID.append(row); nNotif.append(ins.notifID); nPlat.append(ins.platform.rawValue); nBody.append(ins.body); nAt.append(ins.createdAt)
-                    var ids: [Int64] = []
-                    for j in ins.jobs {
-                        let t = TargetCodec.encode(j.target)
-                        let id = jobIDs[k]
-                        k += 1
-                        ids.append(id)
-                        if let u = j.failedBeforeSendingUpdate(id: id) { failedOnInsert.append(u) }
-                        jID.append(id); jNotif.append(row); jPlat.append(ins.platform.rawValue); jKind.append(t.kind); jTarget.append(t.value)
-                        jKeys.append(t.keys ?? ""); jMsg.append(j.messageID); jAtt.append(j.attempts); jMax.append(j.maxAttempts)
-                        jNB.append(j.notBefore); jEnq.append(j.enqueuedAt); jOwner.append(j.leased ? owner : "")
-                    }
-                    result.inserted.append((row, ids))
-                }
-                try await conn.query("""
-                    INSERT INTO pushgate_notifications (id, notif_id, platform, body, created_at)
-                    SELECT * FROM unnest(\(nID)::bigint[], \(nNotif)::text[], \(nPlat)::bigint[], \(nBody)::text[], \(nAt)::float8[])
-                    """, logger: logger)
-                try await conn.query("""
-                    INSERT INTO pushgate_jobs (id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, not_before, enqueued_at, lease_owner)
-                    SELECT a, b, c, d, e, NULLIF(f, ''), g, h, i, j, k, NULLIF(l, '')
-                    FROM unnest(\(jID)::bigint[], \(jNotif)::bigint[], \(jPlat)::bigint[], \(jKind)::bigint[], \(jTarget)::text[], \(jKeys)::text[],
-                                \(jMsg)::text[], \(jAtt)::bigint[], \(jMax)::bigint[], \(jNB)::float8[], \(jEnq)::float8[], \(jOwner)::text[])
-                      AS u(a, b, c, d, e, f, g, h, i, j, k, l)
-                    """, logger: logger)
-            }
-            // Jobs failed before sending are finished in the transaction that inserts them; a leased
-            // job's update applies only while this instance still holds the lease (after a lease
-            // expired another instance may own the row and its outcome).
-            try await Self.apply(failedOnInsert, onlyLeasedBy: nil, conn, logger: logger)
-            try await Self.apply(batch.updates, onlyLeasedBy: owner, conn, logger: logger)
-            if batch.heartbeat {
-                try await conn.query("INSERT INTO pushgate_owners (owner, lease_until) VALUES (\(owner), \(now + leaseTimeout)) ON CONFLICT (owner) DO UPDATE SET lease_until = EXCLUDED.lease_until", logger: logger)
-                result.reclaimed = try await Self.reclaim(conn, now: now, logger: logger)
-            }
-            for req in batch.leases {
-                let rows = try await conn.query("""
-                    UPDATE pushgate_jobs SET lease_owner = \(owner) WHERE id IN (
-                      SELECT id FROM pushgate_jobs WHERE state = 0 AND lease_owner IS NULL AND platform = \(req.platform.rawValue) AND not_before <= \(now)
-                      ORDER BY not_before, id LIMIT \(req.limit) FOR UPDATE SKIP LOCKED)
-                    RETURNING id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, cred_retry, not_before, enqueued_at, last_error
-                    """, logger: logger)
-                var leased: [StoredJob] = []
-                for try await (id, notifRow, p, kind, target, keys, msg, att, maxAtt, cred, nb, enq, err) in rows.decode(
-                    (Int64, Int64, Int, Int, String, String?, String, Int, Int, Int, Double, Double, String?).self) {
-                    guard let platform = Platform(rawValue: p) else { continue }
-                    leased.append(StoredJob(id: id, notifRow: notifRow, platform: platform, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
-                                            messageID: msg, attempts: att, maxAttempts: maxAtt, credentialRetryUsed: cred != 0,
-                                            notBefore: nb, enqueuedAt: enq, lastError: err))
-                }
-                result.leased.append(leased.sorted { $0.id < $1.id })
-            }
-            if !batch.statsDelta.isEmpty {
-                let keys = batch.statsDelta.keys.sorted()
-                let values = keys.map { batch.statsDelta[$0]! }
-                try await conn.query("""
-                    INSERT INTO pushgate_stats (key, value) SELECT * FROM unnest(\(keys)::text[], \(values)::bigint[])
-                    ON CONFLICT (key) DO UPDATE SET value = pushgate_stats.value + EXCLUDED.value
-                    """, logger: logger)
-            }
-            if let cutoff = batch.pruneBefore {
-                try await conn.query("DELETE FROM pushgate_jobs WHERE id IN (SELECT id FROM pushgate_jobs WHERE state <> 0 AND finished_at < \(cutoff) LIMIT 20000)", logger: logger)
-                try await conn.query("""
-                    DELETE FROM pushgate_notifications WHERE id IN (
-                      SELECT n.id FROM pushgate_notifications n WHERE n.created_at < \(cutoff)
-                        AND NOT EXISTS (SELECT 1 FROM pushgate_jobs j WHERE j.notif_row = n.id) LIMIT 20000)
-                    """, logger: logger)
-            }
-            if batch.release {
-                try await conn.query("UPDATE pushgate_jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner = \(owner)", logger: logger)
-                try await conn.query("DELETE FROM pushgate_owners WHERE owner = \(owner)", logger: logger)
-            }
-            return result
+            try await batch.run(PostgresStatements(conn: conn, logger: logger), owner: owner, now: now, leaseTimeout: leaseTimeout)
         }
     }
 
-    private static func apply(_ updates: [JobUpdate], onlyLeasedBy owner: String?, _ conn: PostgresConnection, logger: Logger) async throws {
+    func notifications(_ rows: [Int64]) async throws -> [Int64: (notifID: String, body: String)] {
+        var out: [Int64: (notifID: String, body: String)] = [:]
+        let r = try await client.query("SELECT id, notif_id, body FROM pushgate_notifications WHERE id = ANY(\(rows)::bigint[])", logger: logger)
+        for try await (id, n, b) in r.decode((Int64, String, String).self) { out[id] = (n, b) }
+        return out
+    }
+
+    func status(notifID: String) async throws -> [DeliveryStatusRecord]? {
+        var out: [DeliveryStatusRecord] = []
+        let rows = try await client.query("""
+            SELECT platform, target_kind, target, target_keys, state, attempts, not_before, last_error, provider_id, finished_at
+            FROM pushgate_jobs WHERE notif_row IN (SELECT id FROM pushgate_notifications WHERE notif_id = \(notifID)) ORDER BY id
+            """, logger: logger)
+        for try await (p, kind, target, keys, state, att, nb, err, pid, fin) in rows.decode(
+            (Int, Int, String, String?, Int, Int, Double, String?, String?, Double?).self) {
+            out.append(storedStatusRecord(platform: Platform(rawValue: p) ?? .ios, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
+                                    state: state, attempts: att, notBefore: nb, lastError: err, providerID: pid, finishedAt: fin))
+        }
+        if out.isEmpty {
+            var known = false
+            for try await _ in try await client.query("SELECT 1 FROM pushgate_notifications WHERE notif_id = \(notifID) LIMIT 1", logger: logger) { known = true }
+            return known ? [] : nil
+        }
+        return out
+    }
+
+    func close() async {
+        runTask?.cancel()
+    }
+}
+
+/// PostgreSQL's statements of the shared commit sequence (`WriteBatch.run`), inside one transaction.
+struct PostgresStatements: QueueStatements {
+    let conn: PostgresConnection
+    let logger: Logger
+
+    func insert(_ inserts: [NotificationInsert], owner: String) async throws -> [(notifRow: Int64, jobIDs: [Int64])] {
+        var inserted: [(notifRow: Int64, jobIDs: [Int64])] = []
+        let jobCount = inserts.reduce(0) { $0 + $1.jobs.count }
+        let notifIDs = try await nextvals("pushgate_notif_seq", inserts.count)
+        let jobIDs = try await nextvals("pushgate_job_seq", jobCount)
+        var nID: [Int64] = [], nNotif: [String] = [], nPlat: [Int] = [], nBody: [String] = [], nAt: [Double] = []
+        var jID: [Int64] = [], jNotif: [Int64] = [], jPlat: [Int] = [], jKind: [Int] = [], jTarget: [String] = [], jKeys: [String] = []
+        var jMsg: [String] = [], jAtt: [Int] = [], jMax: [Int] = [], jNB: [Double] = [], jEnq: [Double] = [], jOwner: [String] = []
+        var k = 0
+        for (i, ins) in inserts.enumerated() {
+            let row = notifIDs[i]
+            nID.append(row); nNotif.append(ins.notifID); nPlat.append(ins.platform.rawValue); nBody.append(ins.body); nAt.append(ins.createdAt)
+            var ids: [Int64] = []
+            for j in ins.jobs {
+                let t = TargetCodec.encode(j.target)
+                let id = jobIDs[k]
+                k += 1
+                ids.append(id)
+                jID.append(id); jNotif.append(row); jPlat.append(ins.platform.rawValue); jKind.append(t.kind); jTarget.append(t.value)
+                jKeys.append(t.keys ?? ""); jMsg.append(j.messageID); jAtt.append(j.attempts); jMax.append(j.maxAttempts)
+                jNB.append(j.notBefore); jEnq.append(j.enqueuedAt); jOwner.append(j.leased ? owner : "")
+            }
+            inserted.append((row, ids))
+        }
+        try await conn.query("""
+            INSERT INTO pushgate_notifications (id, notif_id, platform, body, created_at)
+            SELECT * FROM unnest(\(nID)::bigint[], \(nNotif)::text[], \(nPlat)::bigint[], \(nBody)::text[], \(nAt)::float8[])
+            """, logger: logger)
+        try await conn.query("""
+            INSERT INTO pushgate_jobs (id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, not_before, enqueued_at, lease_owner)
+            SELECT a, b, c, d, e, NULLIF(f, ''), g, h, i, j, k, NULLIF(l, '')
+            FROM unnest(\(jID)::bigint[], \(jNotif)::bigint[], \(jPlat)::bigint[], \(jKind)::bigint[], \(jTarget)::text[], \(jKeys)::text[],
+                        \(jMsg)::text[], \(jAtt)::bigint[], \(jMax)::bigint[], \(jNB)::float8[], \(jEnq)::float8[], \(jOwner)::text[])
+              AS u(a, b, c, d, e, f, g, h, i, j, k, l)
+            """, logger: logger)
+        return inserted
+    }
+
+    func apply(_ updates: [JobUpdate], onlyLeasedBy owner: String?) async throws {
         guard !updates.isEmpty else { return }
         var cID: [Int64] = [], cState: [Int] = [], cAtt: [Int] = [], cPid: [String] = [], cErr: [String] = [], cAt: [Double] = []
         var rID: [Int64] = [], rAtt: [Int] = [], rNB: [Double] = [], rErr: [String] = [], rCred: [Int] = []
         for u in updates {
             switch u {
-            case .complete(let id, let delivered, let attempts, let info, let finishedAt):
-                cID.append(id); cState.append(delivered ? 1 : 2); cAtt.append(attempts)
+            case .complete(let id, let state, let attempts, let info, let finishedAt):
+                let delivered = state == .delivered
+                cID.append(id); cState.append(state.rawValue); cAtt.append(attempts)
                 cPid.append(delivered ? (info ?? "") : ""); cErr.append(delivered ? "" : (info ?? "")); cAt.append(finishedAt)
             case .reschedule(let id, let attempts, let notBefore, let lastError, let cred):
                 rID.append(id); rAtt.append(attempts); rNB.append(notBefore); rErr.append(lastError ?? ""); rCred.append(cred ? 1 : 0)
@@ -251,42 +209,67 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
         }
     }
 
-    private static func nextvals(_ conn: PostgresConnection, _ seq: String, _ n: Int, logger: Logger) async throws -> [Int64] {
+    func renewLease(owner: String, until: Double) async throws {
+        try await conn.query("INSERT INTO pushgate_owners (owner, lease_until) VALUES (\(owner), \(until)) ON CONFLICT (owner) DO UPDATE SET lease_until = EXCLUDED.lease_until", logger: logger)
+    }
+
+    func reclaimExpired(now: Double) async throws -> Int {
+        var n = 0
+        let rows = try await conn.query("""
+            WITH expired AS (DELETE FROM pushgate_owners WHERE lease_until < \(now) RETURNING owner)
+            UPDATE pushgate_jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner IN (SELECT owner FROM expired) RETURNING id
+            """, logger: logger)
+        for try await _ in rows { n += 1 }
+        return n
+    }
+
+    func lease(_ req: LeaseRequest, owner: String, now: Double) async throws -> [StoredJob] {
+        let rows = try await conn.query("""
+            UPDATE pushgate_jobs SET lease_owner = \(owner) WHERE id IN (
+              SELECT id FROM pushgate_jobs WHERE state = 0 AND lease_owner IS NULL AND platform = \(req.platform.rawValue) AND not_before <= \(now)
+              ORDER BY not_before, id LIMIT \(req.limit) FOR UPDATE SKIP LOCKED)
+            RETURNING id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, cred_retry, not_before, enqueued_at, last_error
+            """, logger: logger)
+        var leased: [StoredJob] = []
+        for try await (id, notifRow, p, kind, target, keys, msg, att, maxAtt, cred, nb, enq, err) in rows.decode(
+            (Int64, Int64, Int, Int, String, String?, String, Int, Int, Int, Double, Double, String?).self) {
+            guard let platform = Platform(rawValue: p) else { continue }
+            leased.append(StoredJob(id: id, notifRow: notifRow, platform: platform, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
+                                    messageID: msg, attempts: att, maxAttempts: maxAtt, credentialRetryUsed: cred != 0,
+                                    notBefore: nb, enqueuedAt: enq, lastError: err))
+        }
+        return leased
+    }
+
+    func addStats(_ increments: [String: Int64]) async throws {
+        let keys = increments.keys.sorted()
+        let values = keys.map { increments[$0]! }
+        try await conn.query("""
+            INSERT INTO pushgate_stats (key, value) SELECT * FROM unnest(\(keys)::text[], \(values)::bigint[])
+            ON CONFLICT (key) DO UPDATE SET value = pushgate_stats.value + EXCLUDED.value
+            """, logger: logger)
+    }
+
+    func prune(finishedBefore cutoff: Double) async throws {
+        try await conn.query("DELETE FROM pushgate_jobs WHERE id IN (SELECT id FROM pushgate_jobs WHERE state <> 0 AND finished_at < \(cutoff) LIMIT 20000)", logger: logger)
+        try await conn.query("""
+            DELETE FROM pushgate_notifications WHERE id IN (
+              SELECT n.id FROM pushgate_notifications n WHERE n.created_at < \(cutoff)
+                AND NOT EXISTS (SELECT 1 FROM pushgate_jobs j WHERE j.notif_row = n.id) LIMIT 20000)
+            """, logger: logger)
+    }
+
+    func release(owner: String) async throws {
+        try await conn.query("UPDATE pushgate_jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner = \(owner)", logger: logger)
+        try await conn.query("DELETE FROM pushgate_owners WHERE owner = \(owner)", logger: logger)
+    }
+
+    private func nextvals(_ seq: String, _ n: Int) async throws -> [Int64] {
         var out: [Int64] = []
         out.reserveCapacity(n)
         let rows = try await conn.query(PostgresQuery(unsafeSQL: "SELECT nextval('\(seq)') FROM generate_series(1, \(n))"), logger: logger)
         for try await v in rows.decode(Int64.self) { out.append(v) }
         return out
-    }
-
-    func notifications(_ rows: [Int64]) async throws -> [Int64: (notifID: String, body: String)] {
-        var out: [Int64: (notifID: String, body: String)] = [:]
-        let r = try await client.query("SELECT id, notif_id, body FROM pushgate_notifications WHERE id = ANY(\(rows)::bigint[])", logger: logger)
-        for try await (id, n, b) in r.decode((Int64, String, String).self) { out[id] = (n, b) }
-        return out
-    }
-
-    func status(notifID: String) async throws -> [StoredStatus]? {
-        var out: [StoredStatus] = []
-        let rows = try await client.query("""
-            SELECT platform, target_kind, target, target_keys, state, attempts, not_before, last_error, provider_id, finished_at
-            FROM pushgate_jobs WHERE notif_row IN (SELECT id FROM pushgate_notifications WHERE notif_id = \(notifID)) ORDER BY id
-            """, logger: logger)
-        for try await (p, kind, target, keys, state, att, nb, err, pid, fin) in rows.decode(
-            (Int, Int, String, String?, Int, Int, Double, String?, String?, Double?).self) {
-            out.append(StoredStatus(platform: Platform(rawValue: p) ?? .ios, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
-                                    state: state, attempts: att, notBefore: nb, lastError: err, providerID: pid, finishedAt: fin))
-        }
-        if out.isEmpty {
-            var known = false
-            for try await _ in try await client.query("SELECT 1 FROM pushgate_notifications WHERE notif_id = \(notifID) LIMIT 1", logger: logger) { known = true }
-            return known ? [] : nil
-        }
-        return out
-    }
-
-    func close() async {
-        runTask?.cancel()
     }
 }
 

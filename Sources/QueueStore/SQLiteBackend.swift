@@ -35,7 +35,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         self.logger = logger
     }
 
-    static let schemaVersion = 1
+    static let schemaVersion = QueueSchema.version
 
     /// Creates the database file 0600 before SQLite does (SQLite would make it 0644, and gives its
     /// -wal and -shm files the database file's mode), and takes group/other access away from an
@@ -113,30 +113,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         checkpoints.finished()
     }
 
-    static let schema: [String] = [
-        "CREATE TABLE IF NOT EXISTS pushgate_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
-        "INSERT OR IGNORE INTO pushgate_meta (key, value) VALUES ('schema_version', \(schemaVersion)), ('next_job_id', 0), ('next_notif_id', 0)",
-        """
-        CREATE TABLE IF NOT EXISTS notifications (
-          id INTEGER PRIMARY KEY, notif_id TEXT NOT NULL, platform INTEGER NOT NULL, body TEXT NOT NULL, created_at REAL NOT NULL)
-        """,
-        "CREATE INDEX IF NOT EXISTS notifications_notif_id ON notifications (notif_id)",
-        "CREATE INDEX IF NOT EXISTS notifications_created ON notifications (created_at)",
-        """
-        CREATE TABLE IF NOT EXISTS jobs (
-          id INTEGER PRIMARY KEY, notif_row INTEGER NOT NULL, platform INTEGER NOT NULL,
-          target_kind INTEGER NOT NULL, target TEXT NOT NULL, target_keys TEXT, message_id TEXT NOT NULL,
-          attempts INTEGER NOT NULL, max_attempts INTEGER NOT NULL, cred_retry INTEGER NOT NULL DEFAULT 0,
-          not_before REAL NOT NULL, enqueued_at REAL NOT NULL, last_error TEXT,
-          state INTEGER NOT NULL DEFAULT 0, provider_id TEXT, finished_at REAL, lease_owner TEXT)
-        """,
-        "CREATE INDEX IF NOT EXISTS jobs_free ON jobs (platform, not_before, id) WHERE state = 0 AND lease_owner IS NULL",
-        "CREATE INDEX IF NOT EXISTS jobs_owner ON jobs (lease_owner) WHERE state = 0 AND lease_owner IS NOT NULL",
-        "CREATE INDEX IF NOT EXISTS jobs_notif_row ON jobs (notif_row)",
-        "CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (finished_at) WHERE state <> 0",
-        "CREATE TABLE IF NOT EXISTS owners (owner TEXT PRIMARY KEY, lease_until REAL NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS stats (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
-    ]
+    static let schema = QueueSchema.sqlite.statements
 
     func start(owner: String, now: Double, leaseTimeout: Double) async throws -> (pending: Int, stats: [String: Int64]) {
         try await transaction {
@@ -145,8 +122,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
                 _ = try await writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner IS NOT NULL")
                 _ = try await writer.query("DELETE FROM owners")
             }
-            _ = try await writer.query("INSERT INTO owners (owner, lease_until) VALUES (?, ?) ON CONFLICT(owner) DO UPDATE SET lease_until = excluded.lease_until",
-                                       [.text(owner), .float(now + leaseTimeout)])
+            try await renewLease(owner: owner, until: now + leaseTimeout)
             if !exclusive { _ = try await reclaimExpired(now: now) }
         }
         let pending = try await pendingCount()
@@ -175,18 +151,6 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         }
     }
 
-    /// Frees the jobs of owners whose lease expired. Returns how many.
-    private func reclaimExpired(now: Double) async throws -> Int {
-        let expired = try await writer.query("SELECT owner FROM owners WHERE lease_until < ?", [.float(now)]).compactMap { $0.column("owner")?.string }
-        var n = 0
-        for o in expired {
-            n += try await writer.query("SELECT count(*) AS n FROM jobs WHERE state = 0 AND lease_owner = ?", [.text(o)]).first?.column("n")?.integer ?? 0
-            _ = try await writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner = ?", [.text(o)])
-            _ = try await writer.query("DELETE FROM owners WHERE owner = ?", [.text(o)])
-        }
-        return n
-    }
-
     private func allocate(_ key: String, _ n: Int) async throws -> Int64 {
         let rows = try await writer.query("UPDATE pushgate_meta SET value = value + ? WHERE key = ? RETURNING value", [.integer(n), .text(key)])
         guard let last = rows.first?.column("value")?.integer else { throw QueueStoreError("pushgate_meta has no \(key)") }
@@ -194,85 +158,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     }
 
     func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double) async throws -> WriteResult {
-        try await transaction {
-            var result = WriteResult()
-            var failedOnInsert: [JobUpdate] = []
-            if !batch.inserts.isEmpty {
-                let jobCount = batch.inserts.reduce(0) { $0 + $1.jobs.count }
-                var notifID = try await allocate("next_notif_id", batch.inserts.count)
-                var jobID = try await allocate("next_job_id", jobCount)
-                var notifBinds: [SQLiteData] = []
-                var notifRows = 0
-                var jobBinds: [SQLiteData] = []
-                var jobRows = 0
-                for ins in batch.inserts {
-                    let row = notifID
-                    notifID += 1
-                    notifBinds += [.integer(Int(row)), .text(ins.notifID), .integer(ins.platform.rawValue), .text(ins.body), .float(ins.createdAt)]
-                    notifRows += 1
-                    if notifRows == 500 {
-                        try await insertRows("notifications (id, notif_id, platform, body, created_at)", columns: 5, rows: notifRows, binds: notifBinds)
-                        notifBinds.removeAll(keepingCapacity: true)
-                        notifRows = 0
-                    }
-                    var ids: [Int64] = []
-                    ids.reserveCapacity(ins.jobs.count)
-                    for j in ins.jobs {
-                        let t = TargetCodec.encode(j.target)
-                        ids.append(jobID)
-                        if let u = j.failedBeforeSendingUpdate(id: jobID) { failedOnInsert.append(u) }
-                        jobBinds += [
-                            .integer(Int(jobID)), .integer(Int(row)), .integer(ins.platform.rawValue), .integer(t.kind), .text(t.value),
-                            t.keys.map { .text($0) } ?? .null, .text(j.messageID), .integer(j.attempts), .integer(j.maxAttempts),
-                            .float(j.notBefore), .float(j.enqueuedAt), j.leased ? .text(owner) : .null,
-                        ]
-                        jobID += 1
-                        jobRows += 1
-                        if jobRows == 2000 {
-                            try await insertJobs(jobBinds, rows: jobRows)
-                            jobBinds.removeAll(keepingCapacity: true)
-                            jobRows = 0
-                        }
-                    }
-                    result.inserted.append((row, ids))
-                }
-                if notifRows > 0 { try await insertRows("notifications (id, notif_id, platform, body, created_at)", columns: 5, rows: notifRows, binds: notifBinds) }
-                if jobRows > 0 { try await insertJobs(jobBinds, rows: jobRows) }
-            }
-            if !batch.updates.isEmpty || !failedOnInsert.isEmpty { try await applyUpdates(failedOnInsert + batch.updates) }
-            if batch.heartbeat {
-                _ = try await writer.query("INSERT INTO owners (owner, lease_until) VALUES (?, ?) ON CONFLICT(owner) DO UPDATE SET lease_until = excluded.lease_until",
-                                           [.text(owner), .float(now + leaseTimeout)])
-                result.reclaimed = try await reclaimExpired(now: now)
-            }
-            for req in batch.leases {
-                let rows = try await writer.query("""
-                    UPDATE jobs SET lease_owner = ? WHERE id IN (
-                      SELECT id FROM jobs WHERE state = 0 AND lease_owner IS NULL AND platform = ? AND not_before <= ?
-                      ORDER BY not_before, id LIMIT ?)
-                    RETURNING id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, cred_retry, not_before, enqueued_at, last_error
-                    """, [.text(owner), .integer(req.platform.rawValue), .float(now), .integer(req.limit)])
-                result.leased.append(rows.compactMap(Self.storedJob).sorted { $0.id < $1.id })
-            }
-            if !batch.statsDelta.isEmpty {
-                var binds: [SQLiteData] = []
-                for (k, v) in batch.statsDelta.sorted(by: { $0.key < $1.key }) { binds += [.text(k), .integer(Int(v))] }
-                let values = Array(repeating: "(?, ?)", count: batch.statsDelta.count).joined(separator: ", ")
-                _ = try await writer.query("INSERT INTO stats (key, value) VALUES \(values) ON CONFLICT(key) DO UPDATE SET value = value + excluded.value", binds)
-            }
-            if let cutoff = batch.pruneBefore {
-                _ = try await writer.query("DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state <> 0 AND finished_at < ? LIMIT 20000)", [.float(cutoff)])
-                _ = try await writer.query("""
-                    DELETE FROM notifications WHERE id IN (
-                      SELECT n.id FROM notifications n WHERE n.created_at < ? AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.notif_row = n.id) LIMIT 20000)
-                    """, [.float(cutoff)])
-            }
-            if batch.release {
-                _ = try await writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner = ?", [.text(owner)])
-                _ = try await writer.query("DELETE FROM owners WHERE owner = ?", [.text(owner)])
-            }
-            return result
-        }
+        try await transaction { try await batch.run(self, owner: owner, now: now, leaseTimeout: leaseTimeout) }
     }
 
     private func insertRows(_ table: String, columns: Int, rows: Int, binds: [SQLiteData]) async throws {
@@ -284,50 +170,6 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     private func insertJobs(_ binds: [SQLiteData], rows: Int) async throws {
         try await insertRows("jobs (id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, not_before, enqueued_at, lease_owner)",
                              columns: 12, rows: rows, binds: binds)
-    }
-
-    private func applyUpdates(_ updates: [JobUpdate]) async throws {
-        var completes: [SQLiteData] = []
-        var nc = 0
-        var reschedules: [SQLiteData] = []
-        var nr = 0
-        func flushCompletes() async throws {
-            guard nc > 0 else { return }
-            let values = Array(repeating: "(?, ?, ?, ?, ?, ?)", count: nc).joined(separator: ", ")
-            _ = try await writer.query("""
-                UPDATE jobs SET state = v.column2, attempts = v.column3, provider_id = v.column4,
-                  last_error = coalesce(v.column5, jobs.last_error), finished_at = v.column6, lease_owner = NULL
-                FROM (VALUES \(values)) AS v WHERE jobs.id = v.column1
-                """, completes)
-            completes.removeAll(keepingCapacity: true)
-            nc = 0
-        }
-        func flushReschedules() async throws {
-            guard nr > 0 else { return }
-            let values = Array(repeating: "(?, ?, ?, ?, ?)", count: nr).joined(separator: ", ")
-            _ = try await writer.query("""
-                UPDATE jobs SET attempts = v.column2, not_before = v.column3, last_error = v.column4, cred_retry = v.column5
-                FROM (VALUES \(values)) AS v WHERE jobs.id = v.column1
-                """, reschedules)
-            reschedules.removeAll(keepingCapacity: true)
-            nr = 0
-        }
-        for u in updates {
-            switch u {
-            case .complete(let id, let delivered, let attempts, let info, let finishedAt):
-                completes += [.integer(Int(id)), .integer(delivered ? 1 : 2), .integer(attempts),
-                              delivered ? (info.map { .text($0) } ?? .null) : .null,
-                              delivered ? .null : (info.map { .text($0) } ?? .null), .float(finishedAt)]
-                nc += 1
-                if nc == 2000 { try await flushCompletes() }
-            case .reschedule(let id, let attempts, let notBefore, let lastError, let cred):
-                reschedules += [.integer(Int(id)), .integer(attempts), .float(notBefore), lastError.map { .text($0) } ?? .null, .integer(cred ? 1 : 0)]
-                nr += 1
-                if nr == 2000 { try await flushReschedules() }
-            }
-        }
-        try await flushCompletes()
-        try await flushReschedules()
     }
 
     static func storedJob(_ row: SQLiteRow) -> StoredJob? {
@@ -359,7 +201,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         return out
     }
 
-    func status(notifID: String) async throws -> [StoredStatus]? {
+    func status(notifID: String) async throws -> [DeliveryStatusRecord]? {
         let rows = try await reader.query("""
             SELECT platform, target_kind, target, target_keys, state, attempts, not_before, last_error, provider_id, finished_at
             FROM jobs WHERE notif_row IN (SELECT id FROM notifications WHERE notif_id = ?) ORDER BY id
@@ -370,7 +212,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         }
         return rows.map { r in
             func str(_ c: String) -> String? { r.column(c).flatMap { $0.isNull ? nil : $0.string } }
-            return StoredStatus(
+            return storedStatusRecord(
                 platform: Platform(rawValue: r.column("platform")?.integer ?? 1) ?? .ios,
                 target: TargetCodec.decode(kind: r.column("target_kind")?.integer ?? 0, value: str("target") ?? "", keys: str("target_keys")),
                 state: r.column("state")?.integer ?? 0, attempts: r.column("attempts")?.integer ?? 0,
@@ -385,6 +227,149 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         _ = try? await writer.query("PRAGMA wal_checkpoint(TRUNCATE)")
         try? await writer.close()
         if lockFD >= 0 { Glibc.close(lockFD) }
+    }
+}
+
+/// SQLite's statements of the shared commit sequence (`WriteBatch.run`), on the writer connection
+/// inside the transaction `commit` opened.
+extension SQLiteBackend: QueueStatements {
+    func insert(_ inserts: [NotificationInsert], owner: String) async throws -> [(notifRow: Int64, jobIDs: [Int64])] {
+        var inserted: [(notifRow: Int64, jobIDs: [Int64])] = []
+        let jobCount = inserts.reduce(0) { $0 + $1.jobs.count }
+        var notifID = try await allocate("next_notif_id", inserts.count)
+        var jobID = try await allocate("next_job_id", jobCount)
+        var notifBinds: [SQLiteData] = []
+        var notifRows = 0
+        var jobBinds: [SQLiteData] = []
+        var jobRows = 0
+        for ins in inserts {
+            let row = notifID
+            notifID += 1
+            notifBinds += [.integer(Int(row)), .text(ins.notifID), .integer(ins.platform.rawValue), .text(ins.body), .float(ins.createdAt)]
+            notifRows += 1
+            if notifRows == 500 {
+                try await insertRows("notifications (id, notif_id, platform, body, created_at)", columns: 5, rows: notifRows, binds: notifBinds)
+                notifBinds.removeAll(keepingCapacity: true)
+                notifRows = 0
+            }
+            var ids: [Int64] = []
+            ids.reserveCapacity(ins.jobs.count)
+            for j in ins.jobs {
+                let t = TargetCodec.encode(j.target)
+                ids.append(jobID)
+                jobBinds += [
+                    .integer(Int(jobID)), .integer(Int(row)), .integer(ins.platform.rawValue), .integer(t.kind), .text(t.value),
+                    t.keys.map { .text($0) } ?? .null, .text(j.messageID), .integer(j.attempts), .integer(j.maxAttempts),
+                    .float(j.notBefore), .float(j.enqueuedAt), j.leased ? .text(owner) : .null,
+                ]
+                jobID += 1
+                jobRows += 1
+                if jobRows == 2000 {
+                    try await insertJobs(jobBinds, rows: jobRows)
+                    jobBinds.removeAll(keepingCapacity: true)
+                    jobRows = 0
+                }
+            }
+            inserted.append((row, ids))
+        }
+        if notifRows > 0 { try await insertRows("notifications (id, notif_id, platform, body, created_at)", columns: 5, rows: notifRows, binds: notifBinds) }
+        if jobRows > 0 { try await insertJobs(jobBinds, rows: jobRows) }
+        return inserted
+    }
+
+    func apply(_ updates: [JobUpdate], onlyLeasedBy owner: String?) async throws {
+        // "" never matches a lease owner (owners are UUIDs): no owner means no lease condition.
+        let any: SQLiteData = .integer(owner == nil ? 1 : 0)
+        let leased: SQLiteData = .text(owner ?? "")
+        var completes: [SQLiteData] = []
+        var nc = 0
+        var reschedules: [SQLiteData] = []
+        var nr = 0
+        func flushCompletes() async throws {
+            guard nc > 0 else { return }
+            let values = Array(repeating: "(?, ?, ?, ?, ?, ?)", count: nc).joined(separator: ", ")
+            _ = try await writer.query("""
+                UPDATE jobs SET state = v.column2, attempts = v.column3, provider_id = v.column4,
+                  last_error = coalesce(v.column5, jobs.last_error), finished_at = v.column6, lease_owner = NULL
+                FROM (VALUES \(values)) AS v WHERE jobs.id = v.column1 AND (? OR jobs.lease_owner = ?)
+                """, completes + [any, leased])
+            completes.removeAll(keepingCapacity: true)
+            nc = 0
+        }
+        func flushReschedules() async throws {
+            guard nr > 0 else { return }
+            let values = Array(repeating: "(?, ?, ?, ?, ?)", count: nr).joined(separator: ", ")
+            _ = try await writer.query("""
+                UPDATE jobs SET attempts = v.column2, not_before = v.column3, last_error = v.column4, cred_retry = v.column5
+                FROM (VALUES \(values)) AS v WHERE jobs.id = v.column1 AND (? OR jobs.lease_owner = ?)
+                """, reschedules + [any, leased])
+            reschedules.removeAll(keepingCapacity: true)
+            nr = 0
+        }
+        for u in updates {
+            switch u {
+            case .complete(let id, let state, let attempts, let info, let finishedAt):
+                let delivered = state == .delivered
+                completes += [.integer(Int(id)), .integer(state.rawValue), .integer(attempts),
+                              delivered ? (info.map { .text($0) } ?? .null) : .null,
+                              delivered ? .null : (info.map { .text($0) } ?? .null), .float(finishedAt)]
+                nc += 1
+                if nc == 2000 { try await flushCompletes() }
+            case .reschedule(let id, let attempts, let notBefore, let lastError, let cred):
+                reschedules += [.integer(Int(id)), .integer(attempts), .float(notBefore), lastError.map { .text($0) } ?? .null, .integer(cred ? 1 : 0)]
+                nr += 1
+                if nr == 2000 { try await flushReschedules() }
+            }
+        }
+        try await flushCompletes()
+        try await flushReschedules()
+    }
+
+    func renewLease(owner: String, until: Double) async throws {
+        _ = try await writer.query("INSERT INTO owners (owner, lease_until) VALUES (?, ?) ON CONFLICT(owner) DO UPDATE SET lease_until = excluded.lease_until",
+                                   [.text(owner), .float(until)])
+    }
+
+    /// Frees the jobs of owners whose lease expired. Returns how many.
+    func reclaimExpired(now: Double) async throws -> Int {
+        let expired = try await writer.query("SELECT owner FROM owners WHERE lease_until < ?", [.float(now)]).compactMap { $0.column("owner")?.string }
+        var n = 0
+        for o in expired {
+            n += try await writer.query("SELECT count(*) AS n FROM jobs WHERE state = 0 AND lease_owner = ?", [.text(o)]).first?.column("n")?.integer ?? 0
+            _ = try await writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner = ?", [.text(o)])
+            _ = try await writer.query("DELETE FROM owners WHERE owner = ?", [.text(o)])
+        }
+        return n
+    }
+
+    func lease(_ req: LeaseRequest, owner: String, now: Double) async throws -> [StoredJob] {
+        let rows = try await writer.query("""
+            UPDATE jobs SET lease_owner = ? WHERE id IN (
+              SELECT id FROM jobs WHERE state = 0 AND lease_owner IS NULL AND platform = ? AND not_before <= ?
+              ORDER BY not_before, id LIMIT ?)
+            RETURNING \(QueueSchema.leasedColumns)
+            """, [.text(owner), .integer(req.platform.rawValue), .float(now), .integer(req.limit)])
+        return rows.compactMap(Self.storedJob)
+    }
+
+    func addStats(_ increments: [String: Int64]) async throws {
+        var binds: [SQLiteData] = []
+        for (k, v) in increments.sorted(by: { $0.key < $1.key }) { binds += [.text(k), .integer(Int(v))] }
+        let values = Array(repeating: "(?, ?)", count: increments.count).joined(separator: ", ")
+        _ = try await writer.query("INSERT INTO stats (key, value) VALUES \(values) ON CONFLICT(key) DO UPDATE SET value = value + excluded.value", binds)
+    }
+
+    func prune(finishedBefore cutoff: Double) async throws {
+        _ = try await writer.query("DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state <> 0 AND finished_at < ? LIMIT 20000)", [.float(cutoff)])
+        _ = try await writer.query("""
+            DELETE FROM notifications WHERE id IN (
+              SELECT n.id FROM notifications n WHERE n.created_at < ? AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.notif_row = n.id) LIMIT 20000)
+            """, [.float(cutoff)])
+    }
+
+    func release(owner: String) async throws {
+        _ = try await writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner = ?", [.text(owner)])
+        _ = try await writer.query("DELETE FROM owners WHERE owner = ?", [.text(owner)])
     }
 }
 

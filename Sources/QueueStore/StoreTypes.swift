@@ -42,7 +42,7 @@ struct JobInsert: Sendable {
     /// The update that finishes this job as failed in the transaction that inserts it as row `id`
     /// (nil unless it failed before sending).
     func failedBeforeSendingUpdate(id: Int64) -> JobUpdate? {
-        failedReason.map { .complete(id: id, delivered: false, attempts: 0, info: $0, finishedAt: enqueuedAt) }
+        failedReason.map { .complete(id: id, state: .failed, attempts: 0, info: $0, finishedAt: enqueuedAt) }
     }
 }
 
@@ -69,8 +69,18 @@ enum StoreText {
 /// A state change of a leased job.
 enum JobUpdate: Sendable {
     case reschedule(id: Int64, attempts: Int, notBefore: Double, lastError: String?, credentialRetryUsed: Bool)
-    /// state 1 delivered, 2 failed; `info` is the provider id (delivered) or the reason (failed).
-    case complete(id: Int64, delivered: Bool, attempts: Int, info: String?, finishedAt: Double)
+    /// `state` is `.delivered` or `.failed`; `info` is the provider id (delivered) or the reason (failed).
+    case complete(id: Int64, state: DeliveryState.Code, attempts: Int, info: String?, finishedAt: Double)
+
+    /// The completion of a job, as stored.
+    static func completion(id: Int64, outcome: FinalOutcome, attempts: Int, finishedAt: Double) -> JobUpdate {
+        switch outcome {
+        case .delivered(let providerID):
+            return .complete(id: id, state: .delivered, attempts: attempts, info: StoreText.clean(providerID), finishedAt: finishedAt)
+        case .failed(let reason, _):
+            return .complete(id: id, state: .failed, attempts: attempts, info: StoreText.clean(reason), finishedAt: finishedAt)
+        }
+    }
 }
 
 struct LeaseRequest: Sendable {
@@ -103,16 +113,13 @@ struct WriteResult: Sendable {
     var reclaimed = 0
 }
 
-/// One delivery's status row.
-struct StoredStatus: Sendable {
-    var platform: Platform
-    var target: PushTarget
-    var state: Int
-    var attempts: Int
-    var notBefore: Double
-    var lastError: String?
-    var providerID: String?
-    var finishedAt: Double?
+/// One delivery's status as stored (the same columns in both SQL stores).
+func storedStatusRecord(platform: Platform, target: PushTarget, state: Int, attempts: Int, notBefore: Double, lastError: String?,
+                        providerID: String?, finishedAt: Double?) -> DeliveryStatusRecord {
+    let s = DeliveryState(code: DeliveryState.Code(rawValue: state) ?? .pending, attempts: attempts,
+                          notBefore: Date(timeIntervalSince1970: notBefore), lastError: lastError, providerID: providerID)
+    return DeliveryStatusRecord(platform: platform, token: target.reportedToken, state: s, attempts: attempts,
+                                finishedAt: finishedAt.map { Date(timeIntervalSince1970: $0) })
 }
 
 /// The storage side of a durable queue: one transaction per `commit`, plus reads.
@@ -124,7 +131,7 @@ protocol QueueBackend: Sendable {
     /// Startup: registers the owner; in exclusive mode frees every earlier lease. Returns (pending jobs, stats counters).
     func start(owner: String, now: Double, leaseTimeout: Double) async throws -> (pending: Int, stats: [String: Int64])
     func notifications(_ rows: [Int64]) async throws -> [Int64: (notifID: String, body: String)]
-    func status(notifID: String) async throws -> [StoredStatus]?
+    func status(notifID: String) async throws -> [DeliveryStatusRecord]?
     func pendingCount() async throws -> Int
     func close() async
     /// Called by the writer between transactions, after their waiters were resumed (store upkeep).
@@ -133,6 +140,53 @@ protocol QueueBackend: Sendable {
 
 extension QueueBackend {
     func afterCommit() async {}
+}
+
+/// The statements of one queue transaction in one SQL dialect. `WriteBatch.run` is the commit
+/// sequence both stores follow.
+protocol QueueStatements {
+    /// Inserts the notifications and their jobs; returns each notification's row and job ids.
+    func insert(_ inserts: [NotificationInsert], owner: String) async throws -> [(notifRow: Int64, jobIDs: [Int64])]
+    /// An update applies only while `owner` holds the job's lease (nil: unconditionally).
+    func apply(_ updates: [JobUpdate], onlyLeasedBy owner: String?) async throws
+    func renewLease(owner: String, until: Double) async throws
+    /// Frees the jobs of owners whose lease expired; returns how many.
+    func reclaimExpired(now: Double) async throws -> Int
+    func lease(_ request: LeaseRequest, owner: String, now: Double) async throws -> [StoredJob]
+    /// Adds the increments to the stored counters.
+    func addStats(_ increments: [String: Int64]) async throws
+    /// Deletes finished jobs (and then notifications without jobs) older than `cutoff`.
+    func prune(finishedBefore cutoff: Double) async throws
+    /// Frees every lease of `owner` and forgets the owner.
+    func release(owner: String) async throws
+}
+
+extension WriteBatch {
+    /// The commit sequence, inside the caller's transaction.
+    func run(_ s: some QueueStatements, owner: String, now: Double, leaseTimeout: Double) async throws -> WriteResult {
+        var result = WriteResult()
+        if !inserts.isEmpty { result.inserted = try await s.insert(inserts, owner: owner) }
+        // Jobs failed before sending are finished in the transaction that inserts them; a leased
+        // job's update applies only while this instance still holds the lease (after a lease
+        // expired another instance may own the row and its outcome).
+        var failedOnInsert: [JobUpdate] = []
+        for (i, ins) in inserts.enumerated() {
+            for (k, j) in ins.jobs.enumerated() {
+                if let u = j.failedBeforeSendingUpdate(id: result.inserted[i].jobIDs[k]) { failedOnInsert.append(u) }
+            }
+        }
+        if !failedOnInsert.isEmpty { try await s.apply(failedOnInsert, onlyLeasedBy: nil) }
+        if !updates.isEmpty { try await s.apply(updates, onlyLeasedBy: owner) }
+        if heartbeat {
+            try await s.renewLease(owner: owner, until: now + leaseTimeout)
+            result.reclaimed = try await s.reclaimExpired(now: now)
+        }
+        for req in leases { result.leased.append(try await s.lease(req, owner: owner, now: now).sorted { $0.id < $1.id }) }
+        if !statsDelta.isEmpty { try await s.addStats(statsDelta) }
+        if let cutoff = pruneBefore { try await s.prune(finishedBefore: cutoff) }
+        if release { try await s.release(owner: owner) }
+        return result
+    }
 }
 
 /// Target encoding: kind 0 token, 1 topic, 2 subscription (value = endpoint, keys = JSON or nil).
@@ -190,13 +244,9 @@ enum StatsCodec {
         return s
     }
 
-    static func delta(_ now: [String: Int64], _ before: [String: Int64]) -> [String: Int64] {
-        var d: [String: Int64] = [:]
-        for (k, v) in now {
-            let diff = v - (before[k] ?? 0)
-            if diff != 0 { d[k] = diff }
-        }
-        return d
+    /// The counters that changed (increments to add to the store).
+    static func increments(_ s: StatsSnapshot) -> [String: Int64] {
+        flatten(s).filter { $0.value != 0 }
     }
 }
 

@@ -95,19 +95,19 @@ struct DispatcherService: Service {
     private func drain(dispatcher: Dispatcher, timeout: Int, logger: Logger) {
         // A durable queue keeps what is not sent: its shutdown finishes the sends in flight,
         // commits and releases leases. Only the memory queue must be emptied before exit.
-        guard dispatcher.queue is MemoryQueue else {
+        guard !dispatcher.queue.isDurable else {
             dispatcher.shutdown()
             return
         }
-            Task {
-                let deadline = Date().addingTimeInterval(Double(timeout))
-                while dispatcher.queue.pendingCount > 0, Date() < deadline {
-                    try? await Task.sleep(for: .milliseconds(50))
-                }
-                let left = dispatcher.queue.pendingCount
-                if left > 0 { logger.warning("shutdown timeout reached with \(left) deliveries pending") }
-                dispatcher.shutdown()
+        Task {
+            let deadline = Date().addingTimeInterval(Double(timeout))
+            while dispatcher.queue.pendingCount > 0, Date() < deadline {
+                try? await Task.sleep(for: .milliseconds(50))
             }
+            let left = dispatcher.queue.pendingCount
+            if left > 0 { logger.warning("shutdown timeout reached with \(left) deliveries pending") }
+            dispatcher.shutdown()
+        }
     }
 }
 

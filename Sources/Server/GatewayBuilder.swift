@@ -27,9 +27,9 @@ public enum GatewayBuilder {
         let unavailable = providers.unavailable
         for w in providers.warnings { logger.warning("\(w)") }
 
-        let queueParts: (queue: any QueueDriver, stats: Stats, observer: (any DeliveryObserver)?)
+        let engine: any QueueEngine
         do {
-            queueParts = try QueueWiring.make(raw: raw, settings: settings, logger: logger)
+            engine = try QueueWiring.make(raw: raw, settings: settings, logger: logger)
         } catch {
             // The providers and the HTTP client exist already: close them before failing startup.
             let opened = hooks
@@ -39,18 +39,15 @@ public enum GatewayBuilder {
             }
             throw error
         }
-        let (queue, stats, observer) = queueParts
         let feedback = settings.feedbackURL.isEmpty ? nil : FeedbackSender(
             url: settings.feedbackURL, headers: settings.feedbackHeaders, client: httpClient, logger: Logger(label: "pushgate.feedback"))
         MetricsSetup.bootstrap()
         let dispatcher = Dispatcher(
             providers: slots,
             unavailable: unavailable,
-            queue: queue,
+            engine: engine,
             policy: RetryPolicy(baseDelay: settings.retryBackoff, maxDelay: settings.retryBackoffMax),
-            stats: stats,
             feedback: feedback,
-            observer: observer,
             hideToken: settings.hideToken,
             answer: .init(maxMessageBytes: settings.maxLogMessageBytes, maxAnswerBytes: settings.maxSyncAnswerBytes,
                           syncTimeout: Double(settings.syncTimeout)),

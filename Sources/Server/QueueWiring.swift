@@ -4,12 +4,9 @@ import PushDispatch
 import PushgateCore
 import QueueStore
 
-/// Builds the queue engine named by `queue.engine`, the stats (seeded from the store with durable
-/// engines) and the delivery observer (the memory engine's status records).
+/// Builds the queue engine named by `queue.engine` (its queue, status source and counters).
 public enum QueueWiring {
-    public static func make(raw: RawConfig, settings: GatewaySettings, logger: Logger) throws
-        -> (queue: any QueueDriver, stats: Stats, observer: (any DeliveryObserver)?)
-    {
+    public static func make(raw: RawConfig, settings: GatewaySettings, logger: Logger) throws -> any QueueEngine {
         let retention = try duration(raw, "queue.status_retention")
         let leaseTimeout = try duration(raw, "queue.lease_timeout")
         guard leaseTimeout >= 1 else { throw ConfigError(key: "queue.lease_timeout", problem: "must be at least 1s") }
@@ -21,10 +18,8 @@ public enum QueueWiring {
 
         switch settings.queueEngine {
         case "memory":
-            let queue = MemoryQueue(capacity: settings.maxPending)
-            let store = MemoryStatusStore(retention: retention, maxRecords: max(1, raw.int("queue.status_max_records")))
-            DeliveryStatusRegistry.register(store, for: queue)
-            return (queue, Stats(), store)
+            return MemoryEngine(capacity: settings.maxPending, statusRetention: retention,
+                                statusMaxRecords: max(1, raw.int("queue.status_max_records")))
         case "sqlite":
             let path = raw.string("queue.sqlite.path")
             guard !path.isEmpty else { throw ConfigError(key: "queue.sqlite.path", problem: "must not be empty") }
@@ -41,7 +36,7 @@ public enum QueueWiring {
                 throw ConfigError(key: "queue.sqlite.path", problem: "cannot open \(path): \(error)")
             }
             logger.info("queue: sqlite \(path) (\(queue.pendingCount) pending)")
-            return durable(queue)
+            return DurableEngine(queue)
         case "postgres":
             let url = raw.string("queue.postgres.url")
             guard !url.isEmpty else { throw ConfigError(key: "queue.postgres.url", problem: "required with queue.engine postgres") }
@@ -54,16 +49,10 @@ public enum QueueWiring {
                 throw ConfigError(key: "queue.postgres.url", problem: "cannot open the PostgreSQL queue: \(String(reflecting: error))")
             }
             logger.info("queue: postgres (\(queue.pendingCount) pending)")
-            return durable(queue)
+            return DurableEngine(queue)
         default:
             throw ConfigError(key: "queue.engine", problem: "\"\(settings.queueEngine)\" is not supported (memory, sqlite, postgres)")
         }
-    }
-
-    private static func durable(_ queue: DurableQueue) -> (queue: any QueueDriver, stats: Stats, observer: (any DeliveryObserver)?) {
-        let stats = Stats(initial: queue.storedStats)
-        queue.persist(stats: stats)
-        return (queue, stats, nil)
     }
 
     /// "90", "90s", "15m", "24h", "7d" -> seconds.

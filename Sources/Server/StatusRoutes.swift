@@ -24,7 +24,7 @@ extension Gateway {
     }
 
     func deliveryStatusResponse(notifID: String) async -> Response {
-        guard let source = DeliveryStatusRegistry.source(for: dispatcher.queue) else {
+        guard let source = dispatcher.statusSource else {
             return error(RequestError(status: 404, message: "Delivery status is not available.", detail: "this queue engine keeps no delivery records"))
         }
         let records: [DeliveryStatusRecord]?

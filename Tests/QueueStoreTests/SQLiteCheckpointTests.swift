@@ -33,7 +33,7 @@ final class SQLiteCheckpointTests: XCTestCase {
                 ])
             }
             // complete what the previous commit inserted, like delivered jobs
-            batch.updates = jobIDs.map { .complete(id: $0, delivered: true, attempts: 1, info: "ok", finishedAt: t) }
+            batch.updates = jobIDs.map { .complete(id: $0, state: .delivered, attempts: 1, info: "ok", finishedAt: t) }
             let result = try await backend.commit(batch, owner: "o", now: t, leaseTimeout: 60)
             jobIDs = result.inserted.flatMap(\.jobIDs)
             await backend.afterCommit()

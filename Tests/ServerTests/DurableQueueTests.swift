@@ -38,9 +38,10 @@ final class DurableQueueTests: XCTestCase {
         XCTAssertEqual(raw.string("queue.sqlite.path"), "data/pushgate.sqlite")
         let dir = NSTemporaryDirectory() + "pushgate-default-\(UUID().uuidString)"
         raw.set("queue.sqlite.path", .string(dir + "/data/pushgate.sqlite"))
-        let (queue, _, observer) = try QueueWiring.make(raw: raw, settings: try GatewaySettings(raw), logger: .init(label: "t"))
+        let engine = try QueueWiring.make(raw: raw, settings: try GatewaySettings(raw), logger: .init(label: "t"))
+        let queue = engine.driver
         XCTAssertTrue(queue is DurableQueue)
-        XCTAssertNil(observer)
+        XCTAssertTrue(engine.sinks.isEmpty, "no memory status records: the store is the status source")
         XCTAssertTrue(FileManager.default.fileExists(atPath: dir + "/data/pushgate.sqlite"), "directory and file created")
         queue.shutdown()
         XCTAssertThrowsError(try GatewaySettings(RawConfig(yaml: "queue:\n  engine: redis\n", environment: [:]))) { e in

@@ -1,6 +1,5 @@
 import Foundation
 import NIOConcurrencyHelpers
-import PushDispatch
 import PushgateCore
 
 /// The state of one delivery, as `GET /api/push/{notif_id}` reports it.
@@ -33,6 +32,20 @@ public struct DeliveryStatusRecord: Sendable, Equatable {
         self.providerID = providerID
         self.finishedAt = finishedAt
     }
+
+    /// The record of a delivery in `state` (the one mapping used by every engine).
+    public init(platform: Platform, token: String, state: DeliveryState, attempts: Int, finishedAt: Date?) {
+        switch state {
+        case .queued:
+            self.init(platform: platform, token: token, state: .queued, attempts: 0)
+        case .retrying(let next, let error):
+            self.init(platform: platform, token: token, state: .retrying, attempts: attempts, nextTry: next, error: error)
+        case .delivered(let id):
+            self.init(platform: platform, token: token, state: .delivered, attempts: attempts, providerID: id, finishedAt: finishedAt)
+        case .failed(let reason):
+            self.init(platform: platform, token: token, state: .failed, attempts: attempts, error: reason, finishedAt: finishedAt)
+        }
+    }
 }
 
 /// Answers delivery status queries.
@@ -41,49 +54,13 @@ public protocol DeliveryStatusSource: Sendable {
     func deliveryStatus(notifID: String) async throws -> [DeliveryStatusRecord]?
 }
 
-/// Finds the status source that belongs to a queue (the memory engine's observer is not reachable
-/// from the gateway otherwise). Durable queues are their own source.
-public enum DeliveryStatusRegistry {
-    private final class WeakQueue: @unchecked Sendable {
-        weak var queue: AnyObject?
-        init(_ q: AnyObject) { queue = q }
-    }
-    private static let box = NIOLockedValueBox<[ObjectIdentifier: (WeakQueue, any DeliveryStatusSource)]>([:])
-
-    public static func register(_ source: any DeliveryStatusSource, for queue: any QueueDriver & AnyObject) {
-        box.withLockedValue { m in
-            m = m.filter { $0.value.0.queue != nil }
-            m[ObjectIdentifier(queue)] = (WeakQueue(queue), source)
-        }
-    }
-
-    public static func source(for queue: any QueueDriver) -> (any DeliveryStatusSource)? {
-        if let s = queue as? any DeliveryStatusSource { return s }
-        let obj = queue as AnyObject
-        return box.withLockedValue { m in
-            guard let (w, s) = m[ObjectIdentifier(obj)], w.queue === obj else { return nil }
-            return s
-        }
-    }
-}
-
-/// In-memory delivery status (memory engine), fed by the dispatcher's `DeliveryObserver` hook.
+/// In-memory delivery status (memory engine), fed by the delivery event stream.
 /// Records are kept `retention` seconds after the notification's last change, and at most
 /// `maxRecords` deliveries (oldest notifications dropped first).
-public final class MemoryStatusStore: DeliveryObserver, DeliveryStatusSource {
-    private struct Entry {
-        var platform: Platform
-        var token: String
-        var state: DeliveryStatusRecord.State
-        var attempts: Int
-        var nextTry: Date?
-        var error: String?
-        var providerID: String?
-        var finishedAt: Date?
-    }
+public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
     private struct Notif {
         var order: [UInt64] = []
-        var entries: [UInt64: Entry] = [:]
+        var entries: [UInt64: DeliveryStatusRecord] = [:]
         var updated: Date
     }
     private struct State {
@@ -108,7 +85,20 @@ public final class MemoryStatusStore: DeliveryObserver, DeliveryStatusSource {
 
     public var recordCount: Int { state.withLockedValue { $0.records } }
 
-    public func accepted(_ job: DeliveryJob) {
+    public func record(_ event: DeliveryEvent) {
+        switch event {
+        case .accepted(let job): accepted(job)
+        case .retrying(let job, _), .finished(let job, _, _, _): update(job)
+        case .submitted, .attempted: break
+        }
+    }
+
+    private static func record(_ job: DeliveryJob, at t: Date) -> DeliveryStatusRecord {
+        DeliveryStatusRecord(platform: job.platform, token: job.target.reportedToken, state: job.state, attempts: job.attempts,
+                             finishedAt: job.state.isFinal ? t : nil)
+    }
+
+    private func accepted(_ job: DeliveryJob) {
         let t = now()
         state.withLockedValue { s in
             let id = job.accepted.notifID
@@ -118,8 +108,7 @@ public final class MemoryStatusStore: DeliveryObserver, DeliveryStatusSource {
             }
             // Mutated in place (`s.notifs[id]!.…`): copying the Notif out and back would copy its
             // entries on every job, O(tokens²) per notification.
-            let entry = Entry(platform: job.platform, token: job.target.reportedToken, state: .queued, attempts: 0)
-            if s.notifs[id]!.entries.updateValue(entry, forKey: job.id) == nil {
+            if s.notifs[id]!.entries.updateValue(Self.record(job, at: t), forKey: job.id) == nil {
                 s.notifs[id]!.order.append(job.id)
                 s.records += 1
             }
@@ -128,40 +117,12 @@ public final class MemoryStatusStore: DeliveryObserver, DeliveryStatusSource {
         }
     }
 
-    public func attempted(_ job: DeliveryJob, outcome: SendOutcome, nextTry: Date?) {
-        guard let nextTry else { return }   // final outcomes come through `finished`
+    private func update(_ job: DeliveryJob) {
         let t = now()
-        update(job, at: t) { e in
-            e.state = .retrying
-            e.attempts = job.attempts
-            e.nextTry = nextTry
-            e.error = outcome.reason ?? job.lastError
-        }
-    }
-
-    public func finished(_ job: DeliveryJob, outcome: FinalOutcome) {
-        let t = now()
-        update(job, at: t) { e in
-            e.attempts = job.attempts
-            e.nextTry = nil
-            e.finishedAt = t
-            switch outcome {
-            case .delivered(let id):
-                e.state = .delivered
-                e.providerID = id
-                e.error = nil
-            case .failed(let reason, _):
-                e.state = .failed
-                e.error = reason
-            }
-        }
-    }
-
-    private func update(_ job: DeliveryJob, at t: Date, _ change: (inout Entry) -> Void) {
         state.withLockedValue { s in
             let id = job.accepted.notifID
             guard s.notifs[id]?.entries[job.id] != nil else { return }
-            change(&s.notifs[id]!.entries[job.id]!)   // in place, see `accepted`
+            s.notifs[id]!.entries[job.id] = Self.record(job, at: t)   // in place, see `accepted`
             s.notifs[id]!.updated = t
         }
     }
@@ -169,11 +130,7 @@ public final class MemoryStatusStore: DeliveryObserver, DeliveryStatusSource {
     public func deliveryStatus(notifID: String) async throws -> [DeliveryStatusRecord]? {
         state.withLockedValue { s in
             guard let n = s.notifs[notifID] else { return nil }
-            return n.order.compactMap { id in
-                guard let e = n.entries[id] else { return nil }
-                return DeliveryStatusRecord(platform: e.platform, token: e.token, state: e.state, attempts: e.attempts,
-                                            nextTry: e.nextTry, error: e.error, providerID: e.providerID, finishedAt: e.finishedAt)
-            }
+            return n.order.compactMap { n.entries[$0] }
         }
     }
 

@@ -1,0 +1,57 @@
+import Foundation
+import Logging
+import Metrics
+import PushgateCore
+
+/// swift-metrics instruments, per platform, fed by the delivery event stream.
+struct MetricsSink: DeliveryEventSink {
+    let platforms: [Platform: PlatformMetrics]
+
+    init() {
+        var m: [Platform: PlatformMetrics] = [:]
+        for p in Platform.allCases { m[p] = PlatformMetrics(platform: p) }
+        platforms = m
+    }
+
+    func record(_ event: DeliveryEvent) {
+        switch event {
+        case .attempted(let job, let outcome, let started, let ended):
+            let m = platforms[job.platform]
+            m?.attempt(className: outcome.className, seconds: ended.timeIntervalSince(started))
+            if outcome.isDelivered { m?.latency(seconds: ended.timeIntervalSince(job.enqueuedAt)) }
+        case .retrying(let job, _):
+            platforms[job.platform]?.retried()
+        case .finished(let job, let outcome, let phase, _) where phase != .notServed:
+            platforms[job.platform]?.finished(className: outcome.isDelivered ? "delivered" : "failed")
+        default:
+            break
+        }
+    }
+}
+
+/// Failed deliveries to the feedback hook (not those of a platform that is not served).
+extension FeedbackSender: DeliveryEventSink {
+    public func record(_ event: DeliveryEvent) {
+        if case .finished(_, _, let phase, let failure?) = event, phase != .notServed { post(failure) }
+    }
+}
+
+/// The log lines of a delivery's life.
+struct LogSink: DeliveryEventSink {
+    let logger: Logger
+
+    func record(_ event: DeliveryEvent) {
+        switch event {
+        case .retrying(let job, _):
+            logger.debug("retrying push", metadata: ["notif_id": "\(job.accepted.notifID.logSafe())", "attempt": "\(job.attempts)",
+                                                     "reason": "\((job.lastError ?? "").logSafe())"])
+        case .finished(let job, _, .afterSending, let e?):
+            logger.info("push failed", metadata: ["notif_id": "\(e.notifID.logSafe())", "platform": "\(e.platform)", "token": "\(e.token.logSafe())",
+                                                  "error": "\(e.error.logSafe())", "attempts": "\(job.attempts)"])
+        case .finished(_, _, .beforeSending, let e?):
+            logger.info("push failed before sending", metadata: ["notif_id": "\(e.notifID.logSafe())", "token": "\(e.token.logSafe())", "error": "\(e.error.logSafe())"])
+        default:
+            break
+        }
+    }
+}

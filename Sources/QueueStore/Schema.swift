@@ -1,0 +1,59 @@
+import PushDispatch
+
+/// The one schema of both SQL stores: the same tables, columns and indexes; only the table prefix,
+/// the column types and how ids are allocated (SQLite: counters in `pushgate_meta`; PostgreSQL:
+/// sequences) differ. Column `state` holds `DeliveryState.Code`.
+struct QueueSchema: Sendable {
+    /// Prefix of the tables other than `pushgate_meta` (PostgreSQL shares a database with others).
+    var prefix: String
+    var integer: String
+    var real: String
+    /// Statements run before the tables are made (id allocation).
+    var idAllocation: [String]
+
+    static let version = 1
+
+    static let sqlite = QueueSchema(prefix: "", integer: "INTEGER", real: "REAL", idAllocation: [
+        "INSERT OR IGNORE INTO pushgate_meta (key, value) VALUES ('schema_version', \(version)), ('next_job_id', 0), ('next_notif_id', 0)",
+    ])
+    static let postgres = QueueSchema(prefix: "pushgate_", integer: "BIGINT", real: "DOUBLE PRECISION", idAllocation: [
+        "CREATE SEQUENCE IF NOT EXISTS pushgate_notif_seq",
+        "CREATE SEQUENCE IF NOT EXISTS pushgate_job_seq",
+    ])
+
+    var notifications: String { prefix + "notifications" }
+    var jobs: String { prefix + "jobs" }
+    var owners: String { prefix + "owners" }
+    var stats: String { prefix + "stats" }
+
+    /// `CREATE … IF NOT EXISTS` statements, in order.
+    var statements: [String] {
+        let (i, r, n, j) = (integer, real, notifications, jobs)
+        let pending = DeliveryState.Code.pending.rawValue
+        return ["CREATE TABLE IF NOT EXISTS pushgate_meta (key TEXT PRIMARY KEY, value \(i) NOT NULL)"] + idAllocation + [
+            """
+            CREATE TABLE IF NOT EXISTS \(n) (
+              id \(i) PRIMARY KEY, notif_id TEXT NOT NULL, platform \(i) NOT NULL, body TEXT NOT NULL, created_at \(r) NOT NULL)
+            """,
+            "CREATE INDEX IF NOT EXISTS \(n)_notif_id ON \(n) (notif_id)",
+            "CREATE INDEX IF NOT EXISTS \(n)_created ON \(n) (created_at)",
+            """
+            CREATE TABLE IF NOT EXISTS \(j) (
+              id \(i) PRIMARY KEY, notif_row \(i) NOT NULL, platform \(i) NOT NULL,
+              target_kind \(i) NOT NULL, target TEXT NOT NULL, target_keys TEXT, message_id TEXT NOT NULL,
+              attempts \(i) NOT NULL, max_attempts \(i) NOT NULL, cred_retry \(i) NOT NULL DEFAULT 0,
+              not_before \(r) NOT NULL, enqueued_at \(r) NOT NULL, last_error TEXT,
+              state \(i) NOT NULL DEFAULT \(pending), provider_id TEXT, finished_at \(r), lease_owner TEXT)
+            """,
+            "CREATE INDEX IF NOT EXISTS \(j)_free ON \(j) (platform, not_before, id) WHERE state = \(pending) AND lease_owner IS NULL",
+            "CREATE INDEX IF NOT EXISTS \(j)_owner ON \(j) (lease_owner) WHERE state = \(pending) AND lease_owner IS NOT NULL",
+            "CREATE INDEX IF NOT EXISTS \(j)_notif_row ON \(j) (notif_row)",
+            "CREATE INDEX IF NOT EXISTS \(j)_finished ON \(j) (finished_at) WHERE state <> \(pending)",
+            "CREATE TABLE IF NOT EXISTS \(owners) (owner TEXT PRIMARY KEY, lease_until \(r) NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS \(stats) (key TEXT PRIMARY KEY, value \(i) NOT NULL)",
+        ]
+    }
+
+    /// The columns a leased job is read from (`StoredJob`).
+    static let leasedColumns = "id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, cred_retry, not_before, enqueued_at, last_error"
+}
