@@ -43,6 +43,7 @@ let package = Package(
         ]),
         // HTTP/2 client connection pool on swift-nio-http2.
         .target(name: "HTTP2Pool", dependencies: [
+            "PushgateCore",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),

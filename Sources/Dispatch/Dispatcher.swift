@@ -290,6 +290,9 @@ public final class Dispatcher: Sendable {
     }
 
     /// Runs the worker pools until `shutdown()`. Call once.
+    /// Whether any provider is served (with none, `run()` has nothing to do and returns at once).
+    public var hasProviders: Bool { !slots.isEmpty }
+
     public func run() async {
         await withDiscardingTaskGroup { group in
             for (platform, slot) in slots {
@@ -337,7 +340,7 @@ public final class Dispatcher: Sendable {
             }
         }
         let started = now()
-        let context = DeliveryContext(messageID: job.messageID, attempt: job.attempts + 1)
+        let context = DeliveryContext(messageID: job.messageID)
         let outcome = await slot.provider.send(prepared, to: job.target, context: context)
         await apply(lifecycle.step(job, .attempted(outcome, started: started), now: now(), random: random()))
     }

@@ -163,9 +163,6 @@ public actor FCMTokenProvider {
         }
     }
 
-    /// Drops any cached token.
-    public func invalidateAll() { cached = nil }
-
     private func countRequest() { tokenRequests += 1 }
 
     private func fetchToken() async throws -> CachedToken {

@@ -1,4 +1,5 @@
 import NIOCore
+import PushgateCore
 
 /// What the state machine needs to know about a queued request.
 protocol HTTP2PoolQueueable {
@@ -374,12 +375,10 @@ struct HTTP2PoolStateMachine<Connection, Request: HTTP2PoolQueueable> {
     /// The same formula as `PushgateCore.Backoff.delay` (jitter 0.2); HTTP2Pool does not depend on
     /// PushgateCore yet.
     static func reconnectDelay(failures: Int, initial: TimeAmount, maximum: TimeAmount, random: Double) -> TimeAmount {
-        let base = Double(max(initial.nanoseconds, 1_000_000))
-        let cap = Double(max(maximum.nanoseconds, 0))
-        let exponent = Double(min(max(failures, 1) - 1, 30))
-        let raw = min(cap, base * Double(sign: .plus, exponent: Int(exponent), significand: 1))
-        let r = random.isFinite ? min(max(random, 0), 1) : 0
-        return .nanoseconds(Int64(raw * (1 - 0.2 * r)))
+        // The one backoff function (PushgateCore), in nanoseconds, at least 1 ms.
+        let nanos = Backoff.delay(attempt: failures, base: Double(max(initial.nanoseconds, 1_000_000)),
+                                  maximum: Double(max(maximum.nanoseconds, 0)), jitter: 0.2, random: random)
+        return .nanoseconds(Int64(min(nanos, 1e15)))
     }
 }
 

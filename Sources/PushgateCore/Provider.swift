@@ -29,13 +29,11 @@ extension PushNotification {
     }
 }
 
-/// Identity of one delivery attempt, kept across retries.
+/// Identity of one delivery, kept across retries.
 public struct DeliveryContext: Sendable {
     /// Stable message identity: sent as `apns-id` (a UUID), used to recognise duplicates.
     public var messageID: String
-    /// 1-based attempt number.
-    public var attempt: Int
-    public init(messageID: String, attempt: Int) { self.messageID = messageID; self.attempt = attempt }
+    public init(messageID: String) { self.messageID = messageID }
 }
 
 /// A provider-specific rendering of one notification, made once and reused for every token and retry.

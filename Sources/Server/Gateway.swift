@@ -81,6 +81,13 @@ struct DispatcherService: Service {
         let dispatcher = gateway.dispatcher
         let timeout = gateway.settings.shutdownTimeout
         let logger = gateway.logger
+        guard dispatcher.hasProviders else {
+            // No provider enabled: nothing to feed, but returning now would make the service group
+            // stop the gateway ("finished unexpectedly"). Live until shutdown.
+            try? await gracefulShutdown()
+            dispatcher.shutdown()
+            return
+        }
         await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
                 await dispatcher.run()

@@ -186,7 +186,7 @@ struct SendProvider {
                 out.append(Result(target: target.reportedToken, outcome: .permanent(reason: failure.reason, status: nil)))
                 continue
             }
-            let context = DeliveryContext(messageID: n.apnsID ?? UUID().uuidString.lowercased(), attempt: 1)
+            let context = DeliveryContext(messageID: n.apnsID ?? UUID().uuidString.lowercased())
             let outcome = await provider.send(prepared, to: target, context: context)
             out.append(Result(target: target.reportedToken, outcome: outcome))
         }

@@ -49,7 +49,7 @@ struct APNsHarness {
 
     func send(_ n: PushNotification, to token: String, messageID: String = UUID().uuidString, attempt: Int = 1) async throws -> SendOutcome {
         let prepared = try provider.prepare(n)
-        return await provider.send(prepared, to: .token(token), context: DeliveryContext(messageID: messageID, attempt: attempt))
+        return await provider.send(prepared, to: .token(token), context: DeliveryContext(messageID: messageID))
     }
 
     func shutdown() async throws {
@@ -340,7 +340,7 @@ final class APNsProviderTests: XCTestCase {
                 for i in 0..<2000 {
                     group.addTask {
                         let o = await h.provider.send(prepared, to: .token(deviceToken(i)),
-                                                      context: DeliveryContext(messageID: UUID().uuidString, attempt: 1))
+                                                      context: DeliveryContext(messageID: UUID().uuidString))
                         return o.isDelivered
                     }
                 }

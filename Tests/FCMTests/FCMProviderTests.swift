@@ -46,7 +46,7 @@ struct FCMHarness {
 
     func send(_ n: PushNotification, _ target: PushTarget, attempt: Int = 1) async throws -> SendOutcome {
         let prepared = try provider.prepare(n)
-        return await provider.send(prepared, to: target, context: DeliveryContext(messageID: UUID().uuidString, attempt: attempt))
+        return await provider.send(prepared, to: target, context: DeliveryContext(messageID: UUID().uuidString))
     }
 
     func shutdown() async throws {
@@ -77,7 +77,7 @@ final class FCMProviderTests: XCTestCase {
             """)
             let prepared = try h.provider.prepare(n)
             for target in n.targets {
-                let outcome = await h.provider.send(prepared, to: target, context: DeliveryContext(messageID: "m", attempt: 1))
+                let outcome = await h.provider.send(prepared, to: target, context: DeliveryContext(messageID: "m"))
                 guard case .delivered(let id) = outcome else { return XCTFail("\(outcome)") }
                 XCTAssertTrue(id?.hasPrefix("projects/pushgate-test/messages/") == true, "\(id ?? "nil")")
             }
@@ -130,7 +130,7 @@ final class FCMProviderTests: XCTestCase {
             let provider = h.provider
             let outcomes = await withTaskGroup(of: SendOutcome.self) { group in
                 for t in tokens {
-                    group.addTask { await provider.send(prepared, to: .token(t), context: DeliveryContext(messageID: t, attempt: 1)) }
+                    group.addTask { await provider.send(prepared, to: .token(t), context: DeliveryContext(messageID: t)) }
                 }
                 var out: [SendOutcome] = []
                 for await o in group { out.append(o) }
@@ -215,14 +215,14 @@ final class FCMProviderTests: XCTestCase {
             let exact = try FCMMappingTests.sized(bodySize: 4096)
             let prepared = try h.provider.prepare(exact)
             XCTAssertEqual(h.provider.validate(target: .token("token-12"), of: prepared), .payloadTooLarge(size: 4097, limit: 4096))
-            let refused = await h.provider.send(prepared, to: .token("token-12"), context: DeliveryContext(messageID: "m", attempt: 1))
+            let refused = await h.provider.send(prepared, to: .token("token-12"), context: DeliveryContext(messageID: "m"))
             XCTAssertEqual(refused, .permanent(reason: "PayloadTooLarge (4097 > 4096 bytes)", status: nil))
             XCTAssertEqual(h.mock.sendRequestCount, 0)
             XCTAssertEqual(h.mock.tokenRequestCount, 0)
             XCTAssertEqual(h.mock.connectionsAccepted, 0)
 
             // Exactly 4096 bytes goes through, and the mock saw 4096 bytes.
-            let ok = await h.provider.send(prepared, to: .token("token-1"), context: DeliveryContext(messageID: "m", attempt: 1))
+            let ok = await h.provider.send(prepared, to: .token("token-1"), context: DeliveryContext(messageID: "m"))
             XCTAssertTrue(ok.isDelivered, "\(ok)")
             XCTAssertEqual(h.mock.messages.first?.body.count, 4096)
         }
@@ -281,7 +281,7 @@ final class FCMProviderTests: XCTestCase {
             poolConfig.requestTimeout = .seconds(5)
             let provider = try FCMProvider(configuration: config, httpClient: h.httpClient, poolConfiguration: poolConfig, eventLoopGroup: h.group)
             let prepared = try provider.prepare(notification { $0.message = "m" })
-            let outcome = await provider.send(prepared, to: .token("t"), context: DeliveryContext(messageID: "m", attempt: 1))
+            let outcome = await provider.send(prepared, to: .token("t"), context: DeliveryContext(messageID: "m"))
             await provider.shutdown()
             guard case .transient(_, let status, _) = outcome else { return XCTFail("\(outcome)") }
             XCTAssertNil(status)

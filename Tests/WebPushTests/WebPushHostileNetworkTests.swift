@@ -115,7 +115,7 @@ final class WebPushHostileNetworkTests: XCTestCase {
         var count: Int { calls.withLockedValue { $0 } }
     }
 
-    let ctx = DeliveryContext(messageID: "m-1", attempt: 1)
+    let ctx = DeliveryContext(messageID: "m-1")
 
     func payload(_ engine: WebPushEngine, _ text: String = "x") throws -> any PreparedPush {
         var n = PushNotification(platform: .webpush)

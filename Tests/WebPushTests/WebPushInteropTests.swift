@@ -98,7 +98,7 @@ final class WebPushInteropTests: XCTestCase {
         var n = PushNotification(platform: .webpush)
         n.payload = "interop"
         let outcome = await WebPushProvider(engine: engine).send(try engine.prepare(n), to: .subscription(sub),
-                                                                 context: DeliveryContext(messageID: "i", attempt: 1))
+                                                                 context: DeliveryContext(messageID: "i"))
         await engine.shutdown()
         try await mock.stop()
         try await group.shutdownGracefully()

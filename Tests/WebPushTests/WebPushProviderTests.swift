@@ -50,7 +50,7 @@ final class WebPushProviderTests: XCTestCase {
         return (engine, keys)
     }
 
-    let ctx = DeliveryContext(messageID: "m-1", attempt: 1)
+    let ctx = DeliveryContext(messageID: "m-1")
 
     func testEncryptedDeliveryDecryptsVerifiesVAPIDAndSendsHeaders() async throws {
         let (engine, keys) = try makeEngine()
@@ -340,7 +340,7 @@ final class WebPushThroughputTests: XCTestCase {
         let renderRate = Double(count) / Date().timeIntervalSince(start)
         let sends = 5000
         start = Date()
-        let context = DeliveryContext(messageID: "b", attempt: 1)
+        let context = DeliveryContext(messageID: "b")
         let delivered = await withTaskGroup(of: Bool.self) { g in
             var inFlight = 0, ok = 0, issued = 0
             while issued < sends {
