@@ -18,20 +18,24 @@ let package = Package(
         .target(name: "CFuzzerDriver"),
         // The /api/push decoder and validation, then every provider rendering that runs on a
         // decoded notification; JSONParser alone with small limits; the JSONWriter round trip.
-        .executableTarget(name: "FuzzRequest", dependencies: [
-            "CFuzzerDriver",
-            .product(name: "PushgateCore", package: "pushgate"),
-            .product(name: "APNs", package: "pushgate"),
-            .product(name: "FCM", package: "pushgate"),
-            .product(name: "WebPush", package: "pushgate"),
-        ]),
+        .executableTarget(
+            name: "FuzzRequest",
+            dependencies: [
+                "CFuzzerDriver",
+                .product(name: "PushgateCore", package: "pushgate"),
+                .product(name: "APNs", package: "pushgate"),
+                .product(name: "FCM", package: "pushgate"),
+                .product(name: "WebPush", package: "pushgate"),
+            ]),
         // RFC 8291 / RFC 8188 aes128gcm decryption (WebPushCrypto.decrypt, what the mock Web Push
         // server runs on every body) on raw mutated bodies and on well-formed multi-record bodies.
-        .executableTarget(name: "FuzzAES128GCM", dependencies: [
-            "CFuzzerDriver",
-            .product(name: "WebPush", package: "pushgate"),
-            .product(name: "Crypto", package: "swift-crypto"),
-        ]),
+        .executableTarget(
+            name: "FuzzAES128GCM",
+            dependencies: [
+                "CFuzzerDriver",
+                .product(name: "WebPush", package: "pushgate"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -39,8 +39,10 @@ public struct APNsConfiguration: Sendable {
     /// Long-lived HTTP/2 connections per environment.
     public var connectionsPerEnvironment: Int
 
-    public init(key: P256.Signing.PrivateKey, keyID: String, teamID: String, production: Bool = false,
-                topic: String? = nil, endpoint: String? = nil, maxRetry: Int = 3, connectionsPerEnvironment: Int = 2) throws(APNsConfigurationError) {
+    public init(
+        key: P256.Signing.PrivateKey, keyID: String, teamID: String, production: Bool = false,
+        topic: String? = nil, endpoint: String? = nil, maxRetry: Int = 3, connectionsPerEnvironment: Int = 2
+    ) throws(APNsConfigurationError) {
         self.key = key
         self.keyID = keyID.trimmingCharacters(in: .whitespacesAndNewlines)
         self.teamID = teamID.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -53,8 +55,10 @@ public struct APNsConfiguration: Sendable {
     }
 
     /// Loads the key from `ios.key_path` (PEM PKCS#8 `.p8`). Errors name the key and the problem in one line.
-    public init(keyPath: String, keyID: String, teamID: String, production: Bool = false,
-                topic: String? = nil, endpoint: String? = nil, maxRetry: Int = 3, connectionsPerEnvironment: Int = 2) throws(APNsConfigurationError) {
+    public init(
+        keyPath: String, keyID: String, teamID: String, production: Bool = false,
+        topic: String? = nil, endpoint: String? = nil, maxRetry: Int = 3, connectionsPerEnvironment: Int = 2
+    ) throws(APNsConfigurationError) {
         if keyPath.isEmpty { throw APNsConfigurationError(key: "ios.key_path", "missing (path of the APNs .p8 auth key)") }
         let key: P256.Signing.PrivateKey
         do {
@@ -69,19 +73,23 @@ public struct APNsConfiguration: Sendable {
         } catch {
             throw APNsConfigurationError(key: "ios.key_path", "\(keyPath): \(error)")
         }
-        try self.init(key: key, keyID: keyID, teamID: teamID, production: production, topic: topic, endpoint: endpoint,
-                      maxRetry: maxRetry, connectionsPerEnvironment: connectionsPerEnvironment)
+        try self.init(
+            key: key, keyID: keyID, teamID: teamID, production: production, topic: topic, endpoint: endpoint,
+            maxRetry: maxRetry, connectionsPerEnvironment: connectionsPerEnvironment)
     }
 
     /// Same as `init(keyPath:...)` with the key's PEM text.
-    public init(keyPEM: String, keyID: String, teamID: String, production: Bool = false,
-                topic: String? = nil, endpoint: String? = nil, maxRetry: Int = 3, connectionsPerEnvironment: Int = 2) throws(APNsConfigurationError) {
+    public init(
+        keyPEM: String, keyID: String, teamID: String, production: Bool = false,
+        topic: String? = nil, endpoint: String? = nil, maxRetry: Int = 3, connectionsPerEnvironment: Int = 2
+    ) throws(APNsConfigurationError) {
         let key: P256.Signing.PrivateKey
         do { key = try KeyLoading.p256PrivateKey(pem: keyPEM) } catch {
             throw APNsConfigurationError(key: "ios.key_path", "not a P-256 PKCS#8 private key (an APNs .p8 auth key)")
         }
-        try self.init(key: key, keyID: keyID, teamID: teamID, production: production, topic: topic, endpoint: endpoint,
-                      maxRetry: maxRetry, connectionsPerEnvironment: connectionsPerEnvironment)
+        try self.init(
+            key: key, keyID: keyID, teamID: teamID, production: production, topic: topic, endpoint: endpoint,
+            maxRetry: maxRetry, connectionsPerEnvironment: connectionsPerEnvironment)
     }
 
     public func validate() throws(APNsConfigurationError) {

@@ -27,11 +27,15 @@ public struct APNsModule: ProviderModule {
     public var platforms: [Platform] { [.ios] }
 
     public var sections: [ConfigSection] {
-        [ConfigSection("ios", keys: [
-            Keys.enabled.key, Keys.keyPath.key, Keys.keyBase64.key, Keys.keyType.key, Keys.keyID.key, Keys.teamID.key,
-            Keys.production.key, Keys.maxTokens.key, Keys.maxRetry.key, Keys.maxConcurrentPushes.key, Keys.connections.key,
-            Keys.topic.key, Keys.endpoint.key,
-        ], ignoredKeys: ["password"])]
+        [
+            ConfigSection(
+                "ios",
+                keys: [
+                    Keys.enabled.key, Keys.keyPath.key, Keys.keyBase64.key, Keys.keyType.key, Keys.keyID.key, Keys.teamID.key,
+                    Keys.production.key, Keys.maxTokens.key, Keys.maxRetry.key, Keys.maxConcurrentPushes.key, Keys.connections.key,
+                    Keys.topic.key, Keys.endpoint.key,
+                ], ignoredKeys: ["password"])
+        ]
     }
 
     public func checkIngest(_ n: PushNotification) -> IngestProblem? {
@@ -68,8 +72,9 @@ public struct APNsModule: ProviderModule {
         }
         let provider: APNsProvider
         do {
-            provider = try APNsProvider(configuration: apnsConfig, poolConfiguration: context.poolConfiguration,
-                                        eventLoopGroup: context.eventLoopGroup, logger: Logger(label: "pushgate.apns"))
+            provider = try APNsProvider(
+                configuration: apnsConfig, poolConfiguration: context.poolConfiguration,
+                eventLoopGroup: context.eventLoopGroup, logger: Logger(label: "pushgate.apns"))
         } catch {
             throw ConfigError(key: error.key, problem: error.problem)
         }

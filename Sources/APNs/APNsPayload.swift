@@ -66,29 +66,64 @@ public enum APNsPayload {
             }
         }
 
-        if let v = nonEmpty(n.threadID) { w.key("thread-id", first: &first); w.string(v) }
-        if let v = nonEmpty(n.category) { w.key("category", first: &first); w.string(v) }
-        if n.contentAvailable == true || pushType.forcesContentAvailable { w.key("content-available", first: &first); w.int(1) }
-        if n.mutableContent == true { w.key("mutable-content", first: &first); w.int(1) }
+        if let v = nonEmpty(n.threadID) {
+            w.key("thread-id", first: &first)
+            w.string(v)
+        }
+        if let v = nonEmpty(n.category) {
+            w.key("category", first: &first)
+            w.string(v)
+        }
+        if n.contentAvailable == true || pushType.forcesContentAvailable {
+            w.key("content-available", first: &first)
+            w.int(1)
+        }
+        if n.mutableContent == true {
+            w.key("mutable-content", first: &first)
+            w.int(1)
+        }
         if let args = n.urlArgs, !args.isEmpty {
             w.key("url-args", first: &first)
             w.write(.array(args.map(JSONValue.string)))
         }
         if let v = nonEmpty(n.interruptionLevel) {
-            w.key("interruption-level", first: &first); w.string(v)
+            w.key("interruption-level", first: &first)
+            w.string(v)
         }
         if let v = n.relevanceScore {
             guard v.isFinite else { throw PushFailure("relevance-score: must be a finite number") }
-            w.key("relevance-score", first: &first); w.double(v)
+            w.key("relevance-score", first: &first)
+            w.double(v)
         }
         // Live Activities
-        if let v = n.timestamp { w.key("timestamp", first: &first); w.int(v) }
-        if let v = nonEmpty(n.event) { w.key("event", first: &first); w.string(v) }
-        if let v = n.contentState { w.key("content-state", first: &first); w.write(v) }
-        if let v = n.staleDate { w.key("stale-date", first: &first); w.int(v) }
-        if let v = n.dismissalDate { w.key("dismissal-date", first: &first); w.int(v) }
-        if let v = nonEmpty(n.attributesType) { w.key("attributes-type", first: &first); w.string(v) }
-        if let v = n.attributes { w.key("attributes", first: &first); w.write(v) }
+        if let v = n.timestamp {
+            w.key("timestamp", first: &first)
+            w.int(v)
+        }
+        if let v = nonEmpty(n.event) {
+            w.key("event", first: &first)
+            w.string(v)
+        }
+        if let v = n.contentState {
+            w.key("content-state", first: &first)
+            w.write(v)
+        }
+        if let v = n.staleDate {
+            w.key("stale-date", first: &first)
+            w.int(v)
+        }
+        if let v = n.dismissalDate {
+            w.key("dismissal-date", first: &first)
+            w.int(v)
+        }
+        if let v = nonEmpty(n.attributesType) {
+            w.key("attributes-type", first: &first)
+            w.string(v)
+        }
+        if let v = n.attributes {
+            w.key("attributes", first: &first)
+            w.write(v)
+        }
         w.raw("}")
 
         if let data = n.data {

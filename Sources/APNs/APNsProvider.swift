@@ -23,11 +23,13 @@ public final class APNsProvider: PushProvider {
     ///   - poolConfiguration: TLS (e.g. `HTTP2PoolConfiguration.tls(extraRootsPEM:)` for `core.ca_file`),
     ///     timeouts; `connectionsPerTarget` is set from `configuration.connectionsPerEnvironment`.
     ///   - tokenManager: injected by tests (clock); by default one made from the configuration.
-    public init(configuration: APNsConfiguration,
-                poolConfiguration: HTTP2PoolConfiguration = HTTP2PoolConfiguration(),
-                eventLoopGroup: any EventLoopGroup,
-                logger: Logger = Logger(label: "pushgate.apns"),
-                tokenManager: APNsTokenManager? = nil) throws(APNsConfigurationError) {
+    public init(
+        configuration: APNsConfiguration,
+        poolConfiguration: HTTP2PoolConfiguration = HTTP2PoolConfiguration(),
+        eventLoopGroup: any EventLoopGroup,
+        logger: Logger = Logger(label: "pushgate.apns"),
+        tokenManager: APNsTokenManager? = nil
+    ) throws(APNsConfigurationError) {
         try configuration.validate()
         guard let productionTarget = HTTP2Target(url: configuration.baseURL(production: true)) else {
             throw APNsConfigurationError(key: "ios.endpoint", "\"\(configuration.baseURL(production: true))\" is not an http(s) base URL")
@@ -44,7 +46,8 @@ public final class APNsProvider: PushProvider {
         productionLogger[metadataKey: "apns-env"] = "production"
         var sandboxLogger = logger
         sandboxLogger[metadataKey: "apns-env"] = "sandbox"
-        self.productionPool = HTTP2ConnectionPool(target: productionTarget, configuration: pc, eventLoopGroup: eventLoopGroup, logger: productionLogger)
+        self.productionPool = HTTP2ConnectionPool(
+            target: productionTarget, configuration: pc, eventLoopGroup: eventLoopGroup, logger: productionLogger)
         self.sandboxPool = HTTP2ConnectionPool(target: sandboxTarget, configuration: pc, eventLoopGroup: eventLoopGroup, logger: sandboxLogger)
     }
 
@@ -105,9 +108,11 @@ public final class APNsProvider: PushProvider {
         if case .credentials = outcome {
             tokens.invalidate(auth.jwt)
         }
-        logger.debug("APNs refused a push", metadata: [
-            "status": "\(response.status)", "reason": "\(outcome.reason ?? "")", "apns-id": "\(context.messageID)",
-        ])
+        logger.debug(
+            "APNs refused a push",
+            metadata: [
+                "status": "\(response.status)", "reason": "\(outcome.reason ?? "")", "apns-id": "\(context.messageID)",
+            ])
         return outcome
     }
 

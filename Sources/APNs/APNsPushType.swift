@@ -16,8 +16,10 @@ public struct APNsPushType: Sendable, Hashable, CustomStringConvertible {
     /// Largest payload APNs accepts for this type, in bytes.
     public let payloadLimit: Int
 
-    public init(name: String, topicSuffix: String? = nil, forcedPriority: Int? = nil, forcedExpiration: Int64? = nil,
-                forcesContentAvailable: Bool = false, payloadLimit: Int = APNsPushType.defaultPayloadLimit) {
+    public init(
+        name: String, topicSuffix: String? = nil, forcedPriority: Int? = nil, forcedExpiration: Int64? = nil,
+        forcesContentAvailable: Bool = false, payloadLimit: Int = APNsPushType.defaultPayloadLimit
+    ) {
         self.name = name
         self.topicSuffix = topicSuffix
         self.forcedPriority = forcedPriority

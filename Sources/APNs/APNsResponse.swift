@@ -49,8 +49,9 @@ public enum APNsResponseClassifier {
     /// The `reason` string of an APNs error body, nil when absent or not JSON.
     public static func reason(in body: [UInt8]) -> String? {
         guard !body.isEmpty, body.count < 64 * 1024,
-              let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
-              let reason = object["reason"] as? String, !reason.isEmpty else { return nil }
+            let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+            let reason = object["reason"] as? String, !reason.isEmpty
+        else { return nil }
         return reason
     }
 }

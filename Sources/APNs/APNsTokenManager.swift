@@ -47,11 +47,13 @@ public final class APNsTokenManager: @unchecked Sendable {
     ///   - clock: epoch seconds (injected by tests).
     ///   - lifetime: age range (seconds) after which a token is re-minted; one value drawn per token.
     ///   - minimumInterval: least time between two re-mints forced by `ExpiredProviderToken`.
-    public init(key: P256.Signing.PrivateKey, keyID: String, teamID: String,
-                clock: @escaping Clock = { Date().timeIntervalSince1970 },
-                lifetime: ClosedRange<Double> = 40 * 60 ... 50 * 60,
-                minimumInterval: Double = 20 * 60,
-                random: @escaping Random = { Double.random(in: $0) }) {
+    public init(
+        key: P256.Signing.PrivateKey, keyID: String, teamID: String,
+        clock: @escaping Clock = { Date().timeIntervalSince1970 },
+        lifetime: ClosedRange<Double> = 40 * 60...50 * 60,
+        minimumInterval: Double = 20 * 60,
+        random: @escaping Random = { Double.random(in: $0) }
+    ) {
         self.signer = JWTSigner(key: .es256(key))
         self.keyID = keyID
         self.teamID = teamID

@@ -80,9 +80,10 @@ public final class Dispatcher: Sendable {
         answer: AnswerLimits = AnswerLimits(),
         logger: Logger = Logger(label: "pushgate.dispatch")
     ) {
-        self.init(providers: providers, unavailable: unavailable, queue: engine.driver, policy: policy, stats: engine.stats,
-                  feedback: feedback, sinks: engine.sinks, statusSource: engine.statusSource, hideToken: hideToken,
-                  answer: answer, logger: logger)
+        self.init(
+            providers: providers, unavailable: unavailable, queue: engine.driver, policy: policy, stats: engine.stats,
+            feedback: feedback, sinks: engine.sinks, statusSource: engine.statusSource, hideToken: hideToken,
+            answer: answer, logger: logger)
     }
 
     /// - Parameters:
@@ -121,8 +122,9 @@ public final class Dispatcher: Sendable {
         self.random = random
         let maxMessageBytes = answer.maxMessageBytes
         lifecycle = DeliveryLifecycle(policy: policy) { job, error in
-            Self.entry(notifID: job.accepted.notifID, notification: job.accepted.notification, target: job.target, error: error,
-                       hideToken: hideToken, maxMessageBytes: maxMessageBytes)
+            Self.entry(
+                notifID: job.accepted.notifID, notification: job.accepted.notification, target: job.target, error: error,
+                hideToken: hideToken, maxMessageBytes: maxMessageBytes)
         }
         var all: [any DeliveryEventSink] = [stats, MetricsSink()]
         all += sinks
@@ -144,8 +146,10 @@ public final class Dispatcher: Sendable {
         }
     }
 
-    private static func entry(notifID: String, notification n: PushNotification, target: PushTarget, error: String,
-                              hideToken: Bool, maxMessageBytes: Int) -> LogEntry {
+    private static func entry(
+        notifID: String, notification n: PushNotification, target: PushTarget, error: String,
+        hideToken: Bool, maxMessageBytes: Int
+    ) -> LogEntry {
         LogEntry(
             notifID: notifID,
             platform: n.platform.name,
@@ -352,7 +356,7 @@ public final class Dispatcher: Sendable {
             case .emit(let e): publish(e)
             case .reschedule: await queue.reschedule(transition.job)
             case .complete(let outcome): await queue.complete(transition.job, outcome: outcome)
-            case .enqueue, .recordFailedBeforeSending, .release: break   // submit's and the queue drivers' business
+            case .enqueue, .recordFailedBeforeSending, .release: break  // submit's and the queue drivers' business
             }
         }
     }

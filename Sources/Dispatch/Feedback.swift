@@ -21,7 +21,9 @@ public final class FeedbackSender: Sendable {
     private let counters = NIOLockedValueBox((sent: 0, failed: 0))
 
     /// - Parameter headers: gorush's `core.feedback_header` strings, `"Key: value"`.
-    public init(url: String, headers: [String], client: HTTPClient, logger: Logger, capacity: Int = 10_000, maxAttempts: Int = 5, baseDelay: Double = 1) {
+    public init(
+        url: String, headers: [String], client: HTTPClient, logger: Logger, capacity: Int = 10_000, maxAttempts: Int = 5, baseDelay: Double = 1
+    ) {
         self.url = url
         self.headers = headers.compactMap { h in
             guard let i = h.firstIndex(of: ":") else { return nil }
@@ -48,7 +50,8 @@ public final class FeedbackSender: Sendable {
             return true
         }
         guard ok else {
-            logger.error("feedback queue full; dropping feedback entry", metadata: ["token": "\(entry.token.logSafe())", "error": "\(entry.error.logSafe())"])
+            logger.error(
+                "feedback queue full; dropping feedback entry", metadata: ["token": "\(entry.token.logSafe())", "error": "\(entry.error.logSafe())"])
             return
         }
         continuation.yield(entry)
@@ -59,7 +62,10 @@ public final class FeedbackSender: Sendable {
         await withTaskGroup(of: Void.self) { group in
             var inFlight = 0
             for await entry in stream {
-                if inFlight >= 16 { await group.next(); inFlight -= 1 }
+                if inFlight >= 16 {
+                    await group.next()
+                    inFlight -= 1
+                }
                 group.addTask { await self.deliver(entry) }
                 inFlight += 1
             }

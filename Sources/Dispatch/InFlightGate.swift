@@ -16,13 +16,19 @@ final class InFlightGate: Sendable {
     /// Takes a slot, waiting for `leave()` when all `limit` are taken.
     func enter() async {
         let entered = state.withLockedValue { s -> Bool in
-            if s.inFlight < limit { s.inFlight += 1; return true }
+            if s.inFlight < limit {
+                s.inFlight += 1
+                return true
+            }
             return false
         }
         if entered { return }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let now = state.withLockedValue { s -> Bool in
-                if s.inFlight < limit { s.inFlight += 1; return true }
+                if s.inFlight < limit {
+                    s.inFlight += 1
+                    return true
+                }
                 precondition(s.waiter == nil, "InFlightGate has one waiter at a time")
                 s.waiter = c
                 return false

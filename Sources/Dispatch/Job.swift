@@ -38,7 +38,9 @@ public struct DeliveryJob: Sendable {
 
     public var platform: Platform { accepted.notification.platform }
 
-    public init(id: UInt64, messageID: String, target: PushTarget, accepted: AcceptedNotification, maxAttempts: Int, now: Date, waiterID: UInt64? = nil) {
+    public init(
+        id: UInt64, messageID: String, target: PushTarget, accepted: AcceptedNotification, maxAttempts: Int, now: Date, waiterID: UInt64? = nil
+    ) {
         self.id = id
         self.messageID = messageID
         self.target = target

@@ -135,11 +135,13 @@ public struct DeliveryLifecycle: Sendable {
         case .rejected(let reason, let served):
             job.state = .failed(reason: reason)
             let final = FinalOutcome.failed(reason: reason, tokenDead: false)
-            return DeliveryTransition(job: job, effects: [
-                .recordFailedBeforeSending(reason: reason),
-                .emit(.accepted(job)),
-                .emit(.finished(job, final, phase: served ? .beforeSending : .notServed, failure: report(job, reason))),
-            ])
+            return DeliveryTransition(
+                job: job,
+                effects: [
+                    .recordFailedBeforeSending(reason: reason),
+                    .emit(.accepted(job)),
+                    .emit(.finished(job, final, phase: served ? .beforeSending : .notServed, failure: report(job, reason))),
+                ])
 
         case .unpreparable(let reason):
             return finish(job, .failed(reason: reason, tokenDead: false), before: [])
@@ -182,6 +184,7 @@ public struct DeliveryLifecycle: Sendable {
         job.state = DeliveryState(final)
         var failure: LogEntry?
         if case .failed(let reason, _) = final { failure = report(job, reason) }
-        return DeliveryTransition(job: job, effects: before + [.complete(final), .emit(.finished(job, final, phase: .afterSending, failure: failure))])
+        return DeliveryTransition(
+            job: job, effects: before + [.complete(final), .emit(.finished(job, final, phase: .afterSending, failure: failure))])
     }
 }

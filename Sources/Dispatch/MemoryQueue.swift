@@ -212,7 +212,12 @@ public struct JobHeap: Sendable {
         var i = items.count - 1
         while i > 0 {
             let p = (i - 1) / 2
-            if Self.less(items[i], items[p]) { items.swapAt(i, p); i = p } else { break }
+            if Self.less(items[i], items[p]) {
+                items.swapAt(i, p)
+                i = p
+            } else {
+                break
+            }
         }
     }
 
@@ -222,7 +227,8 @@ public struct JobHeap: Sendable {
         let top = items.removeLast()
         var i = 0
         while true {
-            let l = 2 * i + 1, r = l + 1
+            let l = 2 * i + 1
+            let r = l + 1
             var m = i
             if l < items.count, Self.less(items[l], items[m]) { m = l }
             if r < items.count, Self.less(items[r], items[m]) { m = r }

@@ -60,8 +60,9 @@ public struct RetryPolicy: Sendable, Equatable {
         expiration: Int64?,
         random: Double
     ) -> RetryDecision {
-        decide(outcome: outcome, attempt: attempt, maxAttempts: maxAttempts, credentialRetryUsed: credentialRetryUsed,
-               now: now, deadline: expiration.map { Date(timeIntervalSince1970: Double($0)) }, random: random)
+        decide(
+            outcome: outcome, attempt: attempt, maxAttempts: maxAttempts, credentialRetryUsed: credentialRetryUsed,
+            now: now, deadline: expiration.map { Date(timeIntervalSince1970: Double($0)) }, random: random)
     }
 
     /// - Parameter deadline: no retry is scheduled after this time (the notification's expiry in

@@ -43,13 +43,23 @@ struct LogSink: DeliveryEventSink {
     func record(_ event: DeliveryEvent) {
         switch event {
         case .retrying(let job, _):
-            logger.debug("retrying push", metadata: ["notif_id": "\(job.accepted.notifID.logSafe())", "attempt": "\(job.attempts)",
-                                                     "reason": "\((job.lastError ?? "").logSafe())"])
+            logger.debug(
+                "retrying push",
+                metadata: [
+                    "notif_id": "\(job.accepted.notifID.logSafe())", "attempt": "\(job.attempts)",
+                    "reason": "\((job.lastError ?? "").logSafe())",
+                ])
         case .finished(let job, _, .afterSending, let e?):
-            logger.info("push failed", metadata: ["notif_id": "\(e.notifID.logSafe())", "platform": "\(e.platform)", "token": "\(e.token.logSafe())",
-                                                  "error": "\(e.error.logSafe())", "attempts": "\(job.attempts)"])
+            logger.info(
+                "push failed",
+                metadata: [
+                    "notif_id": "\(e.notifID.logSafe())", "platform": "\(e.platform)", "token": "\(e.token.logSafe())",
+                    "error": "\(e.error.logSafe())", "attempts": "\(job.attempts)",
+                ])
         case .finished(_, _, .beforeSending, let e?):
-            logger.info("push failed before sending", metadata: ["notif_id": "\(e.notifID.logSafe())", "token": "\(e.token.logSafe())", "error": "\(e.error.logSafe())"])
+            logger.info(
+                "push failed before sending",
+                metadata: ["notif_id": "\(e.notifID.logSafe())", "token": "\(e.token.logSafe())", "error": "\(e.error.logSafe())"])
         default:
             break
         }

@@ -62,7 +62,13 @@ public final class Stats: DeliveryEventSink {
     public func finished(platform: Platform, delivered: Bool) {
         change { s in
             var c = s.platforms[platform.name] ?? .init()
-            if delivered { c.pushSuccess += 1; s.successTasks += 1 } else { c.pushError += 1; s.failureTasks += 1 }
+            if delivered {
+                c.pushSuccess += 1
+                s.successTasks += 1
+            } else {
+                c.pushError += 1
+                s.failureTasks += 1
+            }
             s.platforms[platform.name] = c
         }
     }

@@ -22,7 +22,10 @@ public struct DeliveryStatusRecord: Sendable, Equatable {
     /// Delivered or failed: when.
     public var finishedAt: Date?
 
-    public init(platform: Platform, token: String, state: State, attempts: Int, nextTry: Date? = nil, error: String? = nil, providerID: String? = nil, finishedAt: Date? = nil) {
+    public init(
+        platform: Platform, token: String, state: State, attempts: Int, nextTry: Date? = nil, error: String? = nil, providerID: String? = nil,
+        finishedAt: Date? = nil
+    ) {
         self.platform = platform
         self.token = token
         self.state = state
@@ -94,8 +97,9 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
     }
 
     private static func record(_ job: DeliveryJob, at t: Date) -> DeliveryStatusRecord {
-        DeliveryStatusRecord(platform: job.platform, token: job.target.reportedToken, state: job.state, attempts: job.attempts,
-                             finishedAt: job.state.isFinal ? t : nil)
+        DeliveryStatusRecord(
+            platform: job.platform, token: job.target.reportedToken, state: job.state, attempts: job.attempts,
+            finishedAt: job.state.isFinal ? t : nil)
     }
 
     private func accepted(_ job: DeliveryJob) {
@@ -122,7 +126,7 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
         state.withLockedValue { s in
             let id = job.accepted.notifID
             guard s.notifs[id]?.entries[job.id] != nil else { return }
-            s.notifs[id]!.entries[job.id] = Self.record(job, at: t)   // in place, see `accepted`
+            s.notifs[id]!.entries[job.id] = Self.record(job, at: t)  // in place, see `accepted`
             s.notifs[id]!.updated = t
         }
     }
@@ -146,7 +150,10 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
         // Walk from the oldest; stop at the first notification still fresh (FIFO ~ age order).
         while i < s.fifo.count {
             let id = s.fifo[i]
-            guard let n = s.notifs[id] else { i += 1; continue }
+            guard let n = s.notifs[id] else {
+                i += 1
+                continue
+            }
             let over = s.records > maxRecords
             let expired = n.updated < cutoff && n.entries.values.allSatisfy { $0.state == .delivered || $0.state == .failed }
             if over || expired {
@@ -155,7 +162,11 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
                 i += 1
                 continue
             }
-            if n.updated < cutoff { kept.append(id); i += 1; continue }   // still pending: keep, look further
+            if n.updated < cutoff {
+                kept.append(id)
+                i += 1
+                continue
+            }  // still pending: keep, look further
             break
         }
         if !kept.isEmpty {

@@ -107,7 +107,8 @@ public struct FCMConfiguration: Sendable {
     /// gorush `android.max_retry` (used by the dispatcher, not by the provider).
     public var maxRetry: Int
 
-    public init(serviceAccount: ServiceAccount, endpoint: String = FCMConfiguration.defaultEndpoint, maxRetry: Int = 0) throws(FCMConfigurationError) {
+    public init(serviceAccount: ServiceAccount, endpoint: String = FCMConfiguration.defaultEndpoint, maxRetry: Int = 0) throws(FCMConfigurationError)
+    {
         self.serviceAccount = serviceAccount
         self.endpoint = endpoint.isEmpty ? Self.defaultEndpoint : endpoint
         self.maxRetry = maxRetry
@@ -131,7 +132,8 @@ public struct FCMConfiguration: Sendable {
         } else if let env = environment[Self.credentialsEnvironmentVariable], !env.isEmpty {
             account = try ServiceAccount(path: env, source: "\(Self.credentialsEnvironmentVariable) \(env)")
         } else {
-            throw FCMConfigurationError("FCM: missing credentials: set android.key_path, android.credential or \(Self.credentialsEnvironmentVariable)")
+            throw FCMConfigurationError(
+                "FCM: missing credentials: set android.key_path, android.credential or \(Self.credentialsEnvironmentVariable)")
         }
         try self.init(serviceAccount: account, endpoint: endpoint ?? Self.defaultEndpoint, maxRetry: maxRetry)
     }

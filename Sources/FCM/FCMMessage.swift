@@ -115,7 +115,7 @@ public enum FCMMessageMapper {
                     if let mapped = legacyAndroidNotificationKeys.first(where: { $0.0 == k }) {
                         legacyAndroid[mapped.1] = v
                     }
-                    // other unknown keys are dropped, as gorush's typed decoding drops them
+                // other unknown keys are dropped, as gorush's typed decoding drops them
                 }
             }
         }
@@ -166,10 +166,14 @@ public enum FCMMessageMapper {
         var headers = apns["headers"]?.objectValue ?? JSONObject()
         var touchedAPS = false
         if n.mutableContent == true, hasNotification, aps["mutable-content"] == nil {
-            aps["mutable-content"] = .int(1); touchedAPS = true
+            aps["mutable-content"] = .int(1)
+            touchedAPS = true
         }
         if n.contentAvailable == true {
-            if aps["content-available"] == nil { aps["content-available"] = .int(1); touchedAPS = true }
+            if aps["content-available"] == nil {
+                aps["content-available"] = .int(1)
+                touchedAPS = true
+            }
             if !hasNotification {
                 // A background (data-only) wake-up: APNs requires priority 5 and push type background.
                 if headers["apns-priority"] == nil { headers["apns-priority"] = .string("5") }
@@ -177,9 +181,11 @@ public enum FCMMessageMapper {
             }
         }
         if let sound = n.sound?.stringValue, !sound.isEmpty, aps["sound"] == nil {
-            aps["sound"] = .string(sound); touchedAPS = true
+            aps["sound"] = .string(sound)
+            touchedAPS = true
         } else if let sound = n.sound?.objectValue, aps["sound"] == nil {
-            aps["sound"] = .object(sound); touchedAPS = true
+            aps["sound"] = .object(sound)
+            touchedAPS = true
         }
         if !headers.isEmpty { apns["headers"] = .object(headers) }
         if touchedAPS || payload["aps"] != nil {

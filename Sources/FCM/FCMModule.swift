@@ -20,10 +20,14 @@ public struct FCMModule: ProviderModule {
     public var platforms: [Platform] { [.android] }
 
     public var sections: [ConfigSection] {
-        [ConfigSection("android", keys: [
-            Keys.enabled.key, Keys.keyPath.key, Keys.credential.key, Keys.maxTokens.key, Keys.maxRetry.key,
-            Keys.maxConcurrentPushes.key, Keys.endpoint.key,
-        ])]
+        [
+            ConfigSection(
+                "android",
+                keys: [
+                    Keys.enabled.key, Keys.keyPath.key, Keys.credential.key, Keys.maxTokens.key, Keys.maxRetry.key,
+                    Keys.maxConcurrentPushes.key, Keys.endpoint.key,
+                ])
+        ]
     }
 
     public func build(_ config: ProviderConfig, context: ProviderBuildContext) throws -> ProviderBuild {
@@ -31,15 +35,17 @@ public struct FCMModule: ProviderModule {
         guard s[Keys.enabled] else { return ProviderBuild() }
         let fcmConfig: FCMConfiguration
         do {
-            fcmConfig = try FCMConfiguration(keyPath: s[Keys.keyPath], credential: s[Keys.credential], endpoint: s[Keys.endpoint],
-                                             maxRetry: s[Keys.maxRetry], environment: config.environment)
+            fcmConfig = try FCMConfiguration(
+                keyPath: s[Keys.keyPath], credential: s[Keys.credential], endpoint: s[Keys.endpoint],
+                maxRetry: s[Keys.maxRetry], environment: config.environment)
         } catch {
             throw ConfigError(key: "android", problem: error.description)
         }
         let provider: FCMProvider
         do {
-            provider = try FCMProvider(configuration: fcmConfig, httpClient: context.httpClient, poolConfiguration: context.poolConfiguration,
-                                       eventLoopGroup: context.eventLoopGroup, logger: Logger(label: "pushgate.fcm"))
+            provider = try FCMProvider(
+                configuration: fcmConfig, httpClient: context.httpClient, poolConfiguration: context.poolConfiguration,
+                eventLoopGroup: context.eventLoopGroup, logger: Logger(label: "pushgate.fcm"))
         } catch {
             throw ConfigError(key: "android", problem: error.description)
         }

@@ -28,7 +28,8 @@ public final class FCMProvider: PushProvider {
         logger: Logger = Logger(label: "pushgate.fcm")
     ) throws(FCMConfigurationError) {
         let tokens = FCMTokenProvider(serviceAccount: configuration.serviceAccount, httpClient: httpClient, logger: logger)
-        try self.init(configuration: configuration, tokenProvider: tokens, poolConfiguration: poolConfiguration, eventLoopGroup: eventLoopGroup, logger: logger)
+        try self.init(
+            configuration: configuration, tokenProvider: tokens, poolConfiguration: poolConfiguration, eventLoopGroup: eventLoopGroup, logger: logger)
     }
 
     /// With an explicit token provider (tests, or sharing one provider).
@@ -119,9 +120,11 @@ public final class FCMProvider: PushProvider {
             await tokenProvider.invalidate(accessToken)
         }
         if !outcome.isDelivered {
-            logger.debug("FCM send not delivered", metadata: [
-                "status": "\(response.status)", "outcome": "\(outcome.className)", "reason": "\(outcome.reason ?? "")",
-            ])
+            logger.debug(
+                "FCM send not delivered",
+                metadata: [
+                    "status": "\(response.status)", "outcome": "\(outcome.className)", "reason": "\(outcome.reason ?? "")",
+                ])
         }
         return outcome
     }

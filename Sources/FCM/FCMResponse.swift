@@ -14,8 +14,9 @@ public enum FCMResponseClassifier {
 
     public static func parseError(_ body: [UInt8]) -> ErrorBody? {
         guard !body.isEmpty,
-              let json = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any],
-              let error = json["error"] as? [String: Any] else { return nil }
+            let json = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any],
+            let error = json["error"] as? [String: Any]
+        else { return nil }
         var out = ErrorBody()
         out.code = (error["code"] as? NSNumber)?.intValue
         out.message = error["message"] as? String

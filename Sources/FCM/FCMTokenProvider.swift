@@ -200,7 +200,11 @@ public actor FCMTokenProvider {
             throw FCMAuthError(status: status, message: "token response without access_token")
         }
         var expiresIn: Double = 3600
-        if let n = json["expires_in"] as? NSNumber { expiresIn = n.doubleValue } else if let s = json["expires_in"] as? String, let d = Double(s) { expiresIn = d }
+        if let n = json["expires_in"] as? NSNumber {
+            expiresIn = n.doubleValue
+        } else if let s = json["expires_in"] as? String, let d = Double(s) {
+            expiresIn = d
+        }
         // A hostile or broken token server: NaN, negative or centuries-long lifetimes are not taken.
         if !(expiresIn > 0) { expiresIn = 60 }
         expiresIn = min(expiresIn, 86_400)

@@ -248,8 +248,10 @@ final class HTTP2PoolCore: Sendable {
     typealias Connector = @Sendable (_ core: HTTP2PoolCore, _ id: Int, _ eventLoop: any EventLoop, _ addresses: [SocketAddress]?) -> Void
     private let connector: Connector?
 
-    init(target: HTTP2Target, configuration: HTTP2PoolConfiguration, eventLoopGroup: any EventLoopGroup, logger: Logger,
-         sslContext: SharedSSLContext? = nil, connector: Connector? = nil) {
+    init(
+        target: HTTP2Target, configuration: HTTP2PoolConfiguration, eventLoopGroup: any EventLoopGroup, logger: Logger,
+        sslContext: SharedSSLContext? = nil, connector: Connector? = nil
+    ) {
         var configuration = configuration
         configuration.connectionsPerTarget = max(1, configuration.connectionsPerTarget)
         configuration.maxPendingRequests = max(0, configuration.maxPendingRequests)

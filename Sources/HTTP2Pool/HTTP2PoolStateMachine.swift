@@ -376,8 +376,9 @@ struct HTTP2PoolStateMachine<Connection, Request: HTTP2PoolQueueable> {
     /// PushgateCore yet.
     static func reconnectDelay(failures: Int, initial: TimeAmount, maximum: TimeAmount, random: Double) -> TimeAmount {
         // The one backoff function (PushgateCore), in nanoseconds, at least 1 ms.
-        let nanos = Backoff.delay(attempt: failures, base: Double(max(initial.nanoseconds, 1_000_000)),
-                                  maximum: Double(max(maximum.nanoseconds, 0)), jitter: 0.2, random: random)
+        let nanos = Backoff.delay(
+            attempt: failures, base: Double(max(initial.nanoseconds, 1_000_000)),
+            maximum: Double(max(maximum.nanoseconds, 0)), jitter: 0.2, random: random)
         return .nanoseconds(Int64(min(nanos, 1e15)))
     }
 }

@@ -136,8 +136,10 @@ public struct HTTP2Request: Sendable {
     /// (made for an earlier request, to addresses checked then) may carry the request.
     public var connectAddresses: [SocketAddress]?
 
-    public init(method: String = "POST", path: String, headers: [(String, String)] = [], body: ByteBuffer? = nil,
-                connectAddresses: [SocketAddress]? = nil) {
+    public init(
+        method: String = "POST", path: String, headers: [(String, String)] = [], body: ByteBuffer? = nil,
+        connectAddresses: [SocketAddress]? = nil
+    ) {
         self.method = method
         self.path = path
         self.headers = headers

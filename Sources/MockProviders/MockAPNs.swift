@@ -177,8 +177,10 @@ public final class MockAPNs: Sendable {
 
     public static let payloadLimit = 4096
     public static let voipPayloadLimit = 5120
-    static let pushTypes: Set<String> = ["alert", "background", "voip", "location", "complication", "fileprovider", "mdm",
-                                         "liveactivity", "pushtotalk", "widgets", "controls"]
+    static let pushTypes: Set<String> = [
+        "alert", "background", "voip", "location", "complication", "fileprovider", "mdm",
+        "liveactivity", "pushtotalk", "widgets", "controls",
+    ]
     static let topicSuffixes: [String: String] = [
         "voip": ".voip", "location": ".location-query", "complication": ".complication",
         "fileprovider": ".pushkit.fileprovider", "liveactivity": ".push-type.liveactivity", "pushtotalk": ".voip-ptt",
@@ -196,10 +198,12 @@ public final class MockAPNs: Sendable {
         serverOptions.port = options.port
         serverOptions.responseDelay = options.responseDelay
         serverOptions.maxConcurrentStreams = options.maxConcurrentStreams
-        let server = MockHTTPServer(options: serverOptions, eventLoopGroup: eventLoopGroup, syncHandler: { [weak self] request in
-            guard let self else { return MockResponse(status: 503, headers: [], body: []) }
-            return self.handle(request)
-        })
+        let server = MockHTTPServer(
+            options: serverOptions, eventLoopGroup: eventLoopGroup,
+            syncHandler: { [weak self] request in
+                guard let self else { return MockResponse(status: 503, headers: [], body: []) }
+                return self.handle(request)
+            })
         serverBox.withLockedValue { $0 = server }
     }
 
@@ -267,9 +271,10 @@ public final class MockAPNs: Sendable {
         var token = ""
         let apnsID = request.header("apns-id") ?? UUID().uuidString
         func answer(_ status: Int, _ reason: String?, retryAfter: Int? = nil, scripted: Bool = false) -> MockResponse {
-            let record = RecordedRequest(receivedAt: received, method: request.method, path: request.path, token: token,
-                                         headers: request.headers, body: request.body, connectionID: request.connectionID,
-                                         status: status, reason: reason, scripted: scripted)
+            let record = RecordedRequest(
+                receivedAt: received, method: request.method, path: request.path, token: token,
+                headers: request.headers, body: request.body, connectionID: request.connectionID,
+                status: status, reason: reason, scripted: scripted)
             if options.recordRequests { state.withLockedValue { $0.requests.append(record) } }
             var headers: [(String, String)] = [("apns-id", apnsID)]
             guard let reason else { return MockResponse(status: status, headers: headers) }
@@ -314,7 +319,8 @@ public final class MockAPNs: Sendable {
         let limit = pushType == "voip" ? Self.voipPayloadLimit : Self.payloadLimit
         if request.body.count > limit { return answer(413, "PayloadTooLarge") }
         guard let object = (try? JSONSerialization.jsonObject(with: Data(request.body))) as? [String: Any],
-              object["aps"] is [String: Any] else { return answer(400, "BadPayload") }
+            object["aps"] is [String: Any]
+        else { return answer(400, "BadPayload") }
 
         // Scripted answer.
         if let hook = options.hook, let r = hook(token, request.body) {

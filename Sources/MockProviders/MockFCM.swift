@@ -147,7 +147,9 @@ public final class MockFCM: Sendable {
         /// scripted / default one.
         public var hook: (@Sendable (_ target: String, _ body: [UInt8]) -> Reply?)? = nil
 
-        public init(projectID: String, publicKey: _RSA.Signing.PublicKey, clientEmail: String? = nil, privateKeyID: String? = nil, tls: TLSConfiguration?) {
+        public init(
+            projectID: String, publicKey: _RSA.Signing.PublicKey, clientEmail: String? = nil, privateKeyID: String? = nil, tls: TLSConfiguration?
+        ) {
             self.projectID = projectID
             self.publicKey = publicKey
             self.clientEmail = clientEmail
@@ -156,8 +158,9 @@ public final class MockFCM: Sendable {
         }
 
         public init(serviceAccount: TestServiceAccount, tls: TLSConfiguration?) {
-            self.init(projectID: serviceAccount.projectID, publicKey: serviceAccount.publicKey,
-                      clientEmail: serviceAccount.clientEmail, privateKeyID: serviceAccount.privateKeyID, tls: tls)
+            self.init(
+                projectID: serviceAccount.projectID, publicKey: serviceAccount.publicKey,
+                clientEmail: serviceAccount.clientEmail, privateKeyID: serviceAccount.privateKeyID, tls: tls)
         }
     }
 
@@ -187,10 +190,12 @@ public final class MockFCM: Sendable {
         serverOptions.tls = options.tls
         serverOptions.port = options.port
         serverOptions.responseDelay = options.responseDelay
-        let server = MockHTTPServer(options: serverOptions, eventLoopGroup: eventLoopGroup, syncHandler: { [weak self] request in
-            guard let self else { return MockResponse(status: 503, headers: [], body: []) }
-            return self.handle(request)
-        })
+        let server = MockHTTPServer(
+            options: serverOptions, eventLoopGroup: eventLoopGroup,
+            syncHandler: { [weak self] request in
+                guard let self else { return MockResponse(status: 503, headers: [], body: []) }
+                return self.handle(request)
+            })
         serverBox.withLockedValue { $0 = server }
     }
 
@@ -313,11 +318,12 @@ public final class MockFCM: Sendable {
         state.withLockedValue { $0.assertions.append(assertion) }
         let parts = assertion.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3,
-              let headerData = Self.base64URLDecode(parts[0]),
-              let claimsData = Self.base64URLDecode(parts[1]),
-              let signature = Self.base64URLDecode(parts[2]),
-              let header = (try? JSONSerialization.jsonObject(with: headerData)) as? [String: Any],
-              let claims = (try? JSONSerialization.jsonObject(with: claimsData)) as? [String: Any] else {
+            let headerData = Self.base64URLDecode(parts[0]),
+            let claimsData = Self.base64URLDecode(parts[1]),
+            let signature = Self.base64URLDecode(parts[2]),
+            let header = (try? JSONSerialization.jsonObject(with: headerData)) as? [String: Any],
+            let claims = (try? JSONSerialization.jsonObject(with: claimsData)) as? [String: Any]
+        else {
             return refuse("invalid_grant", "Invalid JWT: malformed")
         }
         guard header["alg"] as? String == "RS256" else {
@@ -330,7 +336,10 @@ public final class MockFCM: Sendable {
             return refuse("invalid_grant", "Invalid JWT: kid \(header["kid"] ?? "missing") is not the service account's private_key_id")
         }
         let signingInput = Data((parts[0] + "." + parts[1]).utf8)
-        guard options.publicKey.isValidSignature(_RSA.Signing.RSASignature(rawRepresentation: signature), for: signingInput, padding: .insecurePKCS1v1_5) else {
+        guard
+            options.publicKey.isValidSignature(
+                _RSA.Signing.RSASignature(rawRepresentation: signature), for: signingInput, padding: .insecurePKCS1v1_5)
+        else {
             return refuse("invalid_grant", "Invalid JWT Signature.")
         }
         if let iss = options.clientEmail, claims["iss"] as? String != iss {
@@ -345,12 +354,15 @@ public final class MockFCM: Sendable {
         guard let iatN = claims["iat"] as? NSNumber, let expN = claims["exp"] as? NSNumber else {
             return refuse("invalid_grant", "Invalid JWT: iat and exp must be numbers")
         }
-        let iat = iatN.int64Value, exp = expN.int64Value
+        let iat = iatN.int64Value
+        let exp = expN.int64Value
         guard exp > iat, exp - iat <= 3600 else {
             return refuse("invalid_grant", "Invalid JWT: exp - iat must be at most 3600 seconds (got \(exp - iat))")
         }
         guard iat <= now + 300, exp > now - 300 else {
-            return refuse("invalid_grant", "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values.")
+            return refuse(
+                "invalid_grant",
+                "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values.")
         }
         var random = SystemRandomNumberGenerator()
         let accessToken = "ya29.mock-" + (0..<24).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &random)) }.joined()
@@ -381,13 +393,21 @@ public final class MockFCM: Sendable {
         let bearer = auth.hasPrefix("Bearer ") ? String(auth.dropFirst(7)) : ""
         let known = state.withLockedValue { $0.issued.contains(bearer) }
         guard !bearer.isEmpty, known else {
-            return refuse(Self.fcmError(401, status: "UNAUTHENTICATED",
-                                        message: "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.",
-                                        errorCode: nil), bearer.isEmpty ? "missing bearer" : "unknown bearer")
+            return refuse(
+                Self.fcmError(
+                    401, status: "UNAUTHENTICATED",
+                    message:
+                        "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.",
+                    errorCode: nil), bearer.isEmpty ? "missing bearer" : "unknown bearer")
         }
         let project = path.dropFirst("/v1/projects/".count).dropLast("/messages:send".count)
         guard project == options.projectID else {
-            return refuse(Self.fcmError(403, status: "PERMISSION_DENIED", message: "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(project)' (or it may not exist).", errorCode: nil), "project \(project)")
+            return refuse(
+                Self.fcmError(
+                    403, status: "PERMISSION_DENIED",
+                    message:
+                        "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(project)' (or it may not exist).",
+                    errorCode: nil), "project \(project)")
         }
         guard (request.header("content-type") ?? "").lowercased().hasPrefix("application/json") else {
             return invalid("content-type must be application/json")
@@ -409,7 +429,9 @@ public final class MockFCM: Sendable {
         guard targets.count == 1, let targetKind = targets.first, let target = message[targetKind] as? String, !target.isEmpty else {
             return invalid("Invalid JSON payload: exactly one of message.token, message.topic, message.condition must be set (got \(targets))")
         }
-        let allowed: Set<String> = ["token", "topic", "condition", "name", "data", "notification", "android", "webpush", "apns", "fcm_options", "fcmOptions"]
+        let allowed: Set<String> = [
+            "token", "topic", "condition", "name", "data", "notification", "android", "webpush", "apns", "fcm_options", "fcmOptions",
+        ]
         for key in message.keys where !allowed.contains(key) {
             return invalid("Invalid JSON payload received. Unknown name \"\(key)\" at 'message': Cannot find field.")
         }
@@ -442,7 +464,8 @@ public final class MockFCM: Sendable {
             guard let a = android as? [String: Any] else { return invalid("Invalid value at 'message.android'") }
             if let p = a["priority"] {
                 guard let ps = p as? String, ["HIGH", "NORMAL", "high", "normal"].contains(ps) else {
-                    return invalid("Invalid value at 'message.android.priority' (type.googleapis.com/google.firebase.fcm.v1.AndroidMessagePriority), \"\(p)\"")
+                    return invalid(
+                        "Invalid value at 'message.android.priority' (type.googleapis.com/google.firebase.fcm.v1.AndroidMessagePriority), \"\(p)\"")
                 }
             }
             if let ttl = a["ttl"] {
@@ -454,7 +477,8 @@ public final class MockFCM: Sendable {
 
         let hooked = options.hook?(target, request.body)
         let record = options.recordRequests
-        let messageJSON = record ? String(decoding: (try? JSONSerialization.data(withJSONObject: message, options: [.sortedKeys])) ?? Data(), as: UTF8.self) : ""
+        let messageJSON =
+            record ? String(decoding: (try? JSONSerialization.data(withJSONObject: message, options: [.sortedKeys])) ?? Data(), as: UTF8.self) : ""
         let reply: Reply = state.withLockedValue { s in
             s.sendRequests += 1
             let r: Reply
@@ -466,8 +490,12 @@ public final class MockFCM: Sendable {
             } else {
                 r = s.defaultReply
             }
-            if record { s.messages.append(RecordedMessage(targetKind: targetKind, target: target, validateOnly: validateOnly, messageJSON: messageJSON,
-                                              body: request.body, data: data, notification: notification, bearer: bearer, reply: r)) }
+            if record {
+                s.messages.append(
+                    RecordedMessage(
+                        targetKind: targetKind, target: target, validateOnly: validateOnly, messageJSON: messageJSON,
+                        body: request.body, data: data, notification: notification, bearer: bearer, reply: r))
+            }
             return r
         }
         return response(for: reply, validateOnly: validateOnly)
@@ -485,17 +513,24 @@ public final class MockFCM: Sendable {
         case .invalidArgument(let message):
             return Self.fcmError(400, status: "INVALID_ARGUMENT", message: message, errorCode: "INVALID_ARGUMENT")
         case .thirdPartyAuthError:
-            return Self.fcmError(401, status: "UNAUTHENTICATED", message: "Auth error from APNS or Web Push Service", errorCode: "THIRD_PARTY_AUTH_ERROR")
+            return Self.fcmError(
+                401, status: "UNAUTHENTICATED", message: "Auth error from APNS or Web Push Service", errorCode: "THIRD_PARTY_AUTH_ERROR")
         case .quotaExceeded(let retryAfter):
-            return Self.fcmError(429, status: "RESOURCE_EXHAUSTED", message: "Quota exceeded for quota metric 'Send requests'.", errorCode: "QUOTA_EXCEEDED", retryAfter: retryAfter)
+            return Self.fcmError(
+                429, status: "RESOURCE_EXHAUSTED", message: "Quota exceeded for quota metric 'Send requests'.", errorCode: "QUOTA_EXCEEDED",
+                retryAfter: retryAfter)
         case .unavailable(let retryAfter):
-            return Self.fcmError(503, status: "UNAVAILABLE", message: "The service is currently unavailable.", errorCode: "UNAVAILABLE", retryAfter: retryAfter)
+            return Self.fcmError(
+                503, status: "UNAVAILABLE", message: "The service is currently unavailable.", errorCode: "UNAVAILABLE", retryAfter: retryAfter)
         case .internalError:
             return Self.fcmError(500, status: "INTERNAL", message: "Internal error encountered.", errorCode: "INTERNAL")
         case .unauthenticated:
             return Self.fcmError(401, status: "UNAUTHENTICATED", message: "Request had invalid authentication credentials.", errorCode: nil)
         case .custom(let status, let body, let retryAfter):
-            return MockResponse(status: status, headers: [("content-type", "application/json; charset=UTF-8")] + (retryAfter.map { [("retry-after", String($0))] } ?? []), body: Array(body.utf8))
+            return MockResponse(
+                status: status,
+                headers: [("content-type", "application/json; charset=UTF-8")] + (retryAfter.map { [("retry-after", String($0))] } ?? []),
+                body: Array(body.utf8))
         }
     }
 }

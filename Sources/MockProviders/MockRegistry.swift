@@ -23,8 +23,10 @@ public struct MockRunSettings: Sendable {
     /// Decides each answer (nil: the mock answers as scripted only).
     public var verdict: (@Sendable (_ token: String, _ body: [UInt8]) -> MockVerdict)?
 
-    public init(port: Int = 0, latencyMs: Int = 0, recordRequests: Bool = true,
-                verdict: (@Sendable (_ token: String, _ body: [UInt8]) -> MockVerdict)? = nil) {
+    public init(
+        port: Int = 0, latencyMs: Int = 0, recordRequests: Bool = true,
+        verdict: (@Sendable (_ token: String, _ body: [UInt8]) -> MockVerdict)? = nil
+    ) {
         self.port = port
         self.latencyMs = latencyMs
         self.recordRequests = recordRequests
@@ -58,10 +60,14 @@ extension RunningProviderMock {
 public struct ProviderMockModule: Sendable {
     public var name: String
     /// Starts the mock with the throwaway CA's server TLS; files (keys, accounts) go to `directory`.
-    public var start: @Sendable (_ tls: TLSConfiguration, _ directory: String, _ settings: MockRunSettings, _ group: any EventLoopGroup)
-        async throws -> any RunningProviderMock
+    public var start:
+        @Sendable (_ tls: TLSConfiguration, _ directory: String, _ settings: MockRunSettings, _ group: any EventLoopGroup)
+            async throws -> any RunningProviderMock
 
-    public init(name: String, start: @escaping @Sendable (TLSConfiguration, String, MockRunSettings, any EventLoopGroup) async throws -> any RunningProviderMock) {
+    public init(
+        name: String,
+        start: @escaping @Sendable (TLSConfiguration, String, MockRunSettings, any EventLoopGroup) async throws -> any RunningProviderMock
+    ) {
         self.name = name
         self.start = start
     }
@@ -116,7 +122,9 @@ extension ProviderMockModule {
                     case 429: return .quotaExceeded(retryAfter: nil)
                     case 500: return .internalError
                     case 404: return .unregistered
-                    default: return .custom(status: status, body: #"{"error":{"code":\#(status),"message":"injected failure","status":"UNKNOWN"}}"#, retryAfter: nil)
+                    default:
+                        return .custom(
+                            status: status, body: #"{"error":{"code":\#(status),"message":"injected failure","status":"UNKNOWN"}}"#, retryAfter: nil)
                     }
                 }
             }

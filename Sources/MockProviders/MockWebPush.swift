@@ -4,8 +4,8 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
 import PushgateCore
-import WebPush
 import Signing
+import WebPush
 
 /// A browser / UnifiedPush-distributor key set made for tests: a P-256 key pair and a 16-byte auth
 /// secret, as `PushManager.subscribe()` would create them.
@@ -126,9 +126,11 @@ public final class MockWebPush: Sendable {
         serverOptions.port = options.port
         serverOptions.responseDelay = options.responseDelay
         let box = MockWebPushHandlerBox()
-        self.server = MockHTTPServer(options: serverOptions, eventLoopGroup: eventLoopGroup, syncHandler: { request in
-            box.mock?.handle(request) ?? MockResponse(status: 503)
-        })
+        self.server = MockHTTPServer(
+            options: serverOptions, eventLoopGroup: eventLoopGroup,
+            syncHandler: { request in
+                box.mock?.handle(request) ?? MockResponse(status: 503)
+            })
         box.set(self)
     }
 
@@ -149,7 +151,12 @@ public final class MockWebPush: Sendable {
     /// Creates (and registers) a subscriber with a fresh key pair and auth secret.
     @discardableResult
     public func makeSubscriber(id: String? = nil) -> TestWebPushSubscriber {
-        let sid = id ?? state.withLockedValue { s -> String in s.sequence += 1; return "sub\(s.sequence)" }
+        let sid =
+            id
+            ?? state.withLockedValue { s -> String in
+                s.sequence += 1
+                return "sub\(s.sequence)"
+            }
         let sub = TestWebPushSubscriber(id: sid)
         register(sub)
         return sub
@@ -179,7 +186,14 @@ public final class MockWebPush: Sendable {
     }
 
     public func setDefaultReply(_ reply: Reply) { state.withLockedValue { $0.defaultReply = reply } }
-    public func reset() { state.withLockedValue { $0.pushes = []; $0.rejections = []; $0.requests = 0; $0.scripts = [:] } }
+    public func reset() {
+        state.withLockedValue {
+            $0.pushes = []
+            $0.rejections = []
+            $0.requests = 0
+            $0.scripts = [:]
+        }
+    }
 
     // MARK: observations
 
@@ -212,9 +226,10 @@ public final class MockWebPush: Sendable {
         }
         if request.body.count > 4096 { return reject(413, "payload of \(request.body.count) bytes exceeds 4096") }
 
-        var record = RecordedPush(subscriptionID: id, path: request.path, headers: request.headers, body: request.body,
-                                  plaintext: [], encrypted: false, ttl: ttl, urgency: urgency, topic: topic,
-                                  reply: .created, connectionID: request.connectionID)
+        var record = RecordedPush(
+            subscriptionID: id, path: request.path, headers: request.headers, body: request.body,
+            plaintext: [], encrypted: false, ttl: ttl, urgency: urgency, topic: topic,
+            reply: .created, connectionID: request.connectionID)
         let encoding = request.header("content-encoding")
         if let encoding {
             guard encoding.lowercased() == "aes128gcm" else { return reject(400, "unsupported Content-Encoding \(encoding)") }
@@ -222,7 +237,10 @@ public final class MockWebPush: Sendable {
             switch verifyVAPID(authorization) {
             case .failure(let r): return reject(r.status, r.message)
             case .success(let v):
-                record.vapidKey = v.key; record.vapidAudience = v.aud; record.vapidExpiry = v.exp; record.vapidSubject = v.sub
+                record.vapidKey = v.key
+                record.vapidAudience = v.aud
+                record.vapidExpiry = v.exp
+                record.vapidSubject = v.sub
             }
             guard let sub = state.withLockedValue({ $0.subscribers[id] }) else { return reject(404, "unknown subscription \(id)") }
             do {
@@ -249,7 +267,10 @@ public final class MockWebPush: Sendable {
         record.reply = reply
         let keep = options.recordRequests
         let n = state.withLockedValue { s -> Int in
-            if keep { s.pushes.append(record); return s.pushes.count }
+            if keep {
+                s.pushes.append(record)
+                return s.pushes.count
+            }
             return s.requests
         }
         return Self.response(reply, id: id, sequence: n)
@@ -263,20 +284,32 @@ public final class MockWebPush: Sendable {
         case .created:
             return MockResponse(status: 201, headers: [("location", "/message/\(id)-\(sequence)")], body: [])
         case .ntfyOK:
-            return MockResponse.json(200, "{\"id\":\"m\(sequence)\",\"time\":\(Int(Date().timeIntervalSince1970)),\"event\":\"message\",\"topic\":\"\(id)\"}")
+            return MockResponse.json(
+                200, "{\"id\":\"m\(sequence)\",\"time\":\(Int(Date().timeIntervalSince1970)),\"event\":\"message\",\"topic\":\"\(id)\"}")
         case .gone: return text(410, "push subscription has unsubscribed or expired")
         case .notFound: return text(404, "push subscription not found")
         case .tooManyRequests(let ra): return text(429, "too many requests", ra.map { [("retry-after", String($0))] } ?? [])
         case .payloadTooLarge: return text(413, "payload too large")
-        case .insufficientStorage: return MockResponse.json(507, "{\"code\":50701,\"http\":507,\"error\":\"cannot publish to UnifiedPush topic without previously active subscriber\"}")
+        case .insufficientStorage:
+            return MockResponse.json(
+                507, "{\"code\":50701,\"http\":507,\"error\":\"cannot publish to UnifiedPush topic without previously active subscriber\"}")
         case .serverError(let st, let ra): return text(st, "server error", ra.map { [("retry-after", String($0))] } ?? [])
         case .redirect(let loc): return MockResponse(status: 301, headers: [("location", loc)], body: [])
-        case .custom(let st, let body, let headers): return MockResponse(status: st, headers: headers.map { ($0.key, $0.value) }, body: Array(body.utf8))
+        case .custom(let st, let body, let headers):
+            return MockResponse(status: st, headers: headers.map { ($0.key, $0.value) }, body: Array(body.utf8))
         }
     }
 
-    struct VAPIDInfo { var key: String; var aud: String; var exp: Int64; var sub: String }
-    struct Refusal: Error { var status: Int; var message: String }
+    struct VAPIDInfo {
+        var key: String
+        var aud: String
+        var exp: Int64
+        var sub: String
+    }
+    struct Refusal: Error {
+        var status: Int
+        var message: String
+    }
 
     func verifyVAPID(_ header: String) -> Result<VAPIDInfo, Refusal> {
         let now = Int64(Date().timeIntervalSince1970)
@@ -297,7 +330,8 @@ public final class MockWebPush: Sendable {
     private func verifyVAPIDSignature(_ header: String, now: Int64) -> Result<VAPIDInfo, Refusal> {
         // vapid t=<jwt>, k=<key>
         guard header.lowercased().hasPrefix("vapid ") else { return .failure(Refusal(status: 401, message: "Authorization scheme is not vapid")) }
-        var t: String?, k: String?
+        var t: String?
+        var k: String?
         for part in header.dropFirst(6).split(separator: ",") {
             let kv = part.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
             guard kv.count == 2 else { continue }
@@ -308,11 +342,15 @@ public final class MockWebPush: Sendable {
             return .failure(Refusal(status: 403, message: "VAPID key does not match the subscription's applicationServerKey"))
         }
         guard let raw = Base64URL.decode(k), raw.count == 65,
-              let publicKey = try? P256.Signing.PublicKey(x963Representation: raw) else {
+            let publicKey = try? P256.Signing.PublicKey(x963Representation: raw)
+        else {
             return .failure(Refusal(status: 401, message: "k= is not an uncompressed P-256 public key"))
         }
         let jwt: DecodedJWT
-        do { jwt = try DecodedJWT(t); try jwt.verify(es256: publicKey) } catch {
+        do {
+            jwt = try DecodedJWT(t)
+            try jwt.verify(es256: publicKey)
+        } catch {
             return .failure(Refusal(status: 401, message: "VAPID JWT rejected: \(error)"))
         }
         guard (jwt.header["typ"] as? String)?.uppercased() == "JWT" || jwt.header["typ"] == nil else {

@@ -4,7 +4,10 @@ import PushgateCore
 public struct ConfigError: Error, CustomStringConvertible, Equatable {
     public var key: String
     public var problem: String
-    public init(key: String, problem: String) { self.key = key; self.problem = problem }
+    public init(key: String, problem: String) {
+        self.key = key
+        self.problem = problem
+    }
     public var description: String { "config error: \(key): \(problem)" }
 }
 
@@ -23,22 +26,34 @@ public protocol ConfigValueType: Sendable {
 }
 
 extension Int: ConfigValueType {
-    public init?(configValue: ConfigValue) { guard case .int(let i) = configValue else { return nil }; self = i }
+    public init?(configValue: ConfigValue) {
+        guard case .int(let i) = configValue else { return nil }
+        self = i
+    }
     public var configValue: ConfigValue { .int(self) }
 }
 
 extension String: ConfigValueType {
-    public init?(configValue: ConfigValue) { guard case .string(let s) = configValue else { return nil }; self = s }
+    public init?(configValue: ConfigValue) {
+        guard case .string(let s) = configValue else { return nil }
+        self = s
+    }
     public var configValue: ConfigValue { .string(self) }
 }
 
 extension Bool: ConfigValueType {
-    public init?(configValue: ConfigValue) { guard case .bool(let b) = configValue else { return nil }; self = b }
+    public init?(configValue: ConfigValue) {
+        guard case .bool(let b) = configValue else { return nil }
+        self = b
+    }
     public var configValue: ConfigValue { .bool(self) }
 }
 
 extension Array: ConfigValueType where Element == String {
-    public init?(configValue: ConfigValue) { guard case .list(let l) = configValue else { return nil }; self = l }
+    public init?(configValue: ConfigValue) {
+        guard case .list(let l) = configValue else { return nil }
+        self = l
+    }
     public var configValue: ConfigValue { .list(self) }
 }
 

@@ -43,8 +43,10 @@ public struct ProviderBuild: Sendable {
     /// Logged once at start.
     public var warnings: [String]
 
-    public init(providers: [BuiltProvider] = [], unavailable: [Platform: String] = [:], shutdown: (@Sendable () async -> Void)? = nil,
-                warnings: [String] = []) {
+    public init(
+        providers: [BuiltProvider] = [], unavailable: [Platform: String] = [:], shutdown: (@Sendable () async -> Void)? = nil,
+        warnings: [String] = []
+    ) {
         self.providers = providers
         self.unavailable = unavailable
         self.shutdown = shutdown
@@ -122,7 +124,8 @@ public struct UnsupportedProviderModule: ProviderModule {
     public func build(_ config: ProviderConfig, context: ProviderBuildContext) throws -> ProviderBuild {
         var warnings: [String] = []
         if config[platform.name][ProviderSettings.enabled] {
-            warnings.append("\(platform.name).enabled is true but \(reason) is not supported; \(platform.name) notifications are answered with a failed entry")
+            warnings.append(
+                "\(platform.name).enabled is true but \(reason) is not supported; \(platform.name) notifications are answered with a failed entry")
         }
         return ProviderBuild(unavailable: [platform: "platform \(platform.name) is not supported by Pushgate (\(reason))"], warnings: warnings)
     }
@@ -133,11 +136,13 @@ public struct UnsupportedProviderModule: ProviderModule {
 
 extension UnsupportedProviderModule {
     /// gorush's `huawei:` section (Huawei HMS): accepted, not sent to.
-    public static let huawei = UnsupportedProviderModule(platform: .huawei, reason: "Huawei HMS", keys: [
-        ProviderSettings.enabled.key,
-        Setting<String>("appid", "").key,
-        Setting<String>("appsecret", "", secrecy: .secret).key,
-        ProviderSettings.maxTokens(500).key,
-        ProviderSettings.maxRetry(0).key,
-    ])
+    public static let huawei = UnsupportedProviderModule(
+        platform: .huawei, reason: "Huawei HMS",
+        keys: [
+            ProviderSettings.enabled.key,
+            Setting<String>("appid", "").key,
+            Setting<String>("appsecret", "", secrecy: .secret).key,
+            ProviderSettings.maxTokens(500).key,
+            ProviderSettings.maxRetry(0).key,
+        ])
 }

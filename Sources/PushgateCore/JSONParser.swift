@@ -108,9 +108,15 @@ public struct JSONParser {
         case UInt8(ascii: "{"): return .object(try object(depth: depth))
         case UInt8(ascii: "["): return .array(try array(depth: depth))
         case UInt8(ascii: "\""): return .string(try string())
-        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
-        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
-        case UInt8(ascii: "n"): try literal("null"); return .null
+        case UInt8(ascii: "t"):
+            try literal("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try literal("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try literal("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try number()
         default: throw fail(.syntax, "body is not valid JSON (unexpected character at byte \(i))")
         }
@@ -134,7 +140,10 @@ public struct JSONParser {
         // Key -> index in entries, made once the object is large enough for a scan to matter.
         var index: [String: Int]?
         skipWhitespace()
-        if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return JSONObject(uniqueEntries: entries) }
+        if i < bytes.count, bytes[i] == UInt8(ascii: "}") {
+            i += 1
+            return JSONObject(uniqueEntries: entries)
+        }
         while true {
             skipWhitespace()
             guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw fail(.syntax, "body is not valid JSON (expected a key at byte \(i))") }
@@ -169,8 +178,14 @@ public struct JSONParser {
             }
             skipWhitespace()
             guard i < bytes.count else { throw fail(.syntax, "body is not valid JSON (unexpected end)") }
-            if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-            if bytes[i] == UInt8(ascii: "}") { i += 1; return JSONObject(uniqueEntries: entries) }
+            if bytes[i] == UInt8(ascii: ",") {
+                i += 1
+                continue
+            }
+            if bytes[i] == UInt8(ascii: "}") {
+                i += 1
+                return JSONObject(uniqueEntries: entries)
+            }
             throw fail(.syntax, "body is not valid JSON (expected ',' or '}' at byte \(i))")
         }
     }
@@ -180,7 +195,10 @@ public struct JSONParser {
         i += 1
         var out: [JSONValue] = []
         skipWhitespace()
-        if i < bytes.count, bytes[i] == UInt8(ascii: "]") { i += 1; return out }
+        if i < bytes.count, bytes[i] == UInt8(ascii: "]") {
+            i += 1
+            return out
+        }
         while true {
             skipWhitespace()
             path.append(.index(out.count))
@@ -188,8 +206,14 @@ public struct JSONParser {
             path.removeLast()
             skipWhitespace()
             guard i < bytes.count else { throw fail(.syntax, "body is not valid JSON (unexpected end)") }
-            if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-            if bytes[i] == UInt8(ascii: "]") { i += 1; return out }
+            if bytes[i] == UInt8(ascii: ",") {
+                i += 1
+                continue
+            }
+            if bytes[i] == UInt8(ascii: "]") {
+                i += 1
+                return out
+            }
             throw fail(.syntax, "body is not valid JSON (expected ',' or ']' at byte \(i))")
         }
     }
@@ -244,7 +268,10 @@ public struct JSONParser {
                 segment = i
                 continue
             }
-            if b < 0x80 { i += 1; continue }
+            if b < 0x80 {
+                i += 1
+                continue
+            }
             try utf8Sequence()
         }
         out.append(contentsOf: bytes[segment..<i])
@@ -259,15 +286,24 @@ public struct JSONParser {
     private mutating func utf8Sequence() throws(JSONParseError) {
         let b0 = bytes[i]
         let n: Int
-        var lo: UInt8 = 0x80, hi: UInt8 = 0xBF
+        var lo: UInt8 = 0x80
+        var hi: UInt8 = 0xBF
         switch b0 {
         case 0xC2...0xDF: n = 2
-        case 0xE0: n = 3; lo = 0xA0
+        case 0xE0:
+            n = 3
+            lo = 0xA0
         case 0xE1...0xEC, 0xEE...0xEF: n = 3
-        case 0xED: n = 3; hi = 0x9F
-        case 0xF0: n = 4; lo = 0x90
+        case 0xED:
+            n = 3
+            hi = 0x9F
+        case 0xF0:
+            n = 4
+            lo = 0x90
         case 0xF1...0xF3: n = 4
-        case 0xF4: n = 4; hi = 0x8F
+        case 0xF4:
+            n = 4
+            hi = 0x8F
         default: throw fail(.syntax, "body is not valid UTF-8 (byte \(i))")
         }
         guard i + n <= bytes.count else { throw fail(.syntax, "body is not valid UTF-8 (byte \(i))") }

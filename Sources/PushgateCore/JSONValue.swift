@@ -49,7 +49,12 @@ public struct JSONObject: Sendable, Equatable, Hashable, Sequence {
         entries.reserveCapacity(pairs.count)
         var seen: [String: Int] = [:]
         for (k, v) in pairs {
-            if let at = seen[k] { entries[at].value = v } else { seen[k] = entries.count; entries.append((k, v)) }
+            if let at = seen[k] {
+                entries[at].value = v
+            } else {
+                seen[k] = entries.count
+                entries.append((k, v))
+            }
         }
     }
 
@@ -77,20 +82,44 @@ public struct JSONObject: Sendable, Equatable, Hashable, Sequence {
         a.entries.count == b.entries.count && zip(a.entries, b.entries).allSatisfy { $0.key == $1.key && $0.value == $1.value }
     }
     public func hash(into h: inout Hasher) {
-        for e in entries { h.combine(e.key); h.combine(e.value) }
+        for e in entries {
+            h.combine(e.key)
+            h.combine(e.value)
+        }
     }
 }
 
 extension JSONValue: Codable {
     public init(from decoder: Decoder) throws {
         let c = try decoder.singleValueContainer()
-        if c.decodeNil() { self = .null; return }
-        if let b = try? c.decode(Bool.self) { self = .bool(b); return }
-        if let i = try? c.decode(Int64.self) { self = .int(i); return }
-        if let d = try? c.decode(Double.self) { self = .double(d); return }
-        if let s = try? c.decode(String.self) { self = .string(s); return }
-        if let a = try? c.decode([JSONValue].self) { self = .array(a); return }
-        if let o = try? c.decode(JSONObject.self) { self = .object(o); return }
+        if c.decodeNil() {
+            self = .null
+            return
+        }
+        if let b = try? c.decode(Bool.self) {
+            self = .bool(b)
+            return
+        }
+        if let i = try? c.decode(Int64.self) {
+            self = .int(i)
+            return
+        }
+        if let d = try? c.decode(Double.self) {
+            self = .double(d)
+            return
+        }
+        if let s = try? c.decode(String.self) {
+            self = .string(s)
+            return
+        }
+        if let a = try? c.decode([JSONValue].self) {
+            self = .array(a)
+            return
+        }
+        if let o = try? c.decode(JSONObject.self) {
+            self = .object(o)
+            return
+        }
         throw DecodingError.dataCorruptedError(in: c, debugDescription: "unsupported JSON value")
     }
 
@@ -150,8 +179,12 @@ public struct JSONWriter {
         bytes.append(UInt8(ascii: "\""))
         for b in s.utf8 {
             switch b {
-            case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\\")); bytes.append(b)
-            case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\")); bytes.append(b)
+            case UInt8(ascii: "\""):
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(b)
+            case UInt8(ascii: "\\"):
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(b)
             case 0x0A: raw("\\n")
             case 0x0D: raw("\\r")
             case 0x09: raw("\\t")
@@ -160,7 +193,8 @@ public struct JSONWriter {
             case 0..<0x20:
                 raw("\\u00")
                 let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                bytes.append(hex[Int(b >> 4)]); bytes.append(hex[Int(b & 0xF)])
+                bytes.append(hex[Int(b >> 4)])
+                bytes.append(hex[Int(b & 0xF)])
             default: bytes.append(b)
             }
         }

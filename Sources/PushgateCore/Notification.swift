@@ -36,7 +36,8 @@ public enum Platform: Int, Sendable, Codable, CaseIterable, CustomStringConverti
         let c = try decoder.singleValueContainer()
         if let i = try? c.decode(Int.self) {
             guard let p = Platform(rawValue: i) else {
-                throw DecodingError.dataCorruptedError(in: c, debugDescription: "unknown platform \(i) (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush)")
+                throw DecodingError.dataCorruptedError(
+                    in: c, debugDescription: "unknown platform \(i) (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush)")
             }
             self = p
         } else if let s = try? c.decode(String.self) {
@@ -60,11 +61,17 @@ public struct WebPushSubscription: Sendable, Codable, Equatable, Hashable {
     public struct Keys: Sendable, Codable, Equatable, Hashable {
         public var p256dh: String
         public var auth: String
-        public init(p256dh: String, auth: String) { self.p256dh = p256dh; self.auth = auth }
+        public init(p256dh: String, auth: String) {
+            self.p256dh = p256dh
+            self.auth = auth
+        }
     }
     public var endpoint: String
     public var keys: Keys?
-    public init(endpoint: String, keys: Keys?) { self.endpoint = endpoint; self.keys = keys }
+    public init(endpoint: String, keys: Keys?) {
+        self.endpoint = endpoint
+        self.keys = keys
+    }
 }
 
 /// APNs `alert` dictionary fields gorush accepts.
@@ -202,7 +209,9 @@ public struct PushNotification: Sendable, Codable, Equatable {
             switch s {
             case .string, .object, .null: break
             default:
-                throw DecodingError.typeMismatch(String.self, .init(codingPath: c.codingPath + [CodingKeys.sound], debugDescription: "expected a string or an object {critical,name,volume}"))
+                throw DecodingError.typeMismatch(
+                    String.self,
+                    .init(codingPath: c.codingPath + [CodingKeys.sound], debugDescription: "expected a string or an object {critical,name,volume}"))
             }
         }
         data = try c.decodeIfPresent(JSONObject.self, forKey: .data)
@@ -267,7 +276,7 @@ public struct PushNotification: Sendable, Codable, Equatable {
     /// for Web Push and UnifiedPush a small value counts in seconds from acceptance, as their TTL does.
     public func retryDeadline(acceptedAt: Date) -> Date? {
         guard let e = expiration else { return nil }
-        if (platform == .webpush || platform == .unifiedpush), e < Self.absoluteExpirationThreshold {
+        if platform == .webpush || platform == .unifiedpush, e < Self.absoluteExpirationThreshold {
             return acceptedAt.addingTimeInterval(Double(max(0, e)))
         }
         return Date(timeIntervalSince1970: Double(e))

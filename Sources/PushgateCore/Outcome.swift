@@ -95,12 +95,18 @@ public struct LogEntry: Sendable, Codable, Equatable {
     public func write(into w: inout JSONWriter) {
         var first = true
         w.raw("{")
-        w.key("notif_id", first: &first); w.string(notifID)
-        w.key("type", first: &first); w.string(type)
-        w.key("platform", first: &first); w.string(platform)
-        w.key("token", first: &first); w.string(token)
-        w.key("message", first: &first); w.string(message)
-        w.key("error", first: &first); w.string(error)
+        w.key("notif_id", first: &first)
+        w.string(notifID)
+        w.key("type", first: &first)
+        w.string(type)
+        w.key("platform", first: &first)
+        w.string(platform)
+        w.key("token", first: &first)
+        w.string(token)
+        w.key("message", first: &first)
+        w.string(message)
+        w.key("error", first: &first)
+        w.string(error)
         w.raw("}")
     }
 }

@@ -85,7 +85,9 @@ struct PushRequestDecoder {
         n.mutableContent = try f.bool("mutable_content")
         if let s = o["sound"] {
             switch s {
-            case .string(let name): try f.check(name, key: path + ".sound", .field); n.sound = s
+            case .string(let name):
+                try f.check(name, key: path + ".sound", .field)
+                n.sound = s
             case .object, .null: n.sound = s
             default: throw Failure(field: path + ".sound", problem: "expected a string or an object {critical,name,volume}")
             }
@@ -140,9 +142,10 @@ struct PushRequestDecoder {
         let targets = n.allTokens.count + (n.subscriptions?.count ?? 0)
         let cap = limits.maxTokens(for: n.platform)
         if targets > cap {
-            throw Failure(field: path + ".tokens",
-                          problem: "\(targets) tokens and subscriptions, over the limit of \(cap) for \(n.platform.name)",
-                          limit: "\(n.platform.name).max_tokens")
+            throw Failure(
+                field: path + ".tokens",
+                problem: "\(targets) tokens and subscriptions, over the limit of \(cap) for \(n.platform.name)",
+                limit: "\(n.platform.name).max_tokens")
         }
         return n
     }
@@ -214,7 +217,8 @@ struct PushRequestDecoder {
         case .string(let s):
             let digits = s.hasSuffix("s") ? String(s.dropLast()) : s
             guard digits.utf8.count <= 32, let d = Double(digits), d.isFinite,
-                  digits.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: ".") }) else {
+                digits.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: ".") })
+            else {
                 throw Failure(field: path + ".ttl", problem: "expected seconds such as 3600 or \"3600s\"")
             }
             seconds = d

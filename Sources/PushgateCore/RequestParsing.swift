@@ -19,9 +19,14 @@ public struct RequestError: Error, Sendable, Equatable, CustomStringConvertible 
         var w = JSONWriter()
         var first = true
         w.raw("{")
-        w.key("code", first: &first); w.int(status)
-        w.key("message", first: &first); w.string(message)
-        if let detail { w.key("detail", first: &first); w.string(detail) }
+        w.key("code", first: &first)
+        w.int(status)
+        w.key("message", first: &first)
+        w.string(message)
+        if let detail {
+            w.key("detail", first: &first)
+            w.string(detail)
+        }
         w.raw("}")
         return w.bytes
     }
@@ -84,12 +89,18 @@ public enum RequestParser {
         var deliveries = 0
         for (i, n) in request.notifications.enumerated() {
             if let data = n.data, data["aps"] != nil, n.platform == .ios {
-                throw RequestError(message: "data.aps is reserved", detail: "notifications[\(i)].data.aps: the key \"aps\" is reserved for the APNs payload; use the notification fields instead")
+                throw RequestError(
+                    message: "data.aps is reserved",
+                    detail: "notifications[\(i)].data.aps: the key \"aps\" is reserved for the APNs payload; use the notification fields instead")
             }
             deliveries += n.deliveryCount
         }
         if deliveries > limits.maxDeliveries {
-            throw RequestError(message: overLimit, detail: "notifications: \(deliveries) deliveries in one request, over the limit of \(limits.maxDeliveries) (core.max_deliveries_per_request)")
+            throw RequestError(
+                message: overLimit,
+                detail:
+                    "notifications: \(deliveries) deliveries in one request, over the limit of \(limits.maxDeliveries) (core.max_deliveries_per_request)"
+            )
         }
         return request
     }
@@ -117,7 +128,11 @@ public enum RequestParser {
         default:
             let s = "\(t)"
             if s.hasPrefix("Array") { return "an array" }
-            if s.hasPrefix("Dictionary") || s.contains("JSONObject") || s.contains("Notification") || s.contains("Alert") || s.contains("Subscription") { return "an object" }
+            if s.hasPrefix("Dictionary") || s.contains("JSONObject") || s.contains("Notification") || s.contains("Alert")
+                || s.contains("Subscription")
+            {
+                return "an object"
+            }
             return s
         }
     }

@@ -112,7 +112,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
             s.pendingBase = pending
             s.lastHeartbeat = t
             s.lastStats = t
-            s.lastPrune = t - options.pruneInterval + min(5, options.pruneInterval)   // first prune soon after start
+            s.lastPrune = t - options.pruneInterval + min(5, options.pruneInterval)  // first prune soon after start
         }
         let writer = Task { [self] in await self.writerLoop(stream) }
         let ticker = Task { [self] in await self.tickerLoop() }
@@ -149,9 +149,10 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         let groups: [(accepted: AcceptedNotification, jobs: [Int])]
         do {
             (inserts, groups) = try Self.notificationInserts(jobs, createdAt: t) { j, _ in
-                JobInsert(target: j.target, messageID: j.messageID, attempts: j.attempts, maxAttempts: j.maxAttempts,
-                          notBefore: j.notBefore.timeIntervalSince1970, enqueuedAt: j.enqueuedAt.timeIntervalSince1970,
-                          leased: options.leaseOnEnqueue || j.waiterID != nil)
+                JobInsert(
+                    target: j.target, messageID: j.messageID, attempts: j.attempts, maxAttempts: j.maxAttempts,
+                    notBefore: j.notBefore.timeIntervalSince1970, enqueuedAt: j.enqueuedAt.timeIntervalSince1970,
+                    leased: options.leaseOnEnqueue || j.waiterID != nil)
             }
         } catch {
             state.withLockedValue { $0.pendingDelta -= n }
@@ -196,9 +197,10 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
     public func recordFailedBeforeSending(_ failures: [(job: DeliveryJob, reason: String)]) async throws {
         guard !failures.isEmpty else { return }
         let (inserts, _) = try Self.notificationInserts(failures.map(\.job), createdAt: now().timeIntervalSince1970) { j, i in
-            JobInsert(target: j.target, messageID: j.messageID, attempts: 0, maxAttempts: j.maxAttempts,
-                      notBefore: j.notBefore.timeIntervalSince1970, enqueuedAt: j.enqueuedAt.timeIntervalSince1970,
-                      leased: false, failedReason: StoreText.clean(failures[i].reason))
+            JobInsert(
+                target: j.target, messageID: j.messageID, attempts: 0, maxAttempts: j.maxAttempts,
+                notBefore: j.notBefore.timeIntervalSince1970, enqueuedAt: j.enqueuedAt.timeIntervalSince1970,
+                leased: false, failedReason: StoreText.clean(failures[i].reason))
         }
         _ = try await commit(inserts)
     }
@@ -206,12 +208,15 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
     /// One stored notification (body encoded once) per accepted notification, in order of first
     /// appearance, holding its jobs' rows; `groups[k].jobs` are the indices in `jobs` of insert k's rows.
     private static func notificationInserts(_ jobs: [DeliveryJob], createdAt t: Double, _ row: (DeliveryJob, Int) -> JobInsert) throws
-        -> (inserts: [NotificationInsert], groups: [(accepted: AcceptedNotification, jobs: [Int])]) {
+        -> (inserts: [NotificationInsert], groups: [(accepted: AcceptedNotification, jobs: [Int])])
+    {
         var groupIndex: [ObjectIdentifier: Int] = [:]
         var groups: [(accepted: AcceptedNotification, jobs: [Int])] = []
         for (i, j) in jobs.enumerated() {
             let key = ObjectIdentifier(j.accepted)
-            if let g = groupIndex[key] { groups[g].jobs.append(i) } else {
+            if let g = groupIndex[key] {
+                groups[g].jobs.append(i)
+            } else {
                 groupIndex[key] = groups.count
                 groups.append((j.accepted, [i]))
             }
@@ -264,8 +269,9 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
     public func reschedule(_ job: DeliveryJob) async {
         // The new attempt count and time go to the store with the next group commit; the worker does
         // not wait for it (after a crash the job is retried from its last committed state).
-        let update = JobUpdate.reschedule(id: Int64(job.id), attempts: job.attempts, notBefore: job.notBefore.timeIntervalSince1970,
-                                          lastError: StoreText.clean(job.lastError), credentialRetryUsed: job.credentialRetryUsed)
+        let update = JobUpdate.reschedule(
+            id: Int64(job.id), attempts: job.attempts, notBefore: job.notBefore.timeIntervalSince1970,
+            lastError: StoreText.clean(job.lastError), credentialRetryUsed: job.credentialRetryUsed)
         let tNow = now()
         var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
         state.withLockedValue { s in
@@ -331,7 +337,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
     // MARK: status
 
     public func deliveryStatus(notifID: String) async throws -> [DeliveryStatusRecord]? {
-        await flush()   // read this process's own changes
+        await flush()  // read this process's own changes
         return try await backend.status(notifID: notifID)
     }
 
@@ -494,7 +500,11 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         var missing: [Int64] = []
         state.withLockedValue { s in
             for r in rows where accepted[r.notifRow] == nil {
-                if let a = s.notifications[r.notifRow] { accepted[r.notifRow] = a.accepted } else if !missing.contains(r.notifRow) { missing.append(r.notifRow) }
+                if let a = s.notifications[r.notifRow] {
+                    accepted[r.notifRow] = a.accepted
+                } else if !missing.contains(r.notifRow) {
+                    missing.append(r.notifRow)
+                }
             }
         }
         var unreadable: [StoredJob] = []
@@ -519,9 +529,13 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         var jobs: [DeliveryJob] = []
         jobs.reserveCapacity(rows.count)
         for r in rows {
-            guard let a = accepted[r.notifRow] else { unreadable.append(r); continue }
-            var j = DeliveryJob(id: UInt64(r.id), messageID: r.messageID, target: r.target, accepted: a, maxAttempts: r.maxAttempts,
-                                now: Date(timeIntervalSince1970: r.enqueuedAt))
+            guard let a = accepted[r.notifRow] else {
+                unreadable.append(r)
+                continue
+            }
+            var j = DeliveryJob(
+                id: UInt64(r.id), messageID: r.messageID, target: r.target, accepted: a, maxAttempts: r.maxAttempts,
+                now: Date(timeIntervalSince1970: r.enqueuedAt))
             j.attempts = r.attempts
             j.credentialRetryUsed = r.credentialRetryUsed
             j.notBefore = Date(timeIntervalSince1970: r.notBefore)

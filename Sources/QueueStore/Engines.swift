@@ -7,9 +7,11 @@ import PushDispatch
 public enum SQLiteQueue {
     /// Opens (creating the file, its directory and the schema if needed) a SQLite queue in WAL mode.
     /// - Parameter synchronous: "normal" (commits survive a process crash) or "full" (also an OS crash / power loss).
-    public static func open(path: String, synchronous: String = "normal", options: DurableQueueOptions,
-                            logger: Logger = Logger(label: "pushgate.queue.sqlite"),
-                            now: @escaping @Sendable () -> Date = { Date() }) async throws -> DurableQueue {
+    public static func open(
+        path: String, synchronous: String = "normal", options: DurableQueueOptions,
+        logger: Logger = Logger(label: "pushgate.queue.sqlite"),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) async throws -> DurableQueue {
         let backend = try await SQLiteBackend.open(path: path, synchronous: synchronous, logger: logger)
         do {
             return try await DurableQueue(backend: backend, options: options, logger: logger, now: now)

@@ -30,15 +30,18 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
         let password = c.password.flatMap { $0.removingPercentEncoding }
         var db = c.path
         if db.hasPrefix("/") { db.removeFirst() }
-        let sslmode = c.queryItems?.first { $0.name == "sslmode" }?.value ?? (host == "127.0.0.1" || host == "localhost" || host == "::1" ? "disable" : "prefer")
+        let sslmode =
+            c.queryItems?.first { $0.name == "sslmode" }?.value
+            ?? (host == "127.0.0.1" || host == "localhost" || host == "::1" ? "disable" : "prefer")
         let tls: PostgresClient.Configuration.TLS
         switch sslmode {
         case "disable": tls = .disable
         case "require", "verify-ca", "verify-full": tls = .require(.makeClientConfiguration())
         default: tls = .prefer(.makeClientConfiguration())
         }
-        var config = PostgresClient.Configuration(host: host, port: c.port ?? 5432, username: user, password: password,
-                                                  database: db.isEmpty ? nil : db, tls: tls)
+        var config = PostgresClient.Configuration(
+            host: host, port: c.port ?? 5432, username: user, password: password,
+            database: db.isEmpty ? nil : db, tls: tls)
         config.options.maximumConnections = 8
         config.options.minimumConnections = 1
         return config
@@ -65,12 +68,15 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
             try await conn.query("SELECT pg_advisory_xact_lock(7270501)", logger: logger)
             for sql in Self.schema { try await conn.query(PostgresQuery(unsafeSQL: sql), logger: logger) }
             var version: Int64 = 0
-            for try await v in try await conn.query("SELECT value FROM pushgate_meta WHERE key = 'schema_version'", logger: logger).decode(Int64.self) { version = v }
+            for try await v in try await conn.query("SELECT value FROM pushgate_meta WHERE key = 'schema_version'", logger: logger).decode(Int64.self)
+            { version = v }
             if version > Self.schemaVersion {
                 throw QueueStoreError("the PostgreSQL queue schema is version \(version), newer than this Pushgate (\(Self.schemaVersion))")
             }
             // Future migrations: `if version < 2 { ... }`.
-            try await conn.query("INSERT INTO pushgate_meta (key, value) VALUES ('schema_version', \(Self.schemaVersion)) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", logger: logger)
+            try await conn.query(
+                "INSERT INTO pushgate_meta (key, value) VALUES ('schema_version', \(Self.schemaVersion)) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                logger: logger)
         }
     }
 
@@ -80,10 +86,14 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
             try await statements.renewLease(owner: owner, until: now + leaseTimeout)
             _ = try await statements.reclaimExpired(now: now)
             // Leases whose owner row is gone altogether.
-            try await conn.query("UPDATE pushgate_jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner IS NOT NULL AND lease_owner NOT IN (SELECT owner FROM pushgate_owners)", logger: logger)
+            try await conn.query(
+                "UPDATE pushgate_jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner IS NOT NULL AND lease_owner NOT IN (SELECT owner FROM pushgate_owners)",
+                logger: logger)
         }
         var stats: [String: Int64] = [:]
-        for try await (k, v) in try await client.query("SELECT key, value FROM pushgate_stats", logger: logger).decode((String, Int64).self) { stats[k] = v }
+        for try await (k, v) in try await client.query("SELECT key, value FROM pushgate_stats", logger: logger).decode((String, Int64).self) {
+            stats[k] = v
+        }
         return (try await pendingCount(), stats)
     }
 
@@ -109,18 +119,24 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
 
     func status(notifID: String) async throws -> [DeliveryStatusRecord]? {
         var out: [DeliveryStatusRecord] = []
-        let rows = try await client.query("""
+        let rows = try await client.query(
+            """
             SELECT platform, target_kind, target, target_keys, state, attempts, not_before, last_error, provider_id, finished_at
             FROM pushgate_jobs WHERE notif_row IN (SELECT id FROM pushgate_notifications WHERE notif_id = \(notifID)) ORDER BY id
             """, logger: logger)
         for try await (p, kind, target, keys, state, att, nb, err, pid, fin) in rows.decode(
-            (Int, Int, String, String?, Int, Int, Double, String?, String?, Double?).self) {
-            out.append(storedStatusRecord(platform: Platform(rawValue: p) ?? .ios, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
-                                    state: state, attempts: att, notBefore: nb, lastError: err, providerID: pid, finishedAt: fin))
+            (Int, Int, String, String?, Int, Int, Double, String?, String?, Double?).self)
+        {
+            out.append(
+                storedStatusRecord(
+                    platform: Platform(rawValue: p) ?? .ios, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
+                    state: state, attempts: att, notBefore: nb, lastError: err, providerID: pid, finishedAt: fin))
         }
         if out.isEmpty {
             var known = false
-            for try await _ in try await client.query("SELECT 1 FROM pushgate_notifications WHERE notif_id = \(notifID) LIMIT 1", logger: logger) { known = true }
+            for try await _ in try await client.query("SELECT 1 FROM pushgate_notifications WHERE notif_id = \(notifID) LIMIT 1", logger: logger) {
+                known = true
+            }
             return known ? [] : nil
         }
         return out
@@ -141,30 +157,59 @@ struct PostgresStatements: QueueStatements {
         let jobCount = inserts.reduce(0) { $0 + $1.jobs.count }
         let notifIDs = try await nextvals("pushgate_notif_seq", inserts.count)
         let jobIDs = try await nextvals("pushgate_job_seq", jobCount)
-        var nID: [Int64] = [], nNotif: [String] = [], nPlat: [Int] = [], nBody: [String] = [], nAt: [Double] = []
-        var jID: [Int64] = [], jNotif: [Int64] = [], jPlat: [Int] = [], jKind: [Int] = [], jTarget: [String] = [], jKeys: [String] = []
-        var jMsg: [String] = [], jAtt: [Int] = [], jMax: [Int] = [], jNB: [Double] = [], jEnq: [Double] = [], jOwner: [String] = []
+        var nID: [Int64] = []
+        var nNotif: [String] = []
+        var nPlat: [Int] = []
+        var nBody: [String] = []
+        var nAt: [Double] = []
+        var jID: [Int64] = []
+        var jNotif: [Int64] = []
+        var jPlat: [Int] = []
+        var jKind: [Int] = []
+        var jTarget: [String] = []
+        var jKeys: [String] = []
+        var jMsg: [String] = []
+        var jAtt: [Int] = []
+        var jMax: [Int] = []
+        var jNB: [Double] = []
+        var jEnq: [Double] = []
+        var jOwner: [String] = []
         var k = 0
         for (i, ins) in inserts.enumerated() {
             let row = notifIDs[i]
-            nID.append(row); nNotif.append(ins.notifID); nPlat.append(ins.platform.rawValue); nBody.append(ins.body); nAt.append(ins.createdAt)
+            nID.append(row)
+            nNotif.append(ins.notifID)
+            nPlat.append(ins.platform.rawValue)
+            nBody.append(ins.body)
+            nAt.append(ins.createdAt)
             var ids: [Int64] = []
             for j in ins.jobs {
                 let t = TargetCodec.encode(j.target)
                 let id = jobIDs[k]
                 k += 1
                 ids.append(id)
-                jID.append(id); jNotif.append(row); jPlat.append(ins.platform.rawValue); jKind.append(t.kind); jTarget.append(t.value)
-                jKeys.append(t.keys ?? ""); jMsg.append(j.messageID); jAtt.append(j.attempts); jMax.append(j.maxAttempts)
-                jNB.append(j.notBefore); jEnq.append(j.enqueuedAt); jOwner.append(j.leased ? owner : "")
+                jID.append(id)
+                jNotif.append(row)
+                jPlat.append(ins.platform.rawValue)
+                jKind.append(t.kind)
+                jTarget.append(t.value)
+                jKeys.append(t.keys ?? "")
+                jMsg.append(j.messageID)
+                jAtt.append(j.attempts)
+                jMax.append(j.maxAttempts)
+                jNB.append(j.notBefore)
+                jEnq.append(j.enqueuedAt)
+                jOwner.append(j.leased ? owner : "")
             }
             inserted.append((row, ids))
         }
-        try await conn.query("""
+        try await conn.query(
+            """
             INSERT INTO pushgate_notifications (id, notif_id, platform, body, created_at)
             SELECT * FROM unnest(\(nID)::bigint[], \(nNotif)::text[], \(nPlat)::bigint[], \(nBody)::text[], \(nAt)::float8[])
             """, logger: logger)
-        try await conn.query("""
+        try await conn.query(
+            """
             INSERT INTO pushgate_jobs (id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, not_before, enqueued_at, lease_owner)
             SELECT a, b, c, d, e, NULLIF(f, ''), g, h, i, j, k, NULLIF(l, '')
             FROM unnest(\(jID)::bigint[], \(jNotif)::bigint[], \(jPlat)::bigint[], \(jKind)::bigint[], \(jTarget)::text[], \(jKeys)::text[],
@@ -176,23 +221,41 @@ struct PostgresStatements: QueueStatements {
 
     func apply(_ updates: [JobUpdate], onlyLeasedBy owner: String?) async throws {
         guard !updates.isEmpty else { return }
-        var cID: [Int64] = [], cState: [Int] = [], cAtt: [Int] = [], cPid: [String] = [], cErr: [String] = [], cAt: [Double] = []
-        var rID: [Int64] = [], rAtt: [Int] = [], rNB: [Double] = [], rErr: [String] = [], rCred: [Int] = []
+        var cID: [Int64] = []
+        var cState: [Int] = []
+        var cAtt: [Int] = []
+        var cPid: [String] = []
+        var cErr: [String] = []
+        var cAt: [Double] = []
+        var rID: [Int64] = []
+        var rAtt: [Int] = []
+        var rNB: [Double] = []
+        var rErr: [String] = []
+        var rCred: [Int] = []
         for u in updates {
             switch u {
             case .complete(let id, let state, let attempts, let info, let finishedAt):
                 let delivered = state == .delivered
-                cID.append(id); cState.append(state.rawValue); cAtt.append(attempts)
-                cPid.append(delivered ? (info ?? "") : ""); cErr.append(delivered ? "" : (info ?? "")); cAt.append(finishedAt)
+                cID.append(id)
+                cState.append(state.rawValue)
+                cAtt.append(attempts)
+                cPid.append(delivered ? (info ?? "") : "")
+                cErr.append(delivered ? "" : (info ?? ""))
+                cAt.append(finishedAt)
             case .reschedule(let id, let attempts, let notBefore, let lastError, let cred):
-                rID.append(id); rAtt.append(attempts); rNB.append(notBefore); rErr.append(lastError ?? ""); rCred.append(cred ? 1 : 0)
+                rID.append(id)
+                rAtt.append(attempts)
+                rNB.append(notBefore)
+                rErr.append(lastError ?? "")
+                rCred.append(cred ? 1 : 0)
             }
         }
         // "" never matches a lease owner (owners are UUIDs): no owner means no lease condition.
         let leased = owner ?? ""
         let any = owner == nil
         if !cID.isEmpty {
-            try await conn.query("""
+            try await conn.query(
+                """
                 UPDATE pushgate_jobs j SET state = u.st, attempts = u.att, provider_id = NULLIF(u.pid, ''),
                   last_error = COALESCE(NULLIF(u.err, ''), j.last_error), finished_at = u.fin, lease_owner = NULL
                 FROM unnest(\(cID)::bigint[], \(cState)::bigint[], \(cAtt)::bigint[], \(cPid)::text[], \(cErr)::text[], \(cAt)::float8[])
@@ -201,7 +264,8 @@ struct PostgresStatements: QueueStatements {
                 """, logger: logger)
         }
         if !rID.isEmpty {
-            try await conn.query("""
+            try await conn.query(
+                """
                 UPDATE pushgate_jobs j SET attempts = u.att, not_before = u.nb, last_error = NULLIF(u.err, ''), cred_retry = u.cred
                 FROM unnest(\(rID)::bigint[], \(rAtt)::bigint[], \(rNB)::float8[], \(rErr)::text[], \(rCred)::bigint[]) AS u(id, att, nb, err, cred)
                 WHERE j.id = u.id AND (\(any) OR j.lease_owner = \(leased))
@@ -210,12 +274,15 @@ struct PostgresStatements: QueueStatements {
     }
 
     func renewLease(owner: String, until: Double) async throws {
-        try await conn.query("INSERT INTO pushgate_owners (owner, lease_until) VALUES (\(owner), \(until)) ON CONFLICT (owner) DO UPDATE SET lease_until = EXCLUDED.lease_until", logger: logger)
+        try await conn.query(
+            "INSERT INTO pushgate_owners (owner, lease_until) VALUES (\(owner), \(until)) ON CONFLICT (owner) DO UPDATE SET lease_until = EXCLUDED.lease_until",
+            logger: logger)
     }
 
     func reclaimExpired(now: Double) async throws -> Int {
         var n = 0
-        let rows = try await conn.query("""
+        let rows = try await conn.query(
+            """
             WITH expired AS (DELETE FROM pushgate_owners WHERE lease_until < \(now) RETURNING owner)
             UPDATE pushgate_jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner IN (SELECT owner FROM expired) RETURNING id
             """, logger: logger)
@@ -224,7 +291,8 @@ struct PostgresStatements: QueueStatements {
     }
 
     func lease(_ req: LeaseRequest, owner: String, now: Double) async throws -> [StoredJob] {
-        let rows = try await conn.query("""
+        let rows = try await conn.query(
+            """
             UPDATE pushgate_jobs SET lease_owner = \(owner) WHERE id IN (
               SELECT id FROM pushgate_jobs WHERE state = 0 AND lease_owner IS NULL AND platform = \(req.platform.rawValue) AND not_before <= \(now)
               ORDER BY not_before, id LIMIT \(req.limit) FOR UPDATE SKIP LOCKED)
@@ -232,11 +300,14 @@ struct PostgresStatements: QueueStatements {
             """, logger: logger)
         var leased: [StoredJob] = []
         for try await (id, notifRow, p, kind, target, keys, msg, att, maxAtt, cred, nb, enq, err) in rows.decode(
-            (Int64, Int64, Int, Int, String, String?, String, Int, Int, Int, Double, Double, String?).self) {
+            (Int64, Int64, Int, Int, String, String?, String, Int, Int, Int, Double, Double, String?).self)
+        {
             guard let platform = Platform(rawValue: p) else { continue }
-            leased.append(StoredJob(id: id, notifRow: notifRow, platform: platform, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
-                                    messageID: msg, attempts: att, maxAttempts: maxAtt, credentialRetryUsed: cred != 0,
-                                    notBefore: nb, enqueuedAt: enq, lastError: err))
+            leased.append(
+                StoredJob(
+                    id: id, notifRow: notifRow, platform: platform, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
+                    messageID: msg, attempts: att, maxAttempts: maxAtt, credentialRetryUsed: cred != 0,
+                    notBefore: nb, enqueuedAt: enq, lastError: err))
         }
         return leased
     }
@@ -244,15 +315,19 @@ struct PostgresStatements: QueueStatements {
     func addStats(_ increments: [String: Int64]) async throws {
         let keys = increments.keys.sorted()
         let values = keys.map { increments[$0]! }
-        try await conn.query("""
+        try await conn.query(
+            """
             INSERT INTO pushgate_stats (key, value) SELECT * FROM unnest(\(keys)::text[], \(values)::bigint[])
             ON CONFLICT (key) DO UPDATE SET value = pushgate_stats.value + EXCLUDED.value
             """, logger: logger)
     }
 
     func prune(finishedBefore cutoff: Double) async throws {
-        try await conn.query("DELETE FROM pushgate_jobs WHERE id IN (SELECT id FROM pushgate_jobs WHERE state <> 0 AND finished_at < \(cutoff) LIMIT 20000)", logger: logger)
-        try await conn.query("""
+        try await conn.query(
+            "DELETE FROM pushgate_jobs WHERE id IN (SELECT id FROM pushgate_jobs WHERE state <> 0 AND finished_at < \(cutoff) LIMIT 20000)",
+            logger: logger)
+        try await conn.query(
+            """
             DELETE FROM pushgate_notifications WHERE id IN (
               SELECT n.id FROM pushgate_notifications n WHERE n.created_at < \(cutoff)
                 AND NOT EXISTS (SELECT 1 FROM pushgate_jobs j WHERE j.notif_row = n.id) LIMIT 20000)
@@ -276,9 +351,11 @@ struct PostgresStatements: QueueStatements {
 /// The shared engine (`queue.engine: postgres`).
 public enum PostgresQueue {
     /// Connects, creates or migrates the schema, and registers this process as a lease owner.
-    public static func open(url: String, options: DurableQueueOptions,
-                            logger: Logger = Logger(label: "pushgate.queue.postgres"),
-                            now: @escaping @Sendable () -> Date = { Date() }) async throws -> DurableQueue {
+    public static func open(
+        url: String, options: DurableQueueOptions,
+        logger: Logger = Logger(label: "pushgate.queue.postgres"),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) async throws -> DurableQueue {
         var o = options
         o.leaseOnEnqueue = false
         let backend = try await PostgresBackend.open(url: url, logger: logger)

@@ -6,10 +6,11 @@ import NIOPosix
 import PushDispatch
 import PushgateCore
 import SQLiteNIO
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The embedded engine: one SQLite file in WAL mode. One connection writes (every transaction of the
@@ -24,8 +25,10 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     private let logger: Logger
     private let checkpoints: WALCheckpointer
 
-    private init(path: String, writer: SQLiteConnection, reader: SQLiteConnection, exclusive: Bool, lockFD: Int32,
-                 checkpoints: WALCheckpointer, logger: Logger) {
+    private init(
+        path: String, writer: SQLiteConnection, reader: SQLiteConnection, exclusive: Bool, lockFD: Int32,
+        checkpoints: WALCheckpointer, logger: Logger
+    ) {
         self.path = path
         self.writer = writer
         self.reader = reader
@@ -59,13 +62,16 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         var description: String
     }
 
-    static func open(path: String, synchronous: String, checkpointInterval: Duration = .milliseconds(200), restartFrames: Int = 4096,
-                     logger: Logger) async throws -> SQLiteBackend {
+    static func open(
+        path: String, synchronous: String, checkpointInterval: Duration = .milliseconds(200), restartFrames: Int = 4096,
+        logger: Logger
+    ) async throws -> SQLiteBackend {
         let dir = (path as NSString).deletingLastPathComponent
         if !dir.isEmpty, !FileManager.default.fileExists(atPath: dir) {
             // The store holds tokens, message bodies and subscription keys: owner only.
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
+            try FileManager.default.createDirectory(
+                atPath: dir, withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
         }
         try restrictPermissions(path: path, logger: logger)
         // One process owns a SQLite queue: the file lock tells whether leases left in the file are stale.
@@ -75,7 +81,8 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             exclusive = flock(fd, LOCK_EX | LOCK_NB) == 0
         }
         if !exclusive {
-            logger.warning("another process holds \(path).lock: sharing the SQLite queue (leases of a stopped process expire after queue.lease_timeout)")
+            logger.warning(
+                "another process holds \(path).lock: sharing the SQLite queue (leases of a stopped process expire after queue.lease_timeout)")
         }
         let writer = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
         let reader: SQLiteConnection
@@ -91,8 +98,9 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             for sql in schema { _ = try await writer.query(sql) }
             reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
             do {
-                checkpoints = try await WALCheckpointer.start(path: path, synchronous: sync, interval: checkpointInterval,
-                                                              restartFrames: restartFrames, logger: logger)
+                checkpoints = try await WALCheckpointer.start(
+                    path: path, synchronous: sync, interval: checkpointInterval,
+                    restartFrames: restartFrames, logger: logger)
             } catch {
                 try? await reader.close()
                 throw error
@@ -135,7 +143,8 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
 
     func pendingCount() async throws -> Int {
         let rows = try await reader.query(
-            "SELECT (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NULL) + (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NOT NULL) AS n")
+            "SELECT (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NULL) + (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NOT NULL) AS n"
+        )
         return rows.first?.column("n")?.integer ?? 0
     }
 
@@ -168,13 +177,15 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     }
 
     private func insertJobs(_ binds: [SQLiteData], rows: Int) async throws {
-        try await insertRows("jobs (id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, not_before, enqueued_at, lease_owner)",
-                             columns: 12, rows: rows, binds: binds)
+        try await insertRows(
+            "jobs (id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, not_before, enqueued_at, lease_owner)",
+            columns: 12, rows: rows, binds: binds)
     }
 
     static func storedJob(_ row: SQLiteRow) -> StoredJob? {
         guard let id = row.column("id")?.integer, let notifRow = row.column("notif_row")?.integer,
-              let p = row.column("platform")?.integer, let platform = Platform(rawValue: p) else { return nil }
+            let p = row.column("platform")?.integer, let platform = Platform(rawValue: p)
+        else { return nil }
         let lastError = row.column("last_error").flatMap { $0.isNull ? nil : $0.string }
         let keys = row.column("target_keys").flatMap { $0.isNull ? nil : $0.string }
         return StoredJob(
@@ -195,14 +206,17 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             i += chunk.count
             let marks = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
             for r in try await reader.query("SELECT id, notif_id, body FROM notifications WHERE id IN (\(marks))", chunk.map { .integer(Int($0)) }) {
-                if let id = r.column("id")?.integer, let n = r.column("notif_id")?.string, let b = r.column("body")?.string { out[Int64(id)] = (n, b) }
+                if let id = r.column("id")?.integer, let n = r.column("notif_id")?.string, let b = r.column("body")?.string {
+                    out[Int64(id)] = (n, b)
+                }
             }
         }
         return out
     }
 
     func status(notifID: String) async throws -> [DeliveryStatusRecord]? {
-        let rows = try await reader.query("""
+        let rows = try await reader.query(
+            """
             SELECT platform, target_kind, target, target_keys, state, attempts, not_before, last_error, provider_id, finished_at
             FROM jobs WHERE notif_row IN (SELECT id FROM notifications WHERE notif_id = ?) ORDER BY id
             """, [.text(notifID)])
@@ -272,7 +286,9 @@ extension SQLiteBackend: QueueStatements {
             }
             inserted.append((row, ids))
         }
-        if notifRows > 0 { try await insertRows("notifications (id, notif_id, platform, body, created_at)", columns: 5, rows: notifRows, binds: notifBinds) }
+        if notifRows > 0 {
+            try await insertRows("notifications (id, notif_id, platform, body, created_at)", columns: 5, rows: notifRows, binds: notifBinds)
+        }
         if jobRows > 0 { try await insertJobs(jobBinds, rows: jobRows) }
         return inserted
     }
@@ -288,7 +304,8 @@ extension SQLiteBackend: QueueStatements {
         func flushCompletes() async throws {
             guard nc > 0 else { return }
             let values = Array(repeating: "(?, ?, ?, ?, ?, ?)", count: nc).joined(separator: ", ")
-            _ = try await writer.query("""
+            _ = try await writer.query(
+                """
                 UPDATE jobs SET state = v.column2, attempts = v.column3, provider_id = v.column4,
                   last_error = coalesce(v.column5, jobs.last_error), finished_at = v.column6, lease_owner = NULL
                 FROM (VALUES \(values)) AS v WHERE jobs.id = v.column1 AND (? OR jobs.lease_owner = ?)
@@ -299,7 +316,8 @@ extension SQLiteBackend: QueueStatements {
         func flushReschedules() async throws {
             guard nr > 0 else { return }
             let values = Array(repeating: "(?, ?, ?, ?, ?)", count: nr).joined(separator: ", ")
-            _ = try await writer.query("""
+            _ = try await writer.query(
+                """
                 UPDATE jobs SET attempts = v.column2, not_before = v.column3, last_error = v.column4, cred_retry = v.column5
                 FROM (VALUES \(values)) AS v WHERE jobs.id = v.column1 AND (? OR jobs.lease_owner = ?)
                 """, reschedules + [any, leased])
@@ -310,13 +328,17 @@ extension SQLiteBackend: QueueStatements {
             switch u {
             case .complete(let id, let state, let attempts, let info, let finishedAt):
                 let delivered = state == .delivered
-                completes += [.integer(Int(id)), .integer(state.rawValue), .integer(attempts),
-                              delivered ? (info.map { .text($0) } ?? .null) : .null,
-                              delivered ? .null : (info.map { .text($0) } ?? .null), .float(finishedAt)]
+                completes += [
+                    .integer(Int(id)), .integer(state.rawValue), .integer(attempts),
+                    delivered ? (info.map { .text($0) } ?? .null) : .null,
+                    delivered ? .null : (info.map { .text($0) } ?? .null), .float(finishedAt),
+                ]
                 nc += 1
                 if nc == 2000 { try await flushCompletes() }
             case .reschedule(let id, let attempts, let notBefore, let lastError, let cred):
-                reschedules += [.integer(Int(id)), .integer(attempts), .float(notBefore), lastError.map { .text($0) } ?? .null, .integer(cred ? 1 : 0)]
+                reschedules += [
+                    .integer(Int(id)), .integer(attempts), .float(notBefore), lastError.map { .text($0) } ?? .null, .integer(cred ? 1 : 0),
+                ]
                 nr += 1
                 if nr == 2000 { try await flushReschedules() }
             }
@@ -326,16 +348,21 @@ extension SQLiteBackend: QueueStatements {
     }
 
     func renewLease(owner: String, until: Double) async throws {
-        _ = try await writer.query("INSERT INTO owners (owner, lease_until) VALUES (?, ?) ON CONFLICT(owner) DO UPDATE SET lease_until = excluded.lease_until",
-                                   [.text(owner), .float(until)])
+        _ = try await writer.query(
+            "INSERT INTO owners (owner, lease_until) VALUES (?, ?) ON CONFLICT(owner) DO UPDATE SET lease_until = excluded.lease_until",
+            [.text(owner), .float(until)])
     }
 
     /// Frees the jobs of owners whose lease expired. Returns how many.
     func reclaimExpired(now: Double) async throws -> Int {
-        let expired = try await writer.query("SELECT owner FROM owners WHERE lease_until < ?", [.float(now)]).compactMap { $0.column("owner")?.string }
+        let expired = try await writer.query("SELECT owner FROM owners WHERE lease_until < ?", [.float(now)]).compactMap {
+            $0.column("owner")?.string
+        }
         var n = 0
         for o in expired {
-            n += try await writer.query("SELECT count(*) AS n FROM jobs WHERE state = 0 AND lease_owner = ?", [.text(o)]).first?.column("n")?.integer ?? 0
+            n +=
+                try await writer.query("SELECT count(*) AS n FROM jobs WHERE state = 0 AND lease_owner = ?", [.text(o)]).first?.column("n")?.integer
+                ?? 0
             _ = try await writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner = ?", [.text(o)])
             _ = try await writer.query("DELETE FROM owners WHERE owner = ?", [.text(o)])
         }
@@ -343,7 +370,8 @@ extension SQLiteBackend: QueueStatements {
     }
 
     func lease(_ req: LeaseRequest, owner: String, now: Double) async throws -> [StoredJob] {
-        let rows = try await writer.query("""
+        let rows = try await writer.query(
+            """
             UPDATE jobs SET lease_owner = ? WHERE id IN (
               SELECT id FROM jobs WHERE state = 0 AND lease_owner IS NULL AND platform = ? AND not_before <= ?
               ORDER BY not_before, id LIMIT ?)
@@ -356,12 +384,15 @@ extension SQLiteBackend: QueueStatements {
         var binds: [SQLiteData] = []
         for (k, v) in increments.sorted(by: { $0.key < $1.key }) { binds += [.text(k), .integer(Int(v))] }
         let values = Array(repeating: "(?, ?)", count: increments.count).joined(separator: ", ")
-        _ = try await writer.query("INSERT INTO stats (key, value) VALUES \(values) ON CONFLICT(key) DO UPDATE SET value = value + excluded.value", binds)
+        _ = try await writer.query(
+            "INSERT INTO stats (key, value) VALUES \(values) ON CONFLICT(key) DO UPDATE SET value = value + excluded.value", binds)
     }
 
     func prune(finishedBefore cutoff: Double) async throws {
-        _ = try await writer.query("DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state <> 0 AND finished_at < ? LIMIT 20000)", [.float(cutoff)])
-        _ = try await writer.query("""
+        _ = try await writer.query(
+            "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state <> 0 AND finished_at < ? LIMIT 20000)", [.float(cutoff)])
+        _ = try await writer.query(
+            """
             DELETE FROM notifications WHERE id IN (
               SELECT n.id FROM notifications n WHERE n.created_at < ? AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.notif_row = n.id) LIMIT 20000)
             """, [.float(cutoff)])
@@ -413,14 +444,17 @@ final class WALCheckpointer: Sendable {
         self.restartFrames = restartFrames
     }
 
-    static func start(path: String, synchronous: String, interval: Duration, restartFrames: Int,
-                      logger: Logger) async throws -> WALCheckpointer {
+    static func start(
+        path: String, synchronous: String, interval: Duration, restartFrames: Int,
+        logger: Logger
+    ) async throws -> WALCheckpointer {
         let pool = NIOThreadPool(numberOfThreads: 1)
         pool.start()
         let connection: SQLiteConnection
         do {
-            connection = try await SQLiteConnection.open(storage: .file(path: path), threadPool: pool, logger: logger,
-                                                         on: MultiThreadedEventLoopGroup.singleton.any())
+            connection = try await SQLiteConnection.open(
+                storage: .file(path: path), threadPool: pool, logger: logger,
+                on: MultiThreadedEventLoopGroup.singleton.any())
             // the checkpoint syncs like the writer's would have
             _ = try await connection.query("PRAGMA synchronous=\(synchronous)")
         } catch {

@@ -13,13 +13,17 @@ struct QueueSchema: Sendable {
 
     static let version = 1
 
-    static let sqlite = QueueSchema(prefix: "", integer: "INTEGER", real: "REAL", idAllocation: [
-        "INSERT OR IGNORE INTO pushgate_meta (key, value) VALUES ('schema_version', \(version)), ('next_job_id', 0), ('next_notif_id', 0)",
-    ])
-    static let postgres = QueueSchema(prefix: "pushgate_", integer: "BIGINT", real: "DOUBLE PRECISION", idAllocation: [
-        "CREATE SEQUENCE IF NOT EXISTS pushgate_notif_seq",
-        "CREATE SEQUENCE IF NOT EXISTS pushgate_job_seq",
-    ])
+    static let sqlite = QueueSchema(
+        prefix: "", integer: "INTEGER", real: "REAL",
+        idAllocation: [
+            "INSERT OR IGNORE INTO pushgate_meta (key, value) VALUES ('schema_version', \(version)), ('next_job_id', 0), ('next_notif_id', 0)"
+        ])
+    static let postgres = QueueSchema(
+        prefix: "pushgate_", integer: "BIGINT", real: "DOUBLE PRECISION",
+        idAllocation: [
+            "CREATE SEQUENCE IF NOT EXISTS pushgate_notif_seq",
+            "CREATE SEQUENCE IF NOT EXISTS pushgate_job_seq",
+        ])
 
     var notifications: String { prefix + "notifications" }
     var jobs: String { prefix + "jobs" }
@@ -55,5 +59,6 @@ struct QueueSchema: Sendable {
     }
 
     /// The columns a leased job is read from (`StoredJob`).
-    static let leasedColumns = "id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, cred_retry, not_before, enqueued_at, last_error"
+    static let leasedColumns =
+        "id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, cred_retry, not_before, enqueued_at, last_error"
 }

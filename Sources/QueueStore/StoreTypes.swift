@@ -114,12 +114,16 @@ struct WriteResult: Sendable {
 }
 
 /// One delivery's status as stored (the same columns in both SQL stores).
-func storedStatusRecord(platform: Platform, target: PushTarget, state: Int, attempts: Int, notBefore: Double, lastError: String?,
-                        providerID: String?, finishedAt: Double?) -> DeliveryStatusRecord {
-    let s = DeliveryState(code: DeliveryState.Code(rawValue: state) ?? .pending, attempts: attempts,
-                          notBefore: Date(timeIntervalSince1970: notBefore), lastError: lastError, providerID: providerID)
-    return DeliveryStatusRecord(platform: platform, token: target.reportedToken, state: s, attempts: attempts,
-                                finishedAt: finishedAt.map { Date(timeIntervalSince1970: $0) })
+func storedStatusRecord(
+    platform: Platform, target: PushTarget, state: Int, attempts: Int, notBefore: Double, lastError: String?,
+    providerID: String?, finishedAt: Double?
+) -> DeliveryStatusRecord {
+    let s = DeliveryState(
+        code: DeliveryState.Code(rawValue: state) ?? .pending, attempts: attempts,
+        notBefore: Date(timeIntervalSince1970: notBefore), lastError: lastError, providerID: providerID)
+    return DeliveryStatusRecord(
+        platform: platform, token: target.reportedToken, state: s, attempts: attempts,
+        finishedAt: finishedAt.map { Date(timeIntervalSince1970: $0) })
 }
 
 /// The storage side of a durable queue: one transaction per `commit`, plus reads.

@@ -27,9 +27,10 @@ public struct RawConfig: Sendable {
     }()
 
     /// The gateway's own sections, then every provider module's.
-    public static let sections: [ConfigSection] = [
-        CoreConfig.section, APIConfig.section, LogConfig.section, QueueConfig.section, StatConfig.section, MockConfig.section,
-    ] + ProviderRegistry.sections
+    public static let sections: [ConfigSection] =
+        [
+            CoreConfig.section, APIConfig.section, LogConfig.section, QueueConfig.section, StatConfig.section, MockConfig.section,
+        ] + ProviderRegistry.sections
 
     /// The accepted range of every integer key: a value outside is a one-line error at start, never a
     /// trap later (timer amounts and dates overflow on huge numbers).
@@ -42,12 +43,13 @@ public struct RawConfig: Sendable {
     }()
 
     /// gorush keys (and sections) accepted for drop-in use, not acted upon.
-    public static let ignoredGorushPrefixes: [String] = [
-        "core.ssl", "core.cert_path", "core.key_path", "core.cert_base64", "core.key_base64", "core.http_proxy",
-        "core.pid.", "core.auto_tls.", "grpc.", "log.access_log", "log.error_log",
-        "queue.nsq.", "queue.nats.", "queue.redis.", "stat.redis.", "stat.boltdb.", "stat.buntdb.",
-        "stat.leveldb.", "stat.badgerdb.",
-    ] + ProviderRegistry.sections.flatMap { section in section.ignoredKeys.map { "\(section.name).\($0)" } }
+    public static let ignoredGorushPrefixes: [String] =
+        [
+            "core.ssl", "core.cert_path", "core.key_path", "core.cert_base64", "core.key_base64", "core.http_proxy",
+            "core.pid.", "core.auto_tls.", "grpc.", "log.access_log", "log.error_log",
+            "queue.nsq.", "queue.nats.", "queue.redis.", "stat.redis.", "stat.boltdb.", "stat.buntdb.",
+            "stat.leveldb.", "stat.badgerdb.",
+        ] + ProviderRegistry.sections.flatMap { section in section.ignoredKeys.map { "\(section.name).\($0)" } }
 
     /// Keys whose values are secrets: shown as `[REDACTED]`.
     public static let secretKeys: Set<String> = Set(["core.key_base64"]).union(keys(.secret))
@@ -82,7 +84,7 @@ public struct RawConfig: Sendable {
         }
         for (key, def) in Self.defaults {
             let suffix = key.replacingOccurrences(of: ".", with: "_").uppercased()
-            for prefix in ["GORUSH_", "PUSHGATE_"] {   // later wins
+            for prefix in ["GORUSH_", "PUSHGATE_"] {  // later wins
                 if let v = environment[prefix + suffix] {
                     values[key] = try Self.coerce(v, like: def, key: key)
                     sources[key] = "env \(prefix + suffix)"
@@ -180,7 +182,8 @@ public struct RawConfig: Sendable {
     /// The values of one section, for typed reading (`raw.section("core")[setting]`).
     public func section(_ name: String) -> SectionValues {
         let prefix = name + "."
-        var v: [String: ConfigValue] = [:], src: [String: String] = [:]
+        var v: [String: ConfigValue] = [:]
+        var src: [String: String] = [:]
         for (key, value) in values where key.hasPrefix(prefix) {
             let k = String(key.dropFirst(prefix.count))
             v[k] = value
@@ -269,7 +272,10 @@ public struct RawConfig: Sendable {
 
     static func insert(_ dict: inout [String: Any], path: [String], value: Any) {
         guard let first = path.first else { return }
-        if path.count == 1 { dict[first] = value; return }
+        if path.count == 1 {
+            dict[first] = value
+            return
+        }
         var sub = dict[first] as? [String: Any] ?? [:]
         insert(&sub, path: Array(path.dropFirst()), value: value)
         dict[first] = sub
@@ -325,7 +331,9 @@ public struct GatewaySettings: Sendable {
 
     public init(_ raw: RawConfig) throws {
         typealias C = CoreConfig
-        let core = raw.section("core"), api = raw.section("api"), queue = raw.section("queue")
+        let core = raw.section("core")
+        let api = raw.section("api")
+        let queue = raw.section("queue")
         address = core[C.address]
         port = core[C.port]
         guard (0...65535).contains(port) else { throw ConfigError(key: core.path(C.port), problem: "\(port) is not a valid port (0-65535)") }
@@ -432,13 +440,15 @@ public enum CoreConfig {
     public static let idleTimeout = Setting<Int>("idle_timeout", 60, range: 1...86_400)
     public static let maxConnections = Setting<Int>("max_connections", 4096, range: 1...1_000_000)
 
-    public static let section = ConfigSection("core", keys: [
-        enabled.key, address.key, port.key, workerNum.key, queueNum.key, maxNotification.key, maxBodyBytes.key,
-        sync.key, syncTimeout.key, feedbackHookURL.key, feedbackTimeout.key, feedbackHeader.key, shutdownTimeout.key,
-        mode.key, caFile.key, retryBackoffMs.key, retryBackoffMaxMs.key, maxDeliveriesPerRequest.key, maxTokenBytes.key,
-        maxFieldBytes.key, maxMessageBytes.key, maxObjectKeys.key, maxJSONDepth.key, maxLogMessageBytes.key,
-        maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key,
-    ])
+    public static let section = ConfigSection(
+        "core",
+        keys: [
+            enabled.key, address.key, port.key, workerNum.key, queueNum.key, maxNotification.key, maxBodyBytes.key,
+            sync.key, syncTimeout.key, feedbackHookURL.key, feedbackTimeout.key, feedbackHeader.key, shutdownTimeout.key,
+            mode.key, caFile.key, retryBackoffMs.key, retryBackoffMaxMs.key, maxDeliveriesPerRequest.key, maxTokenBytes.key,
+            maxFieldBytes.key, maxMessageBytes.key, maxObjectKeys.key, maxJSONDepth.key, maxLogMessageBytes.key,
+            maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key,
+        ])
 }
 
 /// The `api:` section.
@@ -451,9 +461,11 @@ public enum APIConfig {
     public static let metricURI = Setting<String>("metric_uri", "/metrics")
     public static let healthURI = Setting<String>("health_uri", "/healthz")
 
-    public static let section = ConfigSection("api", keys: [
-        pushURI.key, statGoURI.key, statAppURI.key, configURI.key, sysStatURI.key, metricURI.key, healthURI.key,
-    ])
+    public static let section = ConfigSection(
+        "api",
+        keys: [
+            pushURI.key, statGoURI.key, statAppURI.key, configURI.key, sysStatURI.key, metricURI.key, healthURI.key,
+        ])
 }
 
 /// The `log:` section.
@@ -464,9 +476,11 @@ public enum LogConfig {
     public static let hideToken = Setting<Bool>("hide_token", true)
     public static let hideMessages = Setting<Bool>("hide_messages", false)
 
-    public static let section = ConfigSection("log", keys: [
-        format.key, accessLevel.key, errorLevel.key, hideToken.key, hideMessages.key,
-    ])
+    public static let section = ConfigSection(
+        "log",
+        keys: [
+            format.key, accessLevel.key, errorLevel.key, hideToken.key, hideMessages.key,
+        ])
 }
 
 /// The `queue:` section.
@@ -480,19 +494,23 @@ public enum QueueConfig {
     public static let statusRetention = Setting<String>("status_retention", "24h")
     public static let statusMaxRecords = Setting<Int>("status_max_records", 1_000_000, range: 0...1_000_000_000)
 
-    public static let section = ConfigSection("queue", keys: [
-        engine.key, maxPending.key, sqlitePath.key, sqliteSynchronous.key, postgresURL.key, leaseTimeout.key,
-        statusRetention.key, statusMaxRecords.key,
-    ])
+    public static let section = ConfigSection(
+        "queue",
+        keys: [
+            engine.key, maxPending.key, sqlitePath.key, sqliteSynchronous.key, postgresURL.key, leaseTimeout.key,
+            statusRetention.key, statusMaxRecords.key,
+        ])
 }
 
 /// The `stat:` section.
 public enum StatConfig {
     public static let engine = Setting<String>("engine", "memory")
 
-    public static let section = ConfigSection("stat", keys: [
-        engine.key,
-    ])
+    public static let section = ConfigSection(
+        "stat",
+        keys: [
+            engine.key
+        ])
 }
 
 /// The `mock:` section.
@@ -505,7 +523,9 @@ public enum MockConfig {
     /// `mock.<name>_port` of a `MockRegistry` mock.
     public static func port(_ mockName: String) -> Setting<Int> { Setting("\(mockName)_port", 0, range: 0...65535) }
 
-    public static let section = ConfigSection("mock", keys: [
-        enabled.key, apnsPort.key, fcmPort.key, webpushPort.key,
-    ])
+    public static let section = ConfigSection(
+        "mock",
+        keys: [
+            enabled.key, apnsPort.key, fcmPort.key, webpushPort.key,
+        ])
 }

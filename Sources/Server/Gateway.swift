@@ -23,7 +23,10 @@ public final class Gateway: Sendable {
     private let shutdownHooks: [@Sendable () async -> Void]
     let logger: Logger
 
-    public init(raw: RawConfig, settings: GatewaySettings, dispatcher: Dispatcher, feedback: FeedbackSender?, logger: Logger, shutdownHooks: [@Sendable () async -> Void] = []) {
+    public init(
+        raw: RawConfig, settings: GatewaySettings, dispatcher: Dispatcher, feedback: FeedbackSender?, logger: Logger,
+        shutdownHooks: [@Sendable () async -> Void] = []
+    ) {
         self.raw = raw
         self.settings = settings
         self.dispatcher = dispatcher
@@ -51,9 +54,10 @@ public final class Gateway: Sendable {
             // Slow and many clients: a connection that sends nothing is closed after core.idle_timeout,
             // a request must arrive whole within core.read_timeout, and past core.max_connections new
             // connections wait in the listen backlog until one closes (Hummingbird's own limiter).
-            server: .http1(configuration: .init(
-                additionalChannelHandlers: [RequestReadTimeoutHandler(timeout: readTimeout, maxBodyBytes: maxBody)],
-                idleTimeout: .seconds(Int64(settings.idleTimeout)))),
+            server: .http1(
+                configuration: .init(
+                    additionalChannelHandlers: [RequestReadTimeoutHandler(timeout: readTimeout, maxBodyBytes: maxBody)],
+                    idleTimeout: .seconds(Int64(settings.idleTimeout)))),
             configuration: ApplicationConfiguration(
                 address: .hostname(settings.address.isEmpty ? "0.0.0.0" : settings.address, port: settings.port),
                 serverName: "pushgate/\(PushgateVersion.version)",

@@ -5,10 +5,10 @@ import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
-import PushDispatch
 import ProviderKit
-import QueueStore
+import PushDispatch
 import PushgateCore
+import QueueStore
 
 /// Builds a gateway from configuration: providers, queue, dispatcher, feedback sender.
 public enum GatewayBuilder {
@@ -39,8 +39,11 @@ public enum GatewayBuilder {
             }
             throw error
         }
-        let feedback = settings.feedbackURL.isEmpty ? nil : FeedbackSender(
-            url: settings.feedbackURL, headers: settings.feedbackHeaders, client: httpClient, logger: Logger(label: "pushgate.feedback"))
+        let feedback =
+            settings.feedbackURL.isEmpty
+            ? nil
+            : FeedbackSender(
+                url: settings.feedbackURL, headers: settings.feedbackHeaders, client: httpClient, logger: Logger(label: "pushgate.feedback"))
         MetricsSetup.bootstrap()
         let dispatcher = Dispatcher(
             providers: slots,
@@ -49,8 +52,9 @@ public enum GatewayBuilder {
             policy: RetryPolicy(baseDelay: settings.retryBackoff, maxDelay: settings.retryBackoffMax),
             feedback: feedback,
             hideToken: settings.hideToken,
-            answer: .init(maxMessageBytes: settings.maxLogMessageBytes, maxAnswerBytes: settings.maxSyncAnswerBytes,
-                          syncTimeout: Double(settings.syncTimeout)),
+            answer: .init(
+                maxMessageBytes: settings.maxLogMessageBytes, maxAnswerBytes: settings.maxSyncAnswerBytes,
+                syncTimeout: Double(settings.syncTimeout)),
             logger: Logger(label: "pushgate.dispatch")
         )
         hooks.append { try? await httpClient.shutdown() }
@@ -72,7 +76,9 @@ public struct ProviderSet: Sendable {
     /// Logged once at start.
     public var warnings: [String] = []
 
-    public static func make(raw: RawConfig, logger: Logger, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws -> ProviderSet {
+    public static func make(raw: RawConfig, logger: Logger, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws
+        -> ProviderSet
+    {
         let outbound = OutboundSettings(raw)
         let caFile = outbound.caFile
         var extraRoots: [String] = []

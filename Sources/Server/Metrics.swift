@@ -31,7 +31,8 @@ public enum MetricsSetup {
         bootstrap().emit(into: &buffer)
         // gorush-compatible gauges, computed at scrape time.
         let s = gateway.dispatcher.stats.snapshot
-        var text = "# HELP gorush_total_push_count count of push notifications accepted\n# TYPE gorush_total_push_count gauge\ngorush_total_push_count \(s.totalCount)\n"
+        var text =
+            "# HELP gorush_total_push_count count of push notifications accepted\n# TYPE gorush_total_push_count gauge\ngorush_total_push_count \(s.totalCount)\n"
         for p in [Platform.ios, .android, .huawei, .webpush, .unifiedpush] {
             let c = s.counts(p)
             text += "# TYPE gorush_\(p.name)_success gauge\ngorush_\(p.name)_success \(c.pushSuccess)\n"

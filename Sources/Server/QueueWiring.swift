@@ -18,8 +18,9 @@ public enum QueueWiring {
 
         switch settings.queueEngine {
         case "memory":
-            return MemoryEngine(capacity: settings.maxPending, statusRetention: retention,
-                                statusMaxRecords: max(1, raw.int("queue.status_max_records")))
+            return MemoryEngine(
+                capacity: settings.maxPending, statusRetention: retention,
+                statusMaxRecords: max(1, raw.int("queue.status_max_records")))
         case "sqlite":
             let path = raw.string("queue.sqlite.path")
             guard !path.isEmpty else { throw ConfigError(key: "queue.sqlite.path", problem: "must not be empty") }

@@ -1,7 +1,7 @@
 import HTTPTypes
 import HummingbirdCore
-import NIOHTTPTypes
 import NIOCore
+import NIOHTTPTypes
 
 /// Closes a connection whose request, once started, is not fully received within `timeout`, and
 /// answers `Expect: 100-continue`.

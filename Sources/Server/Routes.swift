@@ -1,13 +1,14 @@
 import Foundation
-import Hummingbird
 import HTTPTypes
+import Hummingbird
 import NIOConcurrencyHelpers
 import NIOCore
-import PushDispatch
 import ProviderKit
+import PushDispatch
 import PushgateCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 final class RequestCounters: Sendable {
@@ -70,8 +71,10 @@ extension Gateway {
             var w = JSONWriter()
             var first = true
             w.raw("{")
-            w.key("source", first: &first); w.string(PushgateVersion.source)
-            w.key("version", first: &first); w.string(PushgateVersion.version)
+            w.key("source", first: &first)
+            w.string(PushgateVersion.source)
+            w.key("version", first: &first)
+            w.string(PushgateVersion.version)
             w.raw("}")
             return self.json(.ok, w.bytes)
         }
@@ -105,13 +108,18 @@ extension Gateway {
         var request = request
         // A declared length over the limit is answered at once, without reading (or waiting for) the body.
         if let declared = request.headers[.contentLength], let n = Int(declared), n > settings.maxBodyBytes {
-            return self.error(RequestError(status: 413, message: "Request body too large.", detail: "Content-Length \(n) exceeds core.max_body_bytes (\(settings.maxBodyBytes) bytes)"))
+            return self.error(
+                RequestError(
+                    status: 413, message: "Request body too large.",
+                    detail: "Content-Length \(n) exceeds core.max_body_bytes (\(settings.maxBodyBytes) bytes)"))
         }
         let body: ByteBuffer
         do {
             body = try await request.collectBody(upTo: settings.maxBodyBytes)
         } catch {
-            return self.error(RequestError(status: 413, message: "Request body too large.", detail: "the body exceeds core.max_body_bytes (\(settings.maxBodyBytes) bytes)"))
+            return self.error(
+                RequestError(
+                    status: 413, message: "Request body too large.", detail: "the body exceeds core.max_body_bytes (\(settings.maxBodyBytes) bytes)"))
         }
         let parsed: PushRequest
         do {
@@ -138,8 +146,14 @@ extension Gateway {
             w.raw("]")
             // Pushgate additions, only when they say something: failures left out of the capped answer
             // (core.max_sync_answer_bytes), and deliveries still under way at core.sync_timeout.
-            if result.omittedLogs > 0 { w.raw(#","logs_omitted":"#); w.int(result.omittedLogs) }
-            if result.pending > 0 { w.raw(#","pending":"#); w.int(result.pending) }
+            if result.omittedLogs > 0 {
+                w.raw(#","logs_omitted":"#)
+                w.int(result.omittedLogs)
+            }
+            if result.pending > 0 {
+                w.raw(#","pending":"#)
+                w.int(result.pending)
+            }
             w.raw(#","success":"ok"}"#)
             // The body stays byte-compatible with gorush; the notif_ids (given or generated) for
             // GET /api/push/{notif_id} ride in headers: generated ids are "<request id>-<index>".
@@ -153,15 +167,20 @@ extension Gateway {
             var w = JSONWriter()
             var first = true
             w.raw("{")
-            w.key("code", first: &first); w.int(503)
-            w.key("message", first: &first); w.string("Queue is full, try again later.")
-            w.key("detail", first: &first); w.string(full.description)
+            w.key("code", first: &first)
+            w.int(503)
+            w.key("message", first: &first)
+            w.string("Queue is full, try again later.")
+            w.key("detail", first: &first)
+            w.string(full.description)
             w.raw("}")
             return json(.serviceUnavailable, w.bytes, extra: [(.retryAfter, String(full.retryAfter))])
         } catch {
             // The store's error stays in the log: it can name tables, paths or values of other requests.
             logger.error("push submission failed: \(error)")
-            return json(.internalServerError, RequestError(status: 500, message: "Internal error.", detail: "the request was not queued; see the gateway log").json)
+            return json(
+                .internalServerError,
+                RequestError(status: 500, message: "Internal error.", detail: "the request was not queued; see the gateway log").json)
         }
     }
 
@@ -170,17 +189,25 @@ extension Gateway {
         var w = JSONWriter()
         var first = true
         w.raw("{")
-        w.key("version", first: &first); w.string(PushgateVersion.version)
-        w.key("busy_workers", first: &first); w.int(dispatcher.queue.pendingCount)
-        w.key("success_tasks", first: &first); w.int(s.successTasks)
-        w.key("failure_tasks", first: &first); w.int(s.failureTasks)
-        w.key("submitted_tasks", first: &first); w.int(s.submittedTasks)
-        w.key("total_count", first: &first); w.int(s.totalCount)
+        w.key("version", first: &first)
+        w.string(PushgateVersion.version)
+        w.key("busy_workers", first: &first)
+        w.int(dispatcher.queue.pendingCount)
+        w.key("success_tasks", first: &first)
+        w.int(s.successTasks)
+        w.key("failure_tasks", first: &first)
+        w.int(s.failureTasks)
+        w.key("submitted_tasks", first: &first)
+        w.int(s.submittedTasks)
+        w.key("total_count", first: &first)
+        w.int(s.totalCount)
         for p in Platform.allCases {
             let c = s.counts(p)
             w.key(p.name, first: &first)
-            w.raw(#"{"push_success":"#); w.int(c.pushSuccess)
-            w.raw(#","push_error":"#); w.int(c.pushError)
+            w.raw(#"{"push_success":"#)
+            w.int(c.pushSuccess)
+            w.raw(#","push_error":"#)
+            w.int(c.pushError)
             w.raw("}")
         }
         w.raw("}")
@@ -192,19 +219,32 @@ extension Gateway {
         var w = JSONWriter()
         var first = true
         w.raw("{")
-        w.key("time", first: &first); w.int(Int64(Date().timeIntervalSince1970 * 1e9))
-        w.key("swift_version", first: &first); w.string("6")
-        w.key("pid", first: &first); w.int(Int(getpid()))
-        w.key("uptime_seconds", first: &first); w.int(Int(Date().timeIntervalSince(startedAt)))
-        w.key("cpu_num", first: &first); w.int(ProcessInfo.processInfo.activeProcessorCount)
-        w.key("threads", first: &first); w.int(p.threads)
-        w.key("memory_rss_bytes", first: &first); w.int(p.rssBytes)
-        w.key("memory_virtual_bytes", first: &first); w.int(p.virtualBytes)
-        w.key("memory_rss_peak_bytes", first: &first); w.int(p.peakRSSBytes)
-        w.key("cpu_user_seconds", first: &first); w.double(p.userSeconds)
-        w.key("cpu_system_seconds", first: &first); w.double(p.systemSeconds)
-        w.key("queue_pending", first: &first); w.int(dispatcher.queue.pendingCount)
-        w.key("queue_capacity", first: &first); w.int(dispatcher.queue.capacity)
+        w.key("time", first: &first)
+        w.int(Int64(Date().timeIntervalSince1970 * 1e9))
+        w.key("swift_version", first: &first)
+        w.string("6")
+        w.key("pid", first: &first)
+        w.int(Int(getpid()))
+        w.key("uptime_seconds", first: &first)
+        w.int(Int(Date().timeIntervalSince(startedAt)))
+        w.key("cpu_num", first: &first)
+        w.int(ProcessInfo.processInfo.activeProcessorCount)
+        w.key("threads", first: &first)
+        w.int(p.threads)
+        w.key("memory_rss_bytes", first: &first)
+        w.int(p.rssBytes)
+        w.key("memory_virtual_bytes", first: &first)
+        w.int(p.virtualBytes)
+        w.key("memory_rss_peak_bytes", first: &first)
+        w.int(p.peakRSSBytes)
+        w.key("cpu_user_seconds", first: &first)
+        w.double(p.userSeconds)
+        w.key("cpu_system_seconds", first: &first)
+        w.double(p.systemSeconds)
+        w.key("queue_pending", first: &first)
+        w.int(dispatcher.queue.pendingCount)
+        w.key("queue_capacity", first: &first)
+        w.int(dispatcher.queue.capacity)
         w.raw("}")
         return w.bytes
     }
@@ -213,12 +253,14 @@ extension Gateway {
         var w = JSONWriter()
         var first = true
         w.raw("{")
-        w.key("uptime_seconds", first: &first); w.int(Int(Date().timeIntervalSince(startedAt)))
+        w.key("uptime_seconds", first: &first)
+        w.int(Int(Date().timeIntervalSince(startedAt)))
         w.key("responses", first: &first)
         w.raw("{")
         var f2 = true
         for (status, n) in requestCounters.snapshot.sorted(by: { $0.key < $1.key }) {
-            w.key(String(status), first: &f2); w.int(n)
+            w.key(String(status), first: &f2)
+            w.int(n)
         }
         w.raw("}}")
         return w.bytes
@@ -235,8 +277,10 @@ struct JSONNotFoundMiddleware: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch let e as HTTPError where e.status == .notFound {
-            return gateway.error(RequestError(status: 404, message: "Not found.",
-                                              detail: "no route for \(request.method) \(request.uri.path.logSafe(max: 256))"))
+            return gateway.error(
+                RequestError(
+                    status: 404, message: "Not found.",
+                    detail: "no route for \(request.method) \(request.uri.path.logSafe(max: 256))"))
         }
     }
 }

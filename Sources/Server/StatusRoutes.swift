@@ -25,17 +25,23 @@ extension Gateway {
 
     func deliveryStatusResponse(notifID: String) async -> Response {
         guard let source = dispatcher.statusSource else {
-            return error(RequestError(status: 404, message: "Delivery status is not available.", detail: "this queue engine keeps no delivery records"))
+            return error(
+                RequestError(status: 404, message: "Delivery status is not available.", detail: "this queue engine keeps no delivery records"))
         }
         let records: [DeliveryStatusRecord]?
         do {
             records = try await source.deliveryStatus(notifID: notifID)
         } catch {
             logger.error("delivery status query failed: \(error)")
-            return json(.internalServerError, RequestError(status: 500, message: "Internal error.", detail: "the delivery status could not be read; see the gateway log").json)
+            return json(
+                .internalServerError,
+                RequestError(status: 500, message: "Internal error.", detail: "the delivery status could not be read; see the gateway log").json)
         }
         guard let records else {
-            return self.error(RequestError(status: 404, message: "Unknown notif_id.", detail: "no deliveries recorded for \(notifID.logSafe(max: 256)) (records are kept queue.status_retention)"))
+            return self.error(
+                RequestError(
+                    status: 404, message: "Unknown notif_id.",
+                    detail: "no deliveries recorded for \(notifID.logSafe(max: 256)) (records are kept queue.status_retention)"))
         }
         return json(.ok, Self.statusJSON(notifID: notifID, records: records, hideToken: settings.hideToken))
     }
@@ -46,12 +52,14 @@ extension Gateway {
         var w = JSONWriter(reservingCapacity: 128 + records.count * 160)
         var first = true
         w.raw("{")
-        w.key("notif_id", first: &first); w.string(notifID)
+        w.key("notif_id", first: &first)
+        w.string(notifID)
         w.key("counts", first: &first)
         w.raw("{")
         var f2 = true
         for s in [DeliveryStatusRecord.State.queued, .retrying, .delivered, .failed] {
-            w.key(s.rawValue, first: &f2); w.int(counts[s] ?? 0)
+            w.key(s.rawValue, first: &f2)
+            w.int(counts[s] ?? 0)
         }
         w.raw("}")
         w.key("deliveries", first: &first)
@@ -60,22 +68,42 @@ extension Gateway {
             if i > 0 { w.raw(",") }
             var f = true
             w.raw("{")
-            w.key("platform", first: &f); w.string(r.platform.name)
-            w.key("token", first: &f); w.string(TokenMask.apply(r.token, hide: hideToken))
-            w.key("state", first: &f); w.string(r.state.rawValue)
-            w.key("attempts", first: &f); w.int(r.attempts)
+            w.key("platform", first: &f)
+            w.string(r.platform.name)
+            w.key("token", first: &f)
+            w.string(TokenMask.apply(r.token, hide: hideToken))
+            w.key("state", first: &f)
+            w.string(r.state.rawValue)
+            w.key("attempts", first: &f)
+            w.int(r.attempts)
             switch r.state {
             case .queued:
                 break
             case .retrying:
-                if let t = r.nextTry { w.key("next_try", first: &f); w.string(iso(t)) }
-                if let e = r.error { w.key("last_error", first: &f); w.string(e) }
+                if let t = r.nextTry {
+                    w.key("next_try", first: &f)
+                    w.string(iso(t))
+                }
+                if let e = r.error {
+                    w.key("last_error", first: &f)
+                    w.string(e)
+                }
             case .delivered:
-                if let id = r.providerID { w.key("provider_id", first: &f); w.string(id) }
-                if let t = r.finishedAt { w.key("finished_at", first: &f); w.string(iso(t)) }
+                if let id = r.providerID {
+                    w.key("provider_id", first: &f)
+                    w.string(id)
+                }
+                if let t = r.finishedAt {
+                    w.key("finished_at", first: &f)
+                    w.string(iso(t))
+                }
             case .failed:
-                w.key("reason", first: &f); w.string(r.error ?? "")
-                if let t = r.finishedAt { w.key("finished_at", first: &f); w.string(iso(t)) }
+                w.key("reason", first: &f)
+                w.string(r.error ?? "")
+                if let t = r.finishedAt {
+                    w.key("finished_at", first: &f)
+                    w.string(iso(t))
+                }
             }
             w.raw("}")
         }

@@ -1,6 +1,6 @@
 import Crypto
-import _CryptoExtras
 import Foundation
+import _CryptoExtras
 
 /// Base64url without padding (RFC 7515 section 2).
 ///
@@ -32,19 +32,26 @@ public enum Base64URL {
         let outCount = (n / 3) * 4 + [0, 2, 3][n % 3]
         return String(unsafeUninitializedCapacity: outCount) { out in
             alphabet.withUnsafeBufferPointer { a in
-                var i = 0, o = 0
+                var i = 0
+                var o = 0
                 while i + 3 <= n {
                     let v = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-                    out[o] = a[Int(v >> 18)]; out[o + 1] = a[Int((v >> 12) & 63)]
-                    out[o + 2] = a[Int((v >> 6) & 63)]; out[o + 3] = a[Int(v & 63)]
-                    i += 3; o += 4
+                    out[o] = a[Int(v >> 18)]
+                    out[o + 1] = a[Int((v >> 12) & 63)]
+                    out[o + 2] = a[Int((v >> 6) & 63)]
+                    out[o + 3] = a[Int(v & 63)]
+                    i += 3
+                    o += 4
                 }
                 if n - i == 1 {
                     let v = UInt32(bytes[i]) << 16
-                    out[o] = a[Int(v >> 18)]; out[o + 1] = a[Int((v >> 12) & 63)]
+                    out[o] = a[Int(v >> 18)]
+                    out[o + 1] = a[Int((v >> 12) & 63)]
                 } else if n - i == 2 {
                     let v = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8
-                    out[o] = a[Int(v >> 18)]; out[o + 1] = a[Int((v >> 12) & 63)]; out[o + 2] = a[Int((v >> 6) & 63)]
+                    out[o] = a[Int(v >> 18)]
+                    out[o + 1] = a[Int((v >> 12) & 63)]
+                    out[o + 2] = a[Int((v >> 6) & 63)]
                 }
             }
             return outCount
@@ -61,11 +68,12 @@ public enum Base64URL {
     public static func decodeBytes(_ string: String) -> [UInt8]? {
         var string = string
         return string.withUTF8 { utf8 -> [UInt8]? in
-            var lo = 0, hi = utf8.count
+            var lo = 0
+            var hi = utf8.count
             while lo < hi, isASCIIWhitespace(utf8[lo]) { lo += 1 }
             while hi > lo, isASCIIWhitespace(utf8[hi - 1]) { hi -= 1 }
             // Non-ASCII whitespace (e.g. U+00A0) at either end: the Unicode-aware slow path.
-            if (lo < hi && (utf8[lo] >= 0x80 || utf8[hi - 1] >= 0x80)) { return nil }
+            if lo < hi && (utf8[lo] >= 0x80 || utf8[hi - 1] >= 0x80) { return nil }
             while hi > lo, utf8[hi - 1] == UInt8(ascii: "=") { hi -= 1 }
             return decode(UnsafeBufferPointer(rebasing: utf8[lo..<hi]))
         } ?? slowDecode(string)
@@ -81,17 +89,27 @@ public enum Base64URL {
         var ok = true
         let out = [UInt8](unsafeUninitializedCapacity: outCount) { buf, initialized in
             values.withUnsafeBufferPointer { t in
-                var i = 0, o = 0
+                var i = 0
+                var o = 0
                 while i + 4 <= n {
-                    let a = t[Int(chars[i])], b = t[Int(chars[i + 1])], c = t[Int(chars[i + 2])], d = t[Int(chars[i + 3])]
-                    if (a | b | c | d) & 0xC0 != 0 { ok = false; break }
+                    let a = t[Int(chars[i])]
+                    let b = t[Int(chars[i + 1])]
+                    let c = t[Int(chars[i + 2])]
+                    let d = t[Int(chars[i + 3])]
+                    if (a | b | c | d) & 0xC0 != 0 {
+                        ok = false
+                        break
+                    }
                     let v = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
-                    buf[o] = UInt8(truncatingIfNeeded: v >> 16); buf[o + 1] = UInt8(truncatingIfNeeded: v >> 8)
+                    buf[o] = UInt8(truncatingIfNeeded: v >> 16)
+                    buf[o + 1] = UInt8(truncatingIfNeeded: v >> 8)
                     buf[o + 2] = UInt8(truncatingIfNeeded: v)
-                    i += 4; o += 3
+                    i += 4
+                    o += 3
                 }
                 if ok && n - i >= 2 {
-                    let a = t[Int(chars[i])], b = t[Int(chars[i + 1])]
+                    let a = t[Int(chars[i])]
+                    let b = t[Int(chars[i + 1])]
                     let c = n - i == 3 ? t[Int(chars[i + 2])] : 0
                     if (a | b | c) & 0xC0 != 0 {
                         ok = false
@@ -205,7 +223,8 @@ public struct JWTSigner: Sendable {
             case let c where c.value < 0x20:
                 let hex: [Character] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "a", "b", "c", "d", "e", "f"]
                 out += "\\u00"
-                out.append(hex[Int(c.value >> 4)]); out.append(hex[Int(c.value & 15)])
+                out.append(hex[Int(c.value >> 4)])
+                out.append(hex[Int(c.value & 15)])
             default: out.unicodeScalars.append(scalar)
             }
         }
@@ -224,8 +243,9 @@ public struct DecodedJWT: @unchecked Sendable {  // immutable JSON values from J
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw JWTError.malformed("expected 3 parts, got \(parts.count)") }
         guard let h = Base64URL.decode(String(parts[0])),
-              let c = Base64URL.decode(String(parts[1])),
-              let sig = Base64URL.decode(String(parts[2])) else { throw JWTError.malformed("bad base64url") }
+            let c = Base64URL.decode(String(parts[1])),
+            let sig = Base64URL.decode(String(parts[2]))
+        else { throw JWTError.malformed("bad base64url") }
         guard let hj = try? JSONSerialization.jsonObject(with: h) as? [String: Any] else { throw JWTError.malformed("header is not a JSON object") }
         guard let cj = try? JSONSerialization.jsonObject(with: c) as? [String: Any] else { throw JWTError.malformed("claims are not a JSON object") }
         header = hj
@@ -239,7 +259,8 @@ public struct DecodedJWT: @unchecked Sendable {  // immutable JSON values from J
     public func verify(es256 publicKey: P256.Signing.PublicKey) throws {
         guard algorithm == "ES256" else { throw JWTError.unsupportedAlgorithm(algorithm ?? "none") }
         guard let sig = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
-              publicKey.isValidSignature(sig, for: Data(signingInput.utf8)) else { throw JWTError.badSignature }
+            publicKey.isValidSignature(sig, for: Data(signingInput.utf8))
+        else { throw JWTError.badSignature }
     }
 
     public func verify(rs256 publicKey: _RSA.Signing.PublicKey) throws {

@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// What kind of address an IP is, for the SSRF guard. Only `.public` may be contacted unless
 /// `webpush.allow_private_endpoints` is set.
@@ -78,21 +79,21 @@ public enum IPAddressClassifier {
     static func classifyV4(_ a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8) -> IPAddressClass {
         switch (a, b, c, d) {
         case (255, 255, 255, 255): return .broadcast
-        case (0, _, _, _): return .unspecified                        // 0.0.0.0/8
-        case (10, _, _, _): return .private                           // 10/8
-        case (100, 64...127, _, _): return .sharedAddressSpace        // 100.64/10
-        case (127, _, _, _): return .loopback                         // 127/8
-        case (169, 254, _, _): return .linkLocal                      // 169.254/16
-        case (172, 16...31, _, _): return .private                    // 172.16/12
-        case (192, 0, 0, _): return .reserved                         // 192.0.0/24 IETF protocol assignments
-        case (192, 0, 2, _): return .documentation                    // TEST-NET-1
-        case (192, 88, 99, _): return .reserved                       // 6to4 relay anycast (deprecated)
-        case (192, 168, _, _): return .private                        // 192.168/16
-        case (198, 18...19, _, _): return .benchmarking               // 198.18/15
-        case (198, 51, 100, _): return .documentation                 // TEST-NET-2
-        case (203, 0, 113, _): return .documentation                  // TEST-NET-3
-        case (224...239, _, _, _): return .multicast                  // 224/4
-        case (240...255, _, _, _): return .reserved                   // 240/4
+        case (0, _, _, _): return .unspecified  // 0.0.0.0/8
+        case (10, _, _, _): return .private  // 10/8
+        case (100, 64...127, _, _): return .sharedAddressSpace  // 100.64/10
+        case (127, _, _, _): return .loopback  // 127/8
+        case (169, 254, _, _): return .linkLocal  // 169.254/16
+        case (172, 16...31, _, _): return .private  // 172.16/12
+        case (192, 0, 0, _): return .reserved  // 192.0.0/24 IETF protocol assignments
+        case (192, 0, 2, _): return .documentation  // TEST-NET-1
+        case (192, 88, 99, _): return .reserved  // 6to4 relay anycast (deprecated)
+        case (192, 168, _, _): return .private  // 192.168/16
+        case (198, 18...19, _, _): return .benchmarking  // 198.18/15
+        case (198, 51, 100, _): return .documentation  // TEST-NET-2
+        case (203, 0, 113, _): return .documentation  // TEST-NET-3
+        case (224...239, _, _, _): return .multicast  // 224/4
+        case (240...255, _, _, _): return .reserved  // 240/4
         default: return .public
         }
     }
@@ -100,31 +101,31 @@ public enum IPAddressClassifier {
     static func classifyV6(_ b: [UInt8]) -> IPAddressClass {
         let first10 = b[0..<10].allSatisfy { $0 == 0 }
         if first10 && b[10] == 0xFF && b[11] == 0xFF {
-            return .ipv4Mapped                                        // ::ffff:0:0/96
+            return .ipv4Mapped  // ::ffff:0:0/96
         }
         if b[0..<15].allSatisfy({ $0 == 0 }) {
-            if b[15] == 0 { return .unspecified }                     // ::
-            if b[15] == 1 { return .loopback }                        // ::1
+            if b[15] == 0 { return .unspecified }  // ::
+            if b[15] == 1 { return .loopback }  // ::1
         }
-        if first10 && b[10] == 0 && b[11] == 0 { return .reserved }   // ::/96 IPv4-compatible (deprecated)
+        if first10 && b[10] == 0 && b[11] == 0 { return .reserved }  // ::/96 IPv4-compatible (deprecated)
         // 64:ff9b::/96 NAT64 well-known prefix: judge the embedded IPv4 address.
         if b[0] == 0x00, b[1] == 0x64, b[2] == 0xFF, b[3] == 0x9B, b[4..<12].allSatisfy({ $0 == 0 }) {
             return classifyV4(b[12], b[13], b[14], b[15])
         }
         if b[0] == 0x00, b[1] == 0x64, b[2] == 0xFF, b[3] == 0x9B, b[4] == 0x00, b[5] == 0x01 {
-            return .private                                           // 64:ff9b:1::/48 local-use NAT64
+            return .private  // 64:ff9b:1::/48 local-use NAT64
         }
-        if b[0] == 0xFF { return .multicast }                         // ff00::/8
-        if b[0] == 0xFE && (b[1] & 0xC0) == 0x80 { return .linkLocal } // fe80::/10
+        if b[0] == 0xFF { return .multicast }  // ff00::/8
+        if b[0] == 0xFE && (b[1] & 0xC0) == 0x80 { return .linkLocal }  // fe80::/10
         if b[0] == 0xFE && (b[1] & 0xC0) == 0xC0 { return .private }  // fec0::/10 site-local (deprecated)
-        if (b[0] & 0xFE) == 0xFC { return .uniqueLocal }              // fc00::/7
+        if (b[0] & 0xFE) == 0xFC { return .uniqueLocal }  // fc00::/7
         // Global unicast is 2000::/3; everything else is reserved.
         guard (b[0] & 0xE0) == 0x20 else { return .reserved }
-        if b[0] == 0x20, b[1] == 0x01, b[2] == 0x0D, b[3] == 0xB8 { return .documentation } // 2001:db8::/32
-        if b[0] == 0x3F, b[1] == 0xFF, (b[2] & 0xF0) == 0x00 { return .documentation }       // 3fff::/20
-        if b[0] == 0x20, b[1] == 0x01, b[2] == 0x00, b[3] == 0x02, b[4] == 0, b[5] == 0 { return .benchmarking } // 2001:2::/48
+        if b[0] == 0x20, b[1] == 0x01, b[2] == 0x0D, b[3] == 0xB8 { return .documentation }  // 2001:db8::/32
+        if b[0] == 0x3F, b[1] == 0xFF, (b[2] & 0xF0) == 0x00 { return .documentation }  // 3fff::/20
+        if b[0] == 0x20, b[1] == 0x01, b[2] == 0x00, b[3] == 0x02, b[4] == 0, b[5] == 0 { return .benchmarking }  // 2001:2::/48
         if b[0] == 0x20, b[1] == 0x01, (b[2] & 0xFE) == 0x00 { return .reserved }  // 2001::/23 IETF (Teredo, ORCHID, ...)
-        if b[0] == 0x20, b[1] == 0x02 { return classifyV4(b[2], b[3], b[4], b[5]) } // 2002::/16 6to4: embedded IPv4
+        if b[0] == 0x20, b[1] == 0x02 { return classifyV4(b[2], b[3], b[4], b[5]) }  // 2002::/16 6to4: embedded IPv4
         return .public
     }
 
@@ -175,9 +176,9 @@ public enum HostResolver {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         #if canImport(Darwin)
-        hints.ai_socktype = SOCK_STREAM
+            hints.ai_socktype = SOCK_STREAM
         #else
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         #endif
         var res: UnsafeMutablePointer<addrinfo>?
         let rc = getaddrinfo(host, String(port), &hints, &res)

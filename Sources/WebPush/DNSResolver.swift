@@ -22,8 +22,10 @@ final class WebPushDNSResolver: Sendable {
     private let state = Locked<(inFlight: [String: EventLoopFuture<[[UInt8]]>], count: Int)>(([:], 0))
     private let isShutDown = Locked(false)
 
-    init(threads: Int = 2, maxLookups: Int = 64, timeout: TimeAmount = .seconds(10), eventLoopGroup: any EventLoopGroup,
-         blockingLookup: @escaping @Sendable (String, Int) throws -> [[UInt8]] = { try HostResolver.resolve($0, port: $1) }) {
+    init(
+        threads: Int = 2, maxLookups: Int = 64, timeout: TimeAmount = .seconds(10), eventLoopGroup: any EventLoopGroup,
+        blockingLookup: @escaping @Sendable (String, Int) throws -> [[UInt8]] = { try HostResolver.resolve($0, port: $1) }
+    ) {
         self.blockingLookup = blockingLookup
         self.threadPool = NIOThreadPool(numberOfThreads: max(1, threads))
         self.threadPool.start()
@@ -73,19 +75,32 @@ final class WebPushDNSResolver: Sendable {
         let done = Locked(false)
         let timeout = self.timeout
         let timer = loop.scheduleTask(in: timeout) {
-            guard done.withLock({ d in defer { d = true }; return !d }) else { return }
+            guard
+                done.withLock({ d in
+                    defer { d = true }
+                    return !d
+                })
+            else { return }
             mine.fail(HostResolver.Failure(description: "cannot resolve \(host): timed out after \(timeout.nanoseconds / 1_000_000) ms"))
         }
         shared.hop(to: loop).whenComplete { result in
             timer.cancel()
-            guard done.withLock({ d in defer { d = true }; return !d }) else { return }
+            guard
+                done.withLock({ d in
+                    defer { d = true }
+                    return !d
+                })
+            else { return }
             mine.completeWith(result)
         }
         return mine.futureResult
     }
 
     func shutdown() async {
-        let already = isShutDown.withLock { s -> Bool in defer { s = true }; return s }
+        let already = isShutDown.withLock { s -> Bool in
+            defer { s = true }
+            return s
+        }
         if already { return }
         try? await threadPool.shutdownGracefully()
     }

@@ -50,8 +50,10 @@ final class PinnedHTTP1Client: Sendable {
         }
     }
 
-    func post(_ endpoint: WebPushEndpoint, addresses: [SocketAddress], headers: [(String, String)], body: [UInt8],
-              timeout: TimeAmount) async throws -> WebPushHTTPResponse {
+    func post(
+        _ endpoint: WebPushEndpoint, addresses: [SocketAddress], headers: [(String, String)], body: [UInt8],
+        timeout: TimeAmount
+    ) async throws -> WebPushHTTPResponse {
         let tls: NIOSSLContext? = endpoint.scheme == "https" ? try context() : nil
         let serverHostname: String? = IPAddressClassifier.parse(endpoint.host) == nil ? endpoint.host : nil
         let loop = eventLoopGroup.next()
@@ -67,8 +69,10 @@ final class PinnedHTTP1Client: Sendable {
                         try sync.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverHostname))
                     }
                     try sync.addHandler(HTTPRequestEncoder())
-                    try sync.addHandler(ByteToMessageHandler(HTTPResponseDecoder(
-                        leftOverBytesStrategy: .dropBytes, informationalResponseStrategy: .drop, limitConfiguration: Self.limits)))
+                    try sync.addHandler(
+                        ByteToMessageHandler(
+                            HTTPResponseDecoder(
+                                leftOverBytesStrategy: .dropBytes, informationalResponseStrategy: .drop, limitConfiguration: Self.limits)))
                     try sync.addHandler(HTTP1ResponseCollector(maxBodyBytes: maxBody, eventLoop: channel.eventLoop))
                 }
             }

@@ -42,7 +42,8 @@ public struct VAPIDKeys: Sendable {
             throw WebPushConfigurationError("webpush.vapid_private_key: not base64url")
         }
         guard raw.count == 32 else {
-            throw WebPushConfigurationError("webpush.vapid_private_key: expected the 32-byte raw P-256 private key in base64url, got \(raw.count) bytes")
+            throw WebPushConfigurationError(
+                "webpush.vapid_private_key: expected the 32-byte raw P-256 private key in base64url, got \(raw.count) bytes")
         }
         do { self.init(privateKey: try P256.Signing.PrivateKey(rawRepresentation: raw)) } catch {
             throw WebPushConfigurationError("webpush.vapid_private_key: not a valid P-256 private key")
@@ -70,7 +71,8 @@ public func validateVAPIDSubject(_ subject: String) throws {
     if s.lowercased().hasPrefix("mailto:") {
         let addr = s.dropFirst(7)
         guard let at = addr.firstIndex(of: "@"), at != addr.startIndex, addr.index(after: at) != addr.endIndex,
-              !addr.contains(where: { $0 == " " }) else {
+            !addr.contains(where: { $0 == " " })
+        else {
             throw WebPushConfigurationError("webpush.vapid_subject: \"\(s)\" is not a mailto: address")
         }
         return
@@ -100,8 +102,10 @@ public final class VAPIDAuthorizer: @unchecked Sendable {
     private let lock = NSLock()
     private var cache: [String: (header: String, expires: Int64)] = [:]
 
-    public init(keys: VAPIDKeys, subject: String, validity: TimeInterval = 12 * 3600, refreshMargin: TimeInterval = 3600,
-                maxCachedOrigins: Int = 10_000, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        keys: VAPIDKeys, subject: String, validity: TimeInterval = 12 * 3600, refreshMargin: TimeInterval = 3600,
+        maxCachedOrigins: Int = 10_000, now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.keys = keys
         self.subject = subject
         self.validity = validity
@@ -121,8 +125,9 @@ public final class VAPIDAuthorizer: @unchecked Sendable {
         }
         lock.unlock()
         let exp = t + Int64(validity)
-        let jwt = try signer.sign(header: [("typ", .string("JWT"))],
-                                  claims: [("aud", .string(origin)), ("exp", .int(exp)), ("sub", .string(subject))])
+        let jwt = try signer.sign(
+            header: [("typ", .string("JWT"))],
+            claims: [("aud", .string(origin)), ("exp", .int(exp)), ("sub", .string(subject))])
         let header = "vapid t=\(jwt), k=\(keys.publicKeyBase64URL)"
         lock.lock()
         if cache.count >= maxCachedOrigins { cache.removeAll(keepingCapacity: true) }
@@ -133,8 +138,14 @@ public final class VAPIDAuthorizer: @unchecked Sendable {
 
     /// Forgets the cached header of an origin (after a 401/403, so the next send re-mints).
     public func invalidate(origin: String) {
-        lock.lock(); cache[origin] = nil; lock.unlock()
+        lock.lock()
+        cache[origin] = nil
+        lock.unlock()
     }
 
-    public var cachedOrigins: Int { lock.lock(); defer { lock.unlock() }; return cache.count }
+    public var cachedOrigins: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return cache.count
+    }
 }

@@ -61,7 +61,8 @@ public struct WebPushConfiguration: Sendable, Equatable {
             for (i, h) in list.enumerated() {
                 let t = h.trimmingCharacters(in: .whitespaces)
                 if t.isEmpty || t.contains("/") || t.contains(" ") || t.contains("://") {
-                    throw WebPushConfigurationError("webpush.host_allowlist[\(i)]: \"\(h)\" is not a host name (use push.example.com or *.example.com)")
+                    throw WebPushConfigurationError(
+                        "webpush.host_allowlist[\(i)]: \"\(h)\" is not a host name (use push.example.com or *.example.com)")
                 }
             }
         }

@@ -1,14 +1,15 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Crypto
 import Foundation
 import PushgateCore
 import Signing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// Errors from RFC 8291 / RFC 8188 encryption and decryption.
 public enum WebPushCryptoError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -99,7 +100,10 @@ final class ReceiverKeyCache: @unchecked Sendable {
     func keys(p256dh: String, auth: String) throws -> WebPushReceiverKeys {
         let key = Key(p256dh: p256dh, auth: auth)
         lock.lock()
-        if let hit = current[key] { lock.unlock(); return hit }
+        if let hit = current[key] {
+            lock.unlock()
+            return hit
+        }
         if let hit = previous[key] {
             insertLocked(key, hit)
             lock.unlock()
@@ -122,7 +126,11 @@ final class ReceiverKeyCache: @unchecked Sendable {
         current[key] = value
     }
 
-    var count: Int { lock.lock(); defer { lock.unlock() }; return current.count + previous.count }
+    var count: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return current.count + previous.count
+    }
 }
 
 /// RFC 8291 message encryption for Web Push with the RFC 8188 `aes128gcm` content coding.
@@ -153,7 +161,9 @@ public enum WebPushCrypto {
     /// Every HKDF here has L <= 32, so each expand is a single HMAC-SHA-256 block:
     /// PRK_key = HMAC(auth_secret, ecdh_secret); IKM = HMAC(PRK_key, key_info || 0x01);
     /// PRK = HMAC(salt, IKM); CEK = HMAC(PRK, cek_info || 0x01)[0..<16]; NONCE = HMAC(PRK, nonce_info || 0x01)[0..<12].
-    public static func deriveKeys(ecdhSecret: some ContiguousBytes, authSecret: [UInt8], uaPublic: [UInt8], asPublic: [UInt8], salt: [UInt8]) -> DerivedKeys {
+    public static func deriveKeys(ecdhSecret: some ContiguousBytes, authSecret: [UInt8], uaPublic: [UInt8], asPublic: [UInt8], salt: [UInt8])
+        -> DerivedKeys
+    {
         let prkKey = ecdhSecret.withUnsafeBytes { secret in
             HMAC<SHA256>.authenticationCode(for: secret, using: SymmetricKey(data: authSecret))
         }
@@ -193,21 +203,25 @@ public enum WebPushCrypto {
             throw WebPushCryptoError.invalidPublicKey("ECDH failed: \(error)")
         }
         let keys = shared.withUnsafeBytes { secret in
-            deriveKeys(ecdhSecret: secret, authSecret: receiver.authSecret, uaPublic: receiver.publicKeyBytes,
-                       asPublic: asPublic, salt: salt)
+            deriveKeys(
+                ecdhSecret: secret, authSecret: receiver.authSecret, uaPublic: receiver.publicKeyBytes,
+                asPublic: asPublic, salt: salt)
         }
         var record = [UInt8]()
         record.reserveCapacity(plaintext.count + 1)
         record.append(contentsOf: plaintext)
         record.append(0x02)  // last-record delimiter, no padding
-        let sealed = try AES.GCM.seal(record, using: SymmetricKey(data: keys.contentEncryptionKey),
-                                      nonce: try AES.GCM.Nonce(data: keys.nonce))
+        let sealed = try AES.GCM.seal(
+            record, using: SymmetricKey(data: keys.contentEncryptionKey),
+            nonce: try AES.GCM.Nonce(data: keys.nonce))
         var out = [UInt8]()
         out.reserveCapacity(headerSize + record.count + 16)
         out.append(contentsOf: salt)
         let rs = UInt32(recordSize)
-        out.append(UInt8(truncatingIfNeeded: rs >> 24)); out.append(UInt8(truncatingIfNeeded: rs >> 16))
-        out.append(UInt8(truncatingIfNeeded: rs >> 8)); out.append(UInt8(truncatingIfNeeded: rs))
+        out.append(UInt8(truncatingIfNeeded: rs >> 24))
+        out.append(UInt8(truncatingIfNeeded: rs >> 16))
+        out.append(UInt8(truncatingIfNeeded: rs >> 8))
+        out.append(UInt8(truncatingIfNeeded: rs))
         out.append(UInt8(asPublic.count))
         out.append(contentsOf: asPublic)
         out.append(contentsOf: sealed.ciphertext)
@@ -236,7 +250,9 @@ public enum WebPushCrypto {
         let rs = Int(body[16]) << 24 | Int(body[17]) << 16 | Int(body[18]) << 8 | Int(body[19])
         guard rs >= 18 else { throw WebPushCryptoError.malformedBody("record size \(rs) < 18") }
         let idlen = Int(body[20])
-        guard idlen == 65, body.count >= 21 + idlen else { throw WebPushCryptoError.malformedBody("key id must be the 65-byte sender public key (idlen \(idlen))") }
+        guard idlen == 65, body.count >= 21 + idlen else {
+            throw WebPushCryptoError.malformedBody("key id must be the 65-byte sender public key (idlen \(idlen))")
+        }
         let asPublicBytes = Array(body[21..<(21 + idlen)])
         let asPublic: P256.KeyAgreement.PublicKey
         do { asPublic = try P256.KeyAgreement.PublicKey(x963Representation: asPublicBytes) } catch {
@@ -265,8 +281,9 @@ public enum WebPushCrypto {
             let box: AES.GCM.SealedBox
             let plain: Data
             do {
-                box = try AES.GCM.SealedBox(nonce: AES.GCM.Nonce(data: nonce),
-                                            ciphertext: chunk.dropLast(16), tag: chunk.suffix(16))
+                box = try AES.GCM.SealedBox(
+                    nonce: AES.GCM.Nonce(data: nonce),
+                    ciphertext: chunk.dropLast(16), tag: chunk.suffix(16))
                 plain = try AES.GCM.open(box, using: cek)
             } catch {
                 throw WebPushCryptoError.decryptionFailed("record \(seq) does not authenticate")

@@ -35,11 +35,13 @@ public struct WebPushModule: ProviderModule {
 
     public var sections: [ConfigSection] {
         [
-            ConfigSection("webpush", keys: [
-                Keys.enabled.key, Keys.vapidPrivateKey.key, Keys.vapidSubject.key, Keys.allowHTTP.key, Keys.allowPrivateEndpoints.key,
-                Keys.hostAllowlist.key, Keys.defaultTTL.key, Keys.maxTokens.key, Keys.maxRetry.key, Keys.maxConcurrentPushes.key,
-                Keys.timeout.key, Keys.connectionsPerOrigin.key,
-            ]),
+            ConfigSection(
+                "webpush",
+                keys: [
+                    Keys.enabled.key, Keys.vapidPrivateKey.key, Keys.vapidSubject.key, Keys.allowHTTP.key, Keys.allowPrivateEndpoints.key,
+                    Keys.hostAllowlist.key, Keys.defaultTTL.key, Keys.maxTokens.key, Keys.maxRetry.key, Keys.maxConcurrentPushes.key,
+                    Keys.timeout.key, Keys.connectionsPerOrigin.key,
+                ]),
             ConfigSection("unifiedpush", keys: [UnifiedPushKeys.enabled.key, UnifiedPushKeys.maxTokens.key, UnifiedPushKeys.maxRetry.key]),
         ]
     }
@@ -63,14 +65,17 @@ public struct WebPushModule: ProviderModule {
     }
 
     public func build(_ config: ProviderConfig, context: ProviderBuildContext) throws -> ProviderBuild {
-        let s = config["webpush"], up = config["unifiedpush"]
-        let web = s[Keys.enabled], unified = up[UnifiedPushKeys.enabled]
+        let s = config["webpush"]
+        let up = config["unifiedpush"]
+        let web = s[Keys.enabled]
+        let unified = up[UnifiedPushKeys.enabled]
         guard web || unified else { return ProviderBuild() }
         let wpConfig = Self.configuration(s)
         let engine: WebPushEngine
         do {
-            engine = try WebPushEngine(configuration: wpConfig, poolConfiguration: context.poolConfiguration,
-                                       eventLoopGroup: context.eventLoopGroup, logger: Logger(label: "pushgate.webpush"))
+            engine = try WebPushEngine(
+                configuration: wpConfig, poolConfiguration: context.poolConfiguration,
+                eventLoopGroup: context.eventLoopGroup, logger: Logger(label: "pushgate.webpush"))
         } catch let e as WebPushConfigurationError {
             throw ConfigError(key: "webpush", problem: e.description)
         } catch {
@@ -80,7 +85,8 @@ public struct WebPushModule: ProviderModule {
         var providers: [BuiltProvider] = []
         if web { providers.append(BuiltProvider(provider: WebPushProvider(engine: engine), maxRetry: wpConfig.maxRetry, concurrency: concurrency)) }
         if unified {
-            providers.append(BuiltProvider(provider: UnifiedPushProvider(engine: engine), maxRetry: up[UnifiedPushKeys.maxRetry], concurrency: concurrency))
+            providers.append(
+                BuiltProvider(provider: UnifiedPushProvider(engine: engine), maxRetry: up[UnifiedPushKeys.maxRetry], concurrency: concurrency))
         }
         return ProviderBuild(providers: providers, shutdown: { await engine.shutdown() })
     }
@@ -97,10 +103,12 @@ public struct WebPushModule: ProviderModule {
     public func deliveredIDLabel(for platform: Platform) -> String { "location" }
 
     public var tools: [ProviderTool] {
-        [ProviderTool(name: "vapid-keys", abstract: "Print a new VAPID key pair for webpush.vapid_private_key.") {
-            let keys = VAPIDKeys.generate()
-            return "vapid_private_key: \(keys.privateKeyBase64URL)\n"
-                + "vapid_public_key: \(keys.publicKeyBase64URL)   # give this one to browsers (applicationServerKey)"
-        }]
+        [
+            ProviderTool(name: "vapid-keys", abstract: "Print a new VAPID key pair for webpush.vapid_private_key.") {
+                let keys = VAPIDKeys.generate()
+                return "vapid_private_key: \(keys.privateKeyBase64URL)\n"
+                    + "vapid_public_key: \(keys.publicKeyBase64URL)   # give this one to browsers (applicationServerKey)"
+            }
+        ]
     }
 }

@@ -28,33 +28,38 @@ public final class WebPushEngine: Sendable {
     ///   - poolConfiguration: base settings of the per-origin HTTP/2 pools (its TLS configuration is also
     ///     used for the HTTP/1.1 client); `requestTimeout` and `connectionsPerTarget` come from `configuration`.
     ///     The engine owns its own AsyncHTTPClient (redirects disabled) and pools: call `shutdown()`.
-    public convenience init(configuration: WebPushConfiguration,
-                tlsConfiguration: TLSConfiguration? = nil,
-                poolConfiguration: HTTP2PoolConfiguration? = nil,
-                eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-                transportMode: WebPushTransportMode = .automatic,
-                logger: Logger = Logger(label: "pushgate.webpush"),
-                resolver: (@Sendable (String, Int) async throws -> [[UInt8]])? = nil,
-                now: @escaping @Sendable () -> Date = { Date() }) throws {
-        try self.init(configuration: configuration, tlsConfiguration: tlsConfiguration, poolConfiguration: poolConfiguration,
-                      eventLoopGroup: eventLoopGroup, transportMode: transportMode, logger: logger, resolver: resolver,
-                      addressClassifier: nil, now: now)
+    public convenience init(
+        configuration: WebPushConfiguration,
+        tlsConfiguration: TLSConfiguration? = nil,
+        poolConfiguration: HTTP2PoolConfiguration? = nil,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        transportMode: WebPushTransportMode = .automatic,
+        logger: Logger = Logger(label: "pushgate.webpush"),
+        resolver: (@Sendable (String, Int) async throws -> [[UInt8]])? = nil,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) throws {
+        try self.init(
+            configuration: configuration, tlsConfiguration: tlsConfiguration, poolConfiguration: poolConfiguration,
+            eventLoopGroup: eventLoopGroup, transportMode: transportMode, logger: logger, resolver: resolver,
+            addressClassifier: nil, now: now)
     }
 
     /// - Parameters:
     ///   - addressClassifier: replaces `IPAddressClassifier` in the SSRF guard (tests: loopback only).
     ///   - maxOrigins / originIdleTimeout: bounds of the per-origin pools (see `WebPushTransport`).
-    init(configuration: WebPushConfiguration,
-         tlsConfiguration: TLSConfiguration? = nil,
-         poolConfiguration: HTTP2PoolConfiguration? = nil,
-         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-         transportMode: WebPushTransportMode = .automatic,
-         logger: Logger = Logger(label: "pushgate.webpush"),
-         resolver: (@Sendable (String, Int) async throws -> [[UInt8]])? = nil,
-         addressClassifier: (@Sendable ([UInt8]) -> IPAddressClass)?,
-         maxOrigins: Int = 512,
-         originIdleTimeout: TimeAmount = .seconds(300),
-         now: @escaping @Sendable () -> Date = { Date() }) throws {
+    init(
+        configuration: WebPushConfiguration,
+        tlsConfiguration: TLSConfiguration? = nil,
+        poolConfiguration: HTTP2PoolConfiguration? = nil,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        transportMode: WebPushTransportMode = .automatic,
+        logger: Logger = Logger(label: "pushgate.webpush"),
+        resolver: (@Sendable (String, Int) async throws -> [[UInt8]])? = nil,
+        addressClassifier: (@Sendable ([UInt8]) -> IPAddressClass)?,
+        maxOrigins: Int = 512,
+        originIdleTimeout: TimeAmount = .seconds(300),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) throws {
         let keys = try configuration.validate()
         self.configuration = configuration
         self.vapid = VAPIDAuthorizer(keys: keys, subject: configuration.vapidSubject.trimmingCharacters(in: .whitespaces), now: now)
@@ -62,11 +67,12 @@ public final class WebPushEngine: Sendable {
         if let addressClassifier { policy.addressClassifier = addressClassifier }
         self.policy = policy
         self.logger = logger
-        self.transport = WebPushTransport(mode: transportMode, tlsConfiguration: tlsConfiguration, poolConfiguration: poolConfiguration,
-                                          timeoutSeconds: configuration.requestTimeoutSeconds,
-                                          connectionsPerOrigin: configuration.connectionsPerOrigin,
-                                          eventLoopGroup: eventLoopGroup, logger: logger,
-                                          maxOrigins: maxOrigins, originIdleTimeout: originIdleTimeout)
+        self.transport = WebPushTransport(
+            mode: transportMode, tlsConfiguration: tlsConfiguration, poolConfiguration: poolConfiguration,
+            timeoutSeconds: configuration.requestTimeoutSeconds,
+            connectionsPerOrigin: configuration.connectionsPerOrigin,
+            eventLoopGroup: eventLoopGroup, logger: logger,
+            maxOrigins: maxOrigins, originIdleTimeout: originIdleTimeout)
         // DNS never on NIOThreadPool.singleton: sqlite-nio runs the SQLite queue there.
         let dns = WebPushDNSResolver(eventLoopGroup: eventLoopGroup)
         self.dns = dns
@@ -215,7 +221,9 @@ public final class WebPushEngine: Sendable {
         case .success(let d): delivery = d
         }
         let ep: WebPushEndpoint
-        switch delivery { case .encrypted(let e, _), .legacy(let e): ep = e }
+        switch delivery {
+        case .encrypted(let e, _), .legacy(let e): ep = e
+        }
         let addresses: [SocketAddress]?
         switch await resolve(ep) {
         case .unguarded: addresses = nil
@@ -300,11 +308,15 @@ public final class WebPushProvider: PushProvider {
 
     public init(engine: WebPushEngine) { self.engine = engine }
 
-    public convenience init(configuration: WebPushConfiguration, tlsConfiguration: TLSConfiguration? = nil,
-                            eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-                            logger: Logger = Logger(label: "pushgate.webpush")) throws {
-        self.init(engine: try WebPushEngine(configuration: configuration, tlsConfiguration: tlsConfiguration,
-                                            eventLoopGroup: eventLoopGroup, logger: logger))
+    public convenience init(
+        configuration: WebPushConfiguration, tlsConfiguration: TLSConfiguration? = nil,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "pushgate.webpush")
+    ) throws {
+        self.init(
+            engine: try WebPushEngine(
+                configuration: configuration, tlsConfiguration: tlsConfiguration,
+                eventLoopGroup: eventLoopGroup, logger: logger))
     }
 
     public func prepare(_ notification: PushNotification) throws -> any PreparedPush {
@@ -330,11 +342,15 @@ public final class UnifiedPushProvider: PushProvider {
 
     public init(engine: WebPushEngine) { self.engine = engine }
 
-    public convenience init(configuration: WebPushConfiguration, tlsConfiguration: TLSConfiguration? = nil,
-                            eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-                            logger: Logger = Logger(label: "pushgate.unifiedpush")) throws {
-        self.init(engine: try WebPushEngine(configuration: configuration, tlsConfiguration: tlsConfiguration,
-                                            eventLoopGroup: eventLoopGroup, logger: logger))
+    public convenience init(
+        configuration: WebPushConfiguration, tlsConfiguration: TLSConfiguration? = nil,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "pushgate.unifiedpush")
+    ) throws {
+        self.init(
+            engine: try WebPushEngine(
+                configuration: configuration, tlsConfiguration: tlsConfiguration,
+                eventLoopGroup: eventLoopGroup, logger: logger))
     }
 
     public func prepare(_ notification: PushNotification) throws -> any PreparedPush {

@@ -53,7 +53,8 @@ public enum WebPushRequestValidator {
         guard n.platform == .webpush || n.platform == .unifiedpush else { return nil }
         if let why = checkHeaders(n) { return why }
         if n.platform == .webpush, !n.tokens.isEmpty {
-            return "tokens: platform webpush takes \"subscriptions\" ({\"endpoint\",\"keys\":{\"p256dh\",\"auth\"}}); bare endpoint URLs are only accepted for platform unifiedpush"
+            return
+                "tokens: platform webpush takes \"subscriptions\" ({\"endpoint\",\"keys\":{\"p256dh\",\"auth\"}}); bare endpoint URLs are only accepted for platform unifiedpush"
         }
         if n.platform == .unifiedpush {
             for (i, t) in n.tokens.enumerated() where WebPushEndpoint(t) == nil {
@@ -108,16 +109,27 @@ public enum WebPushRequestValidator {
         var w = JSONWriter(reservingCapacity: 128)
         var first = true
         w.raw("{")
-        if let t = n.title { w.key("title", first: &first); w.string(t) }
-        if let m = n.message { w.key("message", first: &first); w.string(m) }
-        if let d = n.data { w.key("data", first: &first); w.write(d) }
+        if let t = n.title {
+            w.key("title", first: &first)
+            w.string(t)
+        }
+        if let m = n.message {
+            w.key("message", first: &first)
+            w.string(m)
+        }
+        if let d = n.data {
+            w.key("data", first: &first)
+            w.write(d)
+        }
         w.raw("}")
         return w.bytes
     }
 
     /// Renders the notification (headers checked, plaintext built, size limit applied).
     /// Throws `PushFailure` (naming the field, or `PayloadTooLarge (N > 3993 bytes)`).
-    public static func prepare(_ n: PushNotification, defaultTTL: Int = WebPushConfiguration.standardDefaultTTL) throws(PushFailure) -> PreparedWebPush {
+    public static func prepare(_ n: PushNotification, defaultTTL: Int = WebPushConfiguration.standardDefaultTTL) throws(PushFailure)
+        -> PreparedWebPush
+    {
         if let why = checkHeaders(n) { throw PushFailure(why) }
         let plaintext = plaintext(of: n)
         // Encrypted subscriptions fit 3993 bytes; a UnifiedPush request with only bare (legacy) endpoints 4096.

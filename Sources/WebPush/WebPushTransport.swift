@@ -13,7 +13,8 @@ final class Locked<Value>: @unchecked Sendable {
     private var value: Value
     init(_ value: Value) { self.value = value }
     func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
-        lock.lock(); defer { lock.unlock() }
+        lock.lock()
+        defer { lock.unlock() }
         return try body(&value)
     }
 }
@@ -79,9 +80,11 @@ final class WebPushTransport: Sendable {
     private let protocols = Locked<[String: (proto: OriginProtocol, used: UInt64)]>([:])
     private let isShutDown = Locked(false)
 
-    init(mode: WebPushTransportMode, tlsConfiguration: TLSConfiguration?, poolConfiguration: HTTP2PoolConfiguration?,
-         timeoutSeconds: Double, connectionsPerOrigin: Int, eventLoopGroup: any EventLoopGroup, logger: Logger,
-         maxOrigins: Int = 512, originIdleTimeout: TimeAmount = .seconds(300)) {
+    init(
+        mode: WebPushTransportMode, tlsConfiguration: TLSConfiguration?, poolConfiguration: HTTP2PoolConfiguration?,
+        timeoutSeconds: Double, connectionsPerOrigin: Int, eventLoopGroup: any EventLoopGroup, logger: Logger,
+        maxOrigins: Int = 512, originIdleTimeout: TimeAmount = .seconds(300)
+    ) {
         self.mode = mode
         self.logger = logger
         let timeout = TimeAmount.nanoseconds(Int64(timeoutSeconds * 1e9))
@@ -102,10 +105,12 @@ final class WebPushTransport: Sendable {
         poolConfig.maxResponseBodyBytes = Self.maxResponseBodyBytes
         poolConfig.offeredALPN = ["h2", "http/1.1"]
         self.maxProtocolEntries = max(16, maxOrigins * 4)
-        self.pools = HTTP2PoolGroup(configuration: poolConfig, eventLoopGroup: eventLoopGroup, logger: logger,
-                                    maxPools: maxOrigins, poolIdleTimeout: originIdleTimeout)
-        self.http1 = PinnedHTTP1Client(eventLoopGroup: eventLoopGroup, tlsConfiguration: poolConfig.tlsConfiguration,
-                                       connectTimeout: min(poolConfig.connectTimeout, timeout), maxBodyBytes: Self.maxResponseBodyBytes)
+        self.pools = HTTP2PoolGroup(
+            configuration: poolConfig, eventLoopGroup: eventLoopGroup, logger: logger,
+            maxPools: maxOrigins, poolIdleTimeout: originIdleTimeout)
+        self.http1 = PinnedHTTP1Client(
+            eventLoopGroup: eventLoopGroup, tlsConfiguration: poolConfig.tlsConfiguration,
+            connectTimeout: min(poolConfig.connectTimeout, timeout), maxBodyBytes: Self.maxResponseBodyBytes)
     }
 
     /// The protocol learnt for an origin (nil = not contacted yet).
@@ -125,8 +130,10 @@ final class WebPushTransport: Sendable {
 
     /// - Parameter addresses: the checked addresses to connect to (guarded mode), nil to let the
     ///   clients resolve the host (private endpoints allowed).
-    func post(_ endpoint: WebPushEndpoint, headers: [(String, String)], body: [UInt8],
-              addresses: [SocketAddress]? = nil) async throws -> WebPushHTTPResponse {
+    func post(
+        _ endpoint: WebPushEndpoint, headers: [(String, String)], body: [UInt8],
+        addresses: [SocketAddress]? = nil
+    ) async throws -> WebPushHTTPResponse {
         if let addresses { return try await postGuarded(endpoint, addresses: addresses, headers: headers, body: body) }
         if mode == .automatic, endpoint.scheme == "https", learntProtocol(origin: endpoint.origin) == .http2 {
             do {
@@ -146,8 +153,10 @@ final class WebPushTransport: Sendable {
         return response
     }
 
-    private func postGuarded(_ endpoint: WebPushEndpoint, addresses: [SocketAddress], headers: [(String, String)],
-                             body: [UInt8]) async throws -> WebPushHTTPResponse {
+    private func postGuarded(
+        _ endpoint: WebPushEndpoint, addresses: [SocketAddress], headers: [(String, String)],
+        body: [UInt8]
+    ) async throws -> WebPushHTTPResponse {
         if endpoint.scheme == "https", learntProtocol(origin: endpoint.origin) != .http1 {
             do {
                 let r = try await postHTTP2(endpoint, headers: headers, body: body, addresses: addresses)
@@ -166,15 +175,19 @@ final class WebPushTransport: Sendable {
         return try await http1.post(endpoint, addresses: addresses, headers: headers, body: body, timeout: timeout)
     }
 
-    private func postHTTP2(_ endpoint: WebPushEndpoint, headers: [(String, String)], body: [UInt8],
-                           addresses: [SocketAddress]?) async throws -> WebPushHTTPResponse {
+    private func postHTTP2(
+        _ endpoint: WebPushEndpoint, headers: [(String, String)], body: [UInt8],
+        addresses: [SocketAddress]?
+    ) async throws -> WebPushHTTPResponse {
         let pool = pools.pool(for: HTTP2Target(scheme: endpoint.scheme, host: endpoint.host, port: endpoint.port))
-        let request = HTTP2Request(method: "POST", path: endpoint.pathAndQuery, headers: headers, body: ByteBuffer(bytes: body),
-                                   connectAddresses: addresses)
+        let request = HTTP2Request(
+            method: "POST", path: endpoint.pathAndQuery, headers: headers, body: ByteBuffer(bytes: body),
+            connectAddresses: addresses)
         let r = try await pool.execute(request)
         var b = r.body
-        return WebPushHTTPResponse(status: r.status, headers: r.headers,
-                                   body: b.readBytes(length: min(b.readableBytes, Self.maxResponseBodyBytes)) ?? [])
+        return WebPushHTTPResponse(
+            status: r.status, headers: r.headers,
+            body: b.readBytes(length: min(b.readableBytes, Self.maxResponseBodyBytes)) ?? [])
     }
 
     private func postAHC(_ endpoint: WebPushEndpoint, headers: [(String, String)], body: [UInt8]) async throws -> WebPushHTTPResponse {
@@ -192,12 +205,16 @@ final class WebPushTransport: Sendable {
             bytes.append(contentsOf: chunk.readableBytesView.prefix(Self.maxResponseBodyBytes - bytes.count))
             if bytes.count >= Self.maxResponseBodyBytes { break }
         }
-        return WebPushHTTPResponse(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
-                                   body: bytes)
+        return WebPushHTTPResponse(
+            status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
+            body: bytes)
     }
 
     func shutdown() async {
-        let already = isShutDown.withLock { s -> Bool in defer { s = true }; return s }
+        let already = isShutDown.withLock { s -> Bool in
+            defer { s = true }
+            return s
+        }
         if already { return }
         await pools.shutdown()
         try? await client.shutdown()

@@ -18,11 +18,11 @@ struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Load-test a gateway through its HTTP API (starts mocks + a gateway in-process unless --gateway-url).",
         discussion: """
-        Every delivery goes to its own bench token (64 hex: bbbbbbbb... live, dddddddd... dead when
-        --error-rate picks it); the payload data carries "pgbt": the send time on CLOCK_MONOTONIC, so
-        the mock measures client-send -> provider-receive latency. Exits 2 when live deliveries are
-        missing after --drain-timeout.
-        """
+            Every delivery goes to its own bench token (64 hex: bbbbbbbb... live, dddddddd... dead when
+            --error-rate picks it); the payload data carries "pgbt": the send time on CLOCK_MONOTONIC, so
+            the mock measures client-send -> provider-receive latency. Exits 2 when live deliveries are
+            missing after --drain-timeout.
+            """
     )
 
     // Target.
@@ -100,8 +100,9 @@ struct Bench: AsyncParsableCommand {
                 log("no --mock-url: delivered/s and latency cannot be measured (only accepted/s)")
             }
         } else {
-            let l = try await LocalGateway.start(configPath: config, overrides: overrides, mockErrorRate: mockErrorRate,
-                                                 mockErrorStatus: mockErrorStatus, mockLatencyMs: mockLatencyMs)
+            let l = try await LocalGateway.start(
+                configPath: config, overrides: overrides, mockErrorRate: mockErrorRate,
+                mockErrorStatus: mockErrorStatus, mockLatencyMs: mockLatencyMs)
             local = l
             gatewayBase = "http://127.0.0.1:\(l.port)"
             control = .local(l.recorder, l.mocks)
@@ -121,7 +122,8 @@ struct Bench: AsyncParsableCommand {
         }()
         if plan.platforms.contains(.webpush) || plan.platforms.contains(.unifiedpush) {
             do {
-                plan.webpush = try await control.registerWebPush(count: plan.platforms.contains(.webpush) ? min(maxSeq, 2_000_000) : 0, client: client)
+                plan.webpush = try await control.registerWebPush(
+                    count: plan.platforms.contains(.webpush) ? min(maxSeq, 2_000_000) : 0, client: client)
             } catch {
                 fail("cannot prepare Web Push subscriptions: \(error)")
             }
@@ -144,9 +146,10 @@ struct Bench: AsyncParsableCommand {
                 let t = Double(monotonicNanos() - runner.startNanos) / 1e9
                 let ok = m?.ok ?? 0
                 let dt = max(0.001, t - last.t)
-                let line = String(format: "t=%5.1fs requests=%d accepted=%d (%.0f/s) delivered=%d (%.0f/s) errors=%d inflight=%d",
-                                  t, s.requests, s.acceptedDeliveries, Double(s.acceptedDeliveries - last.accepted) / dt,
-                                  ok, Double(ok - last.ok) / dt, s.errorTotal, s.inFlight)
+                let line = String(
+                    format: "t=%5.1fs requests=%d accepted=%d (%.0f/s) delivered=%d (%.0f/s) errors=%d inflight=%d",
+                    t, s.requests, s.acceptedDeliveries, Double(s.acceptedDeliveries - last.accepted) / dt,
+                    ok, Double(ok - last.ok) / dt, s.errorTotal, s.inFlight)
                 last = (t, s.acceptedDeliveries, ok)
                 progressLine(line)
             }
@@ -242,7 +245,8 @@ final class BenchPlan: @unchecked Sendable {
     func body(index: Int) -> (bytes: [UInt8], live: Int, dead: Int) {
         let platform = platforms[index % platforms.count]
         var seq = index * perRequest
-        var live = 0, dead = 0
+        var live = 0
+        var dead = 0
         var s = ""
         s.reserveCapacity(128 + perRequest * 150 + message.utf8.count * notificationsPerRequest)
         s += "{\"notifications\":["
@@ -334,7 +338,8 @@ enum MockControl: Sendable {
             return WebPushBench(endpointPrefix: stack.webpush.baseURL + "/push/", p256dh: keys.p256dh, auth: keys.auth)
         case .remote(let base):
             let j = try await fetchJSON(client, base + "/__mock/webpush/bench?from=0&count=\(count)", method: .POST)
-            return WebPushBench(endpointPrefix: j["endpoint_prefix"] as? String ?? "", p256dh: j["p256dh"] as? String ?? "", auth: j["auth"] as? String ?? "")
+            return WebPushBench(
+                endpointPrefix: j["endpoint_prefix"] as? String ?? "", p256dh: j["p256dh"] as? String ?? "", auth: j["auth"] as? String ?? "")
         }
     }
 }
@@ -388,7 +393,8 @@ final class BenchRunner: Sendable {
     let startNanos = monotonicNanos()
     private let next = NIOLockedValueBox(0)
     private let state = NIOLockedValueBox(BenchCounters())
-    private let responseTimes = NIOLockedValueBox(Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three))
+    private let responseTimes = NIOLockedValueBox(
+        Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three))
     private let endNanos = NIOLockedValueBox<UInt64>(0)
 
     init(client: HTTPClient, pushURL: String, plan: BenchPlan, concurrency: Int, rate: Double, duration: Double?, totalRequests: Int?, maxSeq: Int) {
@@ -421,7 +427,10 @@ final class BenchRunner: Sendable {
         let interval: Double = rate > 0 ? Double(perRequest) / rate : 0
         let deadline: UInt64? = duration.map { startNanos + UInt64($0 * 1e9) }
         while true {
-            let index = next.withLockedValue { v -> Int in defer { v += 1 }; return v }
+            let index = next.withLockedValue { v -> Int in
+                defer { v += 1 }
+                return v
+            }
             if let totalRequests, index >= totalRequests { return }
             if (index + 1) * perRequest > maxSeq { return }
             if interval > 0 {
@@ -436,7 +445,10 @@ final class BenchRunner: Sendable {
             req.method = .POST
             req.headers.add(name: "content-type", value: "application/json")
             req.body = .bytes(ByteBuffer(bytes: bytes))
-            state.withLockedValue { $0.requests += 1; $0.inFlight += 1 }
+            state.withLockedValue {
+                $0.requests += 1
+                $0.inFlight += 1
+            }
             let t0 = monotonicNanos()
             do {
                 let resp = try await client.execute(req, timeout: .seconds(120))
@@ -526,7 +538,9 @@ final class LocalGateway: Sendable {
         self.task = task
     }
 
-    static func start(configPath: String?, overrides: [String], mockErrorRate: Double, mockErrorStatus: Int, mockLatencyMs: Int) async throws -> LocalGateway {
+    static func start(configPath: String?, overrides: [String], mockErrorRate: Double, mockErrorStatus: Int, mockLatencyMs: Int) async throws
+        -> LocalGateway
+    {
         let failure = MockRecorder.Failure(rate: mockErrorRate, status: mockErrorStatus)
         let recorder = MockRecorder(failures: Dictionary(uniqueKeysWithValues: MockRecorder.Provider.allCases.map { ($0, failure) }))
         var mockSettings = MockStack.Settings(recordRequests: false, recorder: recorder)
@@ -572,7 +586,10 @@ final class LocalGateway: Sendable {
             do { try await group.run() } catch { FileHandle.standardError.write(Data("pushgate bench: gateway stopped: \(error)\n".utf8)) }
         }
         var port = 0
-        for await p in portStream { port = p; break }
+        for await p in portStream {
+            port = p
+            break
+        }
         guard port > 0 else { fail("the in-process gateway did not start") }
         return LocalGateway(mocks: mocks, recorder: recorder, port: port, group: group, task: task, storeDirectory: storeDirectory)
     }

@@ -2,8 +2,9 @@ import Foundation
 import Histogram
 import MockProviders
 import NIOConcurrencyHelpers
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// CLOCK_MONOTONIC in nanoseconds: one clock for every process on this machine, so a timestamp
@@ -53,7 +54,9 @@ enum BenchToken {
         var seq: UInt64 = 0
         var i = 0
         for b in u {
-            if i < 8 { if b != first { return .other } } else if i >= 48 {
+            if i < 8 {
+                if b != first { return .other }
+            } else if i >= 48 {
                 let d: UInt8
                 switch b {
                 case 0x30...0x39: d = b - 0x30
@@ -123,7 +126,7 @@ final class MockRecorder: Sendable {
 
     /// Scripted failures now in force (changed at run time with `POST /__mock/failures`).
     var failures: [Provider: Failure] {
-        get { failureBox.withLockedValue { $0 } }
+        failureBox.withLockedValue { $0 }
     }
 
     func setFailure(_ provider: Provider, _ failure: Failure) {
@@ -142,7 +145,8 @@ final class MockRecorder: Sendable {
             let last = n - m.count
             while i <= last {
                 if p[i] == 0x22 && p[i + 1] == 0x70 && p[i + 2] == 0x67 && p[i + 3] == 0x62 && p[i + 4] == 0x74
-                    && p[i + 5] == 0x22 && p[i + 6] == 0x3A {
+                    && p[i + 5] == 0x22 && p[i + 6] == 0x3A
+                {
                     var j = i + m.count
                     if j < n && p[j] == 0x22 { j += 1 }
                     var v: UInt64 = 0
@@ -198,7 +202,10 @@ final class MockRecorder: Sendable {
                 }
                 var c = s.dense[i]
                 if c & 0x7F == 0 { s.denseDistinct += 1 }
-                if case .ok = verdict, c & 0x80 == 0 { c |= 0x80; s.denseOKDistinct += 1 }
+                if case .ok = verdict, c & 0x80 == 0 {
+                    c |= 0x80
+                    s.denseOKDistinct += 1
+                }
                 if c & 0x7F < 0x7F { c += 1 }
                 s.dense[i] = c
             case .other:
@@ -227,9 +234,10 @@ final class MockRecorder: Sendable {
 
     var snapshot: Snapshot {
         state.withLockedValue { s in
-            Snapshot(providers: s.providers, denseDistinct: s.denseDistinct, denseOKDistinct: s.denseOKDistinct,
-                     denseCapacity: s.dense.count, otherDistinct: s.other.count, latency: s.latency,
-                     firstOK: s.firstOK, lastOK: s.lastOK)
+            Snapshot(
+                providers: s.providers, denseDistinct: s.denseDistinct, denseOKDistinct: s.denseOKDistinct,
+                denseCapacity: s.dense.count, otherDistinct: s.other.count, latency: s.latency,
+                firstOK: s.firstOK, lastOK: s.lastOK)
         }
     }
 
@@ -240,7 +248,10 @@ final class MockRecorder: Sendable {
             for i in 0..<below {
                 if BenchToken.isDead(i, every: deadEvery) { continue }
                 let c = i < s.dense.count ? s.dense[i] : 0
-                if c & 0x80 == 0 { out.append(i); if out.count >= limit { break } }
+                if c & 0x80 == 0 {
+                    out.append(i)
+                    if out.count >= limit { break }
+                }
             }
             return out
         }
@@ -259,7 +270,8 @@ final class MockRecorder: Sendable {
         out += ",\"bench_tokens\":{\"distinct\":\(snap.denseDistinct),\"ok_distinct\":\(snap.denseOKDistinct)}"
         out += ",\"other_tokens\":{\"distinct\":\(snap.otherDistinct)}"
         let h = snap.latency
-        out += ",\"latency_us\":{\"count\":\(h.totalCount),\"p50\":\(h.valueAtPercentile(50)),\"p90\":\(h.valueAtPercentile(90)),\"p99\":\(h.valueAtPercentile(99)),\"p999\":\(h.valueAtPercentile(99.9)),\"max\":\(h.max)}"
+        out +=
+            ",\"latency_us\":{\"count\":\(h.totalCount),\"p50\":\(h.valueAtPercentile(50)),\"p90\":\(h.valueAtPercentile(90)),\"p99\":\(h.valueAtPercentile(99)),\"p999\":\(h.valueAtPercentile(99.9)),\"max\":\(h.max)}"
         out += ",\"first_ok_ns\":\(snap.firstOK),\"last_ok_ns\":\(snap.lastOK),\"now_ns\":\(monotonicNanos())"
         if tokens {
             out += ",\"tokens\":{"

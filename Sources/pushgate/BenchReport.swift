@@ -11,8 +11,10 @@ struct BenchReport {
         return String(decoding: data, as: UTF8.self)
     }
 
-    static func make(bench: Bench, runner: BenchRunner, sendEnd: UInt64, stats: MockStats?, expectedLive: Int,
-                     gatewayStats: [String: Any]?, rss: ProcessMemory, rssScope: String, missingSample: [Int]) -> BenchReport {
+    static func make(
+        bench: Bench, runner: BenchRunner, sendEnd: UInt64, stats: MockStats?, expectedLive: Int,
+        gatewayStats: [String: Any]?, rss: ProcessMemory, rssScope: String, missingSample: [Int]
+    ) -> BenchReport {
         var r = BenchReport()
         let c = runner.counters
         let sendSeconds = max(0.001, Double(sendEnd - runner.startNanos) / 1e9)
@@ -38,13 +40,16 @@ struct BenchReport {
         let rt = runner.responseTimeHistogram
         v["http_response_us"] = ["p50": rt.valueAtPercentile(50), "p90": rt.valueAtPercentile(90), "p99": rt.valueAtPercentile(99), "max": rt.max]
         var lines: [String] = []
-        lines.append("pushgate bench — \(bench.platforms) x\(bench.tokens) tokens x\(bench.notifications) notifications/request, \(bench.concurrency) connections, "
-                     + (bench.rate > 0 ? "target \(Int(bench.rate))/s" : "max rate") + ", gateway \(bench.gatewayURL ?? "in-process")")
+        lines.append(
+            "pushgate bench — \(bench.platforms) x\(bench.tokens) tokens x\(bench.notifications) notifications/request, \(bench.concurrency) connections, "
+                + (bench.rate > 0 ? "target \(Int(bench.rate))/s" : "max rate") + ", gateway \(bench.gatewayURL ?? "in-process")")
         lines.append(String(format: "  requests          %d sent, %d accepted in %.2f s", c.requests, c.acceptedRequests, sendSeconds))
         lines.append(String(format: "  accepted          %d deliveries, %.0f/s", c.acceptedDeliveries, acceptedPerSec))
-        lines.append(String(format: "  HTTP response     p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms",
-                            Double(rt.valueAtPercentile(50)) / 1000, Double(rt.valueAtPercentile(90)) / 1000,
-                            Double(rt.valueAtPercentile(99)) / 1000, Double(rt.max) / 1000))
+        lines.append(
+            String(
+                format: "  HTTP response     p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms",
+                Double(rt.valueAtPercentile(50)) / 1000, Double(rt.valueAtPercentile(90)) / 1000,
+                Double(rt.valueAtPercentile(99)) / 1000, Double(rt.max) / 1000))
         if let s = stats {
             let window = s.lastOK > runner.startNanos ? Double(s.lastOK - runner.startNanos) / 1e9 : 0
             let deliveredPerSec = window > 0 ? Double(s.okDistinct) / window : 0
@@ -57,13 +62,18 @@ struct BenchReport {
             v["missing_sample"] = missingSample
             v["mock"] = ["received": s.received, "ok": s.ok, "dead": s.dead, "injected": s.injected, "per_provider": s.perProvider] as [String: Any]
             v["latency_us"] = s.latency
-            lines.append(String(format: "  delivered         %d of %d live (%.0f/s over %.2f s), missing %d", s.okDistinct, expectedLive, deliveredPerSec, window, r.missing))
+            lines.append(
+                String(
+                    format: "  delivered         %d of %d live (%.0f/s over %.2f s), missing %d", s.okDistinct, expectedLive, deliveredPerSec, window,
+                    r.missing))
             if r.missing > 0, !missingSample.isEmpty {
                 lines.append("    missing bench sequence numbers (first): \(missingSample.map(String.init).joined(separator: ","))")
             }
-            lines.append(String(format: "  ingest->provider  p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms  (%d samples)",
-                                Double(s.latency["p50"] ?? 0) / 1000, Double(s.latency["p90"] ?? 0) / 1000,
-                                Double(s.latency["p99"] ?? 0) / 1000, Double(s.latency["max"] ?? 0) / 1000, s.latency["count"] ?? 0))
+            lines.append(
+                String(
+                    format: "  ingest->provider  p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms  (%d samples)",
+                    Double(s.latency["p50"] ?? 0) / 1000, Double(s.latency["p90"] ?? 0) / 1000,
+                    Double(s.latency["p99"] ?? 0) / 1000, Double(s.latency["max"] ?? 0) / 1000, s.latency["count"] ?? 0))
             lines.append("  at the mock       \(s.received) requests: \(s.ok) ok, \(s.dead) dead-token answers, \(s.injected) injected failures")
         } else {
             lines.append("  delivered         not measured (no mock control URL)")
@@ -78,7 +88,10 @@ struct BenchReport {
             lines.append("  gateway counters  success_tasks \(success), failure_tasks \(failures) (/api/stat/app, whole process lifetime)")
         }
         lines.append("  errors            " + (errors.isEmpty ? "none at the client" : errors.joined(separator: ", ")))
-        lines.append(String(format: "  RSS               %.1f MB now, %.1f MB peak — %@", Double(rss.rssBytes) / 1_048_576, Double(rss.peakRSSBytes) / 1_048_576, rssScope))
+        lines.append(
+            String(
+                format: "  RSS               %.1f MB now, %.1f MB peak — %@", Double(rss.rssBytes) / 1_048_576, Double(rss.peakRSSBytes) / 1_048_576,
+                rssScope))
         r.values = v
         r.text = lines.joined(separator: "\n")
         return r

@@ -12,13 +12,13 @@ struct MockCommand: AsyncParsableCommand {
         commandName: "mock",
         abstract: "Run the mock providers (APNs, FCM + OAuth, Web Push/UnifiedPush) on loopback for an external gateway.",
         discussion: """
-        Prints the mock URLs and the config snippet that points a gateway at them, and writes the
-        throwaway CA (core.ca_file), the APNs .p8, the FCM service account and the snippet to --dir.
-        A plain-HTTP control port (--stats-port) serves GET /__mock/stats (counts, per-token with
-        ?tokens=1, ingest->mock latency of bench payloads), POST /__mock/reset,
-        POST /__mock/failures?provider=apns&rate=1&status=503 (change injected failures at run time), GET /__mock/config,
-        POST /__mock/webpush/subscribe?count=N (fresh subscriptions as JSON).
-        """
+            Prints the mock URLs and the config snippet that points a gateway at them, and writes the
+            throwaway CA (core.ca_file), the APNs .p8, the FCM service account and the snippet to --dir.
+            A plain-HTTP control port (--stats-port) serves GET /__mock/stats (counts, per-token with
+            ?tokens=1, ingest->mock latency of bench payloads), POST /__mock/reset,
+            POST /__mock/failures?provider=apns&rate=1&status=503 (change injected failures at run time), GET /__mock/config,
+            POST /__mock/webpush/subscribe?count=N (fresh subscriptions as JSON).
+            """
     )
 
     @Option(help: "Directory for mock-ca.pem, mock-apns.p8, mock-fcm.json and gateway-snippet.yml (kept on exit).")
@@ -52,7 +52,8 @@ struct MockCommand: AsyncParsableCommand {
         for item in list {
             let kv = item.split(separator: "=", maxSplits: 1).map(String.init)
             guard kv.count == 2, MockRegistry.module(named: kv[0]) != nil else {
-                throw ValidationError("--\(option) \(item): expected NAME=VALUE with NAME one of \(MockRegistry.modules.map(\.name).joined(separator: ", "))")
+                throw ValidationError(
+                    "--\(option) \(item): expected NAME=VALUE with NAME one of \(MockRegistry.modules.map(\.name).joined(separator: ", "))")
             }
             out[kv[0]] = kv[1]
         }
@@ -141,9 +142,11 @@ final class MockControlServer: Sendable {
     static func start(stack: MockStack, recorder: MockRecorder, port: Int) async throws -> MockControlServer {
         var options = MockHTTPServer.Options()
         options.port = port
-        let server = MockHTTPServer(options: options, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, syncHandler: { request in
-            handle(request, stack: stack, recorder: recorder)
-        })
+        let server = MockHTTPServer(
+            options: options, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
+            syncHandler: { request in
+                handle(request, stack: stack, recorder: recorder)
+            })
         try await server.start()
         return MockControlServer(server: server)
     }
@@ -199,7 +202,8 @@ final class MockControlServer: Sendable {
             var parts: [String] = []
             for _ in 0..<count {
                 let (sub, _) = stack.webpush.makeSubscription()
-                parts.append("{\"endpoint\":\"\(sub.endpoint)\",\"keys\":{\"p256dh\":\"\(sub.keys?.p256dh ?? "")\",\"auth\":\"\(sub.keys?.auth ?? "")\"}}")
+                parts.append(
+                    "{\"endpoint\":\"\(sub.endpoint)\",\"keys\":{\"p256dh\":\"\(sub.keys?.p256dh ?? "")\",\"auth\":\"\(sub.keys?.auth ?? "")\"}}")
             }
             return .json(200, "[" + parts.joined(separator: ",") + "]")
         case ("POST", "/__mock/webpush/bench"):
@@ -219,8 +223,10 @@ extension MockStack {
     func apnsProviderToken() -> String {
         guard let apnsKey = apns?.key else { return "" }
         let signer = JWTSigner(key: .es256(apnsKey.privateKey))
-        return (try? signer.sign(header: [("kid", .string(apnsKey.keyID))],
-                                 claims: [("iss", .string(apnsKey.teamID)), ("iat", .int(Int64(Date().timeIntervalSince1970)))])) ?? ""
+        return
+            (try? signer.sign(
+                header: [("kid", .string(apnsKey.keyID))],
+                claims: [("iss", .string(apnsKey.teamID)), ("iat", .int(Int64(Date().timeIntervalSince1970)))])) ?? ""
     }
 
     /// Registers bench subscription ids (live and dead forms of each sequence number) that share one key pair; returns the keys.
@@ -228,7 +234,8 @@ extension MockStack {
         let shared = benchSubscriber
         for seq in from..<(from + count) {
             for dead in [false, true] {
-                webpush.register(TestWebPushSubscriber(id: BenchToken.make(UInt64(seq), dead: dead), privateKey: shared.privateKey, authSecret: shared.authSecret))
+                webpush.register(
+                    TestWebPushSubscriber(id: BenchToken.make(UInt64(seq), dead: dead), privateKey: shared.privateKey, authSecret: shared.authSecret))
             }
         }
         return shared.keys

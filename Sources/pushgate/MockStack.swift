@@ -44,8 +44,9 @@ final class MockStack: Sendable {
         var mocks: [any RunningProviderMock] = []
         do {
             for module in MockRegistry.modules {
-                var run = MockRunSettings(port: settings.ports[module.name] ?? 0, latencyMs: settings.latencyMs[module.name] ?? 0,
-                                          recordRequests: settings.recordRequests)
+                var run = MockRunSettings(
+                    port: settings.ports[module.name] ?? 0, latencyMs: settings.latencyMs[module.name] ?? 0,
+                    recordRequests: settings.recordRequests)
                 if let recorder = settings.recorder, let provider = MockRecorder.Provider(rawValue: module.name) {
                     run.verdict = { token, body in
                         switch recorder.observe(provider, token: token, body: body) {

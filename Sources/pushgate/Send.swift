@@ -10,13 +10,13 @@ struct Send: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Send one push from the command line using the gateway's config, and print the provider's answer.",
         discussion: """
-        Examples:
-          pushgate send -c config/pushgate.yml --platform ios --token <hex> --title Hi --message Hello --topic com.example.app
-          pushgate send --platform android --token <fcm token> --message Hello --data '{"chatId":"42"}'
-          pushgate send --platform webpush --subscription '{"endpoint":"https://...","keys":{"p256dh":"...","auth":"..."}}' --message Hi
-          pushgate send --platform unifiedpush --endpoint https://ntfy.example/upXYZ --message Hi
-        Exit status: 0 delivered, 1 refused by the provider (its reason is printed) or a config error.
-        """
+            Examples:
+              pushgate send -c config/pushgate.yml --platform ios --token <hex> --title Hi --message Hello --topic com.example.app
+              pushgate send --platform android --token <fcm token> --message Hello --data '{"chatId":"42"}'
+              pushgate send --platform webpush --subscription '{"endpoint":"https://...","keys":{"p256dh":"...","auth":"..."}}' --message Hi
+              pushgate send --platform unifiedpush --endpoint https://ntfy.example/upXYZ --message Hi
+            Exit status: 0 delivered, 1 refused by the provider (its reason is printed) or a config error.
+            """
     )
 
     @Option(name: .shortAndLong, help: "YAML config file (the gateway's).") var config: String = "config/pushgate.yml"
@@ -35,7 +35,8 @@ struct Send: AsyncParsableCommand {
     @Flag(help: "Set mutable-content.") var mutableContent = false
     @Flag(help: "APNs production environment for this push.") var production = false
     @Flag(help: "APNs development (sandbox) environment for this push.") var development = false
-    @Option(help: "Web Push subscription JSON (repeatable): {\"endpoint\":...,\"keys\":{\"p256dh\":...,\"auth\":...}}.") var subscription: [String] = []
+    @Option(help: "Web Push subscription JSON (repeatable): {\"endpoint\":...,\"keys\":{\"p256dh\":...,\"auth\":...}}.") var subscription: [String] =
+        []
     @Option(help: "UnifiedPush endpoint URL (repeatable; legacy unencrypted POST).") var endpoint: [String] = []
     @Option(help: "A whole gorush notification object (JSON); the other fields override it.") var notification: String?
     @Option(name: .customLong("set"), help: "Config override key=value (repeatable), e.g. --set ios.production=true.") var overrides: [String] = []
@@ -68,21 +69,31 @@ struct Send: AsyncParsableCommand {
             var w = JSONWriter()
             var first = true
             w.raw("{")
-            w.key("target", first: &first); w.string(r.target)
+            w.key("target", first: &first)
+            w.string(r.target)
             switch r.outcome {
             case .delivered(let id):
                 let label = provider.deliveredIDLabel
                 print("delivered \(r.target.isEmpty ? "" : "to \(r.target) ")— \(label): \(id ?? "-")")
-                w.key("delivered", first: &first); w.raw("true")
-                w.key("provider_id", first: &first); if let id { w.string(id) } else { w.raw("null") }
+                w.key("delivered", first: &first)
+                w.raw("true")
+                w.key("provider_id", first: &first)
+                if let id { w.string(id) } else { w.raw("null") }
             default:
                 failed = true
                 let status = r.outcome.status.map { "HTTP \($0) " } ?? ""
-                FileHandle.standardError.write(Data("pushgate send: \(r.target.isEmpty ? "" : "\(r.target): ")\(status)\(r.outcome.reason ?? "failed") (\(r.outcome.className))\n".utf8))
-                w.key("delivered", first: &first); w.raw("false")
-                w.key("status", first: &first); if let s = r.outcome.status { w.int(s) } else { w.raw("null") }
-                w.key("reason", first: &first); w.string(r.outcome.reason ?? "")
-                w.key("class", first: &first); w.string(r.outcome.className)
+                FileHandle.standardError.write(
+                    Data(
+                        "pushgate send: \(r.target.isEmpty ? "" : "\(r.target): ")\(status)\(r.outcome.reason ?? "failed") (\(r.outcome.className))\n"
+                            .utf8))
+                w.key("delivered", first: &first)
+                w.raw("false")
+                w.key("status", first: &first)
+                if let s = r.outcome.status { w.int(s) } else { w.raw("null") }
+                w.key("reason", first: &first)
+                w.string(r.outcome.reason ?? "")
+                w.key("class", first: &first)
+                w.string(r.outcome.className)
             }
             w.raw("}")
             jsonItems.append(w.string)
@@ -148,7 +159,10 @@ struct Send: AsyncParsableCommand {
 
 /// One provider built from the config by the gateway's own `ProviderSet` and its registry module.
 struct SendProvider {
-    struct Result { var target: String; var outcome: SendOutcome }
+    struct Result {
+        var target: String
+        var outcome: SendOutcome
+    }
 
     let provider: any PushProvider
     let deliveredIDLabel: String
@@ -167,8 +181,9 @@ struct SendProvider {
         guard let slot = set.slots.first(where: { $0.provider.platform == platform }) else {
             throw ConfigError(key: "\(platform.name).enabled", problem: "no provider could be built")
         }
-        return SendProvider(provider: slot.provider, deliveredIDLabel: module.deliveredIDLabel(for: platform),
-                            hooks: set.hooks + [{ try? await set.httpClient.shutdown() }])
+        return SendProvider(
+            provider: slot.provider, deliveredIDLabel: module.deliveredIDLabel(for: platform),
+            hooks: set.hooks + [{ try? await set.httpClient.shutdown() }])
     }
 
     /// One attempt per target: retries are the gateway's (`RetryPolicy`), never repeated here.

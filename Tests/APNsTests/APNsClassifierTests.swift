@@ -11,14 +11,18 @@ final class APNsClassifierTests: XCTestCase {
 
     func testTable() {
         XCTAssertEqual(classify(200, apnsID: "ID"), .delivered(providerID: "ID"))
-        XCTAssertEqual(APNsResponseClassifier.classify(status: 410, apnsID: nil, retryAfter: nil,
-                                                       body: Array(#"{"reason":"Unregistered","timestamp":1700000000000}"#.utf8)),
-                       .tokenDead(reason: "Unregistered", status: 410))
+        XCTAssertEqual(
+            APNsResponseClassifier.classify(
+                status: 410, apnsID: nil, retryAfter: nil,
+                body: Array(#"{"reason":"Unregistered","timestamp":1700000000000}"#.utf8)),
+            .tokenDead(reason: "Unregistered", status: 410))
         XCTAssertEqual(classify(410, "ExpiredToken"), .tokenDead(reason: "ExpiredToken", status: 410))
         XCTAssertEqual(classify(400, "BadDeviceToken"), .tokenDead(reason: "BadDeviceToken", status: 400))
         XCTAssertEqual(classify(400, "DeviceTokenNotForTopic"), .tokenDead(reason: "DeviceTokenNotForTopic", status: 400))
-        for reason in ["BadCollapseId", "BadExpirationDate", "BadMessageId", "BadPriority", "BadTopic", "DuplicateHeaders",
-                       "InvalidPushType", "MissingTopic", "PayloadEmpty", "TopicDisallowed"] {
+        for reason in [
+            "BadCollapseId", "BadExpirationDate", "BadMessageId", "BadPriority", "BadTopic", "DuplicateHeaders",
+            "InvalidPushType", "MissingTopic", "PayloadEmpty", "TopicDisallowed",
+        ] {
             XCTAssertEqual(classify(400, reason), .permanent(reason: reason, status: 400))
         }
         XCTAssertEqual(classify(403, "ExpiredProviderToken"), .credentials(reason: "ExpiredProviderToken", status: 403))
@@ -38,8 +42,9 @@ final class APNsClassifierTests: XCTestCase {
     func testReasonFallbacksWithoutBody() {
         XCTAssertEqual(classify(410), .tokenDead(reason: "Unregistered", status: 410))
         XCTAssertEqual(classify(503), .transient(reason: "ServiceUnavailable", status: 503, retryAfter: nil))
-        XCTAssertEqual(APNsResponseClassifier.classify(status: 502, apnsID: nil, retryAfter: nil, body: Array("<html>".utf8)),
-                       .transient(reason: "HTTP 502", status: 502, retryAfter: nil))
+        XCTAssertEqual(
+            APNsResponseClassifier.classify(status: 502, apnsID: nil, retryAfter: nil, body: Array("<html>".utf8)),
+            .transient(reason: "HTTP 502", status: 502, retryAfter: nil))
     }
 
     func testRetryAfterParsing() {

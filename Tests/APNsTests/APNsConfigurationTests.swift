@@ -12,7 +12,10 @@ final class APNsConfigurationTests: XCTestCase {
     }
 
     func message(_ body: () throws -> Void) -> String? {
-        do { try body(); return nil } catch { return "\(error)" }
+        do {
+            try body()
+            return nil
+        } catch { return "\(error)" }
     }
 
     func testLoadsP8AndDefaults() throws {
@@ -40,7 +43,9 @@ final class APNsConfigurationTests: XCTestCase {
         let key = TestAPNsKey.generate()
         XCTAssertEqual(message { _ = try APNsConfiguration(key: key.privateKey, keyID: "", teamID: "T") }?.hasPrefix("ios.key_id: missing"), true)
         XCTAssertEqual(message { _ = try APNsConfiguration(key: key.privateKey, keyID: "K", teamID: " ") }?.hasPrefix("ios.team_id: missing"), true)
-        XCTAssertEqual(message { _ = try APNsConfiguration(key: key.privateKey, keyID: "K", teamID: "T", endpoint: "localhost:8443") }?.hasPrefix("ios.endpoint:"), true)
+        XCTAssertEqual(
+            message { _ = try APNsConfiguration(key: key.privateKey, keyID: "K", teamID: "T", endpoint: "localhost:8443") }?.hasPrefix(
+                "ios.endpoint:"), true)
         for m in [missing, notKey] { XCTAssertFalse(m?.contains("\n") ?? true) }
     }
 }

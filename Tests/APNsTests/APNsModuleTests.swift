@@ -11,16 +11,18 @@ final class APNsModuleTests: XCTestCase {
     func testConfigurationFromTheSection() throws {
         let key = TestAPNsKey.generate()
         let b64 = Data(key.p8PEM.utf8).base64EncodedString()
-        let c = try APNsModule.configuration(section([
-            "key_base64": .string(b64), "key_id": .string(key.keyID), "team_id": .string(key.teamID),
-            "connections": .int(3), "topic": .string("com.example.app"), "production": .bool(true),
-        ]))
+        let c = try APNsModule.configuration(
+            section([
+                "key_base64": .string(b64), "key_id": .string(key.keyID), "team_id": .string(key.teamID),
+                "connections": .int(3), "topic": .string("com.example.app"), "production": .bool(true),
+            ]))
         XCTAssertEqual(c.keyID, key.keyID)
         XCTAssertEqual(c.connectionsPerEnvironment, 3)
         XCTAssertEqual(c.maxRetry, 3, "the section's default")
         XCTAssertEqual(c.topic, "com.example.app")
         XCTAssertTrue(c.production)
-        XCTAssertThrowsError(try APNsModule.configuration(section(["key_base64": .string("%%%"), "key_id": .string("K"), "team_id": .string("T")]))) { e in
+        XCTAssertThrowsError(try APNsModule.configuration(section(["key_base64": .string("%%%"), "key_id": .string("K"), "team_id": .string("T")]))) {
+            e in
             XCTAssertEqual("\(e)", "ios.key_base64: not base64 of a .p8 PEM key")
         }
         XCTAssertThrowsError(try APNsModule.configuration(section([:]))) { e in

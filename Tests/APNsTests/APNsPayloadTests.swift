@@ -38,7 +38,8 @@ final class APNsPayloadTests: XCTestCase {
 
     func testStatusServerRequestExactPayload() throws {
         // The Status push notification server's body (protocols.md section 1).
-        let body = #"{"notifications":[{"tokens":["token-1"],"platform":1,"message":"You have a new message","topic":"im.status.ethereum","data":{"encryptedMessage":"0x6d65","chatId":"0x6368","publicKey":"0x7075"}}]}"#
+        let body =
+            #"{"notifications":[{"tokens":["token-1"],"platform":1,"message":"You have a new message","topic":"im.status.ethereum","data":{"encryptedMessage":"0x6d65","chatId":"0x6368","publicKey":"0x7075"}}]}"#
         let request = try JSONDecoder().decode(PushRequest.self, from: Data(body.utf8))
         let p = try prepared(request.notifications[0])
         let object = try json(p)
@@ -53,76 +54,90 @@ final class APNsPayloadTests: XCTestCase {
     }
 
     func testTitleAndMessageMakeAlertDictionaryAndAlertFieldsOverride() throws {
-        let p = try prepared(notification {
-            $0.title = "T"
-            $0.message = "M"
-            var a = APNsAlert()
-            a.subtitle = "S"
-            a.title = "T2"
-            a.locKey = "LK"
-            a.locArgs = ["x", "y"]
-            a.summaryArgCount = 2
-            $0.alert = a
-        })
-        XCTAssertEqual(p.payloadString, #"{"aps":{"alert":{"title":"T2","body":"M","subtitle":"S","loc-key":"LK","loc-args":["x","y"],"summary-arg-count":2}}}"#)
+        let p = try prepared(
+            notification {
+                $0.title = "T"
+                $0.message = "M"
+                var a = APNsAlert()
+                a.subtitle = "S"
+                a.title = "T2"
+                a.locKey = "LK"
+                a.locArgs = ["x", "y"]
+                a.summaryArgCount = 2
+                $0.alert = a
+            })
+        XCTAssertEqual(
+            p.payloadString, #"{"aps":{"alert":{"title":"T2","body":"M","subtitle":"S","loc-key":"LK","loc-args":["x","y"],"summary-arg-count":2}}}"#)
     }
 
     func testMessageWithoutTitleButAlertFieldsBecomesBody() throws {
-        let p = try prepared(notification {
-            $0.message = "M"
-            var a = APNsAlert()
-            a.subtitle = "S"
-            $0.alert = a
-        })
+        let p = try prepared(
+            notification {
+                $0.message = "M"
+                var a = APNsAlert()
+                a.subtitle = "S"
+                $0.alert = a
+            })
         let alert = try XCTUnwrap((try json(p)["aps"] as? [String: Any])?["alert"] as? [String: Any])
         XCTAssertEqual(alert["body"] as? String, "M")
         XCTAssertEqual(alert["subtitle"] as? String, "S")
     }
 
     func testApsFieldsAndDataAtRoot() throws {
-        let p = try prepared(notification {
-            $0.message = "hi"
-            $0.badge = 0
-            $0.sound = .string("default")
-            $0.threadID = "thread"
-            $0.category = "cat"
-            $0.contentAvailable = true
-            $0.mutableContent = true
-            $0.urlArgs = ["a", "b"]
-            $0.interruptionLevel = "time-sensitive"
-            $0.relevanceScore = 0.5
-            $0.data = JSONObject([("k", .int(42)), ("nested", .object(JSONObject([("x", .bool(true))])))])
-        })
-        XCTAssertEqual(p.payloadString,
-            #"{"aps":{"alert":"hi","badge":0,"sound":"default","thread-id":"thread","category":"cat","content-available":1,"mutable-content":1,"url-args":["a","b"],"interruption-level":"time-sensitive","relevance-score":0.5},"k":42,"nested":{"x":true}}"#)
+        let p = try prepared(
+            notification {
+                $0.message = "hi"
+                $0.badge = 0
+                $0.sound = .string("default")
+                $0.threadID = "thread"
+                $0.category = "cat"
+                $0.contentAvailable = true
+                $0.mutableContent = true
+                $0.urlArgs = ["a", "b"]
+                $0.interruptionLevel = "time-sensitive"
+                $0.relevanceScore = 0.5
+                $0.data = JSONObject([("k", .int(42)), ("nested", .object(JSONObject([("x", .bool(true))])))])
+            })
+        XCTAssertEqual(
+            p.payloadString,
+            #"{"aps":{"alert":"hi","badge":0,"sound":"default","thread-id":"thread","category":"cat","content-available":1,"mutable-content":1,"url-args":["a","b"],"interruption-level":"time-sensitive","relevance-score":0.5},"k":42,"nested":{"x":true}}"#
+        )
     }
 
     func testNegativeBadgeIsOmitted() throws {
-        let p = try prepared(notification { $0.message = "m"; $0.badge = -1 })
+        let p = try prepared(
+            notification {
+                $0.message = "m"
+                $0.badge = -1
+            })
         XCTAssertEqual(p.payloadString, #"{"aps":{"alert":"m"}}"#)
     }
 
     func testCriticalSoundObject() throws {
-        let p = try prepared(notification {
-            $0.sound = .object(JSONObject([("critical", .bool(true)), ("name", .string("alarm.caf")), ("volume", .double(0.75))]))
-        })
+        let p = try prepared(
+            notification {
+                $0.sound = .object(JSONObject([("critical", .bool(true)), ("name", .string("alarm.caf")), ("volume", .double(0.75))]))
+            })
         XCTAssertEqual(p.payloadString, #"{"aps":{"sound":{"critical":1,"name":"alarm.caf","volume":0.75}}}"#)
         XCTAssertNotNil(failure(notification { $0.sound = .object(JSONObject([("volume", .string("loud"))])) }))
     }
 
     func testLiveActivityKeys() throws {
-        let p = try prepared(notification {
-            $0.pushType = "liveactivity"
-            $0.event = "update"
-            $0.timestamp = 1_700_000_000
-            $0.contentState = JSONObject([("score", .int(3))])
-            $0.staleDate = 1_700_000_600
-            $0.dismissalDate = 1_700_000_900
-            $0.attributesType = "GameAttributes"
-            $0.attributes = JSONObject([("team", .string("A"))])
-        })
-        XCTAssertEqual(p.payloadString,
-            #"{"aps":{"timestamp":1700000000,"event":"update","content-state":{"score":3},"stale-date":1700000600,"dismissal-date":1700000900,"attributes-type":"GameAttributes","attributes":{"team":"A"}}}"#)
+        let p = try prepared(
+            notification {
+                $0.pushType = "liveactivity"
+                $0.event = "update"
+                $0.timestamp = 1_700_000_000
+                $0.contentState = JSONObject([("score", .int(3))])
+                $0.staleDate = 1_700_000_600
+                $0.dismissalDate = 1_700_000_900
+                $0.attributesType = "GameAttributes"
+                $0.attributes = JSONObject([("team", .string("A"))])
+            })
+        XCTAssertEqual(
+            p.payloadString,
+            #"{"aps":{"timestamp":1700000000,"event":"update","content-state":{"score":3},"stale-date":1700000600,"dismissal-date":1700000900,"attributes-type":"GameAttributes","attributes":{"team":"A"}}}"#
+        )
         XCTAssertEqual(p.header("apns-topic"), "com.example.app.push-type.liveactivity")
     }
 
@@ -157,22 +172,54 @@ final class APNsPayloadTests: XCTestCase {
     }
 
     func testBackgroundForcesPriority5AndContentAvailable() throws {
-        let p = try prepared(notification { $0.pushType = "background"; $0.priority = "high" })
+        let p = try prepared(
+            notification {
+                $0.pushType = "background"
+                $0.priority = "high"
+            })
         XCTAssertEqual(p.header("apns-priority"), "5")
         XCTAssertEqual(p.payloadString, #"{"aps":{"content-available":1}}"#)
     }
 
     func testVoipForcesPriority10() throws {
-        let p = try prepared(notification { $0.pushType = "voip"; $0.priority = "normal" })
+        let p = try prepared(
+            notification {
+                $0.pushType = "voip"
+                $0.priority = "normal"
+            })
         XCTAssertEqual(p.header("apns-priority"), "10")
         XCTAssertEqual(p.header("apns-topic"), "com.example.app.voip")
     }
 
     func testSuffixIsNotAppendedTwice() throws {
-        XCTAssertEqual(try prepared(notification { $0.pushType = "voip"; $0.topic = "com.example.app.voip" }).topic, "com.example.app.voip")
-        XCTAssertEqual(try prepared(notification { $0.pushType = "pushtotalk"; $0.topic = "com.x.voip-ptt" }).topic, "com.x.voip-ptt")
-        XCTAssertEqual(try prepared(notification { $0.pushType = "widgets"; $0.topic = "com.x.push-type.widgets" }).topic, "com.x.push-type.widgets")
-        XCTAssertEqual(try prepared(notification { $0.pushType = "mdm"; $0.topic = "com.apple.mgmt.External.1234" }).topic, "com.apple.mgmt.External.1234")
+        XCTAssertEqual(
+            try prepared(
+                notification {
+                    $0.pushType = "voip"
+                    $0.topic = "com.example.app.voip"
+                }
+            ).topic, "com.example.app.voip")
+        XCTAssertEqual(
+            try prepared(
+                notification {
+                    $0.pushType = "pushtotalk"
+                    $0.topic = "com.x.voip-ptt"
+                }
+            ).topic, "com.x.voip-ptt")
+        XCTAssertEqual(
+            try prepared(
+                notification {
+                    $0.pushType = "widgets"
+                    $0.topic = "com.x.push-type.widgets"
+                }
+            ).topic, "com.x.push-type.widgets")
+        XCTAssertEqual(
+            try prepared(
+                notification {
+                    $0.pushType = "mdm"
+                    $0.topic = "com.apple.mgmt.External.1234"
+                }
+            ).topic, "com.apple.mgmt.External.1234")
     }
 
     func testPriorityMapping() throws {
@@ -182,11 +229,12 @@ final class APNsPayloadTests: XCTestCase {
     }
 
     func testHeadersExpirationCollapseIDAndDefaultTopic() throws {
-        let p = try prepared(notification {
-            $0.topic = nil
-            $0.expiration = 1_800_000_000
-            $0.collapseID = "c-1"
-        }, defaultTopic: "com.default.app")
+        let p = try prepared(
+            notification {
+                $0.topic = nil
+                $0.expiration = 1_800_000_000
+                $0.collapseID = "c-1"
+            }, defaultTopic: "com.default.app")
         XCTAssertEqual(p.headers.map(\.0), ["apns-push-type", "apns-topic", "apns-expiration", "apns-collapse-id"])
         XCTAssertEqual(p.header("apns-topic"), "com.default.app")
         XCTAssertEqual(p.header("apns-expiration"), "1800000000")

@@ -20,8 +20,10 @@ struct APNsHarness {
 
     static let topic = "com.example.app"
 
-    static func make(defaultProduction: Bool = false, connections: Int = 2, signingKey: TestAPNsKey? = nil,
-                     clock: APNsTokenManager.Clock? = nil) async throws -> APNsHarness {
+    static func make(
+        defaultProduction: Bool = false, connections: Int = 2, signingKey: TestAPNsKey? = nil,
+        clock: APNsTokenManager.Clock? = nil
+    ) async throws -> APNsHarness {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         let pki = try TestPKI.generate(hosts: ["127.0.0.1", "localhost"])
         let key = TestAPNsKey.generate()
@@ -31,9 +33,10 @@ struct APNsHarness {
         try await sandbox.start()
 
         let signer = signingKey ?? key
-        var configuration = try APNsConfiguration(keyPEM: signer.p8PEM, keyID: signer.keyID, teamID: signer.teamID,
-                                                  production: defaultProduction, topic: topic,
-                                                  connectionsPerEnvironment: connections)
+        var configuration = try APNsConfiguration(
+            keyPEM: signer.p8PEM, keyID: signer.keyID, teamID: signer.teamID,
+            production: defaultProduction, topic: topic,
+            connectionsPerEnvironment: connections)
         configuration.productionEndpoint = production.baseURL
         configuration.sandboxEndpoint = sandbox.baseURL
         var poolConfig = HTTP2PoolConfiguration()
@@ -42,8 +45,9 @@ struct APNsHarness {
         var logger = Logger(label: "test.apns")
         logger.logLevel = .warning
         let tokens = clock.map { APNsTokenManager(configuration: configuration, clock: $0) }
-        let provider = try APNsProvider(configuration: configuration, poolConfiguration: poolConfig, eventLoopGroup: group,
-                                        logger: logger, tokenManager: tokens)
+        let provider = try APNsProvider(
+            configuration: configuration, poolConfiguration: poolConfig, eventLoopGroup: group,
+            logger: logger, tokenManager: tokens)
         return APNsHarness(group: group, key: key, production: production, sandbox: sandbox, provider: provider)
     }
 
@@ -65,8 +69,10 @@ func deviceToken(_ i: Int) -> String {
 }
 
 final class APNsProviderTests: XCTestCase {
-    func withHarness(defaultProduction: Bool = false, connections: Int = 2, signingKey: TestAPNsKey? = nil,
-                     clock: APNsTokenManager.Clock? = nil, _ body: (APNsHarness) async throws -> Void) async throws {
+    func withHarness(
+        defaultProduction: Bool = false, connections: Int = 2, signingKey: TestAPNsKey? = nil,
+        clock: APNsTokenManager.Clock? = nil, _ body: (APNsHarness) async throws -> Void
+    ) async throws {
         let h = try await APNsHarness.make(defaultProduction: defaultProduction, connections: connections, signingKey: signingKey, clock: clock)
         do {
             try await body(h)
@@ -86,7 +92,8 @@ final class APNsProviderTests: XCTestCase {
 
     func testStatusServerRequestIsDeliveredWithGorushMapping() async throws {
         try await withHarness { h in
-            let body = #"{"notifications":[{"tokens":["token-1"],"platform":1,"message":"You have a new message","topic":"im.status.ethereum","data":{"encryptedMessage":"0x6d65","chatId":"0x6368","publicKey":"0x7075"}}]}"#
+            let body =
+                #"{"notifications":[{"tokens":["token-1"],"platform":1,"message":"You have a new message","topic":"im.status.ethereum","data":{"encryptedMessage":"0x6d65","chatId":"0x6368","publicKey":"0x7075"}}]}"#
             let n = try JSONDecoder().decode(PushRequest.self, from: Data(body.utf8)).notifications[0]
             let token = deviceToken(1)
             let id = UUID().uuidString
@@ -102,7 +109,8 @@ final class APNsProviderTests: XCTestCase {
             XCTAssertNil(r.priority)
             XCTAssertNil(r.expiration)
             // `data` keys in the order the request decoder gives them (sorted).
-            XCTAssertEqual(r.bodyString, #"{"aps":{"alert":"You have a new message"},"chatId":"0x6368","encryptedMessage":"0x6d65","publicKey":"0x7075"}"#)
+            XCTAssertEqual(
+                r.bodyString, #"{"aps":{"alert":"You have a new message"},"chatId":"0x6368","encryptedMessage":"0x6d65","publicKey":"0x7075"}"#)
             XCTAssertEqual(h.sandbox.rejections, [])
         }
     }
@@ -144,8 +152,17 @@ final class APNsProviderTests: XCTestCase {
 
     func testBackgroundIsPriority5WithContentAvailableAndVoipTopic() async throws {
         try await withHarness { h in
-            _ = try await h.send(notification { $0.pushType = "background"; $0.message = nil; $0.priority = "high" }, to: deviceToken(1))
-            _ = try await h.send(notification { $0.pushType = "voip"; $0.topic = "com.voip.app" }, to: deviceToken(2))
+            _ = try await h.send(
+                notification {
+                    $0.pushType = "background"
+                    $0.message = nil
+                    $0.priority = "high"
+                }, to: deviceToken(1))
+            _ = try await h.send(
+                notification {
+                    $0.pushType = "voip"
+                    $0.topic = "com.voip.app"
+                }, to: deviceToken(2))
             let bg = try XCTUnwrap(h.sandbox.requests(for: deviceToken(1)).first)
             XCTAssertEqual(bg.priority, "5")
             XCTAssertEqual(bg.bodyString, #"{"aps":{"content-available":1}}"#)
@@ -163,9 +180,11 @@ final class APNsProviderTests: XCTestCase {
             let prepared = try APNsPreparedPush(n, defaultTopic: nil, defaultProduction: false)
             // Hand-made request with the wrong priority, through the provider's own pool.
             let auth = try h.provider.tokens.authorization()
-            let request = HTTP2Request(path: "/3/device/\(deviceToken(9))", headers: [
-                ("authorization", auth), ("apns-push-type", "background"), ("apns-topic", APNsHarness.topic), ("apns-priority", "10"),
-            ], body: prepared.body)
+            let request = HTTP2Request(
+                path: "/3/device/\(deviceToken(9))",
+                headers: [
+                    ("authorization", auth), ("apns-push-type", "background"), ("apns-topic", APNsHarness.topic), ("apns-priority", "10"),
+                ], body: prepared.body)
             let response = try await h.provider.sandboxPool.execute(request)
             XCTAssertEqual(response.status, 400)
             XCTAssertEqual(APNsResponseClassifier.reason(in: Array(response.body.readableBytesView)), "BadPriority")
@@ -261,11 +280,13 @@ final class APNsProviderTests: XCTestCase {
             let n = notification()
             var outcomes: [SendOutcome] = []
             for attempt in 1...3 { outcomes.append(try await h.send(n, to: token, messageID: id, attempt: attempt)) }
-            XCTAssertEqual(outcomes, [
-                .transient(reason: "ServiceUnavailable", status: 503, retryAfter: nil),
-                .transient(reason: "ServiceUnavailable", status: 503, retryAfter: nil),
-                .delivered(providerID: id),
-            ])
+            XCTAssertEqual(
+                outcomes,
+                [
+                    .transient(reason: "ServiceUnavailable", status: 503, retryAfter: nil),
+                    .transient(reason: "ServiceUnavailable", status: 503, retryAfter: nil),
+                    .delivered(providerID: id),
+                ])
             XCTAssertEqual(h.sandbox.requests(for: token).map(\.apnsID), [id, id, id])
             h.sandbox.script(token, [.internalError])
             let internalError = try await h.send(n, to: token)
@@ -339,8 +360,9 @@ final class APNsProviderTests: XCTestCase {
             let delivered = await withTaskGroup(of: Bool.self) { group in
                 for i in 0..<2000 {
                     group.addTask {
-                        let o = await h.provider.send(prepared, to: .token(deviceToken(i)),
-                                                      context: DeliveryContext(messageID: UUID().uuidString))
+                        let o = await h.provider.send(
+                            prepared, to: .token(deviceToken(i)),
+                            context: DeliveryContext(messageID: UUID().uuidString))
                         return o.isDelivered
                     }
                 }

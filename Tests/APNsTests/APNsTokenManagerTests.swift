@@ -10,15 +10,18 @@ final class TestClock: @unchecked Sendable {
     private var value: Double
     init(_ start: Double = 1_700_000_000) { value = start }
     var now: Double {
-        lock.lock(); defer { lock.unlock() }
+        lock.lock()
+        defer { lock.unlock() }
         return value
     }
     func advance(minutes: Double) {
-        lock.lock(); defer { lock.unlock() }
+        lock.lock()
+        defer { lock.unlock() }
         value += minutes * 60
     }
     func set(_ seconds: Double) {
-        lock.lock(); defer { lock.unlock() }
+        lock.lock()
+        defer { lock.unlock() }
         value = seconds
     }
     var function: APNsTokenManager.Clock { { [self] in self.now } }

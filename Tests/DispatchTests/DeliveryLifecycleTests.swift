@@ -1,6 +1,7 @@
 import Foundation
 import PushgateCore
 import XCTest
+
 @testable import PushDispatch
 
 /// The delivery state machine: plain unit tests, injected time, no sleeps, no queue.
@@ -66,7 +67,8 @@ final class DeliveryLifecycleTests: XCTestCase {
         XCTAssertEqual(t.job.state, .retrying(nextTry: now + 2, lastError: "ServiceUnavailable"))
         XCTAssertEqual(names(t), ["attempted", "retrying", "reschedule"], "sinks hear of the retry before a worker can take the job again")
 
-        let second = lifecycle.step(t.job, .attempted(.transient(reason: "ServiceUnavailable", status: 503, retryAfter: nil), started: now + 2), now: now + 2)
+        let second = lifecycle.step(
+            t.job, .attempted(.transient(reason: "ServiceUnavailable", status: 503, retryAfter: nil), started: now + 2), now: now + 2)
         XCTAssertEqual(second.job.attempts, 2)
         XCTAssertEqual(second.job.notBefore, now + 2 + 4, "doubled")
     }
@@ -88,8 +90,9 @@ final class DeliveryLifecycleTests: XCTestCase {
     }
 
     func testNoRetryPastTheExpiration() {
-        let t = lifecycle.step(job(expiration: Int64(t0.timeIntervalSince1970) + 1),
-                               .attempted(.transient(reason: "ServiceUnavailable", status: 503, retryAfter: 10), started: t0), now: t0)
+        let t = lifecycle.step(
+            job(expiration: Int64(t0.timeIntervalSince1970) + 1),
+            .attempted(.transient(reason: "ServiceUnavailable", status: 503, retryAfter: 10), started: t0), now: t0)
         XCTAssertEqual(t.job.state, .failed(reason: "ServiceUnavailable (expired before retry)"))
         XCTAssertEqual(names(t), ["attempted", "complete:failed", "finished:afterSending"])
     }
@@ -143,7 +146,8 @@ final class DeliveryLifecycleTests: XCTestCase {
         let done = lifecycle.step(job(), .attempted(.delivered(providerID: nil), started: t0), now: t0).job
         XCTAssertEqual(names(lifecycle.step(done, .shutdown, now: t0)), [])
         XCTAssertEqual(names(lifecycle.step(done, .leaseExpired, now: t0)), [])
-        XCTAssertEqual(names(lifecycle.step(done, .attempted(.delivered(providerID: nil), started: t0), now: t0)), [], "a finished job stays finished")
+        XCTAssertEqual(
+            names(lifecycle.step(done, .attempted(.delivered(providerID: nil), started: t0), now: t0)), [], "a finished job stays finished")
     }
 
     func testStoredStateCodesAreTheSchemaValues() {
@@ -158,9 +162,15 @@ final class DeliveryLifecycleTests: XCTestCase {
             var providerID: String?
             switch s {
             case .queued: break
-            case .retrying(_, let e): attempts = 1; lastError = e
-            case .delivered(let p): attempts = 1; providerID = p
-            case .failed(let r): attempts = 1; lastError = r
+            case .retrying(_, let e):
+                attempts = 1
+                lastError = e
+            case .delivered(let p):
+                attempts = 1
+                providerID = p
+            case .failed(let r):
+                attempts = 1
+                lastError = r
             }
             XCTAssertEqual(DeliveryState(code: s.code, attempts: attempts, notBefore: at, lastError: lastError, providerID: providerID), s)
         }

@@ -1,6 +1,7 @@
-import XCTest
 import NIOConcurrencyHelpers
 import PushgateCore
+import XCTest
+
 @testable import PushDispatch
 
 /// The dispatcher keeps at most `concurrency` deliveries in flight per provider, starts them only
@@ -92,7 +93,10 @@ final class DispatcherConcurrencyTests: XCTestCase {
         await gate.enter()
         await gate.enter()
         XCTAssertEqual(gate.inFlight, 2)
-        let third = Task { await gate.enter(); return gate.inFlight }
+        let third = Task {
+            await gate.enter()
+            return gate.inFlight
+        }
         try? await Task.sleep(for: .milliseconds(50))
         gate.leave()
         let inFlightAfter = await third.value

@@ -1,6 +1,7 @@
-import XCTest
 import NIOConcurrencyHelpers
 import PushgateCore
+import XCTest
+
 @testable import PushDispatch
 
 final class MemoryQueueTests: XCTestCase {

@@ -87,7 +87,8 @@ final class FCMConfigurationTests: XCTestCase {
         XCTAssertThrowsError(try FCMConfiguration(keyPath: nil, credential: nil, environment: [:])) { error in
             XCTAssertTrue("\(error)".contains("missing credentials"), "\(error)")
         }
-        XCTAssertThrowsError(try FCMConfiguration(keyPath: dir.appendingPathComponent("nope.json").path, credential: nil, environment: [:])) { error in
+        XCTAssertThrowsError(try FCMConfiguration(keyPath: dir.appendingPathComponent("nope.json").path, credential: nil, environment: [:])) {
+            error in
             XCTAssertTrue("\(error)".contains("android.key_path"), "\(error)")
             XCTAssertTrue("\(error)".contains("does not exist"), "\(error)")
         }

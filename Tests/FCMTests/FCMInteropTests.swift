@@ -53,17 +53,20 @@ final class FCMInteropTests: XCTestCase {
         try await h.shutdown()
 
         let account = Fixtures.account
-        let (status, output) = try runVerifier(python: python, assertion: assertion, certPEM: try account.certificatePEM(),
-                                               tokenURI: tokenURI, kid: account.privateKeyID, iss: account.clientEmail)
+        let (status, output) = try runVerifier(
+            python: python, assertion: assertion, certPEM: try account.certificatePEM(),
+            tokenURI: tokenURI, kid: account.privateKeyID, iss: account.clientEmail)
         XCTAssertEqual(status, 0, output)
         XCTAssertTrue(output.hasPrefix("OK "), output)
 
         // The check can fail: another key's certificate, or another audience, is refused.
-        let (badKey, badKeyOutput) = try runVerifier(python: python, assertion: assertion, certPEM: try Fixtures.otherAccount.certificatePEM(),
-                                                     tokenURI: tokenURI, kid: account.privateKeyID, iss: account.clientEmail)
+        let (badKey, badKeyOutput) = try runVerifier(
+            python: python, assertion: assertion, certPEM: try Fixtures.otherAccount.certificatePEM(),
+            tokenURI: tokenURI, kid: account.privateKeyID, iss: account.clientEmail)
         XCTAssertNotEqual(badKey, 0, badKeyOutput)
-        let (badAud, badAudOutput) = try runVerifier(python: python, assertion: assertion, certPEM: try account.certificatePEM(),
-                                                     tokenURI: "https://oauth2.googleapis.com/token", kid: account.privateKeyID, iss: account.clientEmail)
+        let (badAud, badAudOutput) = try runVerifier(
+            python: python, assertion: assertion, certPEM: try account.certificatePEM(),
+            tokenURI: "https://oauth2.googleapis.com/token", kid: account.privateKeyID, iss: account.clientEmail)
         XCTAssertNotEqual(badAud, 0, badAudOutput)
     }
 }

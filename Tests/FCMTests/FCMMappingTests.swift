@@ -16,13 +16,15 @@ final class FCMMappingTests: XCTestCase {
     }
 
     func testGorushAndroidReadmeBody() throws {
-        let n = try decodeNotification("""
-        {"tokens":["token-1"],"platform":2,"title":"Hello","message":"Hello World Android!","image":"https://example.com/a.png",
-         "priority":"high","data":{"key":"value","n":42,"f":1.5,"b":true,"o":{"x":[1,"y"]},"nil":null}}
-        """)
+        let n = try decodeNotification(
+            """
+            {"tokens":["token-1"],"platform":2,"title":"Hello","message":"Hello World Android!","image":"https://example.com/a.png",
+             "priority":"high","data":{"key":"value","n":42,"f":1.5,"b":true,"o":{"x":[1,"y"]},"nil":null}}
+            """)
         let m = try message(n)
         XCTAssertEqual(m["token"] as? String, "token-1")
-        XCTAssertEqual(m["notification"] as? [String: String], ["title": "Hello", "body": "Hello World Android!", "image": "https://example.com/a.png"])
+        XCTAssertEqual(
+            m["notification"] as? [String: String], ["title": "Hello", "body": "Hello World Android!", "image": "https://example.com/a.png"])
         let data = try XCTUnwrap(m["data"] as? [String: String], "data values must all be strings: \(m["data"] ?? "nil")")
         XCTAssertEqual(data["key"], "value")
         XCTAssertEqual(data["n"], "42")
@@ -44,12 +46,13 @@ final class FCMMappingTests: XCTestCase {
     }
 
     func testNormalPriorityTTLAndPassThroughWins() throws {
-        let n = try decodeNotification("""
-        {"tokens":["t"],"platform":2,"message":"m","priority":"normal","time_to_live":120,
-         "android":{"collapse_key":"c","restricted_package_name":"com.app","notification":{"channel_id":"calls"}},
-         "webpush":{"headers":{"Urgency":"high"}},"fcm_options":{"analytics_label":"l"},
-         "apns":{"headers":{"apns-priority":"10"},"payload":{"aps":{"badge":3}}}, "sound":"ring.caf"}
-        """)
+        let n = try decodeNotification(
+            """
+            {"tokens":["t"],"platform":2,"message":"m","priority":"normal","time_to_live":120,
+             "android":{"collapse_key":"c","restricted_package_name":"com.app","notification":{"channel_id":"calls"}},
+             "webpush":{"headers":{"Urgency":"high"}},"fcm_options":{"analytics_label":"l"},
+             "apns":{"headers":{"apns-priority":"10"},"payload":{"aps":{"badge":3}}}, "sound":"ring.caf"}
+            """)
         let m = try message(n, .token("t"))
         let android = try XCTUnwrap(m["android"] as? [String: Any])
         XCTAssertEqual(android["priority"] as? String, "NORMAL")
@@ -66,18 +69,20 @@ final class FCMMappingTests: XCTestCase {
         XCTAssertEqual(aps["sound"] as? String, "ring.caf")
 
         // An explicit android.priority / ttl wins over gorush's fields, and is normalised for v1.
-        let p = try decodeNotification("""
-        {"tokens":["t"],"platform":2,"priority":"normal","time_to_live":5,"android":{"priority":"high","ttl":3600}}
-        """)
+        let p = try decodeNotification(
+            """
+            {"tokens":["t"],"platform":2,"priority":"normal","time_to_live":5,"android":{"priority":"high","ttl":3600}}
+            """)
         let pa = try XCTUnwrap(try message(p, .token("t"))["android"] as? [String: Any])
         XCTAssertEqual(pa["priority"] as? String, "HIGH")
         XCTAssertEqual(pa["ttl"] as? String, "3600s")
     }
 
     func testPassThroughNotificationMergesWithGorushFields() throws {
-        let n = try decodeNotification("""
-        {"tokens":["t"],"platform":2,"title":"T","notification":{"title":"ignored","body":"B","icon":"ic","android_channel_id":"ch","badge":"4","click_action":"OPEN"}}
-        """)
+        let n = try decodeNotification(
+            """
+            {"tokens":["t"],"platform":2,"title":"T","notification":{"title":"ignored","body":"B","icon":"ic","android_channel_id":"ch","badge":"4","click_action":"OPEN"}}
+            """)
         let m = try message(n, .token("t"))
         XCTAssertEqual(m["notification"] as? [String: String], ["title": "T", "body": "B"])
         let an = try XCTUnwrap((m["android"] as? [String: Any])?["notification"] as? [String: Any])
@@ -158,7 +163,11 @@ final class FCMMappingTests: XCTestCase {
     }
 
     func testRenderedOnceSplicedPerToken() throws {
-        let n = notification { $0.tokens = ["a", "bb", "ccc"]; $0.title = "t"; $0.data = JSONObject([("k", .int(1))]) }
+        let n = notification {
+            $0.tokens = ["a", "bb", "ccc"]
+            $0.title = "t"
+            $0.data = JSONObject([("k", .int(1))])
+        }
         let prepared = try FCMMessageMapper.prepare(n)
         for t in n.tokens {
             let m = try XCTUnwrap(jsonObject(try XCTUnwrap(prepared.body(for: .token(t))))["message"] as? [String: Any])

@@ -16,15 +16,18 @@ final class FCMModuleTests: XCTestCase {
 
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         defer { try? client.syncShutdown() }
-        let context = ProviderBuildContext(poolConfiguration: HTTP2PoolConfiguration(), httpClient: client,
-                                           eventLoopGroup: MultiThreadedEventLoopGroup.singleton)
+        let context = ProviderBuildContext(
+            poolConfiguration: HTTP2PoolConfiguration(), httpClient: client,
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton)
         func build(_ values: [String: ConfigValue]) throws -> ProviderBuild {
-            try FCMModule().build(ProviderConfig(sections: ["android": SectionValues(name: "android", values: values)], environment: [:]),
-                                  context: context)
+            try FCMModule().build(
+                ProviderConfig(sections: ["android": SectionValues(name: "android", values: values)], environment: [:]),
+                context: context)
         }
         XCTAssertTrue(try build([:]).providers.isEmpty, "disabled: nothing built")
         XCTAssertThrowsError(try build(["enabled": .bool(true)])) { e in
-            XCTAssertEqual("\(e)", "config error: android: FCM: missing credentials: set android.key_path, android.credential or GOOGLE_APPLICATION_CREDENTIALS")
+            XCTAssertEqual(
+                "\(e)", "config error: android: FCM: missing credentials: set android.key_path, android.credential or GOOGLE_APPLICATION_CREDENTIALS")
         }
         XCTAssertThrowsError(try build(["enabled": .bool(true), "credential": .string("{not json")])) { e in
             XCTAssertTrue("\(e)".hasPrefix("config error: android: FCM service account (android.credential): "), "\(e)")

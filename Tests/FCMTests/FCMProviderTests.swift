@@ -39,8 +39,9 @@ struct FCMHarness {
         poolConfig.requestTimeout = .seconds(10)
         var logger = Logger(label: "test.fcm")
         logger.logLevel = .warning
-        let provider = try FCMProvider(configuration: configuration, httpClient: httpClient, poolConfiguration: poolConfig,
-                                       eventLoopGroup: group, logger: logger)
+        let provider = try FCMProvider(
+            configuration: configuration, httpClient: httpClient, poolConfiguration: poolConfig,
+            eventLoopGroup: group, logger: logger)
         return FCMHarness(group: group, pki: pki, mock: mock, httpClient: httpClient, provider: provider)
     }
 
@@ -71,10 +72,11 @@ final class FCMProviderTests: XCTestCase {
 
     func testAlertSendIsMappedAndDelivered() async throws {
         try await withHarness { h in
-            let n = try decodeNotification("""
-            {"notif_id":"n1","tokens":["token-a","token-b"],"platform":2,"title":"Hello","message":"Hello World Android!",
-             "priority":"high","data":{"chatId":"0x6368","count":3,"flag":false,"nested":{"a":1}}}
-            """)
+            let n = try decodeNotification(
+                """
+                {"notif_id":"n1","tokens":["token-a","token-b"],"platform":2,"title":"Hello","message":"Hello World Android!",
+                 "priority":"high","data":{"chatId":"0x6368","count":3,"flag":false,"nested":{"a":1}}}
+                """)
             let prepared = try h.provider.prepare(n)
             for target in n.targets {
                 let outcome = await h.provider.send(prepared, to: target, context: DeliveryContext(messageID: "m"))
@@ -100,7 +102,8 @@ final class FCMProviderTests: XCTestCase {
         try await withHarness { h in
             let topic = try decodeNotification(#"{"platform":2,"topic":"news","message":"breaking"}"#)
             let condition = try decodeNotification(#"{"platform":2,"condition":"'a' in topics || 'b' in topics","message":"x"}"#)
-            let wake = try decodeNotification(#"{"tokens":["wake-token"],"platform":2,"content_available":true,"priority":"high","data":{"sync":"now"}}"#)
+            let wake = try decodeNotification(
+                #"{"tokens":["wake-token"],"platform":2,"content_available":true,"priority":"high","data":{"sync":"now"}}"#)
             let dry = try decodeNotification(#"{"tokens":["dry-token"],"platform":2,"message":"test","dry_run":true}"#)
 
             for (n, target) in [(topic, PushTarget.topic), (condition, .topic), (wake, .token("wake-token")), (dry, .token("dry-token"))] {
@@ -110,8 +113,10 @@ final class FCMProviderTests: XCTestCase {
             XCTAssertEqual(h.mock.sendRejections, [])
             let m = h.mock.messages
             XCTAssertEqual(m.count, 4)
-            XCTAssertEqual(m[0].targetKind, "topic"); XCTAssertEqual(m[0].target, "news")
-            XCTAssertEqual(m[1].targetKind, "condition"); XCTAssertEqual(m[1].target, "'a' in topics || 'b' in topics")
+            XCTAssertEqual(m[0].targetKind, "topic")
+            XCTAssertEqual(m[0].target, "news")
+            XCTAssertEqual(m[1].targetKind, "condition")
+            XCTAssertEqual(m[1].target, "'a' in topics || 'b' in topics")
             XCTAssertEqual(m[2].targetKind, "token")
             XCTAssertNil(m[2].notification, "a data-only wake-up has no notification block")
             XCTAssertEqual(m[2].data, ["sync": "now"])
@@ -230,8 +235,9 @@ final class FCMProviderTests: XCTestCase {
 
     func testTokenEndpointRefusesAssertionFromWrongKey() async throws {
         // The JSON names the registered account but carries another private key.
-        let impostor = TestServiceAccount(projectID: Fixtures.account.projectID, clientEmail: Fixtures.account.clientEmail,
-                                          privateKeyID: Fixtures.account.privateKeyID, privateKey: Fixtures.otherAccount.privateKey)
+        let impostor = TestServiceAccount(
+            projectID: Fixtures.account.projectID, clientEmail: Fixtures.account.clientEmail,
+            privateKeyID: Fixtures.account.privateKeyID, privateKey: Fixtures.otherAccount.privateKey)
         let h = try await FCMHarness.make(signingAccount: impostor)
         do {
             let outcome = try await h.send(notification { $0.message = "m" }, .token("t"))

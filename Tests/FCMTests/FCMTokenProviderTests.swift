@@ -30,7 +30,10 @@ final class FCMTokenProviderTests: XCTestCase {
         var transport: FCMTokenProvider.Transport {
             { url, body in
                 self.requests.withLock { $0.append(String(decoding: body, as: UTF8.self)) }
-                let n = self.counter.withLock { $0 += 1; return $0 }
+                let n = self.counter.withLock {
+                    $0 += 1
+                    return $0
+                }
                 try await Task.sleep(nanoseconds: self.delayNanos)
                 let status = self.status.get
                 if status != 200 {
@@ -60,8 +63,9 @@ final class FCMTokenProviderTests: XCTestCase {
     }
 
     func testFormBody() {
-        XCTAssertEqual(FCMTokenProvider.formBody(assertion: "a.b-_.c"),
-                       "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=a.b-_.c")
+        XCTAssertEqual(
+            FCMTokenProvider.formBody(assertion: "a.b-_.c"),
+            "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=a.b-_.c")
     }
 
     func testConcurrentCallersShareOneRequest() async throws {

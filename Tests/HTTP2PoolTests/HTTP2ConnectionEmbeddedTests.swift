@@ -1,4 +1,3 @@
-@testable import HTTP2Pool
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -6,6 +5,8 @@ import NIOEmbedded
 import NIOHPACK
 import NIOHTTP2
 import XCTest
+
+@testable import HTTP2Pool
 
 /// Connection-level tests: the pool core and its connection handler on `EmbeddedChannel`s, the
 /// server's frames written by hand. No sockets, no sleeps.

@@ -1,6 +1,7 @@
-@testable import HTTP2Pool
 import NIOCore
 import XCTest
+
+@testable import HTTP2Pool
 
 /// Plain unit tests of the pool's state machine: no event loop, no clock, no network.
 final class HTTP2PoolStateMachineTests: XCTestCase {

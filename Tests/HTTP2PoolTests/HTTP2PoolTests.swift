@@ -512,7 +512,8 @@ final class HTTP2PoolTests: XCTestCase {
         // 5 MiB answer; the pool keeps 64 KiB, resets the stream and stays usable.
         let huge = [UInt8](repeating: UInt8(ascii: "h"), count: 5 << 20)
         let server = try await makeServer { request in
-            request.path == "/huge" ? MockResponse(status: 500, headers: [("x-kind", "huge")], body: huge)
+            request.path == "/huge"
+                ? MockResponse(status: 500, headers: [("x-kind", "huge")], body: huge)
                 : MockResponse(status: 200, body: Array("small".utf8))
         }
         let pool = try makePool(server)
@@ -555,8 +556,9 @@ final class HTTP2PoolTests: XCTestCase {
         var config = HTTP2PoolConfiguration()
         config.tlsConfiguration = try pki.clientTLSConfiguration()
         config.connectTimeout = .seconds(5)
-        let pool = HTTP2ConnectionPool(target: HTTP2Target(scheme: "https", host: "pinned.pool.test", port: server.port),
-                                       configuration: config, eventLoopGroup: self.group)
+        let pool = HTTP2ConnectionPool(
+            target: HTTP2Target(scheme: "https", host: "pinned.pool.test", port: server.port),
+            configuration: config, eventLoopGroup: self.group)
         let address = try SocketAddress(ipAddress: "127.0.0.1", port: server.port)
         let r = try await pool.execute(HTTP2Request(path: "/", connectAddresses: [address]))
         XCTAssertEqual(r.status, 204)

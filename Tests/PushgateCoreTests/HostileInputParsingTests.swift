@@ -1,6 +1,7 @@
 import Foundation
-@testable import PushgateCore
 import XCTest
+
+@testable import PushgateCore
 
 /// The request decoder against hostile bodies: every number range-checked, every limit enforced
 /// with an error naming the field and the configuration key.
@@ -20,10 +21,11 @@ final class JSONParserTests: XCTestCase {
     }
 
     func testValuesAndNumbers() throws {
-        XCTAssertEqual(try parse(#"{"a":[1,-2,1.5,1e19,true,false,null,"x"]}"#),
-                       .object(JSONObject([("a", .array([.int(1), .int(-2), .double(1.5), .double(1e19), .bool(true), .bool(false), .null, .string("x")]))])))
+        XCTAssertEqual(
+            try parse(#"{"a":[1,-2,1.5,1e19,true,false,null,"x"]}"#),
+            .object(JSONObject([("a", .array([.int(1), .int(-2), .double(1.5), .double(1e19), .bool(true), .bool(false), .null, .string("x")]))])))
         // Integers past Int64 stay numbers (as doubles); typed fields range-check them later.
-        XCTAssertEqual(try parse("9223372036854775808"), .double(9223372036854775808))
+        XCTAssertEqual(try parse("9223372036854775808"), .double(9_223_372_036_854_775_808))
         XCTAssertEqual(try parse("-9223372036854775808"), .int(Int64.min))
         XCTAssertEqual(failure("1e400")?.kind, .numberOutOfRange)
         XCTAssertEqual(failure("-1e400")?.kind, .numberOutOfRange)
@@ -39,7 +41,10 @@ final class JSONParserTests: XCTestCase {
         for bad in [#""\ud83d""#, #""\ude00x""#, "\"a\u{01}\"", #""\u0000""#, "\"\u{0}\""] {
             XCTAssertEqual(failure(bad)?.kind, .syntax, bad)
         }
-        for bytes: [UInt8] in [[0x22, 0xC0, 0xAF, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22], [0x22, 0xE2, 0x82, 0x22], [0x22, 0xFF, 0x22], [0x22, 0xF4, 0x90, 0x80, 0x80, 0x22]] {
+        for bytes: [UInt8] in [
+            [0x22, 0xC0, 0xAF, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22], [0x22, 0xE2, 0x82, 0x22], [0x22, 0xFF, 0x22],
+            [0x22, 0xF4, 0x90, 0x80, 0x80, 0x22],
+        ] {
             XCTAssertThrowsError(try JSONParser.parse(bytes), "\(bytes)")
         }
         // A UTF-8 byte-order mark is skipped.
@@ -88,8 +93,10 @@ final class JSONParserTests: XCTestCase {
 }
 
 final class RequestLimitTests: XCTestCase {
-    func assertRejected(_ body: String, limits: RequestLimits = RequestLimits(), message: String, detail: String,
-                        file: StaticString = #filePath, line: UInt = #line) {
+    func assertRejected(
+        _ body: String, limits: RequestLimits = RequestLimits(), message: String, detail: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         do {
             _ = try RequestParser.parse(Array(body.utf8), limits: limits)
             XCTFail("expected a 400 for \(body.prefix(200))", file: file, line: line)
@@ -104,25 +111,36 @@ final class RequestLimitTests: XCTestCase {
 
     func testNumbersOutOfRangeNameTheField() {
         // The issue's crash: android.ttl 1e19 reached Int64(Double) in FCMMessage.
-        assertRejected(#"{"notifications":[{"platform":2,"tokens":["x"],"message":"m","android":{"ttl":1e19}}]}"#,
-                       message: gorush, detail: "notifications[0].android.ttl: out of range")
-        assertRejected(#"{"notifications":[{"platform":2,"tokens":["x"],"android":{"ttl":-1}}]}"#, message: gorush, detail: "notifications[0].android.ttl")
-        assertRejected(#"{"notifications":[{"platform":2,"tokens":["x"],"android":{"ttl":"1e19s"}}]}"#, message: gorush, detail: "notifications[0].android.ttl")
-        assertRejected(#"{"notifications":[{"platform":2,"tokens":["x"],"android":{"ttl":{}}}]}"#, message: gorush, detail: "notifications[0].android.ttl")
-        for (field, value) in [("badge", "1e19"), ("badge", "9223372036854775808"), ("badge", "1.5"), ("expiration", "-1"),
-                               ("expiration", "1e19"), ("time_to_live", "-5"), ("time_to_live", "1e300"), ("retry", "1e18"),
-                               ("stale-date", "-1"), ("timestamp", "1e40"), ("relevance-score", "\"x\"")] {
-            assertRejected(#"{"notifications":[{"platform":1,"tokens":["x"],"\#(field)":\#(value)}]}"#, message: gorush,
-                           detail: "notifications[0].\(field)")
+        assertRejected(
+            #"{"notifications":[{"platform":2,"tokens":["x"],"message":"m","android":{"ttl":1e19}}]}"#,
+            message: gorush, detail: "notifications[0].android.ttl: out of range")
+        assertRejected(
+            #"{"notifications":[{"platform":2,"tokens":["x"],"android":{"ttl":-1}}]}"#, message: gorush, detail: "notifications[0].android.ttl")
+        assertRejected(
+            #"{"notifications":[{"platform":2,"tokens":["x"],"android":{"ttl":"1e19s"}}]}"#, message: gorush, detail: "notifications[0].android.ttl")
+        assertRejected(
+            #"{"notifications":[{"platform":2,"tokens":["x"],"android":{"ttl":{}}}]}"#, message: gorush, detail: "notifications[0].android.ttl")
+        for (field, value) in [
+            ("badge", "1e19"), ("badge", "9223372036854775808"), ("badge", "1.5"), ("expiration", "-1"),
+            ("expiration", "1e19"), ("time_to_live", "-5"), ("time_to_live", "1e300"), ("retry", "1e18"),
+            ("stale-date", "-1"), ("timestamp", "1e40"), ("relevance-score", "\"x\""),
+        ] {
+            assertRejected(
+                #"{"notifications":[{"platform":1,"tokens":["x"],"\#(field)":\#(value)}]}"#, message: gorush,
+                detail: "notifications[0].\(field)")
         }
-        assertRejected(#"{"notifications":[{"platform":1,"tokens":["x"],"alert":{"summary-arg-count":-3}}]}"#, message: gorush,
-                       detail: "notifications[0].alert.summary-arg-count")
+        assertRejected(
+            #"{"notifications":[{"platform":1,"tokens":["x"],"alert":{"summary-arg-count":-3}}]}"#, message: gorush,
+            detail: "notifications[0].alert.summary-arg-count")
         assertRejected(#"{"notifications":[{"platform":1e30,"tokens":["x"]}]}"#, message: gorush, detail: "notifications[0].platform")
         assertRejected(#"{"notifications":[{"platform":1,"tokens":["x"],"badge":1e999}]}"#, message: gorush, detail: "notifications[0].badge")
     }
 
     func testAcceptedNumbers() throws {
-        let r = try RequestParser.parse(Array(#"{"notifications":[{"platform":2,"tokens":["x"],"badge":3.0,"expiration":1700000000,"android":{"ttl":"3600s"},"time_to_live":60}]}"#.utf8), limits: RequestLimits())
+        let r = try RequestParser.parse(
+            Array(
+                #"{"notifications":[{"platform":2,"tokens":["x"],"badge":3.0,"expiration":1700000000,"android":{"ttl":"3600s"},"time_to_live":60}]}"#
+                    .utf8), limits: RequestLimits())
         XCTAssertEqual(r.notifications[0].badge, 3)
         XCTAssertEqual(r.notifications[0].expiration, 1_700_000_000)
         XCTAssertEqual(r.notifications[0].timeToLive, 60)
@@ -132,14 +150,18 @@ final class RequestLimitTests: XCTestCase {
         var limits = RequestLimits()
         limits.maxTokens[.android] = 3
         limits.maxDeliveries = 5
-        assertRejected(#"{"notifications":[{"platform":2,"tokens":["a","b","c","d"]}]}"#, limits: limits,
-                       message: RequestParser.overLimit, detail: "notifications[0].tokens: 4 tokens and subscriptions, over the limit of 3 for android (android.max_tokens)")
+        assertRejected(
+            #"{"notifications":[{"platform":2,"tokens":["a","b","c","d"]}]}"#, limits: limits,
+            message: RequestParser.overLimit,
+            detail: "notifications[0].tokens: 4 tokens and subscriptions, over the limit of 3 for android (android.max_tokens)")
         // Early failures count too: a disabled platform's tokens are deliveries of the request.
-        assertRejected(#"{"notifications":[{"platform":1,"tokens":["a","b","c"]},{"platform":3,"tokens":["d","e","f"]}]}"#, limits: limits,
-                       message: RequestParser.overLimit, detail: "6 deliveries in one request, over the limit of 5 (core.max_deliveries_per_request)")
+        assertRejected(
+            #"{"notifications":[{"platform":1,"tokens":["a","b","c"]},{"platform":3,"tokens":["d","e","f"]}]}"#, limits: limits,
+            message: RequestParser.overLimit, detail: "6 deliveries in one request, over the limit of 5 (core.max_deliveries_per_request)")
         // Defaults: gorush's 500 for Android.
         let tokens = (0..<501).map { "\"t\($0)\"" }.joined(separator: ",")
-        assertRejected(#"{"notifications":[{"platform":"android","tokens":[\#(tokens)]}]}"#, message: RequestParser.overLimit, detail: "android.max_tokens")
+        assertRejected(
+            #"{"notifications":[{"platform":"android","tokens":[\#(tokens)]}]}"#, message: RequestParser.overLimit, detail: "android.max_tokens")
     }
 
     func testStringLimits() {
@@ -148,31 +170,40 @@ final class RequestLimitTests: XCTestCase {
         limits.maxFieldBytes = 70
         limits.maxMessageBytes = 100
         let long = String(repeating: "a", count: 65)
-        assertRejected(#"{"notifications":[{"platform":1,"tokens":["\#(long)"]}]}"#, limits: limits,
-                       message: RequestParser.overLimit, detail: "notifications[0].tokens[0]: 65 bytes, over the limit of 64 (core.max_token_bytes)")
+        assertRejected(
+            #"{"notifications":[{"platform":1,"tokens":["\#(long)"]}]}"#, limits: limits,
+            message: RequestParser.overLimit, detail: "notifications[0].tokens[0]: 65 bytes, over the limit of 64 (core.max_token_bytes)")
         let field = String(repeating: "b", count: 71)
-        assertRejected(#"{"notifications":[{"platform":1,"tokens":["t"],"topic":"\#(field)"}]}"#, limits: limits,
-                       message: RequestParser.overLimit, detail: "notifications[0].topic: 71 bytes, over the limit of 70 (core.max_field_bytes)")
-        assertRejected(#"{"notifications":[{"platform":1,"tokens":["t"],"notif_id":"\#(field)"}]}"#, limits: limits,
-                       message: RequestParser.overLimit, detail: "core.max_field_bytes")
+        assertRejected(
+            #"{"notifications":[{"platform":1,"tokens":["t"],"topic":"\#(field)"}]}"#, limits: limits,
+            message: RequestParser.overLimit, detail: "notifications[0].topic: 71 bytes, over the limit of 70 (core.max_field_bytes)")
+        assertRejected(
+            #"{"notifications":[{"platform":1,"tokens":["t"],"notif_id":"\#(field)"}]}"#, limits: limits,
+            message: RequestParser.overLimit, detail: "core.max_field_bytes")
         let message = String(repeating: "m", count: 101)
-        assertRejected(#"{"notifications":[{"platform":1,"tokens":["t"],"message":"\#(message)"}]}"#, limits: limits,
-                       message: RequestParser.overLimit, detail: "core.max_message_bytes")
-        assertRejected(#"{"notifications":[{"platform":4,"subscriptions":[{"endpoint":"https://x/\#(long)","keys":{"p256dh":"a","auth":"b"}}]}]}"#, limits: limits,
-                       message: RequestParser.overLimit, detail: "notifications[0].subscriptions[0].endpoint")
+        assertRejected(
+            #"{"notifications":[{"platform":1,"tokens":["t"],"message":"\#(message)"}]}"#, limits: limits,
+            message: RequestParser.overLimit, detail: "core.max_message_bytes")
+        assertRejected(
+            #"{"notifications":[{"platform":4,"subscriptions":[{"endpoint":"https://x/\#(long)","keys":{"p256dh":"a","auth":"b"}}]}]}"#,
+            limits: limits,
+            message: RequestParser.overLimit, detail: "notifications[0].subscriptions[0].endpoint")
     }
 
     func testShapeLimits() {
         let keys = (0..<1001).map { #""k\#($0)":1"# }.joined(separator: ",")
-        assertRejected(#"{"notifications":[{"platform":2,"tokens":["x"],"data":{\#(keys)}}]}"#,
-                       message: RequestParser.overLimit, detail: "notifications[0].data: more than 1000 keys in one object (core.max_object_keys)")
+        assertRejected(
+            #"{"notifications":[{"platform":2,"tokens":["x"],"data":{\#(keys)}}]}"#,
+            message: RequestParser.overLimit, detail: "notifications[0].data: more than 1000 keys in one object (core.max_object_keys)")
         let deep = String(repeating: "[", count: 40) + String(repeating: "]", count: 40)
-        assertRejected(#"{"notifications":[{"platform":2,"tokens":["x"],"data":{"a":\#(deep)}}]}"#,
-                       message: RequestParser.overLimit, detail: "(core.max_json_depth)")
+        assertRejected(
+            #"{"notifications":[{"platform":2,"tokens":["x"],"data":{"a":\#(deep)}}]}"#,
+            message: RequestParser.overLimit, detail: "(core.max_json_depth)")
         // Nesting far past the limit stops at the limit: no deep recursion.
         let veryDeep = String(repeating: "[", count: 100_000)
-        assertRejected(#"{"notifications":[{"platform":2,"tokens":["x"],"data":{"a":\#(veryDeep)"#,
-                       message: RequestParser.overLimit, detail: "(core.max_json_depth)")
+        assertRejected(
+            #"{"notifications":[{"platform":2,"tokens":["x"],"data":{"a":\#(veryDeep)"#,
+            message: RequestParser.overLimit, detail: "(core.max_json_depth)")
     }
 
     func testNULAndInvalidUTF8AreRefusedAtIngest() {
@@ -204,7 +235,7 @@ final class RequestLimitTests: XCTestCase {
         n.expiration = 1_800_000_600
         XCTAssertEqual(n.retryDeadline(acceptedAt: accepted), Date(timeIntervalSince1970: 1_800_000_600))
         var ios = PushNotification(platform: .ios)
-        ios.expiration = 3600   // APNs: a UNIX time (long past)
+        ios.expiration = 3600  // APNs: a UNIX time (long past)
         XCTAssertEqual(ios.retryDeadline(acceptedAt: accepted), Date(timeIntervalSince1970: 3600))
     }
 }

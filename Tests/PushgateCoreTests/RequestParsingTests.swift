@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import PushgateCore
 
 final class RequestParsingTests: XCTestCase {
@@ -20,7 +21,8 @@ final class RequestParsingTests: XCTestCase {
     }
 
     func testStatusServerRequest() throws {
-        let body = #"{"notifications":[{"tokens":["token-1"],"platform":1,"message":"You have a new message","topic":"im.status.ethereum","data":{"encryptedMessage":"0x6d65","chatId":"0x6368","publicKey":"0x7075"}}]}"#
+        let body =
+            #"{"notifications":[{"tokens":["token-1"],"platform":1,"message":"You have a new message","topic":"im.status.ethereum","data":{"encryptedMessage":"0x6d65","chatId":"0x6368","publicKey":"0x7075"}}]}"#
         let r = try parse(body)
         XCTAssertEqual(r.notifications.count, 1)
         let n = r.notifications[0]
@@ -37,8 +39,12 @@ final class RequestParsingTests: XCTestCase {
         assertError(#"{"notifications":null}"#, message: "Missing notifications field.")
         assertError(#"{"foo":1}"#, message: "Missing notifications field.", detailContains: "notifications")
         assertError(#"{"notifications":[]}"#, message: "Notifications field is empty.")
-        assertError(#"{"notifications":[{"tokens":["a"],"platform":1,"badge":"x"}]}"#, message: "Missing notifications field.", detailContains: "notifications[0].badge")
-        assertError(#"{"notifications":[{"tokens":["a"],"platform":1,"mutable_content":1}]}"#, message: "Missing notifications field.", detailContains: "mutable_content")
+        assertError(
+            #"{"notifications":[{"tokens":["a"],"platform":1,"badge":"x"}]}"#, message: "Missing notifications field.",
+            detailContains: "notifications[0].badge")
+        assertError(
+            #"{"notifications":[{"tokens":["a"],"platform":1,"mutable_content":1}]}"#, message: "Missing notifications field.",
+            detailContains: "mutable_content")
         assertError(#"{"notifications":[{"tokens":"a","platform":1}]}"#, message: "Missing notifications field.", detailContains: "tokens")
         assertError(#"{"notifications":[{"tokens":["a"],"platform":9}]}"#, message: "Missing notifications field.", detailContains: "platform")
         assertError(#"{"notifications":[{"tokens":["a"]}]}"#, message: "Missing notifications field.", detailContains: "notifications[0].platform")
@@ -57,11 +63,14 @@ final class RequestParsingTests: XCTestCase {
     }
 
     func testApsInDataRejected() {
-        assertError(#"{"notifications":[{"tokens":["a"],"platform":1,"data":{"aps":{"alert":"x"}}}]}"#, message: "data.aps is reserved", detailContains: "notifications[0].data.aps")
+        assertError(
+            #"{"notifications":[{"tokens":["a"],"platform":1,"data":{"aps":{"alert":"x"}}}]}"#, message: "data.aps is reserved",
+            detailContains: "notifications[0].data.aps")
     }
 
     func testPlatformNames() throws {
-        let r = try parse(#"{"notifications":[{"tokens":["a"],"platform":"ios"},{"tokens":["b"],"platform":"android"},{"tokens":["c"],"platform":"huawei"}]}"#)
+        let r = try parse(
+            #"{"notifications":[{"tokens":["a"],"platform":"ios"},{"tokens":["b"],"platform":"android"},{"tokens":["c"],"platform":"huawei"}]}"#)
         XCTAssertEqual(r.notifications.map(\.platform), [.ios, .android, .huawei])
     }
 
@@ -73,7 +82,9 @@ final class RequestParsingTests: XCTestCase {
     }
 
     func testSoundAndAlert() throws {
-        let r = try parse(#"{"notifications":[{"tokens":["a"],"platform":1,"sound":{"critical":1,"name":"default","volume":2.5},"alert":{"title":"T","loc-args":["x"]}}]}"#)
+        let r = try parse(
+            #"{"notifications":[{"tokens":["a"],"platform":1,"sound":{"critical":1,"name":"default","volume":2.5},"alert":{"title":"T","loc-args":["x"]}}]}"#
+        )
         XCTAssertEqual(r.notifications[0].sound?["name"], .string("default"))
         XCTAssertEqual(r.notifications[0].alert?.locArgs, ["x"])
         assertError(#"{"notifications":[{"tokens":["a"],"platform":1,"sound":5}]}"#, message: "Missing notifications field.", detailContains: "sound")
@@ -104,6 +115,8 @@ final class CoreValueTests: XCTestCase {
 
     func testLogEntryJSONOrder() {
         let e = LogEntry(notifID: "n1", platform: "ios", token: "t", message: "m", error: "Unregistered")
-        XCTAssertEqual(String(decoding: e.json, as: UTF8.self), #"{"notif_id":"n1","type":"failed-push","platform":"ios","token":"t","message":"m","error":"Unregistered"}"#)
+        XCTAssertEqual(
+            String(decoding: e.json, as: UTF8.self),
+            #"{"notif_id":"n1","type":"failed-push","platform":"ios","token":"t","message":"m","error":"Unregistered"}"#)
     }
 }

@@ -4,8 +4,9 @@ import NIOConcurrencyHelpers
 import PostgresNIO
 import PushDispatch
 import PushgateCore
-@testable import QueueStore
 import XCTest
+
+@testable import QueueStore
 
 /// Needs a PostgreSQL server: `eval "$(scripts/start-postgres.sh)"` sets PUSHGATE_TEST_POSTGRES_URL.
 final class PostgresQueueTests: XCTestCase {
@@ -37,7 +38,7 @@ final class PostgresQueueTests: XCTestCase {
         let first = try await take(a)
         XCTAssertNotNil(first.accepted.prepared, "leased back by the process that enqueued it: rendering kept")
         await a.abandonForTesting()
-        let b = try await open(lease: 0.3)   // a's lease (60 s) still runs: only the two unleased jobs
+        let b = try await open(lease: 0.3)  // a's lease (60 s) still runs: only the two unleased jobs
         let tb = Taker(b)
         var got: [DeliveryJob] = []
         for _ in 0..<2 { if let j = await tb.next(timeout: 3) { got.append(j) } }
@@ -64,9 +65,19 @@ final class PostgresQueueTests: XCTestCase {
         let bad = badJobs
         let good = (0..<8).map { makeJobs(3, notifID: "pg-good-\($0)") }
         let outcomes = await withTaskGroup(of: (String, Bool).self) { group in
-            group.addTask { do { try await q.enqueue(bad); return ("pg-bad", true) } catch { return ("pg-bad", false) } }
+            group.addTask {
+                do {
+                    try await q.enqueue(bad)
+                    return ("pg-bad", true)
+                } catch { return ("pg-bad", false) }
+            }
             for g in good {
-                group.addTask { do { try await q.enqueue(g); return (g[0].accepted.notifID, true) } catch { return (g[0].accepted.notifID, false) } }
+                group.addTask {
+                    do {
+                        try await q.enqueue(g)
+                        return (g[0].accepted.notifID, true)
+                    } catch { return (g[0].accepted.notifID, false) }
+                }
             }
             var out: [String: Bool] = [:]
             for await (id, ok) in group { out[id] = ok }
@@ -95,7 +106,7 @@ final class PostgresQueueTests: XCTestCase {
         let a = try await open(lease: 0.3, batch: 1)
         try await a.enqueue(makeJobs(1, notifID: "pg-lease"))
         let ja = try await take(a)
-        await a.abandonForTesting()   // a stops heartbeating: its lease runs out
+        await a.abandonForTesting()  // a stops heartbeating: its lease runs out
         let b = try await open(lease: 0.3, batch: 1)
         let jb = try await take(b, timeout: 5)
         XCTAssertEqual(ja.messageID, jb.messageID)
@@ -125,7 +136,7 @@ final class PostgresQueueTests: XCTestCase {
         let tb = Taker(b)
         let none = await tb.next(timeout: 0.2)
         XCTAssertNil(none)
-        await a.abandonForTesting()   // a stops heartbeating: its lease expires after 0.4 s
+        await a.abandonForTesting()  // a stops heartbeating: its lease expires after 0.4 s
         let again = await tb.next(timeout: 5)
         XCTAssertEqual(again?.messageID, held.messageID, "same message id on the new attempt")
         await b.complete(again!, outcome: .delivered(providerID: nil))

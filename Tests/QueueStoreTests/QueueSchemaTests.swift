@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import QueueStore
 
 /// Both SQL stores are made from one schema description; it must stay what version 1 created

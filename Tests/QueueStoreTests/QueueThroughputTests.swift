@@ -2,8 +2,9 @@ import Foundation
 import NIOConcurrencyHelpers
 import PushDispatch
 import PushgateCore
-@testable import QueueStore
 import XCTest
+
+@testable import QueueStore
 
 /// Queue-level figures: enqueue (batches of 500, 4 producers) + lease + complete (64 workers).
 /// Prints jobs/s for the memory engine and SQLite; the gateway-level comparison is `pushgate bench`.
@@ -50,8 +51,11 @@ final class QueueThroughputTests: XCTestCase {
         let sqFull = try await SQLiteQueue.open(path: tempDir() + "/bench.sqlite", synchronous: "full", options: options(1_000_000))
         let f = try await run(sqFull, jobs: total)
         await sqFull.close()
-        print(String(format: "queue throughput (%d jobs): memory enqueue %.0f/s, end-to-end %.0f/s; sqlite(normal) enqueue %.0f/s, end-to-end %.0f/s; sqlite(full) enqueue %.0f/s, end-to-end %.0f/s",
-                     total, m.enqueue, m.all, s.enqueue, s.all, f.enqueue, f.all))
+        print(
+            String(
+                format:
+                    "queue throughput (%d jobs): memory enqueue %.0f/s, end-to-end %.0f/s; sqlite(normal) enqueue %.0f/s, end-to-end %.0f/s; sqlite(full) enqueue %.0f/s, end-to-end %.0f/s",
+                total, m.enqueue, m.all, s.enqueue, s.all, f.enqueue, f.all))
         XCTAssertGreaterThan(s.all, 2000, "sqlite queue below 2000 jobs/s")
     }
 }

@@ -2,8 +2,9 @@ import Foundation
 import Logging
 import PushDispatch
 import PushgateCore
-@testable import QueueStore
 import XCTest
+
+@testable import QueueStore
 
 /// Checkpoints run beside the writer, and the WAL still starts over under steady writes.
 final class SQLiteCheckpointTests: XCTestCase {
@@ -14,8 +15,9 @@ final class SQLiteCheckpointTests: XCTestCase {
     func testWALStaysBoundedUnderSteadyWrites() async throws {
         let path = tempDir() + "/q.sqlite"
         // small limits so a few seconds of writes go through many checkpoint rounds
-        let backend = try await SQLiteBackend.open(path: path, synchronous: "normal", checkpointInterval: .milliseconds(20),
-                                                   restartFrames: 256, logger: Logger(label: "test"))
+        let backend = try await SQLiteBackend.open(
+            path: path, synchronous: "normal", checkpointInterval: .milliseconds(20),
+            restartFrames: 256, logger: Logger(label: "test"))
         _ = try await backend.start(owner: "o", now: Date().timeIntervalSince1970, leaseTimeout: 60)
         let body = String(repeating: "x", count: 300)
         var maxWAL = 0
@@ -27,10 +29,13 @@ final class SQLiteCheckpointTests: XCTestCase {
             var batch = WriteBatch()
             let t = Date().timeIntervalSince1970
             batch.inserts = (0..<20).map { i in
-                NotificationInsert(notifID: "n\(commits)-\(i)", platform: .ios, body: body, createdAt: t, jobs: [
-                    JobInsert(target: .token(String(repeating: "a", count: 64)), messageID: UUID().uuidString, attempts: 0,
-                              maxAttempts: 3, notBefore: t, enqueuedAt: t, leased: true),
-                ])
+                NotificationInsert(
+                    notifID: "n\(commits)-\(i)", platform: .ios, body: body, createdAt: t,
+                    jobs: [
+                        JobInsert(
+                            target: .token(String(repeating: "a", count: 64)), messageID: UUID().uuidString, attempts: 0,
+                            maxAttempts: 3, notBefore: t, enqueuedAt: t, leased: true)
+                    ])
             }
             // complete what the previous commit inserted, like delivered jobs
             batch.updates = jobIDs.map { .complete(id: $0, state: .delivered, attempts: 1, info: "ok", finishedAt: t) }

@@ -1,12 +1,14 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import NIOConcurrencyHelpers
 import PushDispatch
 import PushgateCore
-@testable import QueueStore
 import XCTest
+
+@testable import QueueStore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 struct TestPrepared: PreparedPush {}
 
@@ -16,15 +18,17 @@ func tempDir() -> String {
     return d
 }
 
-func makeJobs(_ n: Int, notifID: String = UUID().uuidString, platform: Platform = .ios, waiter: UInt64? = nil, maxAttempts: Int = 3) -> [DeliveryJob] {
+func makeJobs(_ n: Int, notifID: String = UUID().uuidString, platform: Platform = .ios, waiter: UInt64? = nil, maxAttempts: Int = 3) -> [DeliveryJob]
+{
     var note = PushNotification(platform: platform, tokens: (0..<n).map { "tok\($0)" })
     note.message = "hello"
     note.notifID = notifID
     note.data = JSONObject([("k", .string("v"))])
     let a = AcceptedNotification(notifID: notifID, notification: note, prepared: TestPrepared())
     return (0..<n).map { i in
-        DeliveryJob(id: UInt64(i + 1), messageID: UUID().uuidString.lowercased(), target: .token("tok\(i)"), accepted: a,
-                    maxAttempts: maxAttempts, now: Date(), waiterID: waiter)
+        DeliveryJob(
+            id: UInt64(i + 1), messageID: UUID().uuidString.lowercased(), target: .token("tok\(i)"), accepted: a,
+            maxAttempts: maxAttempts, now: Date(), waiterID: waiter)
     }
 }
 
@@ -42,10 +46,14 @@ final class Taker: Sendable {
     let queue: any QueueDriver
     let platform: Platform
     private let parked = NIOLockedValueBox<Task<DeliveryJob?, Never>?>(nil)
-    init(_ q: any QueueDriver, _ p: Platform = .ios) { queue = q; platform = p }
+    init(_ q: any QueueDriver, _ p: Platform = .ios) {
+        queue = q
+        platform = p
+    }
 
     func next(timeout: Double = 5) async -> DeliveryJob? {
-        let q = queue, p = platform
+        let q = queue
+        let p = platform
         let task = parked.withLockedValue { t in
             if let t { return t }
             let n = Task { await q.next(platform: p) }
@@ -57,7 +65,11 @@ final class Taker: Sendable {
             var c: CheckedContinuation<(DeliveryJob?, Bool), Never>?
             init(_ c: CheckedContinuation<(DeliveryJob?, Bool), Never>) { self.c = c }
             func resume(_ j: DeliveryJob?, fromQueue: Bool) -> Bool {
-                let c = lock.withLock { () -> CheckedContinuation<(DeliveryJob?, Bool), Never>? in let x = self.c; self.c = nil; return x }
+                let c = lock.withLock { () -> CheckedContinuation<(DeliveryJob?, Bool), Never>? in
+                    let x = self.c
+                    self.c = nil
+                    return x
+                }
                 c?.resume(returning: (j, fromQueue))
                 return c != nil
             }
@@ -127,8 +139,8 @@ final class SQLiteQueueTests: XCTestCase {
         retried.lastError = "ServiceUnavailable"
         retried.notBefore = Date()
         await q1.reschedule(retried)
-        await q1.flush()               // the retry state is committed (group commit, not awaited by workers)
-        await q1.abandonForTesting()   // kill -9
+        await q1.flush()  // the retry state is committed (group commit, not awaited by workers)
+        await q1.abandonForTesting()  // kill -9
 
         let q2 = try await SQLiteQueue.open(path: path, options: options())
         XCTAssertEqual(q2.pendingCount, 3)
@@ -167,7 +179,7 @@ final class SQLiteQueueTests: XCTestCase {
         let tb = Taker(b)
         let early = await tb.next(timeout: 0.2)
         XCTAssertNil(early, "jobs leased by a live process are not handed out elsewhere")
-        await a.abandonForTesting()   // stops heartbeating
+        await a.abandonForTesting()  // stops heartbeating
         let start = Date()
         let j1 = await tb.next(timeout: 5)
         let j2 = await tb.next(timeout: 5)
@@ -199,11 +211,16 @@ final class SQLiteQueueTests: XCTestCase {
         var js: [DeliveryJob] = []
         for _ in 0..<3 { js.append(try await take(q)) }
         js.sort { $0.id < $1.id }
-        var a = js[0]; a.attempts = 1
+        var a = js[0]
+        a.attempts = 1
         await q.complete(a, outcome: .delivered(providerID: "apns-1"))
-        var b = js[1]; b.attempts = 2
+        var b = js[1]
+        b.attempts = 2
         await q.complete(b, outcome: .failed(reason: "BadDeviceToken", tokenDead: true))
-        var c = js[2]; c.attempts = 1; c.lastError = "TooManyRequests"; c.notBefore = Date().addingTimeInterval(30)
+        var c = js[2]
+        c.attempts = 1
+        c.lastError = "TooManyRequests"
+        c.notBefore = Date().addingTimeInterval(30)
         await q.reschedule(c)
         let stOpt = try await q.deliveryStatus(notifID: "n-1")
         let st = try XCTUnwrap(stOpt)
@@ -273,7 +290,7 @@ final class SQLiteQueueTests: XCTestCase {
         let stats2 = Stats(initial: q2.storedStats)
         q2.persist(stats: stats2)
         stats2.accepted(count: 1)
-        try await Task.sleep(for: .milliseconds(1300))   // periodic save (1 s)
+        try await Task.sleep(for: .milliseconds(1300))  // periodic save (1 s)
         await q2.abandonForTesting()
         let q3 = try await SQLiteQueue.open(path: path, options: options())
         XCTAssertEqual(q3.storedStats.totalCount, 6)
@@ -295,7 +312,10 @@ final class SQLiteQueueTests: XCTestCase {
         var gone = false
         for _ in 0..<100 {
             try await Task.sleep(for: .milliseconds(50))
-            if try await q.deliveryStatus(notifID: "p-1") == nil { gone = true; break }
+            if try await q.deliveryStatus(notifID: "p-1") == nil {
+                gone = true
+                break
+            }
         }
         XCTAssertTrue(gone, "finished records older than the retention are pruned")
         await q.close()

@@ -1,11 +1,11 @@
 import Foundation
-
 import HummingbirdTesting
 import MockProviders
 import PushDispatch
 import PushgateCore
 import QueueStore
 import XCTest
+
 @testable import Server
 
 /// Polls an async condition until it holds or the timeout passes.
@@ -48,9 +48,12 @@ final class DurableQueueTests: XCTestCase {
             XCTAssertEqual((e as? ConfigError)?.key, "queue.engine")
         }
         XCTAssertEqual(try GatewaySettings(RawConfig(yaml: "queue:\n  engine: local\n", environment: [:])).queueEngine, "memory")
-        XCTAssertThrowsError(try QueueWiring.make(raw: RawConfig(yaml: "queue:\n  engine: postgres\n", environment: [:]),
-                                                  settings: GatewaySettings(RawConfig(yaml: "queue:\n  engine: postgres\n", environment: [:])),
-                                                  logger: .init(label: "t"))) { e in
+        XCTAssertThrowsError(
+            try QueueWiring.make(
+                raw: RawConfig(yaml: "queue:\n  engine: postgres\n", environment: [:]),
+                settings: GatewaySettings(RawConfig(yaml: "queue:\n  engine: postgres\n", environment: [:])),
+                logger: .init(label: "t"))
+        ) { e in
             XCTAssertEqual((e as? ConfigError)?.key, "queue.postgres.url")
         }
     }
@@ -82,7 +85,9 @@ final class DurableQueueTests: XCTestCase {
 
             // Without notif_id: ids are generated and returned in headers (the body stays gorush's).
             let other = String(format: "%064x", 4 + 0xd00d)
-            let r2 = try await client.push(#"{"notifications":[{"notif_id":"a,b%","tokens":["\#(ok)"],"platform":1,"message":"x"},{"tokens":["\#(other)"],"platform":1,"message":"y"}]}"#)
+            let r2 = try await client.push(
+                #"{"notifications":[{"notif_id":"a,b%","tokens":["\#(ok)"],"platform":1,"message":"x"},{"tokens":["\#(other)"],"platform":1,"message":"y"}]}"#
+            )
             XCTAssertEqual(r2.status, 200)
             XCTAssertEqual(r2.body, #"{"counts":2,"logs":[],"success":"ok"}"#)
             let requestID = try XCTUnwrap(r2.headers.first { $0.name.canonicalName == "x-pushgate-request-id" }?.value)
@@ -168,7 +173,8 @@ final class DurableQueueTests: XCTestCase {
         let pad = String(repeating: "y", count: 4097 - #"{"aps":{"alert":""}}"#.utf8.count)
         for (engine, extra) in [("memory", [String: String]()), ("sqlite", sqliteEnv(env))] {
             try await env.withGateway(environment: extra) { client, gateway in
-                let body = #"{"notifications":["#
+                let body =
+                    #"{"notifications":["#
                     + #"{"notif_id":"pre-big-\#(engine)","tokens":["\#(ok)"],"platform":1,"message":"\#(pad)"},"#
                     + #"{"notif_id":"pre-mix-\#(engine)","tokens":["\#(ok)","not-hex"],"platform":1,"message":"hi"},"#
                     + #"{"notif_id":"pre-hms-\#(engine)","tokens":["hms-token"],"platform":3,"message":"hi"}]}"#
@@ -179,7 +185,9 @@ final class DurableQueueTests: XCTestCase {
                 XCTAssertEqual(bigDeliveries?.count, 1, "\(engine): \(big)")
                 XCTAssertEqual(bigDeliveries?.first?["state"] as? String, "failed", engine)
                 XCTAssertEqual(bigDeliveries?.first?["reason"] as? String, "PayloadTooLarge (4097 > 4096 bytes)", engine)
-                let delivered = await eventuallyAsync { (await statusJSON(client, "pre-mix-\(engine)")["counts"] as? [String: Int])?["delivered"] == 1 }
+                let delivered = await eventuallyAsync {
+                    (await statusJSON(client, "pre-mix-\(engine)")["counts"] as? [String: Int])?["delivered"] == 1
+                }
                 let mix = await statusJSON(client, "pre-mix-\(engine)")
                 XCTAssertTrue(delivered, "\(engine): \(mix)")
                 XCTAssertEqual(mix["counts"] as? [String: Int], ["queued": 0, "retrying": 0, "delivered": 1, "failed": 1], engine)
@@ -196,8 +204,10 @@ final class DurableQueueTests: XCTestCase {
     func testQueueFullWithSQLiteAnswers503() async throws {
         let env = try await TestEnvironment.start(apnsDelay: .milliseconds(100))
         defer { Task { await env.stop() } }
-        let body = #"{"notifications":[{"tokens":["# + (20..<24).map { "\"\(self.token($0))\"" }.joined(separator: ",") + #"],"platform":1,"message":"x"}]}"#
-        try await env.withGateway(environment: sqliteEnv(env, ["PUSHGATE_QUEUE_MAX_PENDING": "5", "PUSHGATE_IOS_MAX_CONCURRENT_PUSHES": "1"])) { client, gateway in
+        let body =
+            #"{"notifications":[{"tokens":["# + (20..<24).map { "\"\(self.token($0))\"" }.joined(separator: ",") + #"],"platform":1,"message":"x"}]}"#
+        try await env.withGateway(environment: sqliteEnv(env, ["PUSHGATE_QUEUE_MAX_PENDING": "5", "PUSHGATE_IOS_MAX_CONCURRENT_PUSHES": "1"])) {
+            client, gateway in
             let full = try await client.pushUntil503(body, attempts: 10)
             XCTAssertNotNil(full)
             XCTAssertEqual(full?.headers[.retryAfter], "1")

@@ -4,6 +4,7 @@ import MockProviders
 import PushgateCore
 import Signing
 import XCTest
+
 @testable import Server
 
 /// End to end: HTTP client -> Pushgate (live HTTP server) -> TLS HTTP/2 -> mock APNs / FCM.
@@ -16,7 +17,8 @@ final class GatewayAPNsTests: XCTestCase {
         defer { Task { await env.stop() } }
         let t = token1
         try await env.withGateway { client, _ in
-            let body = #"{"notifications":[{"tokens":["\#(t)"],"platform":1,"message":"You have a new message","topic":"im.status.ethereum.pn","data":{"encryptedMessage":"0x6d65","chatId":"0x6368","publicKey":"0x7075"}}]}"#
+            let body =
+                #"{"notifications":[{"tokens":["\#(t)"],"platform":1,"message":"You have a new message","topic":"im.status.ethereum.pn","data":{"encryptedMessage":"0x6d65","chatId":"0x6368","publicKey":"0x7075"}}]}"#
             let r = try await client.push(body)
             XCTAssertEqual(r.status, 200)
             XCTAssertEqual(r.body, #"{"counts":1,"logs":[],"success":"ok"}"#)
@@ -49,9 +51,10 @@ final class GatewayAPNsTests: XCTestCase {
         let (t1, t2) = (token1, token2)
         try await env.withGateway { client, _ in
             // gorush README: iOS alert with title, badge, sound, custom data.
-            let r = try await client.push(#"""
-            {"notifications":[{"tokens":["\#(t1)","\#(t2)"],"platform":1,"title":"Hello","message":"Hello World iOS!","badge":5,"sound":"default","topic":"com.example.app","category":"NEW","mutable_content":true,"thread-id":"t1","data":{"key1":"welcome","key2":2}},{"tokens":["fcm-token-1"],"platform":2,"message":"Hello World Android!","title":"You got message","data":{"n":42,"flag":true}}]}
-            """#)
+            let r = try await client.push(
+                #"""
+                {"notifications":[{"tokens":["\#(t1)","\#(t2)"],"platform":1,"title":"Hello","message":"Hello World iOS!","badge":5,"sound":"default","topic":"com.example.app","category":"NEW","mutable_content":true,"thread-id":"t1","data":{"key1":"welcome","key2":2}},{"tokens":["fcm-token-1"],"platform":2,"message":"Hello World Android!","title":"You got message","data":{"n":42,"flag":true}}]}
+                """#)
             XCTAssertEqual(r.status, 200)
             XCTAssertEqual(r.body, #"{"counts":3,"logs":[],"success":"ok"}"#)
             let ok = await eventually { env.apns.requestCount == 2 && env.fcm.messages.count == 1 }
@@ -80,7 +83,9 @@ final class GatewayAPNsTests: XCTestCase {
         let (t1, t2) = (token1, token2)
         try await env.withGateway(environment: ["PUSHGATE_CORE_SYNC": "true"]) { client, _ in
             // background -> priority 5 + content-available
-            var r = try await client.push(#"{"notifications":[{"tokens":["\#(t1)"],"platform":1,"push_type":"background","content_available":true,"priority":"high","data":{"sync":"now"}}]}"#)
+            var r = try await client.push(
+                #"{"notifications":[{"tokens":["\#(t1)"],"platform":1,"push_type":"background","content_available":true,"priority":"high","data":{"sync":"now"}}]}"#
+            )
             XCTAssertEqual(r.body, #"{"counts":1,"logs":[],"success":"ok"}"#)
             var req = try XCTUnwrap(env.apns.requests.last)
             XCTAssertEqual(req.priority, "5")
@@ -90,7 +95,8 @@ final class GatewayAPNsTests: XCTestCase {
 
             // voip -> <bundle>.voip, priority 10, a 5000-byte payload is sent.
             let big = String(repeating: "x", count: 5000 - 60)
-            r = try await client.push(#"{"notifications":[{"tokens":["\#(t2)"],"platform":1,"push_type":"voip","topic":"com.example.app","data":{"call":"\#(big)"}}]}"#)
+            r = try await client.push(
+                #"{"notifications":[{"tokens":["\#(t2)"],"platform":1,"push_type":"voip","topic":"com.example.app","data":{"call":"\#(big)"}}]}"#)
             XCTAssertEqual(r.body, #"{"counts":1,"logs":[],"success":"ok"}"#)
             req = try XCTUnwrap(env.apns.requests.last)
             XCTAssertEqual(req.topic, "com.example.app.voip")
@@ -121,7 +127,8 @@ final class GatewayAPNsTests: XCTestCase {
         env.apns.script(t2, [.tooManyRequests(retryAfter: 2), .ok])
         env.apns.script(t3, [.unregistered])
         try await env.withGateway(environment: ["GORUSH_CORE_SYNC": "true"]) { client, gateway in
-            let r = try await client.push(#"{"notifications":[{"notif_id":"n-1","tokens":["\#(t1)","\#(t2)","\#(t3)"],"platform":1,"message":"hi"}]}"#)
+            let r = try await client.push(
+                #"{"notifications":[{"notif_id":"n-1","tokens":["\#(t1)","\#(t2)","\#(t3)"],"platform":1,"message":"hi"}]}"#)
             XCTAssertEqual(r.status, 200)
             let json = jsonObject(r.body)
             XCTAssertEqual(json["counts"] as? Int, 3)
@@ -198,7 +205,9 @@ final class GatewayAPNsTests: XCTestCase {
         defer { Task { await env.stop() } }
         let t1 = token1
         try await env.withGateway(environment: ["PUSHGATE_ANDROID_ENABLED": "false", "PUSHGATE_CORE_SYNC": "true"]) { client, _ in
-            let r = try await client.push(#"{"notifications":[{"tokens":["hw-1"],"platform":3,"message":"x"},{"tokens":["fcm-1"],"platform":"android","message":"x"},{"tokens":["\#(t1)"],"platform":"ios","message":"x"}]}"#)
+            let r = try await client.push(
+                #"{"notifications":[{"tokens":["hw-1"],"platform":3,"message":"x"},{"tokens":["fcm-1"],"platform":"android","message":"x"},{"tokens":["\#(t1)"],"platform":"ios","message":"x"}]}"#
+            )
             XCTAssertEqual(r.status, 200)
             let json = jsonObject(r.body)
             XCTAssertEqual(json["counts"] as? Int, 1)
@@ -218,7 +227,8 @@ final class GatewayAPNsTests: XCTestCase {
         try await env.withGateway(environment: ["PUSHGATE_CORE_MAX_NOTIFICATION": "1000"]) { client, _ in
             for batch in 0..<10 {
                 let tokens = (0..<1000).map { String(format: "%064x", batch * 1000 + $0) }
-                let body = #"{"notifications":[{"tokens":["# + tokens.map { "\"\($0)\"" }.joined(separator: ",") + #"],"platform":1,"message":"load"}]}"#
+                let body =
+                    #"{"notifications":[{"tokens":["# + tokens.map { "\"\($0)\"" }.joined(separator: ",") + #"],"platform":1,"message":"load"}]}"#
                 let r = try await client.push(body)
                 XCTAssertEqual(r.body, #"{"counts":1000,"logs":[],"success":"ok"}"#)
             }

@@ -3,6 +3,7 @@ import HummingbirdTesting
 import MockProviders
 import PushgateCore
 import XCTest
+
 @testable import Server
 
 /// End to end through FCM HTTP v1: HTTP client -> Pushgate -> TLS HTTP/2 -> mock FCM (+ mock OAuth).
@@ -14,7 +15,9 @@ final class GatewayFCMTests: XCTestCase {
         env.fcm.script(token: "flaky-token", responses: [.unavailable(retryAfter: nil), .unavailable(retryAfter: nil), .ok])
         env.fcm.script(token: "slow-token", responses: [.quotaExceeded(retryAfter: 2), .ok])
         try await env.withGateway(environment: ["PUSHGATE_CORE_SYNC": "true"]) { client, _ in
-            let r = try await client.push(#"{"notifications":[{"tokens":["dead-token","flaky-token","slow-token"],"platform":2,"title":"T","message":"M","data":{"n":42,"o":{"k":"v"}}}]}"#)
+            let r = try await client.push(
+                #"{"notifications":[{"tokens":["dead-token","flaky-token","slow-token"],"platform":2,"title":"T","message":"M","data":{"n":42,"o":{"k":"v"}}}]}"#
+            )
             XCTAssertEqual(r.status, 200)
             let json = jsonObject(r.body)
             XCTAssertEqual(json["counts"] as? Int, 3)
@@ -53,7 +56,9 @@ final class GatewayFCMTests: XCTestCase {
         defer { Task { await env.stop() } }
         let ios = String(repeating: "0f", count: 32)
         try await env.withGateway { client, _ in
-            let r = try await client.push(#"{"notifications":[{"tokens":["\#(ios)"],"platform":1,"message":"to iOS"},{"tokens":["android-1"],"platform":2,"message":"to Android","priority":"high"},{"platform":2,"topic":"news","message":"to a topic"}]}"#)
+            let r = try await client.push(
+                #"{"notifications":[{"tokens":["\#(ios)"],"platform":1,"message":"to iOS"},{"tokens":["android-1"],"platform":2,"message":"to Android","priority":"high"},{"platform":2,"topic":"news","message":"to a topic"}]}"#
+            )
             XCTAssertEqual(r.body, #"{"counts":3,"logs":[],"success":"ok"}"#)
             let both = await eventually { env.apns.requestCount == 1 && env.fcm.messages.count == 2 }
             XCTAssertTrue(both, "apns \(env.apns.requestCount) fcm \(env.fcm.messages.count)")

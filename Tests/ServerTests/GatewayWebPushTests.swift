@@ -3,6 +3,7 @@ import HummingbirdTesting
 import MockProviders
 import PushgateCore
 import XCTest
+
 @testable import Server
 
 /// End to end: HTTP client -> Pushgate -> RFC 8291 encryption + VAPID -> mock push service (TLS).
@@ -20,12 +21,13 @@ final class GatewayWebPushTests: XCTestCase {
             #"{"endpoint":"\#(s.endpoint)","keys":{"p256dh":"\#(s.keys!.p256dh)","auth":"\#(s.keys!.auth)"}}"#
         }
         try await env.withGateway(environment: ["PUSHGATE_CORE_SYNC": "true"]) { client, _ in
-            let r = try await client.push(#"""
-            {"notifications":[
-              {"platform":"webpush","subscriptions":[\#(subJSON(sub)),\#(subJSON(gone)),\#(subJSON(busy))],"payload":"{\"sync\":\"now\"}","time_to_live":600,"priority":"high","collapse_id":"sync"},
-              {"platform":5,"tokens":["\#(legacy)"],"message":"wake up"}
-            ]}
-            """#)
+            let r = try await client.push(
+                #"""
+                {"notifications":[
+                  {"platform":"webpush","subscriptions":[\#(subJSON(sub)),\#(subJSON(gone)),\#(subJSON(busy))],"payload":"{\"sync\":\"now\"}","time_to_live":600,"priority":"high","collapse_id":"sync"},
+                  {"platform":5,"tokens":["\#(legacy)"],"message":"wake up"}
+                ]}
+                """#)
             XCTAssertEqual(r.status, 200, r.body)
             let json = jsonObject(r.body)
             XCTAssertEqual(json["counts"] as? Int, 4)
@@ -57,7 +59,8 @@ final class GatewayWebPushTests: XCTestCase {
         let env = try await TestEnvironment.start()
         defer { Task { await env.stop() } }
         let (sub, _) = env.webpush.makeSubscription(id: "b-1")
-        let body = #"{"notifications":[{"platform":4,"subscriptions":[{"endpoint":"\#(sub.endpoint)","keys":{"p256dh":"\#(sub.keys!.p256dh)","auth":"\#(sub.keys!.auth)"}}],"message":"hi"}],"sync":true}"#
+        let body =
+            #"{"notifications":[{"platform":4,"subscriptions":[{"endpoint":"\#(sub.endpoint)","keys":{"p256dh":"\#(sub.keys!.p256dh)","auth":"\#(sub.keys!.auth)"}}],"message":"hi"}],"sync":true}"#
         try await env.withGateway(environment: ["PUSHGATE_WEBPUSH_ALLOW_PRIVATE_ENDPOINTS": "false"]) { client, _ in
             let r = try await client.push(body)
             let logs = jsonObject(r.body)["logs"] as? [[String: Any]] ?? []
@@ -65,7 +68,9 @@ final class GatewayWebPushTests: XCTestCase {
             XCTAssertTrue((logs.first?["error"] as? String)?.contains("loopback") == true, r.body)
             XCTAssertEqual(env.webpush.requestCount, 0, "nothing is sent to a refused endpoint")
             // A bad Topic is a 400 naming the field.
-            let bad = try await client.push(#"{"notifications":[{"platform":4,"subscriptions":[{"endpoint":"https://push.example.com/x","keys":{"p256dh":"\#(sub.keys!.p256dh)","auth":"\#(sub.keys!.auth)"}}],"collapse_id":"not valid!"}]}"#)
+            let bad = try await client.push(
+                #"{"notifications":[{"platform":4,"subscriptions":[{"endpoint":"https://push.example.com/x","keys":{"p256dh":"\#(sub.keys!.p256dh)","auth":"\#(sub.keys!.auth)"}}],"collapse_id":"not valid!"}]}"#
+            )
             XCTAssertEqual(bad.status, 400)
             XCTAssertTrue((jsonObject(bad.body)["detail"] as? String)?.contains("collapse_id") == true, bad.body)
         }

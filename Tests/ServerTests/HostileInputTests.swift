@@ -5,9 +5,11 @@ import MockProviders
 import NIOCore
 import PushgateCore
 import XCTest
+
 @testable import Server
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A plain TCP client on 127.0.0.1 for the slow-client tests (what a hostile client does at the byte level).
@@ -24,7 +26,10 @@ final class RawConnection {
         let rc = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard rc == 0 else { close(fd); throw POSIXError(.ECONNREFUSED) }
+        guard rc == 0 else {
+            close(fd)
+            throw POSIXError(.ECONNREFUSED)
+        }
         var tv = timeval(tv_sec: 0, tv_usec: 200_000)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     }
@@ -44,7 +49,10 @@ final class RawConnection {
         var buf = [UInt8](repeating: 0, count: 4096)
         while Date() < deadline {
             let n = recv(fd, &buf, buf.count, 0)
-            if n > 0 { out += buf[0..<n]; continue }
+            if n > 0 {
+                out += buf[0..<n]
+                continue
+            }
             if n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) { break }
             if !out.isEmpty { break }
         }
@@ -94,7 +102,7 @@ final class HostileInputTests: XCTestCase {
         defer { Task { await env.stop() } }
         let limits = ["PUSHGATE_CORE_MAX_SYNC_ANSWER_BYTES": "65536", "PUSHGATE_CORE_MAX_LOG_MESSAGE_BYTES": "100"]
         try await env.withGateway(environment: limits) { client, _ in
-            let message = String(repeating: "é", count: 25_000)   // 50 KB: too large for APNs
+            let message = String(repeating: "é", count: 25_000)  // 50 KB: too large for APNs
             let tokens = (0..<3000).map { "\"\(String(format: "%064x", $0))\"" }.joined(separator: ",")
             let r = try await client.push(#"{"notifications":[{"platform":1,"tokens":[\#(tokens)],"message":"\#(message)"}],"sync":true}"#)
             XCTAssertEqual(r.status, 200)
@@ -118,7 +126,9 @@ final class HostileInputTests: XCTestCase {
         defer { Task { await env.stop() } }
         try await env.withGateway(environment: ["PUSHGATE_CORE_SYNC_TIMEOUT": "1"]) { client, _ in
             let started = Date()
-            let r = try await client.push(#"{"notifications":[{"platform":1,"tokens":["\#(String(repeating: "ab", count: 32))"],"message":"m","topic":"com.example.app"},{"platform":1,"tokens":[],"message":"m"}],"sync":true}"#)
+            let r = try await client.push(
+                #"{"notifications":[{"platform":1,"tokens":["\#(String(repeating: "ab", count: 32))"],"message":"m","topic":"com.example.app"},{"platform":1,"tokens":[],"message":"m"}],"sync":true}"#
+            )
             XCTAssertEqual(r.status, 200, r.body)
             XCTAssertLessThan(Date().timeIntervalSince(started), 3.5, "answered at the sync timeout, not after the provider")
             let json = jsonObject(r.body)
@@ -139,11 +149,13 @@ final class HostileInputTests: XCTestCase {
             let port = try XCTUnwrap(client.port)
             var idle: [RawConnection] = []
             for _ in 0..<200 { idle.append(try RawConnection(port: port)) }
-            idle[0].send("POST /api/pu")   // a partial request line
+            idle[0].send("POST /api/pu")  // a partial request line
             let slow = try RawConnection(port: port)
             XCTAssertTrue(slow.send("POST /api/push HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"notif"))
             // A normal request is served meanwhile.
-            let r = try await client.push(#"{"notifications":[{"platform":1,"tokens":["\#(String(repeating: "cd", count: 32))"],"message":"m","topic":"com.example.app"}],"sync":true}"#)
+            let r = try await client.push(
+                #"{"notifications":[{"platform":1,"tokens":["\#(String(repeating: "cd", count: 32))"],"message":"m","topic":"com.example.app"}],"sync":true}"#
+            )
             XCTAssertEqual(r.status, 200, r.body)
             // The trickling client keeps sending, a byte at a time, and is still closed by the read timeout.
             var closedSlow = false
@@ -164,7 +176,8 @@ final class HostileInputTests: XCTestCase {
         defer { Task { await env.stop() } }
         try await env.withGateway { client, _ in
             let port = try XCTUnwrap(client.port)
-            let body = #"{"notifications":[{"platform":1,"tokens":["\#(String(repeating: "ef", count: 32))"],"message":"m","topic":"com.example.app"}]}"#
+            let body =
+                #"{"notifications":[{"platform":1,"tokens":["\#(String(repeating: "ef", count: 32))"],"message":"m","topic":"com.example.app"}]}"#
             let c = try RawConnection(port: port)
             c.send("POST /api/push HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: \(body.utf8.count)\r\n\r\n")
             let interim = c.receive(within: 2)
@@ -187,12 +200,16 @@ final class HostileInputTests: XCTestCase {
         defer { Task { await env.stop() } }
         try await env.withGateway(environment: ["PUSHGATE_QUEUE_ENGINE": "memory"]) { client, _ in
             let token = String(repeating: "ab", count: 32)
-            let r = try await client.push(#"{"notifications":[{"platform":1,"tokens":["\#(token)"],"topic":"com.example.app","message":"m","notif_id":"order 42/é,\r\nX-Evil: 1"},{"platform":1,"tokens":["\#(token)"],"topic":"com.example.app","notif_id":""}],"sync":true}"#)
+            let r = try await client.push(
+                #"{"notifications":[{"platform":1,"tokens":["\#(token)"],"topic":"com.example.app","message":"m","notif_id":"order 42/é,\r\nX-Evil: 1"},{"platform":1,"tokens":["\#(token)"],"topic":"com.example.app","notif_id":""}],"sync":true}"#
+            )
             XCTAssertEqual(r.status, 200, r.body)
             let requestID = try XCTUnwrap(r.headers[Gateway.requestIDHeader])
             XCTAssertEqual(r.headers[Gateway.notifIDsHeader], "order%2042/%C3%A9%2C%0D%0AX-Evil:%201,\(requestID)-1")
             XCTAssertNil(r.headers[HTTPField.Name("X-Evil")!])
-            let status = try await client.execute(uri: "/api/push/order%2042%2F%C3%A9%2C%0D%0AX-Evil%3A%201", method: .get) { ($0.status.code, String(buffer: $0.body)) }
+            let status = try await client.execute(uri: "/api/push/order%2042%2F%C3%A9%2C%0D%0AX-Evil%3A%201", method: .get) {
+                ($0.status.code, String(buffer: $0.body))
+            }
             XCTAssertEqual(status.0, 200, status.1)
             let generated = try await client.execute(uri: "/api/push/\(requestID)-1", method: .get) { $0.status.code }
             XCTAssertEqual(generated, 200)
@@ -211,7 +228,9 @@ final class HostileInputTests: XCTestCase {
         let (sub, _) = env.webpush.makeSubscription(id: "rel-1")
         env.webpush.script(id: "rel-1", replies: [.serverError(status: 503, retryAfter: nil), .created])
         try await env.withGateway { client, _ in
-            let r = try await client.push(#"{"notifications":[{"platform":"webpush","subscriptions":[{"endpoint":"\#(sub.endpoint)","keys":{"p256dh":"\#(sub.keys!.p256dh)","auth":"\#(sub.keys!.auth)"}}],"message":"hi","expiration":3600}],"sync":true}"#)
+            let r = try await client.push(
+                #"{"notifications":[{"platform":"webpush","subscriptions":[{"endpoint":"\#(sub.endpoint)","keys":{"p256dh":"\#(sub.keys!.p256dh)","auth":"\#(sub.keys!.auth)"}}],"message":"hi","expiration":3600}],"sync":true}"#
+            )
             XCTAssertEqual(r.status, 200)
             XCTAssertEqual((jsonObject(r.body)["logs"] as? [Any])?.count, 0, r.body)
             let pushes = env.webpush.pushes(id: "rel-1")
@@ -238,8 +257,10 @@ final class HostileInputTests: XCTestCase {
 
 final class ConfigRangeTests: XCTestCase {
     func testIntegersOutOfRangeAreOneLineErrors() {
-        for (key, value) in [("core.feedback_timeout", "1000000000000"), ("core.sync_timeout", "-1"), ("ios.max_retry", "1000000"),
-                             ("core.max_json_depth", "100000"), ("core.port", "70000"), ("queue.max_pending", "0")] {
+        for (key, value) in [
+            ("core.feedback_timeout", "1000000000000"), ("core.sync_timeout", "-1"), ("ios.max_retry", "1000000"),
+            ("core.max_json_depth", "100000"), ("core.port", "70000"), ("queue.max_pending", "0"),
+        ] {
             let env = ["PUSHGATE_" + key.replacingOccurrences(of: ".", with: "_").uppercased(): value]
             XCTAssertThrowsError(try RawConfig(yaml: nil, environment: env), key) { error in
                 XCTAssertTrue("\(error)".hasPrefix("config error: \(key): \(value) is out of range"), "\(error)")

@@ -1,7 +1,8 @@
 import Foundation
 import PushgateCore
-import XCTest
 import WebPush
+import XCTest
+
 @testable import Server
 
 /// The provider modules' sections as the config loader sees them (issue 12).
@@ -44,14 +45,17 @@ final class ProviderModuleConfigTests: XCTestCase {
         XCTAssertThrowsError(try RawConfig(yaml: "ios:\n  connections: 0\n", environment: [:])) { e in
             XCTAssertEqual("\(e)", "config error: ios.connections: 0 is out of range (1...1000)")
         }
-        XCTAssertTrue(RawConfig.secretKeys.isSuperset(of: [
-            "ios.key_base64", "android.credential", "huawei.appsecret", "webpush.vapid_private_key",
-            "queue.postgres.url", "core.key_base64", "core.feedback_header",
-        ]))
-        XCTAssertTrue(RawConfig.redactedIdentifiers.isSuperset(of: ["ios.key_path", "ios.key_id", "android.key_path", "core.key_path", "core.cert_path"]))
+        XCTAssertTrue(
+            RawConfig.secretKeys.isSuperset(of: [
+                "ios.key_base64", "android.credential", "huawei.appsecret", "webpush.vapid_private_key",
+                "queue.postgres.url", "core.key_base64", "core.feedback_header",
+            ]))
+        XCTAssertTrue(
+            RawConfig.redactedIdentifiers.isSuperset(of: ["ios.key_path", "ios.key_id", "android.key_path", "core.key_path", "core.cert_path"]))
         // gorush's ios.password is accepted without a warning.
         XCTAssertEqual(try RawConfig(yaml: "ios:\n  password: x\n", environment: [:]).warnings, [])
-        let yaml = try RawConfig(yaml: "ios:\n  key_id: ABC123\n  key_path: /etc/k.p8\nwebpush:\n  vapid_private_key: s3cret\n", environment: [:]).redactedYAML()
+        let yaml = try RawConfig(yaml: "ios:\n  key_id: ABC123\n  key_path: /etc/k.p8\nwebpush:\n  vapid_private_key: s3cret\n", environment: [:])
+            .redactedYAML()
         XCTAssertFalse(yaml.contains("ABC123") || yaml.contains("/etc/k.p8") || yaml.contains("s3cret"), yaml)
     }
 
@@ -61,7 +65,9 @@ final class ProviderModuleConfigTests: XCTestCase {
         }
         let longID = String(repeating: "c", count: 65)
         let ios = try first(#"{"notifications":[{"platform":1,"tokens":["a"],"collapse_id":"\#(longID)"}]}"#)
-        XCTAssertEqual(IngestValidation.validate(ios), IngestProblem(message: "Invalid collapse_id.", detail: "collapse_id: apns-collapse-id is at most 64 bytes"))
+        XCTAssertEqual(
+            IngestValidation.validate(ios),
+            IngestProblem(message: "Invalid collapse_id.", detail: "collapse_id: apns-collapse-id is at most 64 bytes"))
         let android = try first(#"{"notifications":[{"platform":2,"tokens":["a"],"collapse_id":"\#(longID)"}]}"#)
         XCTAssertNil(IngestValidation.validate(android))
         let web = try first(#"{"notifications":[{"platform":5,"tokens":["https://push.example/x"],"urgency":"now"}]}"#)
@@ -90,7 +96,8 @@ final class ProviderModuleConfigTests: XCTestCase {
             let folder = String(file.split(separator: "/").first ?? "")
             if providers.contains(folder) || folder == "MockProviders" { continue }
             let text = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8)
-            for line in text.split(separator: "\n") where providers.contains(where: { line.trimmingCharacters(in: .whitespaces).hasSuffix("import \($0)") }) {
+            for line in text.split(separator: "\n")
+            where providers.contains(where: { line.trimmingCharacters(in: .whitespaces).hasSuffix("import \($0)") }) {
                 importers.append("\(file): \(line)")
             }
         }

@@ -8,9 +8,10 @@ import NIOCore
 import NIOPosix
 import PushDispatch
 import PushgateCore
-@testable import Server
 import WebPush
 import XCTest
+
+@testable import Server
 
 /// Mock APNs + mock FCM + a feedback receiver, all TLS on 127.0.0.1, and a gateway configured for them.
 final class TestEnvironment: Sendable {
@@ -25,8 +26,10 @@ final class TestEnvironment: Sendable {
     let feedbackPosts: NIOLockedValueBox<[MockRequest]>
     let directory: String
 
-    init(pki: TestPKI, apnsKey: TestAPNsKey, apns: MockAPNs, serviceAccount: TestServiceAccount, fcm: MockFCM, webpush: MockWebPush,
-         feedbackServer: MockHTTPServer, feedbackPosts: NIOLockedValueBox<[MockRequest]>, directory: String) {
+    init(
+        pki: TestPKI, apnsKey: TestAPNsKey, apns: MockAPNs, serviceAccount: TestServiceAccount, fcm: MockFCM, webpush: MockWebPush,
+        feedbackServer: MockHTTPServer, feedbackPosts: NIOLockedValueBox<[MockRequest]>, directory: String
+    ) {
         self.pki = pki
         self.apnsKey = apnsKey
         self.apns = apns
@@ -56,17 +59,21 @@ final class TestEnvironment: Sendable {
         let posts = NIOLockedValueBox<[MockRequest]>([])
         var fo = MockHTTPServer.Options()
         fo.tls = tls
-        let feedback = MockHTTPServer(options: fo, eventLoopGroup: group, syncHandler: { req in
-            posts.withLockedValue { $0.append(req) }
-            return MockResponse(status: 200)
-        })
+        let feedback = MockHTTPServer(
+            options: fo, eventLoopGroup: group,
+            syncHandler: { req in
+                posts.withLockedValue { $0.append(req) }
+                return MockResponse(status: 200)
+            })
         try await feedback.start()
         let dir = NSTemporaryDirectory() + "pushgate-test-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         try pki.caCertificatePEM.write(toFile: dir + "/ca.pem", atomically: true, encoding: .utf8)
         try key.write(to: dir + "/apns.p8")
         try account.json(tokenURI: fcm.tokenURL).write(toFile: dir + "/fcm.json", atomically: true, encoding: .utf8)
-        return TestEnvironment(pki: pki, apnsKey: key, apns: apns, serviceAccount: account, fcm: fcm, webpush: webpush, feedbackServer: feedback, feedbackPosts: posts, directory: dir)
+        return TestEnvironment(
+            pki: pki, apnsKey: key, apns: apns, serviceAccount: account, fcm: fcm, webpush: webpush, feedbackServer: feedback, feedbackPosts: posts,
+            directory: dir)
     }
 
     func stop() async {
@@ -116,8 +123,10 @@ final class TestEnvironment: Sendable {
     }
 
     /// Runs a live gateway (real HTTP server on 127.0.0.1) for the body.
-    func withGateway(_ extraYAML: String = "", environment: [String: String] = [:],
-                     _ body: @escaping @Sendable (any TestClientProtocol, Gateway) async throws -> Void) async throws {
+    func withGateway(
+        _ extraYAML: String = "", environment: [String: String] = [:],
+        _ body: @escaping @Sendable (any TestClientProtocol, Gateway) async throws -> Void
+    ) async throws {
         // The memory engine unless a test asks for another (durable engines get their own tests).
         let env = ["PUSHGATE_QUEUE_ENGINE": "memory"].merging(environment) { _, new in new }
         let raw = try RawConfig(yaml: merge(yaml(), extraYAML), environment: env)
@@ -150,7 +159,8 @@ extension TestClientProtocol {
     /// Posts `json` up to `attempts` times until the gateway answers 503 (queue full); returns that
     /// answer, or nil if it never came. Every answer before it must be 200.
     func pushUntil503(_ json: String, attempts: Int, file: StaticString = #filePath, line: UInt = #line) async throws
-        -> (status: Int, body: String, headers: HTTPFields)? {
+        -> (status: Int, body: String, headers: HTTPFields)?
+    {
         for _ in 0..<attempts {
             let r = try await push(json)
             if r.status == 503 { return r }

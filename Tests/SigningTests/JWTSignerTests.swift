@@ -1,13 +1,15 @@
 import Crypto
-import _CryptoExtras
 import Foundation
 import XCTest
+import _CryptoExtras
+
 @testable import Signing
 
 final class JWTSignerTests: XCTestCase {
     func testES256RoundTripAndExactHeader() throws {
         let key = P256.Signing.PrivateKey()
-        let jwt = try JWTSigner(key: .es256(key)).sign(header: [("kid", .string("ABC123DEFG"))], claims: [("iss", .string("TEAM")), ("iat", .int(1_700_000_000))])
+        let jwt = try JWTSigner(key: .es256(key)).sign(
+            header: [("kid", .string("ABC123DEFG"))], claims: [("iss", .string("TEAM")), ("iat", .int(1_700_000_000))])
         let parts = jwt.split(separator: ".")
         XCTAssertEqual(parts.count, 3)
         XCTAssertEqual(String(decoding: Base64URL.decode(String(parts[0]))!, as: UTF8.self), #"{"alg":"ES256","kid":"ABC123DEFG"}"#)

@@ -2,8 +2,9 @@ import Crypto
 import Foundation
 import PushgateCore
 import Signing
-@testable import WebPush
 import XCTest
+
+@testable import WebPush
 
 final class VAPIDTests: XCTestCase {
     func testKeysFromBase64URLScalarDerivePublicKey() throws {
@@ -112,10 +113,12 @@ final class AddressPolicyTests: XCTestCase {
     }
 
     func testRefusalMessages() {
-        XCTAssertEqual(IPAddressClassifier.refusal(for: IPAddressClassifier.parse("127.0.0.1")!),
-                       "endpoint refused: 127.0.0.1 is a loopback address (set webpush.allow_private_endpoints to allow)")
-        XCTAssertEqual(IPAddressClassifier.refusal(for: IPAddressClassifier.parse("::ffff:10.0.0.1")!),
-                       "endpoint refused: ::ffff:10.0.0.1 is an IPv4-mapped IPv6 address of a private address (set webpush.allow_private_endpoints to allow)")
+        XCTAssertEqual(
+            IPAddressClassifier.refusal(for: IPAddressClassifier.parse("127.0.0.1")!),
+            "endpoint refused: 127.0.0.1 is a loopback address (set webpush.allow_private_endpoints to allow)")
+        XCTAssertEqual(
+            IPAddressClassifier.refusal(for: IPAddressClassifier.parse("::ffff:10.0.0.1")!),
+            "endpoint refused: ::ffff:10.0.0.1 is an IPv4-mapped IPv6 address of a private address (set webpush.allow_private_endpoints to allow)")
         XCTAssertNil(IPAddressClassifier.refusal(for: IPAddressClassifier.parse("8.8.4.4")!))
     }
 
@@ -128,8 +131,9 @@ final class AddressPolicyTests: XCTestCase {
         XCTAssertNil(reason(strict, "https://fcm.googleapis.com/fcm/send/abc:def"))
         XCTAssertEqual(reason(strict, "http://push.example.com/x"), "endpoint refused: plain http (set webpush.allow_http to allow)")
         XCTAssertEqual(reason(strict, "ftp://push.example.com/x"), "endpoint refused: scheme \"ftp\" is not https")
-        XCTAssertEqual(reason(strict, "https://127.0.0.1:8443/push/1"),
-                       "endpoint refused: 127.0.0.1 is a loopback address (set webpush.allow_private_endpoints to allow)")
+        XCTAssertEqual(
+            reason(strict, "https://127.0.0.1:8443/push/1"),
+            "endpoint refused: 127.0.0.1 is a loopback address (set webpush.allow_private_endpoints to allow)")
         XCTAssertNotNil(reason(strict, "https://[::1]/x"))
         XCTAssertNotNil(reason(strict, "https://[fc00::1]/x"))
         XCTAssertNotNil(reason(strict, "https://169.254.169.254/latest/meta-data"))
@@ -148,8 +152,9 @@ final class AddressPolicyTests: XCTestCase {
 
         // Resolved addresses: refused if any one is not public.
         let addrs = [IPAddressClassifier.parse("142.250.74.110")!, IPAddressClassifier.parse("10.1.2.3")!]
-        XCTAssertEqual(strict.check(resolved: addrs, host: "push.example.com")?.reason,
-                       "endpoint refused: push.example.com resolves to 10.1.2.3, a private address (set webpush.allow_private_endpoints to allow)")
+        XCTAssertEqual(
+            strict.check(resolved: addrs, host: "push.example.com")?.reason,
+            "endpoint refused: push.example.com resolves to 10.1.2.3, a private address (set webpush.allow_private_endpoints to allow)")
         XCTAssertNil(strict.check(resolved: [addrs[0]], host: "push.example.com"))
         XCTAssertNil(EndpointPolicy(allowPrivateEndpoints: true).check(resolved: addrs, host: "x"))
     }
@@ -182,8 +187,9 @@ final class AddressPolicyTests: XCTestCase {
             var copy = url
             let ascii = copy.withUTF8 { WebPushEndpoint.parseASCII($0) }
             let chars = WebPushEndpoint.parseCharacters(url)
-            XCTAssertEqual(ascii.map { "\($0.scheme)|\($0.host)|\($0.port)|\($0.path)" },
-                           chars.map { "\($0.scheme)|\($0.host)|\($0.port)|\($0.path)" }, url)
+            XCTAssertEqual(
+                ascii.map { "\($0.scheme)|\($0.host)|\($0.port)|\($0.path)" },
+                chars.map { "\($0.scheme)|\($0.host)|\($0.port)|\($0.path)" }, url)
         }
         XCTAssertEqual(WebPushEndpoint("https://h/é")?.pathAndQuery, nil)
         XCTAssertEqual(WebPushEndpoint("https://h/p#é")?.pathAndQuery, "/p")

@@ -1,9 +1,10 @@
 import Crypto
 import Foundation
-@testable import MockProviders
 import Signing
-@testable import WebPush
 import XCTest
+
+@testable import MockProviders
+@testable import WebPush
 
 func b64u(_ s: String) -> [UInt8] {
     guard let d = Base64URL.decode(s.filter { !$0.isWhitespace }) else { fatalError("bad base64url in test vector: \(s)") }
@@ -22,7 +23,8 @@ enum RFC8291 {
     static let ecdhSecret = "kyrL1jIIOHEzg3sM2ZWRHDRB62YACZhhSlknJ672kSs"
     static let ikm = "S4lYMb_L0FxCeq0WhDx813KgSYqU26kOyzWUdsXYyrg"
     static let cek = "oIhVW04MRdy2XN9CiKLxTg"
-    static let body = "DGv6ra1nlYgDCS1FRnbzlwAAEABBBP4z9KsN6nGRTbVYI_c7VJSPQTBtkgcy27ml"
+    static let body =
+        "DGv6ra1nlYgDCS1FRnbzlwAAEABBBP4z9KsN6nGRTbVYI_c7VJSPQTBtkgcy27ml"
         + "mlMoZIIgDll6e3vCYLocInmYWAmS6TlzAC8wEqKK6PBru3jl7A_yl95bQpu6cVPT"
         + "pK4Mqgkf1CXztLVBSt2Ks3oZwbuwXPXLWyouBWLVWGNWQexSgSxsj_Qulcy4a-fN"
 }
@@ -43,8 +45,9 @@ final class WebPushCryptoTests: XCTestCase {
         let shared = try asKey.sharedSecretFromKeyAgreement(with: ua)
         XCTAssertEqual(shared.withUnsafeBytes { [UInt8]($0) }, b64u(RFC8291.ecdhSecret))
         let keys = shared.withUnsafeBytes {
-            WebPushCrypto.deriveKeys(ecdhSecret: $0, authSecret: b64u(RFC8291.authSecret), uaPublic: b64u(RFC8291.uaPublic),
-                                     asPublic: b64u(RFC8291.asPublic), salt: b64u(RFC8291.salt))
+            WebPushCrypto.deriveKeys(
+                ecdhSecret: $0, authSecret: b64u(RFC8291.authSecret), uaPublic: b64u(RFC8291.uaPublic),
+                asPublic: b64u(RFC8291.asPublic), salt: b64u(RFC8291.salt))
         }
         XCTAssertEqual(keys.ikm, b64u(RFC8291.ikm))
         XCTAssertEqual(keys.contentEncryptionKey, b64u(RFC8291.cek))
@@ -107,7 +110,8 @@ final class WebPushCryptoTests: XCTestCase {
         let shared = try asKey.sharedSecretFromKeyAgreement(with: sub.privateKey.publicKey)
         let asPub = Array(asKey.publicKey.x963Representation)
         let keys = shared.withUnsafeBytes {
-            WebPushCrypto.deriveKeys(ecdhSecret: $0, authSecret: sub.authSecret, uaPublic: Array(sub.privateKey.publicKey.x963Representation), asPublic: asPub, salt: salt)
+            WebPushCrypto.deriveKeys(
+                ecdhSecret: $0, authSecret: sub.authSecret, uaPublic: Array(sub.privateKey.publicKey.x963Representation), asPublic: asPub, salt: salt)
         }
         let rs = 40
         let part1 = Array("0123456789abcdefghijklm".utf8)  // 23 + 1 delimiter = 24 = rs - 16

@@ -7,8 +7,9 @@ import NIOPosix
 import NIOSSL
 import PushgateCore
 import Signing
-@testable import WebPush
 import XCTest
+
+@testable import WebPush
 
 /// Hostile push services and DNS (issue 11, item 6), over real sockets on loopback only.
 ///
@@ -86,18 +87,21 @@ final class WebPushHostileNetworkTests: XCTestCase {
         return (mock, trap)
     }
 
-    func makeEngine(resolver: @escaping @Sendable (String, Int) async throws -> [[UInt8]], maxOrigins: Int = 512,
-                    originIdleTimeout: TimeAmount = .seconds(300),
-                    configure: (inout WebPushConfiguration) -> Void = { _ in }) throws -> WebPushEngine {
+    func makeEngine(
+        resolver: @escaping @Sendable (String, Int) async throws -> [[UInt8]], maxOrigins: Int = 512,
+        originIdleTimeout: TimeAmount = .seconds(300),
+        configure: (inout WebPushConfiguration) -> Void = { _ in }
+    ) throws -> WebPushEngine {
         let keys = VAPIDKeys.generate()
         var config = WebPushConfiguration(vapidPrivateKey: keys.privateKeyBase64URL, vapidSubject: "mailto:ops@pushgate.test")
         config.allowPrivateEndpoints = false  // the SSRF guard is on
         config.requestTimeoutSeconds = 10
-        config.resolutionCacheSeconds = 0     // every send resolves: the rebinding attacker gets every chance
+        config.resolutionCacheSeconds = 0  // every send resolves: the rebinding attacker gets every chance
         configure(&config)
-        let engine = try WebPushEngine(configuration: config, tlsConfiguration: try pki.clientTLSConfiguration(),
-                                       eventLoopGroup: group, resolver: resolver, addressClassifier: Self.classifier,
-                                       maxOrigins: maxOrigins, originIdleTimeout: originIdleTimeout)
+        let engine = try WebPushEngine(
+            configuration: config, tlsConfiguration: try pki.clientTLSConfiguration(),
+            eventLoopGroup: group, resolver: resolver, addressClassifier: Self.classifier,
+            maxOrigins: maxOrigins, originIdleTimeout: originIdleTimeout)
         engines.append(engine)
         return engine
     }
@@ -107,9 +111,15 @@ final class WebPushHostileNetworkTests: XCTestCase {
         let calls = NIOLockedValueBox(0)
         let first: [[UInt8]]
         let then: [[UInt8]]
-        init(first: [[UInt8]], then: [[UInt8]]) { self.first = first; self.then = then }
+        init(first: [[UInt8]], then: [[UInt8]]) {
+            self.first = first
+            self.then = then
+        }
         func resolve(_ host: String, _ port: Int) async throws -> [[UInt8]] {
-            let n = calls.withLockedValue { c -> Int in c += 1; return c }
+            let n = calls.withLockedValue { c -> Int in
+                c += 1
+                return c
+            }
             return n == 1 ? first : then
         }
         var count: Int { calls.withLockedValue { $0 } }
@@ -157,7 +167,12 @@ final class WebPushHostileNetworkTests: XCTestCase {
         // Later sends: DNS now answers 127.0.0.1. Refused before any connection; the trap stays empty.
         for _ in 0..<3 {
             let o = await provider.send(prepared, to: .subscription(sub), context: ctx)
-            XCTAssertEqual(o, .permanent(reason: "endpoint refused: push.rebind.test resolves to 127.0.0.1, a loopback address (set webpush.allow_private_endpoints to allow)", status: nil))
+            XCTAssertEqual(
+                o,
+                .permanent(
+                    reason:
+                        "endpoint refused: push.rebind.test resolves to 127.0.0.1, a loopback address (set webpush.allow_private_endpoints to allow)",
+                    status: nil))
         }
         XCTAssertEqual(dns.count, 4)
         XCTAssertEqual(mock.pushes(id: subscriber.id).count, 1)
@@ -171,7 +186,8 @@ final class WebPushHostileNetworkTests: XCTestCase {
         let engine = try makeEngine(resolver: { _, _ in [Self.allowed, Self.loopback] })
         let (sub, _) = mock.makeSubscription()
         let o = await WebPushProvider(engine: engine).send(try payload(engine), to: .subscription(sub), context: ctx)
-        XCTAssertEqual(o.reason, "endpoint refused: push.rebind.test resolves to 127.0.0.1, a loopback address (set webpush.allow_private_endpoints to allow)")
+        XCTAssertEqual(
+            o.reason, "endpoint refused: push.rebind.test resolves to 127.0.0.1, a loopback address (set webpush.allow_private_endpoints to allow)")
         XCTAssertEqual(trap.count, 0)
         XCTAssertEqual(mock.connectionsAccepted, 0)
     }
@@ -233,11 +249,13 @@ final class WebPushHostileNetworkTests: XCTestCase {
 
             // What the transport keeps of the answer: at most 64 KiB.
             mock.script(id: "bad", replies: [.custom(status: 500, body: huge, headers: [:])])
-            let request = try engine.render(payload(engine) as! PreparedWebPush,
-                                            .encrypted(WebPushEndpoint(bad.endpoint)!, try WebPushReceiverKeys(bad.keys!)))
+            let request = try engine.render(
+                payload(engine) as! PreparedWebPush,
+                .encrypted(WebPushEndpoint(bad.endpoint)!, try WebPushReceiverKeys(bad.keys!)))
             let addresses = [try SocketAddress(ipAddress: "127.0.0.2", port: mock.port)]
-            let r = try await engine.transport.post(WebPushEndpoint(bad.endpoint)!, headers: request.headers, body: request.body,
-                                                    addresses: addresses)
+            let r = try await engine.transport.post(
+                WebPushEndpoint(bad.endpoint)!, headers: request.headers, body: request.body,
+                addresses: addresses)
             XCTAssertEqual(r.status, 500)
             XCTAssertEqual(r.body.count, WebPushTransport.maxResponseBodyBytes, "\(alpn)")
             // The connection (h2) or the next one (h1) still works.
@@ -274,8 +292,10 @@ final class WebPushHostileNetworkTests: XCTestCase {
         XCTAssertEqual(trap.count, 0)
     }
 
-    func waitUntil(timeout: Duration = .seconds(5), file: StaticString = #filePath, line: UInt = #line,
-                   _ condition: () -> Bool) async throws {
+    func waitUntil(
+        timeout: Duration = .seconds(5), file: StaticString = #filePath, line: UInt = #line,
+        _ condition: () -> Bool
+    ) async throws {
         let start = ContinuousClock.now
         while !condition() {
             if ContinuousClock.now - start > timeout {

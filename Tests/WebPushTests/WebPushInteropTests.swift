@@ -1,11 +1,12 @@
 import Crypto
 import Foundation
-@testable import MockProviders
 import NIOPosix
 import PushgateCore
 import Signing
-@testable import WebPush
 import XCTest
+
+@testable import MockProviders
+@testable import WebPush
 
 /// Interop against independent implementations (http_ece, pywebpush, PyJWT). Runs when
 /// `PUSHGATE_INTEROP_PYTHON` points to a python with `Tests/interop/requirements.txt` installed.
@@ -28,10 +29,18 @@ final class WebPushInteropTests: XCTestCase {
         var joined: [String] = []
         var i = 0
         while i < args.count {
-            if args[i].hasPrefix("--"), i + 1 < args.count { joined.append(args[i] + "=" + args[i + 1]); i += 2 } else { joined.append(args[i]); i += 1 }
+            if args[i].hasPrefix("--"), i + 1 < args.count {
+                joined.append(args[i] + "=" + args[i + 1])
+                i += 2
+            } else {
+                joined.append(args[i])
+                i += 1
+            }
         }
         p.arguments = [Self.interopDir.appendingPathComponent(script).path] + joined
-        let inPipe = Pipe(), outPipe = Pipe(), errPipe = Pipe()
+        let inPipe = Pipe()
+        let outPipe = Pipe()
+        let errPipe = Pipe()
         p.standardInput = inPipe
         p.standardOutput = outPipe
         p.standardError = errPipe
@@ -49,21 +58,33 @@ final class WebPushInteropTests: XCTestCase {
         let sub = TestWebPushSubscriber(id: "interop")
         for message in ["When I grow up, I want to be a watermelon", "", String(repeating: "ü", count: 1996) + "x"] {
             let body = try WebPushCrypto.encrypt(Array(message.utf8), for: try WebPushReceiverKeys(sub.keys))
-            let (status, out, err) = try run("webpush_decrypt.py", ["--private-key", Base64URL.encode(sub.privateKey.rawRepresentation),
-                                                                     "--auth", sub.auth], stdin: body)
+            let (status, out, err) = try run(
+                "webpush_decrypt.py",
+                [
+                    "--private-key", Base64URL.encode(sub.privateKey.rawRepresentation),
+                    "--auth", sub.auth,
+                ], stdin: body)
             XCTAssertEqual(status, 0, err)
             XCTAssertEqual(String(decoding: out, as: UTF8.self), message)
         }
         // And the RFC example body, as a control.
-        let (status, out, err) = try run("webpush_decrypt.py", ["--private-key", RFC8291.uaPrivate, "--auth", RFC8291.authSecret,
-                                                                 "--body", RFC8291.body])
+        let (status, out, err) = try run(
+            "webpush_decrypt.py",
+            [
+                "--private-key", RFC8291.uaPrivate, "--auth", RFC8291.authSecret,
+                "--body", RFC8291.body,
+            ])
         XCTAssertEqual(status, 0, err)
         XCTAssertEqual(String(decoding: out, as: UTF8.self), RFC8291.plaintext)
         // A tampered body must fail (the check can fail).
         var bad = try WebPushCrypto.encrypt(Array("x".utf8), for: try WebPushReceiverKeys(sub.keys))
         bad[bad.count - 3] ^= 1
-        let (badStatus, _, _) = try run("webpush_decrypt.py", ["--private-key", Base64URL.encode(sub.privateKey.rawRepresentation),
-                                                                "--auth", sub.auth], stdin: bad)
+        let (badStatus, _, _) = try run(
+            "webpush_decrypt.py",
+            [
+                "--private-key", Base64URL.encode(sub.privateKey.rawRepresentation),
+                "--auth", sub.auth,
+            ], stdin: bad)
         XCTAssertNotEqual(badStatus, 0)
     }
 
@@ -78,8 +99,11 @@ final class WebPushInteropTests: XCTestCase {
             let (status, out, err) = try run("webpush_encrypt.py", ["--p256dh", sub.p256dh, "--auth", sub.auth, "--message", message])
             XCTAssertEqual(status, 0, err)
             let body = b64u(String(decoding: out, as: UTF8.self))
-            XCTAssertEqual(String(decoding: try WebPushCrypto.decrypt(body, receiverPrivateKey: sub.privateKey, authSecret: sub.authSecret), as: UTF8.self), message)
-            XCTAssertEqual(String(decoding: try MockWebPush.decrypt(body, privateKey: sub.privateKey, authSecret: sub.authSecret), as: UTF8.self), message)
+            XCTAssertEqual(
+                String(decoding: try WebPushCrypto.decrypt(body, receiverPrivateKey: sub.privateKey, authSecret: sub.authSecret), as: UTF8.self),
+                message)
+            XCTAssertEqual(
+                String(decoding: try MockWebPush.decrypt(body, privateKey: sub.privateKey, authSecret: sub.authSecret), as: UTF8.self), message)
         }
     }
 
@@ -97,8 +121,9 @@ final class WebPushInteropTests: XCTestCase {
         let (sub, subscriber) = mock.makeSubscription()
         var n = PushNotification(platform: .webpush)
         n.payload = "interop"
-        let outcome = await WebPushProvider(engine: engine).send(try engine.prepare(n), to: .subscription(sub),
-                                                                 context: DeliveryContext(messageID: "i"))
+        let outcome = await WebPushProvider(engine: engine).send(
+            try engine.prepare(n), to: .subscription(sub),
+            context: DeliveryContext(messageID: "i"))
         await engine.shutdown()
         try await mock.stop()
         try await group.shutdownGracefully()
@@ -106,18 +131,30 @@ final class WebPushInteropTests: XCTestCase {
         let push = try XCTUnwrap(mock.pushes.first)
         let authorization = try XCTUnwrap(push.header("authorization"))
 
-        let (ok, out, err) = try run("webpush_vapid_verify.py", ["--authorization", authorization, "--audience", mock.baseURL,
-                                                                  "--public-key", keys.publicKeyBase64URL])
+        let (ok, out, err) = try run(
+            "webpush_vapid_verify.py",
+            [
+                "--authorization", authorization, "--audience", mock.baseURL,
+                "--public-key", keys.publicKeyBase64URL,
+            ])
         XCTAssertEqual(ok, 0, err)
         XCTAssertTrue(String(decoding: out, as: UTF8.self).contains("\"sub\": \"https://pushgate.test/contact\""))
         let (wrongAud, _, _) = try run("webpush_vapid_verify.py", ["--authorization", authorization, "--audience", "https://other.example"])
         XCTAssertNotEqual(wrongAud, 0, "a wrong audience must be refused")
-        let (wrongKey, _, _) = try run("webpush_vapid_verify.py", ["--authorization", authorization, "--audience", mock.baseURL,
-                                                                    "--public-key", VAPIDKeys.generate().publicKeyBase64URL])
+        let (wrongKey, _, _) = try run(
+            "webpush_vapid_verify.py",
+            [
+                "--authorization", authorization, "--audience", mock.baseURL,
+                "--public-key", VAPIDKeys.generate().publicKeyBase64URL,
+            ])
         XCTAssertNotEqual(wrongKey, 0)
         // The recorded body also decrypts with http_ece.
-        let (dec, plain, decErr) = try run("webpush_decrypt.py", ["--private-key", Base64URL.encode(subscriber.privateKey.rawRepresentation),
-                                                                   "--auth", subscriber.auth], stdin: push.body)
+        let (dec, plain, decErr) = try run(
+            "webpush_decrypt.py",
+            [
+                "--private-key", Base64URL.encode(subscriber.privateKey.rawRepresentation),
+                "--auth", subscriber.auth,
+            ], stdin: push.body)
         XCTAssertEqual(dec, 0, decErr)
         XCTAssertEqual(String(decoding: plain, as: UTF8.self), "interop")
     }

@@ -5,8 +5,9 @@ import NIOCore
 import NIOPosix
 import PushgateCore
 import Signing
-@testable import WebPush
 import XCTest
+
+@testable import WebPush
 
 /// End-to-end over real TLS sockets on 127.0.0.1 against `MockWebPush`.
 final class WebPushProviderTests: XCTestCase {
@@ -36,16 +37,19 @@ final class WebPushProviderTests: XCTestCase {
         return m
     }
 
-    func makeEngine(allowPrivate: Bool = true, mode: WebPushTransportMode = .automatic,
-                    resolver: (@Sendable (String, Int) async throws -> [[UInt8]])? = nil,
-                    configure: (inout WebPushConfiguration) -> Void = { _ in }) throws -> (WebPushEngine, VAPIDKeys) {
+    func makeEngine(
+        allowPrivate: Bool = true, mode: WebPushTransportMode = .automatic,
+        resolver: (@Sendable (String, Int) async throws -> [[UInt8]])? = nil,
+        configure: (inout WebPushConfiguration) -> Void = { _ in }
+    ) throws -> (WebPushEngine, VAPIDKeys) {
         let keys = VAPIDKeys.generate()
         var config = WebPushConfiguration(vapidPrivateKey: keys.privateKeyBase64URL, vapidSubject: "mailto:ops@pushgate.test")
         config.allowPrivateEndpoints = allowPrivate
         config.requestTimeoutSeconds = 10
         configure(&config)
-        let engine = try WebPushEngine(configuration: config, tlsConfiguration: try pki.clientTLSConfiguration(),
-                                       eventLoopGroup: group, transportMode: mode, resolver: resolver)
+        let engine = try WebPushEngine(
+            configuration: config, tlsConfiguration: try pki.clientTLSConfiguration(),
+            eventLoopGroup: group, transportMode: mode, resolver: resolver)
         engines.append(engine)
         return (engine, keys)
     }
@@ -87,8 +91,9 @@ final class WebPushProviderTests: XCTestCase {
         let exp = try XCTUnwrap(push.vapidExpiry)
         XCTAssertLessThanOrEqual(exp, Int64(Date().timeIntervalSince1970) + 24 * 3600)
         // The gateway's own decryptor agrees with the mock's.
-        XCTAssertEqual(try WebPushCrypto.decrypt(push.body, receiverPrivateKey: subscriber.privateKey, authSecret: subscriber.authSecret),
-                       push.plaintext)
+        XCTAssertEqual(
+            try WebPushCrypto.decrypt(push.body, receiverPrivateKey: subscriber.privateKey, authSecret: subscriber.authSecret),
+            push.plaintext)
     }
 
     func testPayloadSentByteForByteAndManySendsReuseHTTP2Pool() async throws {
@@ -229,26 +234,31 @@ final class WebPushProviderTests: XCTestCase {
         let failure = provider.validate(target: .subscription(sub), of: prepared)
         XCTAssertEqual(failure?.reason, "endpoint refused: 127.0.0.1 is a loopback address (set webpush.allow_private_endpoints to allow)")
         let outcome = await provider.send(prepared, to: .subscription(sub), context: ctx)
-        XCTAssertEqual(outcome, .permanent(reason: "endpoint refused: 127.0.0.1 is a loopback address (set webpush.allow_private_endpoints to allow)", status: nil))
+        XCTAssertEqual(
+            outcome,
+            .permanent(reason: "endpoint refused: 127.0.0.1 is a loopback address (set webpush.allow_private_endpoints to allow)", status: nil))
         // localhost by name too.
         let byName = WebPushSubscription(endpoint: "https://localhost:\(mock.port)/push/local", keys: sub.keys)
         XCTAssertNotNil(provider.validate(target: .subscription(byName), of: prepared))
         XCTAssertEqual(mock.requestCount, 0, "nothing may reach a refused endpoint")
         // allow_http off: http endpoints refused.
         let http = WebPushSubscription(endpoint: "http://push.example.test/x", keys: sub.keys)
-        XCTAssertEqual(provider.validate(target: .subscription(http), of: prepared)?.reason,
-                       "endpoint refused: plain http (set webpush.allow_http to allow)")
+        XCTAssertEqual(
+            provider.validate(target: .subscription(http), of: prepared)?.reason,
+            "endpoint refused: plain http (set webpush.allow_http to allow)")
     }
 
     func testHostNameResolvingToPrivateAddressIsRefusedAfterDNS() async throws {
         // An injected resolver stands in for DNS: nothing leaves the machine.
-        let (engine, _) = try makeEngine(allowPrivate: false, resolver: { host, _ in
-            switch host {
-            case "internal.example.test": return [[93, 184, 216, 34], [10, 0, 0, 1]]
-            case "metadata.example.test": return [[169, 254, 169, 254]]
-            default: throw HostResolver.Failure(description: "cannot resolve \(host)")
-            }
-        })
+        let (engine, _) = try makeEngine(
+            allowPrivate: false,
+            resolver: { host, _ in
+                switch host {
+                case "internal.example.test": return [[93, 184, 216, 34], [10, 0, 0, 1]]
+                case "metadata.example.test": return [[169, 254, 169, 254]]
+                default: throw HostResolver.Failure(description: "cannot resolve \(host)")
+                }
+            })
         let provider = WebPushProvider(engine: engine)
         let keys = TestWebPushSubscriber(id: "k").keys
         var n = PushNotification(platform: .webpush)
@@ -257,10 +267,20 @@ final class WebPushProviderTests: XCTestCase {
         let internalSub = WebPushSubscription(endpoint: "https://internal.example.test/push/1", keys: keys)
         XCTAssertNil(provider.validate(target: .subscription(internalSub), of: prepared), "no DNS in validate")
         let o1 = await provider.send(prepared, to: .subscription(internalSub), context: ctx)
-        XCTAssertEqual(o1, .permanent(reason: "endpoint refused: internal.example.test resolves to 10.0.0.1, a private address (set webpush.allow_private_endpoints to allow)", status: nil))
-        let o2 = await provider.send(prepared, to: .subscription(WebPushSubscription(endpoint: "https://metadata.example.test/", keys: keys)), context: ctx)
-        XCTAssertEqual(o2.reason, "endpoint refused: metadata.example.test resolves to 169.254.169.254, a link-local address (set webpush.allow_private_endpoints to allow)")
-        let o3 = await provider.send(prepared, to: .subscription(WebPushSubscription(endpoint: "https://nxdomain.example.test/", keys: keys)), context: ctx)
+        XCTAssertEqual(
+            o1,
+            .permanent(
+                reason:
+                    "endpoint refused: internal.example.test resolves to 10.0.0.1, a private address (set webpush.allow_private_endpoints to allow)",
+                status: nil))
+        let o2 = await provider.send(
+            prepared, to: .subscription(WebPushSubscription(endpoint: "https://metadata.example.test/", keys: keys)), context: ctx)
+        XCTAssertEqual(
+            o2.reason,
+            "endpoint refused: metadata.example.test resolves to 169.254.169.254, a link-local address (set webpush.allow_private_endpoints to allow)"
+        )
+        let o3 = await provider.send(
+            prepared, to: .subscription(WebPushSubscription(endpoint: "https://nxdomain.example.test/", keys: keys)), context: ctx)
         guard case .transient(let reason, nil, nil) = o3 else { return XCTFail("\(o3)") }
         XCTAssertTrue(reason.hasPrefix("DNS: "))
     }
@@ -324,8 +344,9 @@ final class WebPushThroughputTests: XCTestCase {
         var config = WebPushConfiguration(vapidPrivateKey: keys.privateKeyBase64URL, vapidSubject: "mailto:bench@pushgate.test")
         config.allowPrivateEndpoints = true
         let mode = WebPushTransportMode(rawValue: ProcessInfo.processInfo.environment["PUSHGATE_BENCH_MODE"] ?? "automatic") ?? .automatic
-        let engine = try WebPushEngine(configuration: config, tlsConfiguration: try pki.clientTLSConfiguration(), eventLoopGroup: group,
-                                       transportMode: mode)
+        let engine = try WebPushEngine(
+            configuration: config, tlsConfiguration: try pki.clientTLSConfiguration(), eventLoopGroup: group,
+            transportMode: mode)
         let provider = WebPushProvider(engine: engine)
         let (sub, _) = mock.makeSubscription()
         var n = PushNotification(platform: .webpush)
@@ -342,17 +363,25 @@ final class WebPushThroughputTests: XCTestCase {
         start = Date()
         let context = DeliveryContext(messageID: "b")
         let delivered = await withTaskGroup(of: Bool.self) { g in
-            var inFlight = 0, ok = 0, issued = 0
+            var inFlight = 0
+            var ok = 0
+            var issued = 0
             while issued < sends {
-                if inFlight >= 200, let r = await g.next() { inFlight -= 1; if r { ok += 1 } }
+                if inFlight >= 200, let r = await g.next() {
+                    inFlight -= 1
+                    if r { ok += 1 }
+                }
                 g.addTask { await provider.send(prepared, to: .subscription(sub), context: context).isDelivered }
-                inFlight += 1; issued += 1
+                inFlight += 1
+                issued += 1
             }
             for await r in g where r { ok += 1 }
             return ok
         }
         let sendRate = Double(sends) / Date().timeIntervalSince(start)
-        print("webpush bench (\(mode)): render (encrypt+VAPID) \(Int(renderRate))/s on one thread; end-to-end \(Int(sendRate)) sends/s (\(delivered)/\(sends) delivered)")
+        print(
+            "webpush bench (\(mode)): render (encrypt+VAPID) \(Int(renderRate))/s on one thread; end-to-end \(Int(sendRate)) sends/s (\(delivered)/\(sends) delivered)"
+        )
         XCTAssertEqual(delivered, sends)
         await engine.shutdown()
         try await mock.stop()

@@ -1,7 +1,8 @@
 import Foundation
 import PushgateCore
-@testable import WebPush
 import XCTest
+
+@testable import WebPush
 
 final class WebPushRequestTests: XCTestCase {
     func decode(_ json: String) throws -> PushNotification {
@@ -12,8 +13,9 @@ final class WebPushRequestTests: XCTestCase {
         let n1 = try decode(#"{"platform":4,"payload":"{\"a\":1,  \"é\":\"x\"}","title":"ignored"}"#)
         XCTAssertEqual(WebPushRequestValidator.plaintext(of: n1), Array("{\"a\":1,  \"é\":\"x\"}".utf8))
         let n2 = try decode(#"{"platform":"webpush","title":"Hi","message":"New \"note\"","data":{"id":42,"k":"v"}}"#)
-        XCTAssertEqual(String(decoding: WebPushRequestValidator.plaintext(of: n2), as: UTF8.self),
-                       #"{"title":"Hi","message":"New \"note\"","data":{"id":42,"k":"v"}}"#)
+        XCTAssertEqual(
+            String(decoding: WebPushRequestValidator.plaintext(of: n2), as: UTF8.self),
+            #"{"title":"Hi","message":"New \"note\"","data":{"id":42,"k":"v"}}"#)
         let n3 = try decode(#"{"platform":5,"message":"only"}"#)
         XCTAssertEqual(String(decoding: WebPushRequestValidator.plaintext(of: n3), as: UTF8.self), #"{"message":"only"}"#)
     }
@@ -49,8 +51,11 @@ final class WebPushRequestTests: XCTestCase {
 
     func testValidatorNamesTheField() throws {
         var n = PushNotification(platform: .webpush)
-        n.subscriptions = [WebPushSubscription(endpoint: "https://push.example.com/x",
-                                               keys: .init(p256dh: RFC8291.uaPublic, auth: RFC8291.authSecret))]
+        n.subscriptions = [
+            WebPushSubscription(
+                endpoint: "https://push.example.com/x",
+                keys: .init(p256dh: RFC8291.uaPublic, auth: RFC8291.authSecret))
+        ]
         XCTAssertNil(WebPushRequestValidator.validate(n))
         n.collapseID = String(repeating: "a", count: 33)
         XCTAssertTrue(WebPushRequestValidator.validate(n)?.hasPrefix("collapse_id:") == true)
@@ -101,10 +106,16 @@ final class WebPushRequestTests: XCTestCase {
         up.payload = String(repeating: "x", count: 4096)
         XCTAssertNoThrow(try WebPushRequestValidator.prepare(up))
         up.payload = String(repeating: "x", count: 4097)
-        XCTAssertThrowsError(try WebPushRequestValidator.prepare(up)) { XCTAssertEqual($0 as? PushFailure, .payloadTooLarge(size: 4097, limit: 4096)) }
+        XCTAssertThrowsError(try WebPushRequestValidator.prepare(up)) {
+            XCTAssertEqual($0 as? PushFailure, .payloadTooLarge(size: 4097, limit: 4096))
+        }
         up.payload = String(repeating: "x", count: 4000)
-        up.subscriptions = [WebPushSubscription(endpoint: "https://ntfy.example.com/upY", keys: .init(p256dh: RFC8291.uaPublic, auth: RFC8291.authSecret))]
-        XCTAssertThrowsError(try WebPushRequestValidator.prepare(up)) { XCTAssertEqual($0 as? PushFailure, .payloadTooLarge(size: 4000, limit: 3993)) }
+        up.subscriptions = [
+            WebPushSubscription(endpoint: "https://ntfy.example.com/upY", keys: .init(p256dh: RFC8291.uaPublic, auth: RFC8291.authSecret))
+        ]
+        XCTAssertThrowsError(try WebPushRequestValidator.prepare(up)) {
+            XCTAssertEqual($0 as? PushFailure, .payloadTooLarge(size: 4000, limit: 3993))
+        }
     }
 
     func testResponseClassification() {
@@ -122,7 +133,8 @@ final class WebPushRequestTests: XCTestCase {
         XCTAssertEqual(r(429, [("retry-after", "30")]), .transient(reason: "TooManyRequests", status: 429, retryAfter: 30))
         XCTAssertEqual(r(507, [], "no active subscriber"), .transient(reason: "ServerError 507: no active subscriber", status: 507, retryAfter: nil))
         XCTAssertEqual(r(503, [("Retry-After", "5")]), .transient(reason: "ServerError 503", status: 503, retryAfter: 5))
-        XCTAssertEqual(r(301, [("location", "https://elsewhere/")]), .permanent(reason: "RedirectNotFollowed: 301 to https://elsewhere/", status: 301))
+        XCTAssertEqual(
+            r(301, [("location", "https://elsewhere/")]), .permanent(reason: "RedirectNotFollowed: 301 to https://elsewhere/", status: 301))
         let now = Date(timeIntervalSince1970: 1_700_000_000)
         XCTAssertEqual(RetryAfter.parse("Tue, 14 Nov 2023 22:13:50 GMT", now: now), 30)  // now = 22:13:20 GMT
         XCTAssertNil(RetryAfter.parse("soon"))

@@ -1,3 +1,4 @@
+import CFuzzerDriver
 // libFuzzer target: RFC 8291 / RFC 8188 `aes128gcm` decryption (`WebPushCrypto.decrypt`, which the
 // mock Web Push server runs on every body it receives). See docs/fuzzing.md.
 //
@@ -14,7 +15,6 @@
 // `PUSHGATE_FUZZ_WRITE_SEEDS=<dir>` writes the seed corpus (bodies made by `WebPushCrypto.encrypt`,
 // and recipes) into <dir> and exits; Fuzz/corpus/aes128gcm/ was made that way.
 import Crypto
-import CFuzzerDriver
 import Foundation
 import WebPush
 
@@ -36,7 +36,9 @@ let derived: WebPushCrypto.DerivedKeys = {
 let cek = SymmetricKey(data: derived.contentEncryptionKey)
 
 @_cdecl("LLVMFuzzerInitialize")
-public func fuzzInitialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
+public func fuzzInitialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>)
+    -> CInt
+{
     _ = derived
     if let dir = ProcessInfo.processInfo.environment["PUSHGATE_FUZZ_WRITE_SEEDS"] {
         writeSeeds(to: dir)
@@ -58,7 +60,9 @@ public func fuzzAES128GCM(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         let expected = reference(rs: rs, content: content)
         let got = try? WebPushCrypto.decrypt(body, receiverPrivateKey: receiverKey, authSecret: authSecret)
         if got != expected {
-            fatalError("decrypt gave \(got.map { "\($0.count) bytes" } ?? "an error"), the reference \(expected.map { "\($0.count) bytes" } ?? "an error") (rs \(rs), \(content.count) content bytes)")
+            fatalError(
+                "decrypt gave \(got.map { "\($0.count) bytes" } ?? "an error"), the reference \(expected.map { "\($0.count) bytes" } ?? "an error") (rs \(rs), \(content.count) content bytes)"
+            )
         }
     }
     return 0
@@ -69,7 +73,9 @@ public func fuzzAES128GCM(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
 /// content is sealed as one record (decrypt must refuse the header anyway).
 func sealedBody(rs: Int, content: [UInt8]) -> [UInt8] {
     var out = salt
-    out += [UInt8(truncatingIfNeeded: rs >> 24), UInt8(truncatingIfNeeded: rs >> 16), UInt8(truncatingIfNeeded: rs >> 8), UInt8(truncatingIfNeeded: rs)]
+    out += [
+        UInt8(truncatingIfNeeded: rs >> 24), UInt8(truncatingIfNeeded: rs >> 16), UInt8(truncatingIfNeeded: rs >> 8), UInt8(truncatingIfNeeded: rs),
+    ]
     out.append(UInt8(senderPublic.count))
     out += senderPublic
     let step = rs >= 18 ? rs - 16 : max(content.count, 1)

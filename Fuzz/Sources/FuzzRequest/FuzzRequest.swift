@@ -17,8 +17,8 @@
 //     value (integral doubles compared as the integers the writer prints them as, see `normalized`),
 //     and writing that value again gives the same bytes.
 import APNs
-import FCM
 import CFuzzerDriver
+import FCM
 import Foundation
 import PushgateCore
 import WebPush
@@ -93,8 +93,9 @@ func fuzzSmallLimits(_ bytes: [UInt8]) {
         guard let full = try? RequestParser.parse(bytes, limits: RequestLimits()) else {
             fatalError("accepted under small request limits but refused under the defaults")
         }
-        precondition(small.notifications == full.notifications && small.sync == full.sync,
-                     "different requests under small and default limits")
+        precondition(
+            small.notifications == full.notifications && small.sync == full.sync,
+            "different requests under small and default limits")
     } catch {
         guard (400..<500).contains(error.status), !error.message.isEmpty else {
             fatalError("RequestParser (small limits) answered \(error.status) \(error.message)")
@@ -127,7 +128,10 @@ func renderForProviders(_ n: PushNotification) {
         // Huawei has no provider of its own (it is refused as a disabled platform); FCM's mapping is
         // the closest rendering and costs nothing to include.
         let rendered: FCMPreparedMessage?
-        do { rendered = try FCMMessageMapper.render(n) } catch { rendered = nil; note("  FCMMessageMapper.render: \(error)") }
+        do { rendered = try FCMMessageMapper.render(n) } catch {
+            rendered = nil
+            note("  FCMMessageMapper.render: \(error)")
+        }
         if let rendered {
             note("  FCMMessageMapper.render: \(rendered.messageJSONWithoutTarget.prefix(300))")
             mustBeJSON(Array(rendered.messageJSONWithoutTarget.utf8), "FCM message without target")
@@ -147,7 +151,9 @@ func renderForProviders(_ n: PushNotification) {
     case .webpush, .unifiedpush:
         do {
             let prepared = try WebPushRequestValidator.prepare(n)
-            note("  WebPushRequestValidator.prepare: \(prepared.plaintext.count) bytes, ttl \(prepared.ttl), urgency \(prepared.urgency ?? "-"), topic \(prepared.topic ?? "-")")
+            note(
+                "  WebPushRequestValidator.prepare: \(prepared.plaintext.count) bytes, ttl \(prepared.ttl), urgency \(prepared.urgency ?? "-"), topic \(prepared.topic ?? "-")"
+            )
             _ = prepared.ttlSeconds()
             _ = prepared.ttlSeconds(now: Date(timeIntervalSince1970: 0))
             _ = prepared.ttlSeconds(now: Date(timeIntervalSince1970: 1e12))
