@@ -162,14 +162,21 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
+        // Shared by the test suites: the one poll-until helper.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "PushgateCoreTests", dependencies: ["PushgateCore"]),
-        .testTarget(name: "PushDispatchTests", dependencies: ["PushDispatch", "PushgateCore"], path: "Tests/DispatchTests"),
+        .testTarget(
+            name: "PushDispatchTests",
+            dependencies: [
+                "TestSupport", "PushDispatch", "PushgateCore",
+            ], path: "Tests/DispatchTests"),
         .testTarget(name: "APNsTests", dependencies: ["APNs", "MockProviders", "HTTP2Pool", "Signing", "PushgateCore"]),
         .testTarget(name: "QueueStoreTests", dependencies: ["QueueStore", "PushDispatch", "PushgateCore"]),
         .testTarget(name: "SigningTests", dependencies: ["Signing"]),
         .testTarget(
             name: "HTTP2PoolTests",
             dependencies: [
+                "TestSupport",
                 "HTTP2Pool", "MockProviders",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -180,12 +187,14 @@ let package = Package(
         .testTarget(
             name: "WebPushTests",
             dependencies: [
+                "TestSupport",
                 "WebPush", "MockProviders", "HTTP2Pool", "Signing", "PushgateCore",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
         .testTarget(
             name: "ServerTests",
             dependencies: [
+                "TestSupport",
                 "Server", "MockProviders", "PushgateCore", "PushDispatch",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

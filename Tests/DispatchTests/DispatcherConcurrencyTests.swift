@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import PushgateCore
+import TestSupport
 import XCTest
 
 @testable import PushDispatch
@@ -46,15 +47,6 @@ final class DispatcherConcurrencyTests: XCTestCase {
         }
 
         func shutdown() async {}
-    }
-
-    func waitUntil(_ what: String, _ cond: () -> Bool) async throws {
-        for _ in 0..<500 {
-            if cond() { return }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        XCTFail("timed out waiting for \(what)")
-        throw CancellationError()
     }
 
     func testInFlightNeverExceedsConcurrencyAndEverythingIsDelivered() async throws {

@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
+import TestSupport
 import XCTest
 
 final class HTTP2PoolTests: XCTestCase {
@@ -60,23 +61,6 @@ final class HTTP2PoolTests: XCTestCase {
         try configure(&config)
         let target = try XCTUnwrap(HTTP2Target(url: server.baseURL + "/ignored"))
         return HTTP2ConnectionPool(target: target, configuration: config, eventLoopGroup: self.group)
-    }
-
-    /// Polls a condition (for state changes that have no event to await), failing after `timeout`.
-    func waitUntil(
-        timeout: Duration = .seconds(5),
-        file: StaticString = #filePath,
-        line: UInt = #line,
-        _ condition: () -> Bool
-    ) async throws {
-        let start = ContinuousClock.now
-        while !condition() {
-            if ContinuousClock.now - start > timeout {
-                XCTFail("condition not met within \(timeout)", file: file, line: line)
-                return
-            }
-            try await Task.sleep(for: .milliseconds(5))
-        }
     }
 
     func body(_ s: String) -> ByteBuffer { ByteBuffer(string: s) }
@@ -597,7 +581,7 @@ final class HTTP2PoolTests: XCTestCase {
         let again = try await group.pool(for: HTTP2Target(url: servers[0].baseURL)!).execute(HTTP2Request(path: "/"))
         XCTAssertEqual(String(buffer: again.body), "s0")
         // Idle pools go away with the timer, with their connections.
-        try await waitUntil(timeout: .seconds(10)) { group.count == 0 }
+        try await waitUntil(timeout: 10) { group.count == 0 }
         try await waitUntil { servers.allSatisfy { $0.openConnections == 0 } }
         await group.shutdown()
         for s in servers { try await s.stop() }

@@ -4,19 +4,10 @@ import MockProviders
 import PushDispatch
 import PushgateCore
 import QueueStore
+import TestSupport
 import XCTest
 
 @testable import Server
-
-/// Polls an async condition until it holds or the timeout passes.
-func eventuallyAsync(timeout: Double = 10, _ condition: @escaping @Sendable () async -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return await condition()
-}
 
 func statusJSON(_ client: any TestClientProtocol, _ id: String) async -> [String: Any] {
     let s = try? await client.execute(uri: "/api/push/\(id)", method: .get) { String(buffer: $0.body) }
@@ -69,7 +60,7 @@ final class DurableQueueTests: XCTestCase {
             XCTAssertEqual(r.status, 200)
             let done = await eventually { gateway.dispatcher.stats.snapshot.successTasks + gateway.dispatcher.stats.snapshot.failureTasks == 2 }
             XCTAssertTrue(done)
-            _ = await eventuallyAsync { (await statusJSON(client, "durable-1")["counts"] as? [String: Int])?["delivered"] == 1 }
+            _ = await eventually { (await statusJSON(client, "durable-1")["counts"] as? [String: Int])?["delivered"] == 1 }
             let body = await statusJSON(client, "durable-1")
             XCTAssertEqual(body["notif_id"] as? String, "durable-1")
             XCTAssertEqual(body["counts"] as? [String: Int], ["queued": 0, "retrying": 0, "delivered": 1, "failed": 1])
@@ -93,7 +84,7 @@ final class DurableQueueTests: XCTestCase {
             let requestID = try XCTUnwrap(r2.headers.first { $0.name.canonicalName == "x-pushgate-request-id" }?.value)
             XCTAssertEqual(r2.headers.first { $0.name.canonicalName == "x-pushgate-notif-ids" }?.value, "a%2Cb%25,\(requestID)-1")
             let generated = "\(requestID)-1"
-            let delivered = await eventuallyAsync { (await statusJSON(client, generated)["counts"] as? [String: Int])?["delivered"] == 1 }
+            let delivered = await eventually { (await statusJSON(client, generated)["counts"] as? [String: Int])?["delivered"] == 1 }
             let status = await statusJSON(client, generated)
             XCTAssertTrue(delivered, "\(status)")
             XCTAssertEqual(status["notif_id"] as? String, generated)
@@ -109,7 +100,7 @@ final class DurableQueueTests: XCTestCase {
             XCTAssertTrue(gateway.dispatcher.queue is MemoryQueue)
             let r = try await client.push(#"{"notifications":[{"notif_id":"mem-1","tokens":["\#(t)"],"platform":1,"message":"hi"}]}"#)
             XCTAssertEqual(r.status, 200)
-            let retrying = await eventuallyAsync {
+            let retrying = await eventually {
                 ((await statusJSON(client, "mem-1")["deliveries"] as? [[String: Any]])?.first?["state"] as? String) == "retrying"
             }
             let body = await statusJSON(client, "mem-1")
@@ -119,7 +110,7 @@ final class DurableQueueTests: XCTestCase {
             XCTAssertEqual(d["last_error"] as? String, "ServiceUnavailable")
             XCTAssertNotNil(d["next_try"] as? String)
             XCTAssertEqual(d["token"] as? String, t, "hide_token false shows the token")
-            let delivered = await eventuallyAsync(timeout: 10) {
+            let delivered = await eventually(timeout: 10) {
                 ((await statusJSON(client, "mem-1")["deliveries"] as? [[String: Any]])?.first?["state"] as? String) == "delivered"
             }
             XCTAssertTrue(delivered)
@@ -185,7 +176,7 @@ final class DurableQueueTests: XCTestCase {
                 XCTAssertEqual(bigDeliveries?.count, 1, "\(engine): \(big)")
                 XCTAssertEqual(bigDeliveries?.first?["state"] as? String, "failed", engine)
                 XCTAssertEqual(bigDeliveries?.first?["reason"] as? String, "PayloadTooLarge (4097 > 4096 bytes)", engine)
-                let delivered = await eventuallyAsync {
+                let delivered = await eventually {
                     (await statusJSON(client, "pre-mix-\(engine)")["counts"] as? [String: Int])?["delivered"] == 1
                 }
                 let mix = await statusJSON(client, "pre-mix-\(engine)")

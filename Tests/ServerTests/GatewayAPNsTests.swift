@@ -3,6 +3,7 @@ import HummingbirdTesting
 import MockProviders
 import PushgateCore
 import Signing
+import TestSupport
 import XCTest
 
 @testable import Server

@@ -2,6 +2,7 @@ import Foundation
 import HummingbirdTesting
 import MockProviders
 import PushgateCore
+import TestSupport
 import XCTest
 
 @testable import Server

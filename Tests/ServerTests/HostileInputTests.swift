@@ -4,6 +4,7 @@ import HummingbirdTesting
 import MockProviders
 import NIOCore
 import PushgateCore
+import TestSupport
 import XCTest
 
 @testable import Server

@@ -8,6 +8,7 @@ import NIOCore
 import NIOPosix
 import PushDispatch
 import PushgateCore
+import TestSupport
 import WebPush
 import XCTest
 
@@ -168,16 +169,6 @@ extension TestClientProtocol {
         }
         return nil
     }
-}
-
-/// Polls until the condition holds or the timeout passes (for asynchronous delivery).
-func eventually(timeout: Double = 10, _ condition: @escaping @Sendable () -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return condition()
 }
 
 func jsonObject(_ s: String) -> [String: Any] {

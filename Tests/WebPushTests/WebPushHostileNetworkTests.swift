@@ -7,6 +7,7 @@ import NIOPosix
 import NIOSSL
 import PushgateCore
 import Signing
+import TestSupport
 import XCTest
 
 @testable import WebPush
@@ -288,22 +289,8 @@ final class WebPushHostileNetworkTests: XCTestCase {
         // Evicted pools closed their connections: at most the 4 live pools keep one each.
         try await waitUntil { mock.openConnections <= 4 }
         // Idle pools are closed by the timer, with their connections.
-        try await waitUntil(timeout: .seconds(10)) { engine.transport.pools.count == 0 && mock.openConnections == 0 }
+        try await waitUntil(timeout: 10) { engine.transport.pools.count == 0 && mock.openConnections == 0 }
         XCTAssertEqual(trap.count, 0)
-    }
-
-    func waitUntil(
-        timeout: Duration = .seconds(5), file: StaticString = #filePath, line: UInt = #line,
-        _ condition: () -> Bool
-    ) async throws {
-        let start = ContinuousClock.now
-        while !condition() {
-            if ContinuousClock.now - start > timeout {
-                XCTFail("condition not met within \(timeout)", file: file, line: line)
-                return
-            }
-            try await Task.sleep(for: .milliseconds(10))
-        }
     }
 
     // MARK: DNS
