@@ -408,9 +408,8 @@ extension SQLiteBackend: QueueStatements {
 /// for a checkpoint.
 ///
 /// With SQLite's automatic checkpoint, the commit that takes the WAL past 1,000 pages copies them
-/// into the database and syncs it before it returns: at 2,000 notifications/s that was ~6 commits a
-/// second taking 14-18 ms, and every request arriving meanwhile waited too (p90 11 ms, p99 21 ms
-/// ingest->provider; without it p99 ~6 ms). Here a PASSIVE checkpoint runs every `interval` on a
+/// into the database and syncs it before it returns, and every request arriving meanwhile waits for
+/// it (the p99 latency figure in docs/benchmarks.md). Here a PASSIVE checkpoint runs every `interval` on a
 /// separate connection (it takes no writer lock). Under steady writes it never quite catches up
 /// (frames keep arriving while it runs), and SQLite only starts the WAL over when every frame has
 /// been copied; so when the WAL is longer than `restartFrames` the writer is asked to copy the last
