@@ -163,14 +163,18 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
         // Shared by the test suites: the one poll-until helper.
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["PushgateCore"], path: "Tests/TestSupport"),
         .testTarget(name: "PushgateCoreTests", dependencies: ["PushgateCore"]),
         .testTarget(
             name: "PushDispatchTests",
             dependencies: [
                 "TestSupport", "PushDispatch", "PushgateCore",
             ], path: "Tests/DispatchTests"),
-        .testTarget(name: "APNsTests", dependencies: ["APNs", "MockProviders", "HTTP2Pool", "Signing", "PushgateCore"]),
+        .testTarget(
+            name: "APNsTests",
+            dependencies: [
+                "TestSupport", "APNs", "MockProviders", "HTTP2Pool", "Signing", "PushgateCore",
+            ]),
         .testTarget(name: "QueueStoreTests", dependencies: ["QueueStore", "PushDispatch", "PushgateCore"]),
         .testTarget(name: "SigningTests", dependencies: ["Signing"]),
         .testTarget(
@@ -183,7 +187,11 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]),
-        .testTarget(name: "FCMTests", dependencies: ["FCM", "MockProviders", "HTTP2Pool", "Signing", "PushgateCore"]),
+        .testTarget(
+            name: "FCMTests",
+            dependencies: [
+                "TestSupport", "FCM", "MockProviders", "HTTP2Pool", "Signing", "PushgateCore",
+            ]),
         .testTarget(
             name: "WebPushTests",
             dependencies: [

@@ -7,11 +7,12 @@ import NIOCore
 import NIOPosix
 import PushgateCore
 import Signing
+import TestSupport
 import XCTest
 
 /// Two mock APNs servers (production and sandbox) over real TLS on 127.0.0.1, and an APNsProvider
 /// whose pools trust the test CA.
-struct APNsHarness {
+struct APNsHarness: ProviderHarness {
     let group: MultiThreadedEventLoopGroup
     let key: TestAPNsKey
     let production: MockAPNs
@@ -51,9 +52,8 @@ struct APNsHarness {
         return APNsHarness(group: group, key: key, production: production, sandbox: sandbox, provider: provider)
     }
 
-    func send(_ n: PushNotification, to token: String, messageID: String = UUID().uuidString, attempt: Int = 1) async throws -> SendOutcome {
-        let prepared = try provider.prepare(n)
-        return await provider.send(prepared, to: .token(token), context: DeliveryContext(messageID: messageID))
+    func send(_ n: PushNotification, to token: String, messageID: String = UUID().uuidString) async throws -> SendOutcome {
+        try await attempt(n, to: .token(token), messageID: messageID)
     }
 
     func shutdown() async throws {
@@ -73,21 +73,13 @@ final class APNsProviderTests: XCTestCase {
         defaultProduction: Bool = false, connections: Int = 2, signingKey: TestAPNsKey? = nil,
         clock: APNsTokenManager.Clock? = nil, _ body: (APNsHarness) async throws -> Void
     ) async throws {
-        let h = try await APNsHarness.make(defaultProduction: defaultProduction, connections: connections, signingKey: signingKey, clock: clock)
-        do {
-            try await body(h)
-        } catch {
-            try? await h.shutdown()
-            throw error
-        }
-        try await h.shutdown()
+        try await TestSupport.withHarness(
+            { try await APNsHarness.make(defaultProduction: defaultProduction, connections: connections, signingKey: signingKey, clock: clock) },
+            body)
     }
 
     func notification(_ configure: (inout PushNotification) -> Void = { _ in }) -> PushNotification {
-        var n = PushNotification(platform: .ios, tokens: [])
-        n.message = "Hello"
-        configure(&n)
-        return n
+        .test(.ios, message: "Hello", configure)
     }
 
     func testStatusServerRequestIsDeliveredWithGorushMapping() async throws {
@@ -279,7 +271,7 @@ final class APNsProviderTests: XCTestCase {
             let id = UUID().uuidString
             let n = notification()
             var outcomes: [SendOutcome] = []
-            for attempt in 1...3 { outcomes.append(try await h.send(n, to: token, messageID: id, attempt: attempt)) }
+            for _ in 1...3 { outcomes.append(try await h.send(n, to: token, messageID: id)) }
             XCTAssertEqual(
                 outcomes,
                 [

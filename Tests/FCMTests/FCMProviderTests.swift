@@ -6,12 +6,13 @@ import MockProviders
 import NIOCore
 import NIOPosix
 import PushgateCore
+import TestSupport
 import XCTest
 
 @testable import FCM
 
 /// A mock FCM + token endpoint over real TLS on 127.0.0.1 and an FCMProvider pointed at it.
-struct FCMHarness {
+struct FCMHarness: ProviderHarness {
     let group: MultiThreadedEventLoopGroup
     let pki: TestPKI
     let mock: MockFCM
@@ -45,9 +46,8 @@ struct FCMHarness {
         return FCMHarness(group: group, pki: pki, mock: mock, httpClient: httpClient, provider: provider)
     }
 
-    func send(_ n: PushNotification, _ target: PushTarget, attempt: Int = 1) async throws -> SendOutcome {
-        let prepared = try provider.prepare(n)
-        return await provider.send(prepared, to: target, context: DeliveryContext(messageID: UUID().uuidString))
+    func send(_ n: PushNotification, _ target: PushTarget) async throws -> SendOutcome {
+        try await attempt(n, to: target)
     }
 
     func shutdown() async throws {
@@ -60,14 +60,7 @@ struct FCMHarness {
 
 final class FCMProviderTests: XCTestCase {
     func withHarness(accessTokenLifetime: Int = 3599, _ body: (FCMHarness) async throws -> Void) async throws {
-        let h = try await FCMHarness.make(accessTokenLifetime: accessTokenLifetime)
-        do {
-            try await body(h)
-        } catch {
-            try? await h.shutdown()
-            throw error
-        }
-        try await h.shutdown()
+        try await TestSupport.withHarness({ try await FCMHarness.make(accessTokenLifetime: accessTokenLifetime) }, body)
     }
 
     func testAlertSendIsMappedAndDelivered() async throws {
@@ -163,7 +156,7 @@ final class FCMProviderTests: XCTestCase {
             XCTAssertEqual(refused, .credentials(reason: "UNAUTHENTICATED", status: 401))
             XCTAssertEqual(h.mock.tokenRequestCount, 1)
 
-            let retried = try await h.send(n, .token("t1"), attempt: 2)
+            let retried = try await h.send(n, .token("t1"))
             XCTAssertTrue(retried.isDelivered, "\(retried)")
             XCTAssertEqual(h.mock.tokenRequestCount, 2)
             let bearers = h.mock.messages.map(\.bearer)
@@ -190,9 +183,9 @@ final class FCMProviderTests: XCTestCase {
 
             let busy1 = try await h.send(n, .token("busy"))
             XCTAssertEqual(busy1, .transient(reason: "UNAVAILABLE", status: 503, retryAfter: 2))
-            let busy2 = try await h.send(n, .token("busy"), attempt: 2)
+            let busy2 = try await h.send(n, .token("busy"))
             XCTAssertEqual(busy2, .transient(reason: "UNAVAILABLE", status: 503, retryAfter: nil))
-            let busy3 = try await h.send(n, .token("busy"), attempt: 3)
+            let busy3 = try await h.send(n, .token("busy"))
             XCTAssertTrue(busy3.isDelivered)
 
             let quota = try await h.send(n, .token("quota"))

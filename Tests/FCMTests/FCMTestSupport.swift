@@ -1,6 +1,7 @@
 import Foundation
 import MockProviders
 import PushgateCore
+import TestSupport
 import XCTest
 
 @testable import FCM
@@ -21,9 +22,7 @@ func jsonObject(_ bytes: [UInt8]) -> [String: Any] {
 }
 
 func notification(_ configure: (inout PushNotification) -> Void) -> PushNotification {
-    var n = PushNotification(platform: .android, tokens: ["token-1"])
-    configure(&n)
-    return n
+    .test(.android, tokens: ["token-1"], configure)
 }
 
 func decodeNotification(_ json: String) throws -> PushNotification {
