@@ -7,8 +7,9 @@ import QueueStore
 /// Builds the queue engine named by `queue.engine` (its queue, status source and counters).
 public enum QueueWiring {
     public static func make(raw: RawConfig, settings: GatewaySettings, logger: Logger) throws -> any QueueEngine {
-        let retention = try duration(raw, "queue.status_retention")
-        let leaseTimeout = try duration(raw, "queue.lease_timeout")
+        let section = raw.section("queue")
+        let retention = try duration(raw, QueueConfig.statusRetention)
+        let leaseTimeout = try duration(raw, QueueConfig.leaseTimeout)
         guard leaseTimeout >= 1 else { throw ConfigError(key: "queue.lease_timeout", problem: "must be at least 1s") }
         var options = DurableQueueOptions(capacity: settings.maxPending)
         options.leaseTimeout = leaseTimeout
@@ -20,11 +21,11 @@ public enum QueueWiring {
         case "memory":
             return MemoryEngine(
                 capacity: settings.maxPending, statusRetention: retention,
-                statusMaxRecords: max(1, raw.int("queue.status_max_records")))
+                statusMaxRecords: max(1, section[QueueConfig.statusMaxRecords]))
         case "sqlite":
-            let path = raw.string("queue.sqlite.path")
+            let path = section[QueueConfig.sqlitePath]
             guard !path.isEmpty else { throw ConfigError(key: "queue.sqlite.path", problem: "must not be empty") }
-            let sync = raw.string("queue.sqlite.synchronous").lowercased()
+            let sync = section[QueueConfig.sqliteSynchronous].lowercased()
             guard ["normal", "full"].contains(sync) else {
                 throw ConfigError(key: "queue.sqlite.synchronous", problem: "\"\(sync)\" is not normal or full")
             }
@@ -39,7 +40,7 @@ public enum QueueWiring {
             logger.info("queue: sqlite \(path) (\(queue.pendingCount) pending)")
             return DurableEngine(queue)
         case "postgres":
-            let url = raw.string("queue.postgres.url")
+            let url = section[QueueConfig.postgresURL]
             guard !url.isEmpty else { throw ConfigError(key: "queue.postgres.url", problem: "required with queue.engine postgres") }
             let queue: DurableQueue
             do {
@@ -57,8 +58,9 @@ public enum QueueWiring {
     }
 
     /// "90", "90s", "15m", "24h", "7d" -> seconds.
-    static func duration(_ raw: RawConfig, _ key: String) throws -> Double {
-        let s = raw.string(key).trimmingCharacters(in: .whitespaces).lowercased()
+    static func duration(_ raw: RawConfig, _ setting: Setting<String>) throws -> Double {
+        let key = "queue." + setting.name
+        let s = raw.section("queue")[setting].trimmingCharacters(in: .whitespaces).lowercased()
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
         // Finite and at most ten years: the value becomes dates and timer amounts that trap when huge.
         let maxSeconds = 10 * 365 * 86400.0

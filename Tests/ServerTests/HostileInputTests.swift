@@ -275,10 +275,10 @@ final class ConfigRangeTests: XCTestCase {
     func testDurationsMustBeFiniteAndBounded() throws {
         for bad in ["inf", "nan", "1e300s", "99999999d", "-5s"] {
             let raw = try RawConfig(yaml: "queue:\n  lease_timeout: \"\(bad)\"\n", environment: [:])
-            XCTAssertThrowsError(try QueueWiring.duration(raw, "queue.lease_timeout"), bad)
+            XCTAssertThrowsError(try QueueWiring.duration(raw, QueueConfig.leaseTimeout), bad)
         }
         let raw = try RawConfig(yaml: "queue:\n  lease_timeout: \"90s\"\n", environment: [:])
-        XCTAssertEqual(try QueueWiring.duration(raw, "queue.lease_timeout"), 90)
+        XCTAssertEqual(try QueueWiring.duration(raw, QueueConfig.leaseTimeout), 90)
     }
 
     func testRedactURL() {
