@@ -161,12 +161,8 @@ public final class Dispatcher: Sendable {
 
     /// The first `max` bytes of `s` on a character boundary, marked when cut.
     static func cut(_ s: String, to max: Int) -> String {
-        let u = s.utf8
-        let n = u.count
-        guard n > max else { return s }
-        var end = u.index(u.startIndex, offsetBy: max)
-        while end > u.startIndex, u[end] & 0xC0 == 0x80 { end = u.index(before: end) }
-        return String(decoding: u[..<end], as: UTF8.self) + "… (\(n) bytes)"
+        let n = s.utf8.count
+        return n > max ? s.prefix(utf8Bytes: max) + "… (\(n) bytes)" : s
     }
 
     /// Validates, renders and queues every delivery of the request. In sync mode waits for them all.
@@ -293,10 +289,10 @@ public final class Dispatcher: Sendable {
         return result
     }
 
-    /// Runs the worker pools until `shutdown()`. Call once.
     /// Whether any provider is served (with none, `run()` has nothing to do and returns at once).
     public var hasProviders: Bool { !slots.isEmpty }
 
+    /// Runs the worker pools until `shutdown()`. Call once.
     public func run() async {
         await withDiscardingTaskGroup { group in
             for (platform, slot) in slots {

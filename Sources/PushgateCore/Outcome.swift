@@ -124,6 +124,16 @@ public enum TokenMask {
 }
 
 extension String {
+    /// The longest prefix of at most `maxBytes` UTF-8 bytes that ends on a scalar boundary (the whole
+    /// string when it fits).
+    public func prefix(utf8Bytes maxBytes: Int) -> String {
+        let u = utf8
+        guard u.count > maxBytes else { return self }
+        var end = u.index(u.startIndex, offsetBy: Swift.max(0, maxBytes))
+        while end > u.startIndex, u[end] & 0xC0 == 0x80 { end = u.index(before: end) }
+        return String(decoding: u[..<end], as: UTF8.self)
+    }
+
     /// For log lines: control characters escaped (`\n` in a client's notif_id must not forge a log
     /// line) and cut at `max` UTF-8 bytes.
     public func logSafe(max: Int = 512) -> String {

@@ -55,14 +55,8 @@ enum StoreText {
     static func clean(_ s: String?) -> String? { s.map { clean(text: $0) } }
 
     static func clean(text s: String) -> String {
-        var t = s.contains("\u{0}") ? s.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : s
-        if t.utf8.count > maxBytes {
-            let u = t.utf8
-            var end = u.index(u.startIndex, offsetBy: maxBytes)
-            while end > u.startIndex, u[end] & 0xC0 == 0x80 { end = u.index(before: end) }
-            t = String(decoding: u[..<end], as: UTF8.self) + "…"
-        }
-        return t
+        let t = s.contains("\u{0}") ? s.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : s
+        return t.utf8.count > maxBytes ? t.prefix(utf8Bytes: maxBytes) + "…" : t
     }
 }
 

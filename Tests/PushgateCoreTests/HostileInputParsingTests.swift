@@ -222,6 +222,15 @@ final class RequestLimitTests: XCTestCase {
         XCTAssertEqual("é ok".logSafe(), "é ok")
     }
 
+    func testUTF8PrefixEndsOnAScalarBoundary() {
+        XCTAssertEqual("aé😀b".prefix(utf8Bytes: 2), "a")  // é is 2 bytes: not split
+        XCTAssertEqual("aé😀b".prefix(utf8Bytes: 3), "aé")
+        XCTAssertEqual("aé😀b".prefix(utf8Bytes: 6), "aé")  // 😀 is 4 bytes
+        XCTAssertEqual("aé😀b".prefix(utf8Bytes: 7), "aé😀")
+        XCTAssertEqual("short".prefix(utf8Bytes: 100), "short")
+        XCTAssertEqual("abc".prefix(utf8Bytes: 0), "")
+    }
+
     func testEmptyNotifIDIsNoID() throws {
         let r = try RequestParser.parse(Array(#"{"notifications":[{"platform":1,"tokens":["t"],"notif_id":""}]}"#.utf8), limits: RequestLimits())
         XCTAssertNil(r.notifications[0].notifID)
