@@ -11,14 +11,14 @@ public enum RetryDecision: Sendable, Equatable {
     case retryWithFreshCredentials(reason: String)
 }
 
-/// The retry policy as a pure state machine over (attempt, outcome, now, expiration).
+/// The retry policy as a pure state machine over (attempt, outcome, now, deadline).
 ///
 /// - attempts = 1 + retries, retries = the request's `retry` when it is between 1 and
 ///   `<provider>.max_retry`, else `max_retry` (gorush's rule);
 /// - exponential backoff with jitter (`Backoff.delay`): `min(maxDelay, baseDelay * 2^(attempt-1))`,
 ///   scaled by a random factor in `[1 - jitter, 1]`;
 /// - a `Retry-After` from the provider is a floor: the next try is never sooner;
-/// - never retried past the notification's `expiration` (epoch seconds).
+/// - never retried past the deadline (`PushNotification.retryDeadline(acceptedAt:)`).
 public struct RetryPolicy: Sendable, Equatable {
     public var baseDelay: Double
     public var maxDelay: Double
@@ -49,24 +49,9 @@ public struct RetryPolicy: Sendable, Equatable {
     ///   - outcome: what the provider answered for attempt number `attempt` (1-based).
     ///   - maxAttempts: from `maxAttempts(requestRetry:providerMaxRetry:)`.
     ///   - credentialRetryUsed: whether a fresh-credentials retry was already spent on this delivery.
-    ///   - expiration: the notification's `expiration` (epoch seconds), if any.
+    ///   - deadline: no retry is scheduled after this time (the notification's expiry in absolute
+    ///     time: `PushNotification.retryDeadline(acceptedAt:)`).
     ///   - random: a draw in [0, 1) for the jitter.
-    public func decide(
-        outcome: SendOutcome,
-        attempt: Int,
-        maxAttempts: Int,
-        credentialRetryUsed: Bool,
-        now: Date,
-        expiration: Int64?,
-        random: Double
-    ) -> RetryDecision {
-        decide(
-            outcome: outcome, attempt: attempt, maxAttempts: maxAttempts, credentialRetryUsed: credentialRetryUsed,
-            now: now, deadline: expiration.map { Date(timeIntervalSince1970: Double($0)) }, random: random)
-    }
-
-    /// - Parameter deadline: no retry is scheduled after this time (the notification's expiry in
-    ///   absolute time: `PushNotification.retryDeadline(acceptedAt:)`).
     public func decide(
         outcome: SendOutcome,
         attempt: Int,

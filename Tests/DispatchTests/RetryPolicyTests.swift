@@ -17,16 +17,16 @@ final class RetryPolicyTests: XCTestCase {
     func testDeliveredAndDead() {
         XCTAssertEqual(
             policy.decide(
-                outcome: .delivered(providerID: "x"), attempt: 1, maxAttempts: 4, credentialRetryUsed: false, now: t0, expiration: nil, random: 0),
+                outcome: .delivered(providerID: "x"), attempt: 1, maxAttempts: 4, credentialRetryUsed: false, now: t0, deadline: nil, random: 0),
             .finish(.delivered(providerID: "x")))
         XCTAssertEqual(
             policy.decide(
                 outcome: .tokenDead(reason: "Unregistered", status: 410), attempt: 1, maxAttempts: 4, credentialRetryUsed: false, now: t0,
-                expiration: nil, random: 0), .finish(.failed(reason: "Unregistered", tokenDead: true)))
+                deadline: nil, random: 0), .finish(.failed(reason: "Unregistered", tokenDead: true)))
         XCTAssertEqual(
             policy.decide(
                 outcome: .permanent(reason: "BadTopic", status: 400), attempt: 1, maxAttempts: 4, credentialRetryUsed: false, now: t0,
-                expiration: nil, random: 0), .finish(.failed(reason: "BadTopic", tokenDead: false)))
+                deadline: nil, random: 0), .finish(.failed(reason: "BadTopic", tokenDead: false)))
     }
 
     func testExponentialBackoffWithJitter() {
@@ -38,25 +38,25 @@ final class RetryPolicyTests: XCTestCase {
         XCTAssertEqual(policy.backoff(afterAttempt: 20, random: 0), 60)
         let d = policy.decide(
             outcome: .transient(reason: "ServiceUnavailable", status: 503, retryAfter: nil), attempt: 2, maxAttempts: 4, credentialRetryUsed: false,
-            now: t0, expiration: nil, random: 0.5)
+            now: t0, deadline: nil, random: 0.5)
         XCTAssertEqual(d, .retry(at: t0.addingTimeInterval(2 * 0.875), reason: "ServiceUnavailable"))
     }
 
     func testRetryAfterIsAFloor() {
         let d = policy.decide(
             outcome: .transient(reason: "TooManyRequests", status: 429, retryAfter: 2), attempt: 1, maxAttempts: 4, credentialRetryUsed: false,
-            now: t0, expiration: nil, random: 0)
+            now: t0, deadline: nil, random: 0)
         XCTAssertEqual(d, .retry(at: t0.addingTimeInterval(2), reason: "TooManyRequests"))
         let clamped = policy.decide(
             outcome: .transient(reason: "TooManyRequests", status: 429, retryAfter: 1e9), attempt: 1, maxAttempts: 4, credentialRetryUsed: false,
-            now: t0, expiration: nil, random: 0)
+            now: t0, deadline: nil, random: 0)
         XCTAssertEqual(clamped, .retry(at: t0.addingTimeInterval(3600), reason: "TooManyRequests"))
     }
 
     func testAttemptsExhausted() {
         let d = policy.decide(
             outcome: .transient(reason: "InternalServerError", status: 500, retryAfter: nil), attempt: 4, maxAttempts: 4, credentialRetryUsed: false,
-            now: t0, expiration: nil, random: 0)
+            now: t0, deadline: nil, random: 0)
         XCTAssertEqual(d, .finish(.failed(reason: "InternalServerError", tokenDead: false)))
     }
 
@@ -64,22 +64,22 @@ final class RetryPolicyTests: XCTestCase {
         let exp = Int64(t0.timeIntervalSince1970) + 1
         let d = policy.decide(
             outcome: .transient(reason: "ServiceUnavailable", status: 503, retryAfter: 5), attempt: 1, maxAttempts: 4, credentialRetryUsed: false,
-            now: t0, expiration: exp, random: 0)
+            now: t0, deadline: Date(timeIntervalSince1970: Double(exp)), random: 0)
         XCTAssertEqual(d, .finish(.failed(reason: "ServiceUnavailable (expired before retry)", tokenDead: false)))
         let ok = policy.decide(
             outcome: .transient(reason: "ServiceUnavailable", status: 503, retryAfter: nil), attempt: 1, maxAttempts: 4, credentialRetryUsed: false,
-            now: t0, expiration: exp + 100, random: 0)
+            now: t0, deadline: Date(timeIntervalSince1970: Double(exp + 100)), random: 0)
         XCTAssertEqual(ok, .retry(at: t0.addingTimeInterval(1), reason: "ServiceUnavailable"))
     }
 
     func testCredentialsRetriedOnce() {
         let first = policy.decide(
             outcome: .credentials(reason: "ExpiredProviderToken", status: 403), attempt: 1, maxAttempts: 1, credentialRetryUsed: false, now: t0,
-            expiration: nil, random: 0)
+            deadline: nil, random: 0)
         XCTAssertEqual(first, .retryWithFreshCredentials(reason: "ExpiredProviderToken"))
         let second = policy.decide(
             outcome: .credentials(reason: "ExpiredProviderToken", status: 403), attempt: 1, maxAttempts: 1, credentialRetryUsed: true, now: t0,
-            expiration: nil, random: 0)
+            deadline: nil, random: 0)
         XCTAssertEqual(second, .finish(.failed(reason: "ExpiredProviderToken", tokenDead: false)))
     }
 }
