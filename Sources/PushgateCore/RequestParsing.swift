@@ -67,7 +67,9 @@ public enum RequestParser {
             case .stringBytes:
                 throw RequestError(message: overLimit, detail: "\(error.description) (core.max_message_bytes)")
             case .values:
-                throw RequestError(message: overLimit, detail: "\(error.description) (core.max_body_bytes)")
+                // A fixed bound, not a configuration key: it keeps a flat 5 MB array from becoming millions of
+                // values; naming core.max_body_bytes here sent operators to a key that does not change it.
+                throw RequestError(message: overLimit, detail: "\(error.description) (a fixed limit)")
             }
         }
         // gorush's order: a missing/empty list and the notification count come before field errors.
