@@ -262,11 +262,12 @@ struct PushRequestDecoder {
             return s
         }
 
-        func check(_ s: String, key: String, _ kind: StringKind) throws(Failure) {
+        /// `key` is built only when the check fails (a 10,000-token array makes no path strings).
+        func check(_ s: String, key: @autoclosure () -> String, _ kind: StringKind) throws(Failure) {
             let n = s.utf8.count
             let (max, name) = kind.limit(limits)
             if n > max {
-                throw Failure(field: key, problem: "\(n) bytes, over the limit of \(max)", limit: name)
+                throw Failure(field: key(), problem: "\(n) bytes, over the limit of \(max)", limit: name)
             }
         }
 
