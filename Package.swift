@@ -126,6 +126,8 @@ let package = Package(
                 "PushgateCore", "PushDispatch", "ProviderKit", "APNs", "FCM", "WebPush", "HTTP2Pool", "Signing",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Yams", package: "Yams"),
@@ -206,6 +208,7 @@ let package = Package(
                 "Server", "MockProviders", "PushgateCore", "PushDispatch",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
     ],
     swiftLanguageModes: [.v6]

@@ -62,10 +62,13 @@ public final class Dispatcher: Sendable {
         public var maxAnswerBytes: Int
         /// A sync request answers after this many seconds with what is known.
         public var syncTimeout: Double
-        public init(maxMessageBytes: Int = 1024, maxAnswerBytes: Int = 1 << 20, syncTimeout: Double = 60) {
+        /// `log.hide_messages`: entries carry "(message redacted)" instead of the message, as gorush's.
+        public var hideMessages: Bool
+        public init(maxMessageBytes: Int = 1024, maxAnswerBytes: Int = 1 << 20, syncTimeout: Double = 60, hideMessages: Bool = false) {
             self.maxMessageBytes = maxMessageBytes
             self.maxAnswerBytes = maxAnswerBytes
             self.syncTimeout = syncTimeout
+            self.hideMessages = hideMessages
         }
     }
 
@@ -121,10 +124,11 @@ public final class Dispatcher: Sendable {
         self.now = now
         self.random = random
         let maxMessageBytes = answer.maxMessageBytes
+        let hideMessages = answer.hideMessages
         lifecycle = DeliveryLifecycle(policy: policy) { job, error in
             Self.entry(
                 notifID: job.accepted.notifID, notification: job.accepted.notification, target: job.target, error: error,
-                hideToken: hideToken, maxMessageBytes: maxMessageBytes)
+                hideToken: hideToken, hideMessages: hideMessages, maxMessageBytes: maxMessageBytes)
         }
         var all: [any DeliveryEventSink] = [stats, MetricsSink()]
         all += sinks
@@ -148,13 +152,13 @@ public final class Dispatcher: Sendable {
 
     private static func entry(
         notifID: String, notification n: PushNotification, target: PushTarget, error: String,
-        hideToken: Bool, maxMessageBytes: Int
+        hideToken: Bool, hideMessages: Bool, maxMessageBytes: Int
     ) -> LogEntry {
         LogEntry(
             notifID: notifID,
             platform: n.platform.name,
             token: TokenMask.apply(target.reportedToken, hide: hideToken),
-            message: Self.cut(n.message ?? "", to: maxMessageBytes),
+            message: hideMessages ? "(message redacted)" : Self.cut(n.message ?? "", to: maxMessageBytes),
             error: error
         )
     }

@@ -8,7 +8,9 @@ public struct FCMModule: ProviderModule {
 
     /// The `android:` keys (gorush's, plus Pushgate's `endpoint`).
     public enum Keys {
-        public static let enabled = ProviderSettings.enabled
+        /// gorush's default: true. Without credentials an unset `enabled` means off; an explicit
+        /// `enabled: true` without credentials is a start error.
+        public static let enabled = Setting<Bool>("enabled", true)
         public static let keyPath = Setting<String>("key_path", "", secrecy: .identifier)
         public static let credential = Setting<String>("credential", "", secrecy: .secret)
         public static let maxTokens = ProviderSettings.maxTokens(500)
@@ -33,6 +35,15 @@ public struct FCMModule: ProviderModule {
     public func build(_ config: ProviderConfig, context: ProviderBuildContext) throws -> ProviderBuild {
         let s = config["android"]
         guard s[Keys.enabled] else { return ProviderBuild() }
+        let envFile = config.environment[FCMConfiguration.credentialsEnvironmentVariable] ?? ""
+        let hasCredentials =
+            !s[Keys.keyPath].isEmpty || !s[Keys.credential].trimmingCharacters(in: .whitespacesAndNewlines).isEmpty || !envFile.isEmpty
+        if !hasCredentials {
+            if s.isDefault(Keys.enabled) { return ProviderBuild() }
+            throw ConfigError(
+                key: s.path(Keys.enabled),
+                problem: "is true but FCM has no credentials: set android.key_path or android.credential (or GOOGLE_APPLICATION_CREDENTIALS)")
+        }
         let fcmConfig: FCMConfiguration
         do {
             fcmConfig = try FCMConfiguration(

@@ -42,23 +42,48 @@ public struct RawConfig: Sendable {
         return r
     }()
 
-    /// gorush keys (and sections) accepted for drop-in use, not acted upon.
-    public static let ignoredGorushPrefixes: [String] =
+    /// gorush keys (and sections) Pushgate accepts in a gorush config but does not act on: each group
+    /// present in the file or the environment gets one warning at start naming its keys and why.
+    public static let notActedOn: [(prefix: String, why: String)] =
         [
-            "core.ssl", "core.cert_path", "core.key_path", "core.cert_base64", "core.key_base64", "core.http_proxy",
-            "core.pid.", "core.auto_tls.", "grpc.", "log.access_log", "log.error_log",
-            "queue.nsq.", "queue.nats.", "queue.redis.", "stat.redis.", "stat.boltdb.", "stat.buntdb.",
-            "stat.leveldb.", "stat.badgerdb.",
-        ] + ProviderRegistry.sections.flatMap { section in section.ignoredKeys.map { "\(section.name).\($0)" } }
+            ("core.auto_tls.", "Let's Encrypt auto TLS is not supported; serve TLS with core.ssl and a certificate (e.g. from certbot)"),
+            ("grpc.", "gRPC ingest is not implemented yet; clients must use the HTTP API"),
+            ("queue.nsq.", "NSQ is not a Pushgate queue engine"), ("queue.nats.", "NATS is not a Pushgate queue engine"),
+            ("queue.redis.", "Redis is not a Pushgate queue engine"),
+            ("stat.redis.", "stat backends are not used: counters live in memory and deliveries' status in the queue engine"),
+            ("stat.boltdb.", "stat backends are not used"), ("stat.buntdb.", "stat backends are not used"),
+            ("stat.leveldb.", "stat backends are not used"), ("stat.badgerdb.", "stat backends are not used"),
+        ] + ProviderRegistry.sections.flatMap { section in section.ignoredKeys.map { ("\(section.name).\($0)", "not used by Pushgate") } }
+
+    /// Known keys whose value Pushgate does not act on: a warning when set (file or environment) to
+    /// something that would matter in gorush.
+    static let inertKeys: [(key: String, warning: @Sendable (ConfigValue) -> String?)] = [
+        ("core.enabled", { $0 == .bool(false) ? "core.enabled: false is not acted on: the HTTP server always runs (it is Pushgate's ingest)" : nil }),
+        (
+            "core.worker_num",
+            { $0 == .int(0) ? nil : "core.worker_num is not acted on: concurrency is <platform>.max_concurrent_pushes per provider" }
+        ),
+        ("core.mode", { $0 == .string("release") ? nil : "core.mode is not acted on (Gin's debug/release mode; Pushgate has none)" }),
+        (
+            "stat.engine",
+            {
+                $0 == .string("memory")
+                    ? nil
+                    : "stat.engine \($0.yaml) is not supported: /api/stat/app counts in memory (since start); delivery status is kept by the queue engine"
+            }
+        ),
+    ]
 
     /// Keys whose values are secrets: shown as `[REDACTED]`.
-    public static let secretKeys: Set<String> = Set(["core.key_base64"]).union(keys(.secret))
+    public static let secretKeys: Set<String> = Set(keys(.secret))
 
     static func keys(_ secrecy: ConfigSecrecy) -> [String] {
         sections.flatMap { section in section.keys.filter { $0.secrecy == secrecy }.map { "\(section.name).\($0.name)" } }
     }
 
     public init(yaml: String?, environment: [String: String]) throws {
+        var notActedOnKeys: [String: [String]] = [:]
+        var autoTLSRequested = false
         values = Self.defaults
         for k in values.keys { sources[k] = "default" }
         if let yaml, !yaml.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
@@ -72,7 +97,12 @@ public struct RawConfig: Sendable {
                 Self.flatten(dict, prefix: "", into: &flat)
                 for (key, raw) in flat.sorted(by: { $0.0 < $1.0 }) {
                     guard let def = Self.defaults[key] else {
-                        if !Self.ignoredGorushPrefixes.contains(where: { key == $0 || key.hasPrefix($0) }) {
+                        if key == "core.auto_tls.enabled", case .bool(true) = try Self.coerce(raw, like: .bool(false), key: key) {
+                            autoTLSRequested = true
+                        }
+                        if let group = Self.notActedOn.first(where: { key == $0.prefix || key.hasPrefix($0.prefix) }) {
+                            notActedOnKeys[group.prefix, default: []].append(key)
+                        } else {
                             warnings.append("unknown config key \(key) ignored")
                         }
                         continue
@@ -92,6 +122,19 @@ public struct RawConfig: Sendable {
             }
         }
         for (key, value) in values { try Self.checkRange(key, value) }
+        for group in Self.notActedOn {
+            guard let keys = notActedOnKeys[group.prefix] else { continue }
+            let name = group.prefix.hasSuffix(".") ? group.prefix + "*" : group.prefix
+            warnings.append("\(name) accepted but not acted on (\(keys.joined(separator: ", "))): \(group.why)")
+        }
+        for inert in Self.inertKeys where sources[inert.key] != "default" {
+            if let value = values[inert.key], let w = inert.warning(value) { warnings.append(w) }
+        }
+        if autoTLSRequested {
+            throw ConfigError(
+                key: "core.auto_tls.enabled",
+                problem: "Let's Encrypt auto TLS is not supported: set core.ssl: true with core.cert_path and core.key_path")
+        }
     }
 
     static func checkRange(_ key: String, _ value: ConfigValue) throws {
@@ -307,6 +350,10 @@ public struct GatewaySettings: Sendable {
     public var shutdownTimeout: Int
     public var caFile: String
     public var hideToken: Bool
+    /// `log.hide_messages`: the message in sync answers, feedback posts and logs reads "(message redacted)".
+    public var hideMessages: Bool
+    /// `core.ssl`: the certificate and key ingest serves (nil: plain HTTP).
+    public var tls: IngestTLS?
     public var queueEngine: String
     public var maxPending: Int
     public var routes: Routes
@@ -357,9 +404,16 @@ public struct GatewaySettings: Sendable {
             throw ConfigError(key: core.path(C.caFile), problem: "cannot read \(caFile)")
         }
         hideToken = raw.section("log")[LogConfig.hideToken]
+        hideMessages = raw.section("log")[LogConfig.hideMessages]
+        tls = try IngestTLS.load(core)
         queueEngine = queue[QueueConfig.engine].lowercased()
         if queueEngine == "local" { queueEngine = "memory" }
         if queueEngine == "postgresql" { queueEngine = "postgres" }
+        if ["redis", "nats", "nsq"].contains(queueEngine) {
+            throw ConfigError(
+                key: queue.path(QueueConfig.engine),
+                problem: "\"\(queueEngine)\" is not supported: use postgres to share one queue between several gateways (memory, sqlite, postgres)")
+        }
         guard ["memory", "sqlite", "postgres"].contains(queueEngine) else {
             throw ConfigError(key: queue.path(QueueConfig.engine), problem: "\"\(queueEngine)\" is not supported (memory, sqlite, postgres)")
         }
@@ -439,6 +493,16 @@ public enum CoreConfig {
     public static let readTimeout = Setting<Int>("read_timeout", 30, range: 1...3600)
     public static let idleTimeout = Setting<Int>("idle_timeout", 60, range: 1...86_400)
     public static let maxConnections = Setting<Int>("max_connections", 4096, range: 1...1_000_000)
+    /// TLS on ingest (gorush's keys and defaults): HTTP/1.1 and HTTP/2 (ALPN) over TLS.
+    public static let ssl = Setting<Bool>("ssl", false)
+    public static let certPath = Setting<String>("cert_path", "cert.pem")
+    public static let keyPath = Setting<String>("key_path", "key.pem")
+    public static let certBase64 = Setting<String>("cert_base64", "", secrecy: .secret)
+    public static let keyBase64 = Setting<String>("key_base64", "", secrecy: .secret)
+    /// The PID file (gorush's `core.pid`).
+    public static let pidEnabled = Setting<Bool>("pid.enabled", false)
+    public static let pidPath = Setting<String>("pid.path", "gorush.pid")
+    public static let pidOverride = Setting<Bool>("pid.override", true)
 
     public static let section = ConfigSection(
         "core",
@@ -447,7 +511,8 @@ public enum CoreConfig {
             sync.key, syncTimeout.key, feedbackHookURL.key, feedbackTimeout.key, feedbackHeader.key, shutdownTimeout.key,
             mode.key, caFile.key, retryBackoffMs.key, retryBackoffMaxMs.key, maxDeliveriesPerRequest.key, maxTokenBytes.key,
             maxFieldBytes.key, maxMessageBytes.key, maxObjectKeys.key, maxJSONDepth.key, maxLogMessageBytes.key,
-            maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key,
+            maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key, ssl.key, certPath.key, keyPath.key,
+            certBase64.key, keyBase64.key, pidEnabled.key, pidPath.key, pidOverride.key,
         ])
 }
 
@@ -475,11 +540,14 @@ public enum LogConfig {
     public static let errorLevel = Setting<String>("error_level", "error")
     public static let hideToken = Setting<Bool>("hide_token", true)
     public static let hideMessages = Setting<Bool>("hide_messages", false)
+    /// `stdout`, `stderr` or a file path (appended to).
+    public static let accessLog = Setting<String>("access_log", "stdout")
+    public static let errorLog = Setting<String>("error_log", "stderr")
 
     public static let section = ConfigSection(
         "log",
         keys: [
-            format.key, accessLevel.key, errorLevel.key, hideToken.key, hideMessages.key,
+            format.key, accessLevel.key, errorLevel.key, hideToken.key, hideMessages.key, accessLog.key, errorLog.key,
         ])
 }
 

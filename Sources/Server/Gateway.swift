@@ -1,11 +1,17 @@
 import AsyncHTTPClient
 import Foundation
 import Hummingbird
+import HummingbirdCore
+import HummingbirdHTTP2
 import Logging
 import NIOCore
 import PushDispatch
 import PushgateCore
 import ServiceLifecycle
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 public enum PushgateVersion {
     public static let version = "0.1.0"
@@ -45,21 +51,35 @@ public final class Gateway: Sendable {
         return s
     }
 
-    /// Builds the Hummingbird application serving the gorush API.
-    public func makeApplication(onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }) -> some ApplicationProtocol {
+    /// Builds the Hummingbird application serving the gorush API: plain HTTP/1.1, or with `core.ssl`
+    /// HTTP/1.1 and HTTP/2 over TLS (ALPN). `core.address: ""` listens on IPv6 and IPv4 like gorush's `:port`.
+    public func makeApplication(onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }) throws -> some ApplicationProtocol {
         let readTimeout = TimeAmount.seconds(Int64(settings.readTimeout))
         let maxBody = settings.maxBodyBytes
+        let idle = Duration.seconds(settings.idleTimeout)
+        // Slow and many clients: a connection that sends nothing is closed after core.idle_timeout,
+        // a request must arrive whole within core.read_timeout, and past core.max_connections new
+        // connections wait in the listen backlog until one closes (Hummingbird's own limiter).
+        let http1 = HTTP1Channel.Configuration(
+            additionalChannelHandlers: [RequestReadTimeoutHandler(timeout: readTimeout, maxBodyBytes: maxBody)],
+            idleTimeout: .seconds(Int64(settings.idleTimeout)))
+        let server: HTTPServerBuilder
+        if let tls = settings.tls {
+            server = try .http2Upgrade(
+                tlsConfiguration: tls.configuration,
+                configuration: .init(
+                    idleTimeout: idle,
+                    streamConfiguration: .init(additionalChannelHandlers: [
+                        RequestReadTimeoutHandler(timeout: readTimeout, maxBodyBytes: maxBody)
+                    ])))
+        } else {
+            server = .http1(configuration: http1)
+        }
         var app = Application(
             router: makeRouter(),
-            // Slow and many clients: a connection that sends nothing is closed after core.idle_timeout,
-            // a request must arrive whole within core.read_timeout, and past core.max_connections new
-            // connections wait in the listen backlog until one closes (Hummingbird's own limiter).
-            server: .http1(
-                configuration: .init(
-                    additionalChannelHandlers: [RequestReadTimeoutHandler(timeout: readTimeout, maxBodyBytes: maxBody)],
-                    idleTimeout: .seconds(Int64(settings.idleTimeout)))),
+            server: server,
             configuration: ApplicationConfiguration(
-                address: .hostname(settings.address.isEmpty ? "0.0.0.0" : settings.address, port: settings.port),
+                address: .hostname(Self.bindHost(settings.address), port: settings.port),
                 serverName: "pushgate/\(PushgateVersion.version)",
                 backlog: 1024,
                 availableConnectionsDelegate: .maximum(settings.maxConnections, logger: logger)
@@ -70,6 +90,20 @@ public final class Gateway: Sendable {
         app.addServices(services)
         return app
     }
+
+    /// `core.address`: empty means every address, IPv6 and IPv4 (`::` is dual-stack on Linux), or
+    /// IPv4 only on a host without IPv6.
+    static func bindHost(_ address: String) -> String {
+        guard address.isEmpty else { return address }
+        return ipv6Available ? "::" : "0.0.0.0"
+    }
+
+    static let ipv6Available: Bool = {
+        let fd = socket(AF_INET6, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        close(fd)
+        return true
+    }()
 
     func runShutdownHooks() async {
         for hook in shutdownHooks { await hook() }

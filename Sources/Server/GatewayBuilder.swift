@@ -54,7 +54,7 @@ public enum GatewayBuilder {
             hideToken: settings.hideToken,
             answer: .init(
                 maxMessageBytes: settings.maxLogMessageBytes, maxAnswerBytes: settings.maxSyncAnswerBytes,
-                syncTimeout: Double(settings.syncTimeout)),
+                syncTimeout: Double(settings.syncTimeout), hideMessages: settings.hideMessages),
             logger: Logger(label: "pushgate.dispatch")
         )
         hooks.append { try? await httpClient.shutdown() }

@@ -577,7 +577,7 @@ final class LocalGateway: Sendable {
             fail("\(error)")
         }
         let (portStream, portContinuation) = AsyncStream<Int>.makeStream()
-        let app = gateway.makeApplication(onServerRunning: { channel in
+        let app = try gateway.makeApplication(onServerRunning: { channel in
             portContinuation.yield(channel.localAddress?.port ?? 0)
             portContinuation.finish()
         })

@@ -1,7 +1,11 @@
 import ArgumentParser
+import AsyncHTTPClient
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
+import NIOSSL
+import PushgateCore
 import Server
 
 @main
@@ -9,10 +13,24 @@ struct Pushgate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushgate",
         abstract: "A multi-protocol push gateway (APNs, FCM, Web Push, UnifiedPush) speaking gorush's API.",
+        discussion: """
+            gorush's command line works as it is: `pushgate -c config.yml` serves, `pushgate -c config.yml --ping`
+            checks a running gateway, `pushgate -c config.yml -ios -m hi -t <token> --topic com.example.app` sends once.
+            Flags take one or two dashes, as in gorush (Go's flag package).
+            """,
         version: PushgateVersion.version,
         subcommands: [Serve.self, VapidKeys.self, MockCommand.self, Bench.self, Send.self],
         defaultSubcommand: Serve.self
     )
+
+    /// gorush's flags are Go flags (`-ios`, `--ios`, `-c=file`): spelled the way ArgumentParser reads them first.
+    static func main() async {
+        await main(GorushFlags.normalize(Array(CommandLine.arguments.dropFirst()), subcommands: subcommandNames))
+    }
+
+    static var subcommandNames: Set<String> {
+        Set(configuration.subcommands.map { $0._commandName } + ["help"])
+    }
 }
 
 /// Prints a one-line configuration error and exits 1 (no stack trace, no crash).
@@ -21,15 +39,24 @@ func fail(_ message: String) -> Never {
     exit(1)
 }
 
-/// Loads `path`; a missing default path (not given with `--config`) means built-in defaults.
-/// Exits with one line on a bad file.
-func loadConfig(_ path: String, announceDefaults: Bool = false) -> RawConfig {
-    let explicit = CommandLine.arguments.contains(where: { $0 == "--config" || $0 == "-c" || $0.hasPrefix("--config=") })
-    let used: String? = (FileManager.default.fileExists(atPath: path) || explicit) ? path : nil
+func makeLogger(_ label: String, level: String) -> Logger {
+    var l = Logger(label: label)
+    l.logLevel = Logger.Level(rawValue: level.lowercased()) ?? .info
+    return l
+}
+
+/// The config file: `path` when given (it must exist), else gorush's search (`/etc/gorush/config.yml`,
+/// `$HOME/.gorush/config.yml`, `./config.yml`), then Pushgate's own `config/pushgate.yml`, else
+/// built-in defaults. Exits with one line on a bad file.
+func loadConfig(_ path: String?, announce: Bool = false) -> RawConfig {
+    let used = path ?? ConfigDiscovery.find()
     do {
         let raw = try RawConfig.load(path: used)
-        if used == nil, announceDefaults {
-            FileHandle.standardError.write(Data("pushgate: \(path) not found, using built-in defaults\n".utf8))
+        if announce {
+            let note =
+                used.map { "using config file \($0)" }
+                ?? "no config file found (\(ConfigDiscovery.candidates().joined(separator: ", "))): built-in defaults"
+            FileHandle.standardError.write(Data("pushgate: \(note)\n".utf8))
         }
         return raw
     } catch {
@@ -37,32 +64,72 @@ func loadConfig(_ path: String, announceDefaults: Bool = false) -> RawConfig {
     }
 }
 
-func makeLogger(_ label: String, level: String) -> Logger {
-    var l = Logger(label: label)
-    l.logLevel = Logger.Level(rawValue: level.lowercased()) ?? .info
-    return l
+enum ConfigDiscovery {
+    static func candidates(environment: [String: String] = ProcessInfo.processInfo.environment) -> [String] {
+        var c = ["/etc/gorush/config.yml", "/etc/gorush/config.yaml"]
+        if let home = environment["HOME"], !home.isEmpty { c += ["\(home)/.gorush/config.yml", "\(home)/.gorush/config.yaml"] }
+        c += ["config.yml", "config.yaml", "config/pushgate.yml"]
+        return c
+    }
+
+    static func find() -> String? {
+        candidates().first { FileManager.default.isReadableFile(atPath: $0) }
+    }
 }
 
 struct Serve: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Run the gateway.")
+    static let configuration = CommandConfiguration(
+        abstract: "Run the gateway (the default command); with -ios/-android send one push; with --ping check a running gateway.")
 
-    @Option(name: .shortAndLong, help: "YAML config file (gorush's config.yml works too).")
-    var config: String = "config/pushgate.yml"
+    @Option(name: .shortAndLong, help: "YAML config file (gorush's config.yml works too). Default: gorush's search, then config/pushgate.yml.")
+    var config: String?
 
     @Flag(help: "Start the built-in mock providers (APNs, FCM, Web Push) on loopback and send to them: no real credentials needed.")
     var mock = false
 
-    @Option(help: "Override core.port.")
-    var port: Int?
+    @Option(name: .shortAndLong, help: "Override core.port.") var port: Int?
+    @Option(name: [.customShort("A"), .long], help: "Override core.address (\"\" = every IPv6 and IPv4 address).") var address: String?
+    @Option(help: "Outbound proxy URL (core.http_proxy), e.g. http://proxy:3128.") var proxy: String?
+    @Option(help: "Write the process id to this file (core.pid.path; enables core.pid).") var pid: String?
+    @Flag(name: .customShort("V"), help: "Print the version and exit.") var showVersion = false
+    @Flag(help: "GET the health route of the gateway this config describes: exit 0 when it answers 200, else 1 (Docker HEALTHCHECK).")
+    var ping = false
+
+    // gorush's one-shot mode.
+    @Flag(help: "Send one iOS push (with -m, -t, --topic) and exit.") var ios = false
+    @Flag(help: "Send one Android push (with -m, -t or --topic) and exit.") var android = false
+    @Flag(help: "Send one Huawei push (not supported by Pushgate).") var huawei = false
+    @Option(name: .shortAndLong, help: "Notification message (one-shot mode).") var message: String?
+    @Option(name: .shortAndLong, help: "Device token (one-shot mode).") var token: String?
+    @Option(help: "Notification title (one-shot mode).") var title: String?
+    @Option(help: "APNs topic / FCM topic (one-shot mode).") var topic: String?
+    @Option(name: [.customShort("i"), .customLong("key")], help: "ios.key_path: APNs certificate or key file.") var iosKey: String?
+    @Option(name: [.customShort("P"), .long], help: "ios.password: certificate password.") var password: String?
+    @Option(name: .customLong("key-id"), help: "ios.key_id (.p8 token auth).") var keyID: String?
+    @Option(name: .customLong("team-id"), help: "ios.team_id (.p8 token auth).") var teamID: String?
+    @Flag(help: "ios.production: APNs production environment.") var production = false
+    @Option(name: .customLong("fcm-key"), help: "android.key_path: FCM service account JSON.") var fcmKey: String?
+    @Option(name: [.customLong("hk"), .customLong("hmskey")], help: "huawei.appsecret.") var hmsKey: String?
+    @Option(name: [.customLong("hid"), .customLong("hmsid")], help: "huawei.appid.") var hmsID: String?
+    @Option(name: [.customShort("e"), .long], help: "stat.engine (gorush's; Pushgate counts in memory).") var engine: String?
+    @Option(name: .customLong("redis-addr"), help: "stat.redis.addr (gorush's; not used).") var redisAddr: String?
+
+    var oneShot: Bool { ios || android || huawei }
 
     func run() async throws {
-        LoggingSystem.bootstrap { label in
-            var h = StreamLogHandler.standardError(label: label)
-            h.logLevel = .info
-            return h
+        if showVersion {
+            print("pushgate \(PushgateVersion.version)")
+            return
         }
-        var raw = loadConfig(config, announceDefaults: true)
-        if let port { raw.set("core", CoreConfig.port, port) }
+        var raw = loadConfig(config, announce: !ping && !oneShot)
+        do { try applyFlags(to: &raw) } catch { fail("\(error)") }
+
+        if ping { throw ExitCode(await Self.ping(raw: raw) ? 0 : 1) }
+        if oneShot { throw ExitCode(await sendOnce(raw: raw) ? 0 : 1) }
+
+        let output: LogOutputSettings
+        do { output = try LogOutputSettings(raw) } catch { fail("\(error)") }
+        output.bootstrap()
         var mocks: MockStack?
         if mock || raw.section("mock")[MockConfig.enabled] {
             do {
@@ -74,18 +141,103 @@ struct Serve: AsyncParsableCommand {
                 fail("cannot start the mock providers: \(error)")
             }
         }
-        let logger = makeLogger("pushgate", level: raw.section("log")[LogConfig.accessLevel])
+        let logger = Logger(label: "pushgate")
         let gateway: Gateway
+        let pidFile: PIDFile?
         do {
             gateway = try GatewayBuilder.build(raw: raw, logger: logger)
+            pidFile = try PIDFile.create(raw: raw)
         } catch {
             fail("\(error)")
         }
-        let app = gateway.makeApplication(onServerRunning: { channel in
-            logger.info("pushgate \(PushgateVersion.version) listening on \(channel.localAddress.map { "\($0)" } ?? "?")")
+        let scheme = gateway.settings.tls == nil ? "http" : "https"
+        if let tls = gateway.settings.tls { logger.info("TLS on ingest (HTTP/1.1 and HTTP/2): \(tls.summary)") }
+        let app = try gateway.makeApplication(onServerRunning: { channel in
+            let where_ = channel.localAddress.map { a in
+                let ip = a.ipAddress.map { $0.contains(":") ? "[\($0)]" : $0 } ?? "?"
+                return "\(ip):\(a.port ?? 0)"
+            }
+            logger.info("pushgate \(PushgateVersion.version) listening on \(scheme)://\(where_ ?? "?")")
         })
         try await app.runService()
+        pidFile?.remove()
         try await mocks?.stop()
+    }
+
+    /// gorush's flags over the file (its `MergeConfig`): only flags given change anything.
+    func applyFlags(to raw: inout RawConfig) throws {
+        if let port { raw.set("core", CoreConfig.port, port) }
+        if let address { raw.set("core", CoreConfig.address, address) }
+        if let proxy { try raw.set(assignment: "core.http_proxy=\(proxy)") }
+        if let pid {
+            raw.set("core", CoreConfig.pidPath, pid)
+            raw.set("core", CoreConfig.pidEnabled, true)
+            raw.set("core", CoreConfig.pidOverride, true)
+        }
+        if let iosKey { try raw.set(assignment: "ios.key_path=\(iosKey)") }
+        if let password { try raw.set(assignment: "ios.password=\(password)") }
+        if let keyID { try raw.set(assignment: "ios.key_id=\(keyID)") }
+        if let teamID { try raw.set(assignment: "ios.team_id=\(teamID)") }
+        if production { try raw.set(assignment: "ios.production=true") }
+        if let fcmKey { try raw.set(assignment: "android.key_path=\(fcmKey)") }
+        if let hmsKey { try raw.set(assignment: "huawei.appsecret=\(hmsKey)") }
+        if let hmsID { try raw.set(assignment: "huawei.appid=\(hmsID)") }
+        if let engine { try raw.set(assignment: "stat.engine=\(engine)") }
+        if redisAddr != nil {
+            FileHandle.standardError.write(Data("pushgate: --redis-addr accepted but not acted on (no Redis stat storage)\n".utf8))
+        }
+    }
+
+    /// gorush's one-shot mode: one push to one token (or an FCM topic), the provider's answer printed.
+    func sendOnce(raw: RawConfig) async -> Bool {
+        LoggingSystem.bootstrap { label in
+            var h = StreamLogHandler.standardError(label: label)
+            h.logLevel = .warning
+            return h
+        }
+        let platform: Platform = ios ? .ios : android ? .android : .huawei
+        var object: [String: Any] = ["platform": platform.rawValue]
+        if let token, !token.isEmpty { object["tokens"] = [token] }
+        if let message { object["message"] = message }
+        if let title { object["title"] = title }
+        if let topic, !topic.isEmpty {
+            object["topic"] = topic
+            if platform == .android, token == nil { object["to"] = "/topics/\(topic)" }
+        }
+        if message == nil, title == nil { fail("one-shot mode needs a message: -m \"text\"") }
+        let n: PushNotification
+        do {
+            n = try Send.parseOne(object)
+        } catch {
+            fail("\(error)")
+        }
+        return await Send.deliver(n, raw: raw, json: false, tool: "pushgate")
+    }
+
+    /// gorush's `--ping`: GET the health route on this host (HTTPS when core.ssl is on; the
+    /// certificate is not checked: it is our own, and the name may not be localhost).
+    static func ping(raw: RawConfig) async -> Bool {
+        let core = raw.section("core")
+        let ssl = core[CoreConfig.ssl]
+        var host = core[CoreConfig.address]
+        if host.isEmpty || host == "0.0.0.0" || host == "::" { host = "localhost" }
+        if host.contains(":") { host = "[\(host)]" }
+        let url = "\(ssl ? "https" : "http")://\(host):\(core[CoreConfig.port])\(raw.section("api")[APIConfig.healthURI])"
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.certificateVerification = .none
+        var config = HTTPClient.Configuration(tlsConfiguration: tls, redirectConfiguration: .disallow)
+        config.timeout = .init(connect: .seconds(5), read: .seconds(10))
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: config)
+        var healthy = false
+        do {
+            let response = try await client.execute(HTTPClientRequest(url: url), timeout: .seconds(10))
+            healthy = response.status == .ok
+            if !healthy { FileHandle.standardError.write(Data("pushgate: \(url) answered \(response.status.code)\n".utf8)) }
+        } catch {
+            FileHandle.standardError.write(Data("pushgate: \(url): \(error)\n".utf8))
+        }
+        try? await client.shutdown()
+        return healthy
     }
 }
 

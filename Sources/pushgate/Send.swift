@@ -19,7 +19,7 @@ struct Send: AsyncParsableCommand {
             """
     )
 
-    @Option(name: .shortAndLong, help: "YAML config file (the gateway's).") var config: String = "config/pushgate.yml"
+    @Option(name: .shortAndLong, help: "YAML config file (the gateway's; default: gorush's search, then config/pushgate.yml).") var config: String?
     @Option(help: "ios, android, webpush or unifiedpush (or 1, 2, 4, 5).") var platform: String
     @Option(help: "Device token (repeatable; APNs hex token, FCM registration token).") var token: [String] = []
     @Option(help: "Message (alert body).") var message: String?
@@ -54,6 +54,12 @@ struct Send: AsyncParsableCommand {
         }
 
         let n = try buildNotification()
+        if await !Self.deliver(n, raw: raw, json: json) { throw ExitCode(1) }
+    }
+
+    /// Sends `n` once per target with the provider `raw` configures, prints each result (stdout:
+    /// delivered, stderr: refused with the provider's reason) and says whether all were delivered.
+    static func deliver(_ n: PushNotification, raw: RawConfig, json: Bool, tool: String = "pushgate send") async -> Bool {
         let provider: SendProvider
         do {
             provider = try SendProvider.make(platform: n.platform, raw: raw)
@@ -84,7 +90,7 @@ struct Send: AsyncParsableCommand {
                 let status = r.outcome.status.map { "HTTP \($0) " } ?? ""
                 FileHandle.standardError.write(
                     Data(
-                        "pushgate send: \(r.target.isEmpty ? "" : "\(r.target): ")\(status)\(r.outcome.reason ?? "failed") (\(r.outcome.className))\n"
+                        "\(tool): \(r.target.isEmpty ? "" : "\(r.target): ")\(status)\(r.outcome.reason ?? "failed") (\(r.outcome.className))\n"
                             .utf8))
                 w.key("delivered", first: &first)
                 w.raw("false")
@@ -100,7 +106,7 @@ struct Send: AsyncParsableCommand {
         }
         if json { print("[" + jsonItems.joined(separator: ",") + "]") }
         fflush(nil)
-        if failed { throw ExitCode(1) }
+        return !failed
     }
 
     func buildNotification() throws -> PushNotification {
@@ -139,6 +145,11 @@ struct Send: AsyncParsableCommand {
                 return o
             }
         }
+        return try Self.parseOne(object)
+    }
+
+    /// One gorush notification object checked as `POST /api/push` checks it.
+    static func parseOne(_ object: [String: Any]) throws -> PushNotification {
         let body = try JSONSerialization.data(withJSONObject: ["notifications": [object]])
         let request: PushRequest
         do {

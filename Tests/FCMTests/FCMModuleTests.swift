@@ -21,13 +21,21 @@ final class FCMModuleTests: XCTestCase {
             eventLoopGroup: MultiThreadedEventLoopGroup.singleton)
         func build(_ values: [String: ConfigValue]) throws -> ProviderBuild {
             try FCMModule().build(
-                ProviderConfig(sections: ["android": SectionValues(name: "android", values: values)], environment: [:]),
+                ProviderConfig(
+                    sections: ["android": SectionValues(name: "android", values: values, sources: values.mapValues { _ in "file" })], environment: [:]
+                ),
                 context: context)
         }
-        XCTAssertTrue(try build([:]).providers.isEmpty, "disabled: nothing built")
+        XCTAssertTrue(try build([:]).providers.isEmpty, "enabled by default (gorush) but no credentials: nothing built")
+        XCTAssertTrue(try build(["enabled": .bool(false), "key_path": .string("/nonexistent.json")]).providers.isEmpty, "disabled: nothing built")
         XCTAssertThrowsError(try build(["enabled": .bool(true)])) { e in
             XCTAssertEqual(
-                "\(e)", "config error: android: FCM: missing credentials: set android.key_path, android.credential or GOOGLE_APPLICATION_CREDENTIALS")
+                "\(e)",
+                "config error: android.enabled: is true but FCM has no credentials: set android.key_path or android.credential (or GOOGLE_APPLICATION_CREDENTIALS)"
+            )
+        }
+        XCTAssertThrowsError(try build(["key_path": .string("/nonexistent.json")]), "credentials given: enabled by default, and checked") { e in
+            XCTAssertTrue("\(e)".contains("file does not exist"), "\(e)")
         }
         XCTAssertThrowsError(try build(["enabled": .bool(true), "credential": .string("{not json")])) { e in
             XCTAssertTrue("\(e)".hasPrefix("config error: android: FCM service account (android.credential): "), "\(e)")

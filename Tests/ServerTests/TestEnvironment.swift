@@ -134,7 +134,7 @@ final class TestEnvironment: Sendable {
         var logger = Logger(label: "test")
         logger.logLevel = .warning
         let gateway = try GatewayBuilder.build(raw: raw, logger: logger)
-        let app = gateway.makeApplication()
+        let app = try gateway.makeApplication()
         try await app.test(.live) { client in
             try await body(client, gateway)
         }
