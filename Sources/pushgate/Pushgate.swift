@@ -153,11 +153,11 @@ struct Serve: AsyncParsableCommand {
         let scheme = gateway.settings.tls == nil ? "http" : "https"
         if let tls = gateway.settings.tls { logger.info("TLS on ingest (HTTP/1.1 and HTTP/2): \(tls.summary)") }
         let app = try gateway.makeApplication(onServerRunning: { channel in
-            let where_ = channel.localAddress.map { a in
+            let listening = channel.localAddress.map { a in
                 let ip = a.ipAddress.map { $0.contains(":") ? "[\($0)]" : $0 } ?? "?"
                 return "\(ip):\(a.port ?? 0)"
             }
-            logger.info("pushgate \(PushgateVersion.version) listening on \(scheme)://\(where_ ?? "?")")
+            logger.info("pushgate \(PushgateVersion.version) listening on \(scheme)://\(listening ?? "?")")
         })
         try await app.runService()
         pidFile?.remove()
