@@ -200,10 +200,7 @@ struct Serve: AsyncParsableCommand {
         if let token, !token.isEmpty { object["tokens"] = [token] }
         if let message { object["message"] = message }
         if let title { object["title"] = title }
-        if let topic, !topic.isEmpty {
-            object["topic"] = topic
-            if platform == .android, token == nil { object["to"] = "/topics/\(topic)" }
-        }
+        if let topic, !topic.isEmpty { object["topic"] = topic }  // APNs topic; FCM: a topic send (gorush's `req.Topic`)
         if message == nil, title == nil { fail("one-shot mode needs a message: -m \"text\"") }
         let n: PushNotification
         do {
