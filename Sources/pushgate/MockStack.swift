@@ -41,6 +41,11 @@ final class MockStack: Sendable {
         let dir = settings.directory ?? (NSTemporaryDirectory() + "pushgate-mock-\(getpid())")
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         try pki.caCertificatePEM.write(toFile: dir + "/mock-ca.pem", atomically: true, encoding: .utf8)
+        // The mocks' own certificate (localhost, 127.0.0.1, ::1; signed by mock-ca.pem): also good for
+        // trying `core.ssl` on a gateway (`core.cert_path` / `core.key_path`).
+        try pki.leafCertificatePEM.write(toFile: dir + "/mock-server-cert.pem", atomically: true, encoding: .utf8)
+        try pki.leafPrivateKeyPEM.write(toFile: dir + "/mock-server-key.pem", atomically: true, encoding: .utf8)
+        chmod(dir + "/mock-server-key.pem", 0o600)
         var mocks: [any RunningProviderMock] = []
         do {
             for module in MockRegistry.modules {
