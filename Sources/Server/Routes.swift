@@ -321,10 +321,9 @@ struct ProcessStats {
 /// Field checks at ingest that turn into a 400 naming the field (beyond JSON types): the gateway's
 /// own, then those of the provider module serving the notification's platform.
 public enum IngestValidation {
+    /// `priority` is any string, as in gorush: each provider maps the values it knows ("high"/"normal",
+    /// "10"/"5") and ignores the rest.
     public static func validate(_ n: PushNotification) -> IngestProblem? {
-        if let p = n.priority, !["", "normal", "high"].contains(p) {
-            return IngestProblem(message: "Invalid priority.", detail: "priority: must be \"normal\" or \"high\", got \"\(p)\"")
-        }
         return ProviderRegistry.module(for: n.platform)?.checkIngest(n)
     }
 }
