@@ -52,6 +52,10 @@ public final class Dispatcher: Sendable {
     private let random: @Sendable () -> Double
     private let waiters = WaiterRegistry()
     private let nextJobID = NIOLockedValueBox<UInt64>(1)
+    private let inFlight = NIOLockedValueBox<Int>(0)
+
+    /// Deliveries being sent right now, all providers (gorush's `busy_workers`).
+    public var busyWorkers: Int { inFlight.withLockedValue { $0 } }
     private let answer: AnswerLimits
 
     /// How much of a request's failures a sync answer (and each feedback post) carries.
@@ -331,8 +335,10 @@ public final class Dispatcher: Sendable {
                     gate.leave()
                     return
                 }
+                inFlight.withLockedValue { $0 += 1 }
                 group.addTask {
                     await self.process(job, slot: slot)
+                    self.inFlight.withLockedValue { $0 -= 1 }
                     gate.leave()
                 }
             }

@@ -191,8 +191,9 @@ extension Gateway {
         w.raw("{")
         w.key("version", first: &first)
         w.string(PushgateVersion.version)
+        // gorush's busy_workers: deliveries being sent right now (queued ones: gorush_queue_usage).
         w.key("busy_workers", first: &first)
-        w.int(dispatcher.queue.pendingCount)
+        w.int(dispatcher.busyWorkers)
         w.key("success_tasks", first: &first)
         w.int(s.successTasks)
         w.key("failure_tasks", first: &first)
