@@ -53,7 +53,18 @@ public enum APNsPayload {
             w.int(badge)
         }
 
-        if let sound = n.sound {
+        let soundName = nonEmpty(n.soundName)
+        let soundVolume = n.soundVolume.flatMap { $0 > 0 ? $0 : nil }
+        if soundName != nil || soundVolume != nil {
+            // gorush's top-level `name` / `volume` (apns2's SoundName / SoundVolume): a fresh critical-sound
+            // dictionary {critical: 1, name (default "default"), volume (default 1)} replacing `sound`.
+            w.key("sound", first: &first)
+            w.raw("{\"critical\":1,\"name\":")
+            w.string(soundName ?? "default")
+            w.raw(",\"volume\":")
+            w.double(soundVolume ?? 1)
+            w.raw("}")
+        } else if let sound = n.sound {
             switch sound {
             case .string(let s) where !s.isEmpty:
                 w.key("sound", first: &first)

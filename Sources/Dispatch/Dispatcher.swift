@@ -29,7 +29,7 @@ public struct SubmitResult: Sendable {
     public var omittedLogs: Int = 0
     /// Sync mode: deliveries not ended when `core.sync_timeout` ran out (they go on).
     public var pending: Int = 0
-    /// The notif_id of each notification, given or generated, in request order.
+    /// The notif_id of each notification, given or generated, in request order ("" for a skipped one).
     public var notifIDs: [String]
     /// Names the request: a notification without `notif_id` gets `<requestID>-<index in the request>`.
     public var requestID: String
@@ -52,6 +52,10 @@ public final class Dispatcher: Sendable {
     private let random: @Sendable () -> Double
     private let waiters = WaiterRegistry()
     private let nextJobID = NIOLockedValueBox<UInt64>(1)
+    private let inFlight = NIOLockedValueBox<Int>(0)
+
+    /// Deliveries being sent right now, all providers (gorush's `busy_workers`).
+    public var busyWorkers: Int { inFlight.withLockedValue { $0 } }
     private let answer: AnswerLimits
 
     /// How much of a request's failures a sync answer (and each feedback post) carries.
@@ -182,12 +186,25 @@ public final class Dispatcher: Sendable {
             early.append((job, reason, served))
         }
         var counts = 0
-        var notifIDs: [String] = []
         let requestID = UUID().uuidString.lowercased()
+        // In body order; a skipped notification (no, 0 or an unknown platform) has an empty slot.
+        var notifIDs = [String](repeating: "", count: request.notifications.count + request.skipped.count)
+        if let first = request.skipped.first {
+            // One line per request (a body of 100 such notifications must not make 100 lines).
+            logger.warning(
+                "notifications skipped: \(first.reason.logSafe())",
+                metadata: [
+                    "count": "\(request.skipped.count)",
+                    "notif_ids":
+                        "\(request.skipped.prefix(5).map { ($0.notifID ?? "\(requestID)-\($0.index)").logSafe(max: 128) }.joined(separator: ","))",
+                ])
+        }
+        let bodyIndices = request.bodyIndices
 
-        for (index, n) in request.notifications.enumerated() {
+        for (i, n) in request.notifications.enumerated() {
+            let index = bodyIndices[i]
             let notifID = n.notifID ?? "\(requestID)-\(index)"
-            notifIDs.append(notifID)
+            if index < notifIDs.count { notifIDs[index] = notifID }
             let targets = n.targets
             guard let slot = slots[n.platform] else {
                 let reason = unavailable[n.platform] ?? "platform \(n.platform.name) is not enabled"
@@ -196,7 +213,7 @@ public final class Dispatcher: Sendable {
                 for target in targets { failEarly(rejected, target, reason, served: false) }
                 continue
             }
-            counts += n.deliveryCount
+            counts += n.gorushCount
             if targets.isEmpty {
                 failEarly(AcceptedNotification(notifID: notifID, notification: n, prepared: nil), .token(""), "tokens must not be nil or empty")
                 continue
@@ -322,8 +339,10 @@ public final class Dispatcher: Sendable {
                     gate.leave()
                     return
                 }
+                inFlight.withLockedValue { $0 += 1 }
                 group.addTask {
                     await self.process(job, slot: slot)
+                    self.inFlight.withLockedValue { $0 -= 1 }
                     gate.leave()
                 }
             }

@@ -2,7 +2,14 @@ import Foundation
 import NIOConcurrencyHelpers
 import PushgateCore
 
-/// gorush's `/api/stat/app` counters, per platform.
+/// gorush's `/api/stat/app` counters, per platform (and its `/metrics` series).
+///
+/// - `totalCount`: gorush's `counts` of every accepted request, summed (`total_count`).
+/// - `submittedTasks` / `successTasks` / `failureTasks`: deliveries queued, and queued deliveries that
+///   ended delivered / failed (gorush counts queue tasks, one per notification; a Pushgate task is one
+///   delivery, the unit it queues and retries).
+/// - per platform `pushSuccess` / `pushError`: deliveries that ended delivered / failed, including those
+///   refused before sending (payload too large); once per delivery, not per attempt.
 public struct StatsSnapshot: Sendable, Codable, Equatable {
     public struct PlatformCounts: Sendable, Codable, Equatable {
         public var pushSuccess: Int64 = 0
@@ -59,15 +66,17 @@ public final class Stats: DeliveryEventSink {
 
     public func retried() { change { $0.retries += 1 } }
 
-    public func finished(platform: Platform, delivered: Bool) {
+    /// One delivery ended. `queued`: it was a queued job (a task, in gorush's terms); a delivery refused
+    /// before sending counts as the platform's push error but is no task.
+    public func finished(platform: Platform, delivered: Bool, queued: Bool = true) {
         change { s in
             var c = s.platforms[platform.name] ?? .init()
             if delivered {
                 c.pushSuccess += 1
-                s.successTasks += 1
+                if queued { s.successTasks += 1 }
             } else {
                 c.pushError += 1
-                s.failureTasks += 1
+                if queued { s.failureTasks += 1 }
             }
             s.platforms[platform.name] = c
         }
@@ -83,7 +92,7 @@ public final class Stats: DeliveryEventSink {
         case .retrying:
             retried()
         case .finished(let job, let outcome, let phase, _) where phase != .notServed:
-            finished(platform: job.platform, delivered: outcome.isDelivered)
+            finished(platform: job.platform, delivered: outcome.isDelivered, queued: phase == .afterSending)
         default:
             break
         }

@@ -135,9 +135,10 @@ public enum FCMMessageMapper {
         // android: pass-through, then gorush's priority / time_to_live / sound, normalised for v1.
         var android = n.android ?? JSONObject()
         if let p = android["priority"]?.stringValue {
-            android["priority"] = .string(normalizedPriority(p))
-        } else if let p = n.priority, !p.isEmpty {
-            android["priority"] = .string(normalizedPriority(p))
+            android["priority"] = .string(normalizedPriority(p) ?? p)
+        } else if let p = n.priority.flatMap(normalizedPriority) {
+            // gorush's top-level priority; a value FCM does not know is left out (not an error).
+            android["priority"] = .string(p)
         }
         if let ttl = android["ttl"] {
             switch ttl {
@@ -199,11 +200,12 @@ public enum FCMMessageMapper {
         return message
     }
 
-    static func normalizedPriority(_ p: String) -> String {
+    /// FCM's AndroidMessagePriority for gorush's `priority` ("high"/"normal", or APNs' "10"/"5"); nil otherwise.
+    static func normalizedPriority(_ p: String) -> String? {
         switch p.lowercased() {
-        case "high": return "HIGH"
-        case "normal": return "NORMAL"
-        default: return p
+        case "high", "10": return "HIGH"
+        case "normal", "5": return "NORMAL"
+        default: return nil
         }
     }
 

@@ -118,6 +118,10 @@ public struct PushNotification: Sendable, Codable, Equatable {
     public var contentAvailable: Bool?
     public var mutableContent: Bool?
     public var sound: JSONValue?
+    /// gorush's top-level `name` (iOS): makes `aps.sound` the critical-sound dictionary with this name.
+    public var soundName: String?
+    /// gorush's top-level `volume` (iOS): when above 0, `aps.sound` is the critical-sound dictionary with it.
+    public var soundVolume: Double?
     public var data: JSONObject?
     public var badge: Int?
     public var category: String?
@@ -167,6 +171,8 @@ public struct PushNotification: Sendable, Codable, Equatable {
         case contentAvailable = "content_available"
         case mutableContent = "mutable_content"
         case sound, data, badge, category
+        case soundName = "name"
+        case soundVolume = "volume"
         case threadID = "thread-id"
         case urlArgs = "url-args"
         case alert, expiration
@@ -214,6 +220,8 @@ public struct PushNotification: Sendable, Codable, Equatable {
                     .init(codingPath: c.codingPath + [CodingKeys.sound], debugDescription: "expected a string or an object {critical,name,volume}"))
             }
         }
+        soundName = try c.decodeIfPresent(String.self, forKey: .soundName)
+        soundVolume = try c.decodeIfPresent(Double.self, forKey: .soundVolume)
         data = try c.decodeIfPresent(JSONObject.self, forKey: .data)
         badge = try c.decodeIfPresent(Int.self, forKey: .badge)
         category = try c.decodeIfPresent(String.self, forKey: .category)
@@ -269,6 +277,13 @@ public struct PushNotification: Sendable, Codable, Equatable {
         allTokens.count + (subscriptions?.count ?? 0) + (isTopicSend ? 1 : 0)
     }
 
+    /// gorush's `counts` for this notification (its router's `countNotificationTargets`): one per entry
+    /// of `tokens`, plus one when `topic` is set, whatever the platform (an iOS `topic` counts too);
+    /// `to` and `condition` are not counted. Pushgate adds one per Web Push subscription.
+    public var gorushCount: Int {
+        tokens.count + (subscriptions?.count ?? 0) + ((topic?.isEmpty ?? true) ? 0 : 1)
+    }
+
     /// Web Push / UnifiedPush `expiration` values below this are relative seconds, above a UNIX time.
     public static let absoluteExpirationThreshold: Int64 = 1_000_000_000
 
@@ -291,14 +306,62 @@ public struct PushNotification: Sendable, Codable, Equatable {
     }
 }
 
+/// A notification of a request body that is not sent: no platform, 0 or an unknown one. gorush's
+/// router drops such notifications (only enabled platforms are queued): not counted, no log entry.
+public struct SkippedNotification: Sendable, Codable, Equatable {
+    /// Its position in the body's `notifications`.
+    public var index: Int
+    /// Its `notif_id` when it has one.
+    public var notifID: String?
+    /// Why (for the gateway's log).
+    public var reason: String
+
+    public init(index: Int, notifID: String?, reason: String) {
+        self.index = index
+        self.notifID = notifID
+        self.reason = reason
+    }
+}
+
 /// The `/api/push` request body.
 public struct PushRequest: Sendable, Codable {
+    /// The notifications to send, in body order (without the skipped ones).
     public var notifications: [PushNotification]
     /// Pushgate extension: wait for the outcome of every delivery of this request.
     public var sync: Bool?
+    /// Notifications of the body that are not sent (platform missing, 0 or unknown), in body order.
+    public var skipped: [SkippedNotification]
 
-    public init(notifications: [PushNotification], sync: Bool? = nil) {
+    public init(notifications: [PushNotification], sync: Bool? = nil, skipped: [SkippedNotification] = []) {
         self.notifications = notifications
         self.sync = sync
+        self.skipped = skipped
+    }
+
+    enum CodingKeys: String, CodingKey { case notifications, sync, skipped }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        notifications = try c.decode([PushNotification].self, forKey: .notifications)
+        sync = try c.decodeIfPresent(Bool.self, forKey: .sync)
+        skipped = try c.decodeIfPresent([SkippedNotification].self, forKey: .skipped) ?? []
+    }
+
+    /// The position in the body of each entry of `notifications`.
+    public var bodyIndices: [Int] {
+        var out: [Int] = []
+        out.reserveCapacity(notifications.count)
+        var skippedAt = skipped.makeIterator()
+        var nextSkipped = skippedAt.next()
+        var i = 0
+        while out.count < notifications.count {
+            if let s = nextSkipped, s.index == i {
+                nextSkipped = skippedAt.next()
+            } else {
+                out.append(i)
+            }
+            i += 1
+        }
+        return out
     }
 }

@@ -50,47 +50,72 @@ struct PushRequestDecoder {
 
     func request(_ root: JSONValue) throws(Failure) -> PushRequest {
         guard case .object(let o) = root else { throw Failure(field: "body", problem: "expected an object") }
-        guard let list = o["notifications"], list != .null else {
+        let members = FoldedMembers(o)
+        guard let list = members["notifications"], list != .null else {
             throw Failure(field: "notifications", problem: "required field is missing")
         }
         guard case .array(let items) = list else { throw Failure(field: "notifications", problem: "expected an array") }
         var notifications: [PushNotification] = []
+        var skipped: [SkippedNotification] = []
         notifications.reserveCapacity(items.count)
         for (i, item) in items.enumerated() {
-            notifications.append(try notification(item, at: "notifications[\(i)]"))
+            switch try notification(item, at: "notifications[\(i)]") {
+            case .decoded(let n): notifications.append(n)
+            case .skipped(let reason, let notifID): skipped.append(SkippedNotification(index: i, notifID: notifID, reason: reason))
+            }
         }
         var sync: Bool?
-        if let s = o["sync"], s != .null {
+        if let s = members["sync"], s != .null {
             guard case .bool(let b) = s else { throw Failure(field: "sync", problem: "expected a boolean") }
             sync = b
         }
-        return PushRequest(notifications: notifications, sync: sync)
+        return PushRequest(notifications: notifications, sync: sync, skipped: skipped)
     }
 
-    func notification(_ v: JSONValue, at path: String) throws(Failure) -> PushNotification {
+    /// A notification of the body: decoded, or skipped as gorush skips it (no, 0 or an unknown platform:
+    /// gorush's router keeps only notifications of an enabled platform; not counted, no log entry).
+    enum Decoded {
+        case decoded(PushNotification)
+        case skipped(reason: String, notifID: String?)
+    }
+
+    func notification(_ v: JSONValue, at path: String) throws(Failure) -> Decoded {
         guard case .object(let o) = v else { throw Failure(field: path, problem: "expected an object") }
         let f = Fields(object: o, path: path, limits: limits)
-        guard let platformValue = o["platform"], platformValue != .null else {
-            throw Failure(field: path + ".platform", problem: "required field is missing")
+        // Types are checked for a skipped notification too (Go's decoder refuses the whole body first).
+        let platform: Platform?
+        var skipReason: String?
+        switch try platformValue(f.present("platform"), at: path + ".platform") {
+        case .known(let p): platform = p
+        case .unknown(let reason):
+            platform = nil
+            skipReason = reason
         }
-        var n = PushNotification(platform: try platform(platformValue, at: path + ".platform"))
+        var n = PushNotification(platform: platform ?? .ios)
         // An empty id is no id (gorush treats them alike): one is generated.
         n.notifID = try f.string("notif_id", .field).flatMap { $0.isEmpty ? nil : $0 }
         n.tokens = try f.strings("tokens", .token) ?? []
         n.message = try f.string("message", .message)
         n.title = try f.string("title", .message)
         n.topic = try f.string("topic", .field)
+        // Any string (gorush's type); each provider maps what it knows and ignores the rest.
         n.priority = try f.string("priority", .field)
         n.contentAvailable = try f.bool("content_available")
         n.mutableContent = try f.bool("mutable_content")
-        if let s = o["sound"] {
+        if let s = f.present("sound") {
             switch s {
             case .string(let name):
                 try f.check(name, key: path + ".sound", .field)
                 n.sound = s
-            case .object, .null: n.sound = s
+            case .object(let so): n.sound = .object(KeySchema.sound.canonical(so))
             default: throw Failure(field: path + ".sound", problem: "expected a string or an object {critical,name,volume}")
             }
+        }
+        // gorush's top-level `name` / `volume`: the APNs critical-sound dictionary.
+        n.soundName = try f.string("name", .field)
+        n.soundVolume = try f.double("volume")
+        if let vol = n.soundVolume, !(abs(vol) <= Double(Float.greatestFiniteMagnitude)) {
+            throw Failure(field: path + ".volume", problem: "out of range for a 32-bit float")
         }
         n.data = try f.object("data")
         n.badge = try f.int("badge", in: Int64(Int32.min)...Int64(Int32.max)).map { Int($0) }
@@ -118,13 +143,13 @@ struct PushRequestDecoder {
         n.condition = try f.string("condition", .field)
         n.to = try f.string("to", .token)
         n.dryRun = try f.bool("dry_run")
-        n.fcmNotification = try f.object("notification")
-        n.android = try f.object("android")
+        n.fcmNotification = try f.object("notification").map(KeySchema.notification.canonical)
+        n.android = try f.object("android").map(KeySchema.android.canonical)
         if let android = n.android { try checkAndroid(android, at: path + ".android") }
-        n.apns = try f.object("apns")
-        n.webpush = try f.object("webpush")
-        n.fcmOptions = try f.object("fcm_options")
-        if let subs = o["subscriptions"], subs != .null {
+        n.apns = try f.object("apns").map(KeySchema.apns.canonical)
+        n.webpush = try f.object("webpush").map(KeySchema.webpush.canonical)
+        n.fcmOptions = try f.object("fcm_options").map(KeySchema.fcmOptions.canonical)
+        if let subs = f.present("subscriptions") {
             guard case .array(let list) = subs else { throw Failure(field: path + ".subscriptions", problem: "expected an array") }
             var out: [WebPushSubscription] = []
             out.reserveCapacity(list.count)
@@ -134,6 +159,7 @@ struct PushRequestDecoder {
         n.payload = try f.string("payload", .message)
         n.timeToLive = try f.int("time_to_live", in: 0...Int64(Int32.max))
         n.urgency = try f.string("urgency", .field)
+        if let skipReason { return .skipped(reason: skipReason, notifID: n.notifID) }
         // gorush's CheckMessage: FCM keeps a message at most 4 weeks.
         if let ttl = n.timeToLive, n.platform == .android || n.platform == .huawei, Double(ttl) > Self.maxFCMTTL {
             throw Failure(field: path + ".time_to_live", problem: "out of range: must be between 0 and \(Int(Self.maxFCMTTL)) seconds (4 weeks)")
@@ -147,21 +173,31 @@ struct PushRequestDecoder {
                 problem: "\(targets) tokens and subscriptions, over the limit of \(cap) for \(n.platform.name)",
                 limit: "\(n.platform.name).max_tokens")
         }
-        return n
+        return .decoded(n)
     }
 
-    func platform(_ v: JSONValue, at field: String) throws(Failure) -> Platform {
+    enum PlatformValue {
+        case known(Platform)
+        /// Missing, 0 or unknown: the notification is skipped (the reason goes to the log).
+        case unknown(String)
+    }
+
+    /// gorush's `platform` is an int (1 ios, 2 android, 3 huawei); Pushgate adds 4 and 5 and the names.
+    /// Missing, 0 or an unknown number or name skips the notification; another type is a 400.
+    func platformValue(_ v: JSONValue?, at field: String) throws(Failure) -> PlatformValue {
         switch v {
-        case .int(let i):
+        case nil:
+            return .unknown("no platform")
+        case .int(let i)?:
             guard let p = Platform(rawValue: Int(clamping: i)) else {
-                throw Failure(field: field, problem: "unknown platform \(i) (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush)")
+                return .unknown("unknown platform \(i) (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush)")
             }
-            return p
-        case .string(let s):
+            return .known(p)
+        case .string(let s)?:
             guard s.utf8.count <= 32, let p = Platform(name: s) else {
-                throw Failure(field: field, problem: "unknown platform \"\(s.prefix(32))\"")
+                return .unknown("unknown platform \"\(String(s.prefix(32)))\"")
             }
-            return p
+            return .known(p)
         default:
             throw Failure(field: field, problem: "expected a platform number or name")
         }
@@ -244,12 +280,19 @@ struct PushRequestDecoder {
 
     /// Typed reads of one object's fields; `null` reads as absent, as gorush's decoding does.
     struct Fields {
-        let object: JSONObject
+        let members: FoldedMembers
         let path: String
         let limits: RequestLimits
 
+        /// Members are matched by field name case-insensitively, as Go's `encoding/json` does.
+        init(object: JSONObject, path: String, limits: RequestLimits) {
+            members = FoldedMembers(object)
+            self.path = path
+            self.limits = limits
+        }
+
         func present(_ key: String) -> JSONValue? {
-            guard let v = object[key], v != .null else { return nil }
+            guard let v = members[key], v != .null else { return nil }
             return v
         }
 

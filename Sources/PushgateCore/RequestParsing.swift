@@ -73,7 +73,7 @@ public enum RequestParser {
             }
         }
         // gorush's order: a missing/empty list and the notification count come before field errors.
-        if case .object(let o) = root, case .array(let list) = o["notifications"] ?? .null {
+        if case .object(let o) = root, case .array(let list) = FoldedMembers(o)["notifications"] ?? .null {
             if list.isEmpty { throw RequestError(message: RequestError.emptyNotifications) }
             if limits.maxNotifications > 0, list.count > limits.maxNotifications {
                 throw RequestError(message: "Number of notifications(\(list.count)) over limit(\(limits.maxNotifications))")

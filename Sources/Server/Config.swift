@@ -75,7 +75,15 @@ public struct RawConfig: Sendable {
     ]
 
     /// Keys whose values are secrets: shown as `[REDACTED]`.
-    public static let secretKeys: Set<String> = Set(keys(.secret))
+    public static let secretKeys: Set<String> = Set(keys(.secret)).union(gorushRedactedKeys)
+
+    /// Every key gorush 1.22 hides in `/api/config` (`ConfYaml.SanitizedCopy`): hidden here too, whatever
+    /// section declares it and whether or not it is marked secret there.
+    public static let gorushRedactedKeys: Set<String> = [
+        "core.cert_base64", "core.key_base64", "core.http_proxy", "core.cert_path", "core.key_path", "core.feedback_header",
+        "android.key_path", "android.credential", "huawei.appsecret", "ios.key_path", "ios.key_base64", "ios.password",
+        "ios.key_id", "ios.team_id", "queue.redis.username", "queue.redis.password", "stat.redis.username", "stat.redis.password",
+    ]
 
     static func keys(_ secrecy: ConfigSecrecy) -> [String] {
         sections.flatMap { section in section.keys.filter { $0.secrecy == secrecy }.map { "\(section.name).\($0.name)" } }

@@ -2,6 +2,7 @@ import Foundation
 import Metrics
 import NIOConcurrencyHelpers
 import Prometheus
+import PushDispatch
 import PushgateCore
 
 /// Prometheus metrics: swift-metrics bootstrapped once per process into one registry.
@@ -29,18 +30,49 @@ public enum MetricsSetup {
     static func exposition(gateway: Gateway) -> [UInt8] {
         var buffer: [UInt8] = []
         bootstrap().emit(into: &buffer)
-        // gorush-compatible gauges, computed at scrape time.
         let s = gateway.dispatcher.stats.snapshot
-        var text =
-            "# HELP gorush_total_push_count count of push notifications accepted\n# TYPE gorush_total_push_count gauge\ngorush_total_push_count \(s.totalCount)\n"
-        for p in [Platform.ios, .android, .huawei, .webpush, .unifiedpush] {
+        buffer.append(contentsOf: gorushSeries(stats: s, busyWorkers: gateway.dispatcher.busyWorkers).utf8)
+        var text = ""
+        // Pushgate's own platforms under gorush's naming, and the queue.
+        for p in [Platform.webpush, .unifiedpush] {
             let c = s.counts(p)
-            text += "# TYPE gorush_\(p.name)_success gauge\ngorush_\(p.name)_success \(c.pushSuccess)\n"
-            text += "# TYPE gorush_\(p.name)_error gauge\ngorush_\(p.name)_error \(c.pushError)\n"
+            text += "# HELP gorush_\(p.name)_success Number of \(p.name) success count\n"
+            text += "# TYPE gorush_\(p.name)_success counter\ngorush_\(p.name)_success \(c.pushSuccess)\n"
+            text += "# HELP gorush_\(p.name)_error Number of \(p.name) fail count\n"
+            text += "# TYPE gorush_\(p.name)_error counter\ngorush_\(p.name)_error \(c.pushError)\n"
         }
+        text += "# HELP gorush_queue_usage Deliveries accepted and not finished\n"
         text += "# TYPE gorush_queue_usage gauge\ngorush_queue_usage \(gateway.dispatcher.queue.pendingCount)\n"
+        text += "# HELP pushgate_queue_capacity Deliveries the queue accepts before answering 503 (queue.max_pending)\n"
         text += "# TYPE pushgate_queue_capacity gauge\npushgate_queue_capacity \(gateway.dispatcher.queue.capacity)\n"
         buffer.append(contentsOf: text.utf8)
         return buffer
+    }
+
+    /// gorush v1.22's 11 series (`metric/metrics.go`): names, help texts and types as gorush exposes
+    /// them. `busy_workers` is the deliveries being sent right now; the task counters count queued
+    /// deliveries (see `StatsSnapshot`).
+    static func gorushSeries(stats s: StatsSnapshot, busyWorkers: Int) -> String {
+        let ios = s.counts(.ios)
+        let android = s.counts(.android)
+        let huawei = s.counts(.huawei)
+        let series: [(name: String, help: String, type: String, value: Int64)] = [
+            ("gorush_total_push_count", "Number of push count", "counter", s.totalCount),
+            ("gorush_ios_success", "Number of iOS success count", "counter", ios.pushSuccess),
+            ("gorush_ios_error", "Number of iOS fail count", "counter", ios.pushError),
+            ("gorush_android_success", "Number of android success count", "counter", android.pushSuccess),
+            ("gorush_android_fail", "Number of android fail count", "counter", android.pushError),
+            ("gorush_huawei_success", "Number of huawei success count", "counter", huawei.pushSuccess),
+            ("gorush_huawei_fail", "Number of huawei fail count", "counter", huawei.pushError),
+            ("gorush_busy_workers", "Length of busy workers", "gauge", Int64(busyWorkers)),
+            ("gorush_success_tasks", "Length of Success Tasks", "counter", s.successTasks),
+            ("gorush_failure_tasks", "Length of Failure Tasks", "counter", s.failureTasks),
+            ("gorush_submitted_tasks", "Length of Submitted Tasks", "counter", s.submittedTasks),
+        ]
+        var text = ""
+        for m in series {
+            text += "# HELP \(m.name) \(m.help)\n# TYPE \(m.name) \(m.type)\n\(m.name) \(m.value)\n"
+        }
+        return text
     }
 }

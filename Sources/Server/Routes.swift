@@ -191,8 +191,9 @@ extension Gateway {
         w.raw("{")
         w.key("version", first: &first)
         w.string(PushgateVersion.version)
+        // gorush's busy_workers: deliveries being sent right now (queued ones: gorush_queue_usage).
         w.key("busy_workers", first: &first)
-        w.int(dispatcher.queue.pendingCount)
+        w.int(dispatcher.busyWorkers)
         w.key("success_tasks", first: &first)
         w.int(s.successTasks)
         w.key("failure_tasks", first: &first)
@@ -321,10 +322,9 @@ struct ProcessStats {
 /// Field checks at ingest that turn into a 400 naming the field (beyond JSON types): the gateway's
 /// own, then those of the provider module serving the notification's platform.
 public enum IngestValidation {
+    /// `priority` is any string, as in gorush: each provider maps the values it knows ("high"/"normal",
+    /// "10"/"5") and ignores the rest.
     public static func validate(_ n: PushNotification) -> IngestProblem? {
-        if let p = n.priority, !["", "normal", "high"].contains(p) {
-            return IngestProblem(message: "Invalid priority.", detail: "priority: must be \"normal\" or \"high\", got \"\(p)\"")
-        }
         return ProviderRegistry.module(for: n.platform)?.checkIngest(n)
     }
 }

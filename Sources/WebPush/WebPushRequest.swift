@@ -147,8 +147,8 @@ public enum WebPushRequestValidator {
         var urgency = n.urgency?.lowercased()
         if urgency == nil {
             switch n.priority?.lowercased() {
-            case "high": urgency = "high"
-            case "normal": urgency = "normal"
+            case "high", "10": urgency = "high"
+            case "normal", "5": urgency = "normal"
             default: break
             }
         }

@@ -157,7 +157,10 @@ struct Send: AsyncParsableCommand {
         } catch {
             throw ValidationError("\(error.message)\(error.detail.map { ": \($0)" } ?? "")")
         }
-        let n = request.notifications[0]
+        // A notification without a known platform is skipped by the parser (as gorush does).
+        guard let n = request.notifications.first else {
+            throw ValidationError(request.skipped.first?.reason ?? "unknown platform \(object["platform"].map { "\($0)" } ?? "(none)")")
+        }
         if let problem = IngestValidation.validate(n) {
             throw ValidationError("\(problem.message) \(problem.detail)")
         }

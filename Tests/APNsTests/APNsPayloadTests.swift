@@ -226,6 +226,37 @@ final class APNsPayloadTests: XCTestCase {
         XCTAssertEqual(try prepared(notification { $0.priority = "normal" }).header("apns-priority"), "5")
         XCTAssertEqual(try prepared(notification { $0.priority = "high" }).header("apns-priority"), "10")
         XCTAssertNil(try prepared(notification { $0.priority = nil }).header("apns-priority"))
+        // gorush takes any string: APNs' own numbers map, anything else leaves the header out.
+        XCTAssertEqual(try prepared(notification { $0.priority = "10" }).header("apns-priority"), "10")
+        XCTAssertEqual(try prepared(notification { $0.priority = "5" }).header("apns-priority"), "5")
+        XCTAssertNil(try prepared(notification { $0.priority = "urgent" }).header("apns-priority"))
+    }
+
+    /// gorush's top-level `name` / `volume` (apns2 SoundName / SoundVolume): a fresh critical-sound
+    /// dictionary replaces `sound`, its other member defaulted (name "default", volume 1).
+    func testTopLevelSoundNameAndVolume() throws {
+        var p = try prepared(
+            notification {
+                $0.sound = .string("a.aiff")
+                $0.soundName = "b.caf"
+            })
+        XCTAssertEqual(p.payloadString, #"{"aps":{"sound":{"critical":1,"name":"b.caf","volume":1}}}"#)
+        p = try prepared(notification { $0.soundVolume = 0.25 })
+        XCTAssertEqual(p.payloadString, #"{"aps":{"sound":{"critical":1,"name":"default","volume":0.25}}}"#)
+        p = try prepared(
+            notification {
+                $0.soundName = "n"
+                $0.soundVolume = 0.5
+            })
+        XCTAssertEqual(p.payloadString, #"{"aps":{"sound":{"critical":1,"name":"n","volume":0.5}}}"#)
+        // An empty name and a volume of 0 or less are unset, as in gorush: `sound` stays.
+        p = try prepared(
+            notification {
+                $0.sound = .string("a.aiff")
+                $0.soundName = ""
+                $0.soundVolume = -1
+            })
+        XCTAssertEqual(p.payloadString, #"{"aps":{"sound":"a.aiff"}}"#)
     }
 
     func testHeadersExpirationCollapseIDAndDefaultTopic() throws {

@@ -36,6 +36,18 @@ final class FCMMappingTests: XCTestCase {
         XCTAssertNil(try body(n)["validate_only"])
     }
 
+    /// gorush's priority is any string: APNs' "10"/"5" map too, a value FCM does not know is left out
+    /// (FCM would refuse the whole message with INVALID_ARGUMENT).
+    func testPriorityStringsAsGorushTakesThem() throws {
+        for (given, sent) in [("10", "HIGH"), ("5", "NORMAL"), ("High", "HIGH"), ("urgent", nil), ("", nil)] as [(String, String?)] {
+            var n = PushNotification(platform: .android, tokens: ["t"])
+            n.message = "m"
+            n.priority = given
+            let android = try message(n)["android"] as? [String: Any]
+            XCTAssertEqual(android?["priority"] as? String, sent, given)
+        }
+    }
+
     func testTokenIsSplicedFirstAndEscaped() throws {
         let prepared = try FCMMessageMapper.prepare(notification { $0.message = "hi" })
         let a = String(decoding: try XCTUnwrap(prepared.body(for: .token("abc"))), as: UTF8.self)

@@ -46,8 +46,9 @@ final class RequestParsingTests: XCTestCase {
             #"{"notifications":[{"tokens":["a"],"platform":1,"mutable_content":1}]}"#, message: "Missing notifications field.",
             detailContains: "mutable_content")
         assertError(#"{"notifications":[{"tokens":"a","platform":1}]}"#, message: "Missing notifications field.", detailContains: "tokens")
-        assertError(#"{"notifications":[{"tokens":["a"],"platform":9}]}"#, message: "Missing notifications field.", detailContains: "platform")
-        assertError(#"{"notifications":[{"tokens":["a"]}]}"#, message: "Missing notifications field.", detailContains: "notifications[0].platform")
+        // A platform of another type is a 400 (Go's decoder); missing, 0 or unknown is skipped (GorushLeniencyTests).
+        assertError(#"{"notifications":[{"tokens":["a"],"platform":true}]}"#, message: "Missing notifications field.", detailContains: "platform")
+        assertError(#"{"notifications":[{"tokens":["a"],"platform":1.5}]}"#, message: "Missing notifications field.", detailContains: "platform")
     }
 
     func testOverLimit() {

@@ -1,0 +1,135 @@
+/// Member names matched as Go's `encoding/json` matches them against struct fields, so a gorush client
+/// that writes `"Tokens"` or `"Platform"` is understood: a member names a field when its key equals the
+/// field's JSON name after case folding. Every field name here is lower-case ASCII, so the fold is
+/// ASCII lower-casing plus the two non-ASCII characters that fold onto ASCII letters (U+212A KELVIN
+/// SIGN onto `k`, U+017F LATIN SMALL LETTER LONG S onto `s`), as Go's `unicode.SimpleFold` does.
+///
+/// When several members name one field (`"tokens"` and `"Tokens"`), the last one in the object wins,
+/// as in Go; a key repeated with the very same spelling counts at its first position (the parser keeps
+/// one entry per distinct key: first place, last value). Work is linear in the keys of the object.
+/// Free-form maps (`data`, `headers`, `content-state`, …) keep their keys verbatim.
+enum MemberName {
+    /// The folded form of `key`, or nil when it cannot name any (ASCII) field.
+    static func fold(_ key: String) -> String? {
+        var needsWork = false
+        for b in key.utf8 where b >= 0x80 || (b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z")) {
+            needsWork = true
+            break
+        }
+        if !needsWork { return key }
+        var out = String.UnicodeScalarView()
+        for s in key.unicodeScalars {
+            switch s.value {
+            case 0x41...0x5A: out.append(Unicode.Scalar(s.value + 0x20)!)
+            case 0..<0x80: out.append(s)
+            case 0x212A: out.append("k")
+            case 0x017F: out.append("s")
+            default: return nil
+            }
+        }
+        return String(out)
+    }
+}
+
+/// The members of one JSON object by folded name (the fields of one gorush struct).
+struct FoldedMembers {
+    private let byName: [String: JSONValue]
+
+    init(_ object: JSONObject) {
+        var d: [String: JSONValue] = [:]
+        d.reserveCapacity(object.count)
+        for (key, value) in object {
+            if let name = MemberName.fold(key) { d[name] = value }  // later members win
+        }
+        byName = d
+    }
+
+    /// The member naming field `name` (lower-case ASCII).
+    subscript(name: String) -> JSONValue? { byName[name] }
+}
+
+/// The field names of a struct gorush decodes a pass-through object into (the Firebase Admin SDK's
+/// `messaging` types for `notification`, `android`, `webpush`, `apns`, `fcm_options`; mapstructure's
+/// `Sound` for the `sound` object). A member whose key folds onto a field name is renamed to it (the
+/// field's exact spelling, which FCM and APNs expect); other members are kept as they are, and maps
+/// (`data`, `headers`) keep their keys verbatim.
+final class KeySchema: Sendable {
+    /// Field name -> the schema of its value when that value is itself a struct.
+    let fields: [String: KeySchema?]
+    /// Folded field name -> field name.
+    let folded: [String: String]
+
+    init(_ fields: [String: KeySchema?]) {
+        self.fields = fields
+        var f: [String: String] = [:]
+        for name in fields.keys { f[name.lowercased()] = name }
+        folded = f
+    }
+
+    convenience init(_ names: [String]) {
+        var d: [String: KeySchema?] = [:]
+        for n in names { d[n] = .some(nil) }
+        self.init(d)
+    }
+
+    /// `object` with every member naming a field spelled as the field, recursively. Returns the object
+    /// itself when nothing changes (the common case). Members renamed onto one field: the last wins.
+    func canonical(_ object: JSONObject) -> JSONObject {
+        var changed = false
+        var pairs: [(String, JSONValue)] = []
+        pairs.reserveCapacity(object.count)
+        for (key, value) in object {
+            var name = key
+            if fields[key] == nil, let f = MemberName.fold(key), let field = folded[f] {
+                name = field
+                changed = true
+            }
+            var v = value
+            if let child = fields[name] ?? nil, case .object(let o) = value {
+                let c = child.canonical(o)
+                if c != o {
+                    v = .object(c)
+                    changed = true
+                }
+            }
+            pairs.append((name, v))
+        }
+        return changed ? JSONObject(pairs) : object
+    }
+
+    // The Firebase Admin SDK (Go) `messaging` structs gorush decodes into, by their JSON names.
+    static let fcmOptions = KeySchema(["analytics_label"])
+    static let notification = KeySchema(["title", "body", "image"])
+    static let lightSettings = KeySchema(["color", "light_on_duration", "light_off_duration"])
+    static let androidNotification = KeySchema([
+        "title": nil, "body": nil, "icon": nil, "color": nil, "sound": nil, "tag": nil, "click_action": nil,
+        "body_loc_key": nil, "body_loc_args": nil, "title_loc_key": nil, "title_loc_args": nil, "channel_id": nil,
+        "image": nil, "ticker": nil, "sticky": nil, "event_time": nil, "local_only": nil, "notification_priority": nil,
+        "vibrate_timings": nil, "default_vibrate_timings": nil, "default_sound": nil, "light_settings": lightSettings,
+        "default_light_settings": nil, "visibility": nil, "notification_count": nil,
+    ])
+    static let android = KeySchema([
+        "collapse_key": nil, "priority": nil, "ttl": nil, "restricted_package_name": nil, "data": nil,
+        "notification": androidNotification, "fcm_options": fcmOptions, "direct_boot_ok": nil,
+    ])
+    static let webpushNotification = KeySchema([
+        "actions", "title", "body", "icon", "badge", "dir", "data", "image", "lang", "renotify", "requireInteraction",
+        "silent", "tag", "timestamp", "vibrate",
+    ])
+    static let webpush = KeySchema([
+        "headers": nil, "data": nil, "notification": webpushNotification, "fcm_options": KeySchema(["link", "analytics_label"]),
+    ])
+    static let apsAlert = KeySchema([
+        "title", "subtitle", "body", "loc-key", "loc-args", "title-loc-key", "title-loc-args", "subtitle-loc-key",
+        "subtitle-loc-args", "action-loc-key", "launch-image",
+    ])
+    /// gorush's `Sound` (decoded by mapstructure, which matches field names case-insensitively too).
+    static let sound = KeySchema(["critical", "name", "volume"])
+    static let aps = KeySchema([
+        "alert": apsAlert, "badge": nil, "sound": sound, "content-available": nil, "mutable-content": nil,
+        "category": nil, "thread-id": nil,
+    ])
+    static let apns = KeySchema([
+        "headers": nil, "payload": KeySchema(["aps": aps]), "fcm_options": KeySchema(["analytics_label", "image"]),
+    ])
+}
