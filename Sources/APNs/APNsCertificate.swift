@@ -181,14 +181,17 @@ public struct APNsCertificate: Sendable {
     static func loadP12(
         _ bytes: [UInt8], password: String, source: String, key: String
     ) throws(APNsConfigurationError) -> ([NIOSSLCertificate], NIOSSLPrivateKey) {
-        // NIOSSLPKCS12Bundle stops the process (fatalError) for a file that parses but has no private
-        // key; such a file (a certificate exported without its key) is refused here first.
+        // NIOSSLPKCS12Bundle stops the process (fatalError) for a file that parses without a private
+        // key or without a certificate for it; such files (a certificate exported without its key, a
+        // key exported alone) are refused here first.
         switch PKCS12Scan.scan(bytes) {
         case .notPKCS12:
             throw APNsConfigurationError(key: key, "\(source) is not a PKCS#12 (.p12) file")
         case .noPrivateKey:
             throw APNsConfigurationError(
                 key: key, "\(source) holds no private key (export the certificate together with its private key)")
+        case .noCertificate:
+            throw APNsConfigurationError(key: key, "\(source) holds no certificate (export the certificate together with its private key)")
         case .hasPrivateKey:
             break
         }
@@ -250,11 +253,12 @@ public struct APNsCertificate: Sendable {
 /// visible in its unencrypted `data` safes. Keychain, OpenSSL and Java all put the (shrouded) key
 /// bag in such a safe; the certificates are usually in an encrypted one.
 enum PKCS12Scan {
-    enum Result: Equatable { case notPKCS12, noPrivateKey, hasPrivateKey }
+    enum Result: Equatable { case notPKCS12, noPrivateKey, noCertificate, hasPrivateKey }
 
     static let data: ASN1ObjectIdentifier = [1, 2, 840, 113549, 1, 7, 1]
     static let keyBag: ASN1ObjectIdentifier = [1, 2, 840, 113549, 1, 12, 10, 1, 1]
     static let shroudedKeyBag: ASN1ObjectIdentifier = [1, 2, 840, 113549, 1, 12, 10, 1, 2]
+    static let certBag: ASN1ObjectIdentifier = [1, 2, 840, 113549, 1, 12, 10, 1, 3]
 
     static func scan(_ bytes: [UInt8]) -> Result {
         // PFX ::= SEQUENCE { version INTEGER, authSafe ContentInfo, macData MacData OPTIONAL }
@@ -266,20 +270,27 @@ enum PKCS12Scan {
             let safes = contentInfoData(authSafe), let authenticated = try? BER.parse(safes),
             case .constructed(let contentInfos) = authenticated.content
         else { return .notPKCS12 }
-        // AuthenticatedSafe ::= SEQUENCE OF ContentInfo; the `data` ones hold SafeContents in clear.
+        // AuthenticatedSafe ::= SEQUENCE OF ContentInfo; the `data` ones hold SafeContents in clear,
+        // the others (encryptedData) cannot be looked into: they may hold the certificates.
+        var hasKey = false
+        var mayHaveCertificate = false
         for contentInfo in contentInfos {
-            guard let safeContents = contentInfoData(contentInfo), let bags = try? BER.parse(safeContents),
-                case .constructed(let safeBags) = bags.content
-            else { continue }
+            guard let safeContents = contentInfoData(contentInfo) else {
+                mayHaveCertificate = true
+                continue
+            }
+            guard let bags = try? BER.parse(safeContents), case .constructed(let safeBags) = bags.content else { continue }
             for bag in safeBags {
                 // SafeBag ::= SEQUENCE { bagId OID, bagValue [0] EXPLICIT, bagAttributes SET OPTIONAL }
                 guard case .constructed(let fields) = bag.content, let first = fields.first(where: { _ in true }),
                     let oid = try? ASN1ObjectIdentifier(berEncoded: first)
                 else { continue }
-                if oid == keyBag || oid == shroudedKeyBag { return .hasPrivateKey }
+                if oid == keyBag || oid == shroudedKeyBag { hasKey = true }
+                if oid == certBag { mayHaveCertificate = true }
             }
         }
-        return .noPrivateKey
+        if !hasKey { return .noPrivateKey }
+        return mayHaveCertificate ? .hasPrivateKey : .noCertificate
     }
 
     /// The octets of a ContentInfo of type `data` (nil for any other type, e.g. encryptedData).

@@ -145,6 +145,14 @@ final class APNsCertificateTests: XCTestCase {
             configError { _ = try configuration(path: certOnly, password: "x") },
             "ios.key_path: \(certOnly) holds no private key (export the certificate together with its private key)")
 
+        // A .p12 holding the key only (the Keychain exports a lone private key too).
+        let keyOnly = dir + "/key-only.p12"
+        try cert.privateKeyPEM.write(toFile: dir + "/k.pem", atomically: true, encoding: .utf8)
+        try TestAPNsCertificate.run(openssl, ["pkcs12", "-export", "-nocerts", "-inkey", dir + "/k.pem", "-passout", "pass:x", "-out", keyOnly])
+        XCTAssertEqual(
+            configError { _ = try configuration(path: keyOnly, password: "x") },
+            "ios.key_path: \(keyOnly) holds no certificate (export the certificate together with its private key)")
+
         let garbage = dir + "/garbage.p12"
         try Data("not a p12".utf8).write(to: URL(fileURLWithPath: garbage))
         XCTAssertEqual(configError { _ = try configuration(path: garbage, password: "x") }, "ios.key_path: \(garbage) is not a PKCS#12 (.p12) file")
