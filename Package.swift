@@ -74,6 +74,11 @@ let package = Package(
                 "PushgateCore", "Signing", "HTTP2Pool", "ProviderKit",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                // Certificate auth: .p12/.pem loading (BoringSSL), the certificate's topics and dates, its expiry gauge.
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ]),
         .target(
             name: "FCM",

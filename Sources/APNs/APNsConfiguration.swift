@@ -19,12 +19,35 @@ public struct APNsConfiguration: Sendable {
     public static let productionURL = "https://api.push.apple.com"
     public static let sandboxURL = "https://api.sandbox.push.apple.com"
 
-    /// The provider-token signing key (`ios.key_path`, a P-256 PKCS#8 `.p8`).
-    public var key: P256.Signing.PrivateKey
-    /// `ios.key_id`: the 10-character Key ID, sent as the JWT `kid`.
-    public var keyID: String
-    /// `ios.team_id`: the Team ID, sent as the JWT `iss`.
-    public var teamID: String
+    /// How the gateway proves itself to APNs.
+    public enum Credentials: Sendable {
+        /// Token-based: an ES256 JWT signed with the `.p8` key, its Key ID and Team ID.
+        case token(key: P256.Signing.PrivateKey, keyID: String, teamID: String)
+        /// Certificate-based: the client certificate is presented on every TLS connection; no JWT.
+        case certificate(APNsCertificate)
+    }
+
+    public var credentials: Credentials
+    /// The provider-token signing key (`ios.key_path`, a P-256 PKCS#8 `.p8`); nil with a certificate.
+    public var key: P256.Signing.PrivateKey? {
+        if case .token(let key, _, _) = credentials { return key }
+        return nil
+    }
+    /// `ios.key_id`: the 10-character Key ID, sent as the JWT `kid` ("" with a certificate).
+    public var keyID: String {
+        if case .token(_, let keyID, _) = credentials { return keyID }
+        return ""
+    }
+    /// `ios.team_id`: the Team ID, sent as the JWT `iss` ("" with a certificate).
+    public var teamID: String {
+        if case .token(_, _, let teamID) = credentials { return teamID }
+        return ""
+    }
+    /// The client certificate (certificate-based trust); nil with a `.p8` key.
+    public var certificate: APNsCertificate? {
+        if case .certificate(let c) = credentials { return c }
+        return nil
+    }
     /// `ios.production`: the default environment when a notification says neither `production` nor `development`.
     public var production: Bool
     /// `ios.topic`: the bundle id used when a notification has no `topic`.
@@ -43,11 +66,28 @@ public struct APNsConfiguration: Sendable {
         key: P256.Signing.PrivateKey, keyID: String, teamID: String, production: Bool = false,
         topic: String? = nil, endpoint: String? = nil, maxRetry: Int = 3, connectionsPerEnvironment: Int = 2
     ) throws(APNsConfigurationError) {
-        self.key = key
-        self.keyID = keyID.trimmingCharacters(in: .whitespacesAndNewlines)
-        self.teamID = teamID.trimmingCharacters(in: .whitespacesAndNewlines)
+        self.credentials = .token(
+            key: key, keyID: keyID.trimmingCharacters(in: .whitespacesAndNewlines),
+            teamID: teamID.trimmingCharacters(in: .whitespacesAndNewlines))
         self.production = production
         self.topic = topic.flatMap { $0.isEmpty ? nil : $0 }
+        self.endpoint = endpoint.flatMap { $0.isEmpty ? nil : $0 }
+        self.maxRetry = maxRetry
+        self.connectionsPerEnvironment = connectionsPerEnvironment
+        try validate()
+    }
+
+    /// Certificate-based trust. `topic` defaults to the certificate's bundle id (its subject UID):
+    /// the topic APNs itself assumes when a request to a single-topic certificate has no `apns-topic`.
+    /// An expired or not yet valid certificate is refused (`key` names where it came from).
+    public init(
+        certificate: APNsCertificate, production: Bool = false, topic: String? = nil, endpoint: String? = nil, maxRetry: Int = 3,
+        connectionsPerEnvironment: Int = 2, now: Date = Date(), key: String = "ios.key_path"
+    ) throws(APNsConfigurationError) {
+        try certificate.checkValidity(at: now, key: key)
+        self.credentials = .certificate(certificate)
+        self.production = production
+        self.topic = topic.flatMap { $0.isEmpty ? nil : $0 } ?? certificate.bundleID
         self.endpoint = endpoint.flatMap { $0.isEmpty ? nil : $0 }
         self.maxRetry = maxRetry
         self.connectionsPerEnvironment = connectionsPerEnvironment
@@ -93,8 +133,10 @@ public struct APNsConfiguration: Sendable {
     }
 
     public func validate() throws(APNsConfigurationError) {
-        if keyID.isEmpty { throw APNsConfigurationError(key: "ios.key_id", "missing (the Key ID of the .p8 auth key)") }
-        if teamID.isEmpty { throw APNsConfigurationError(key: "ios.team_id", "missing (the Apple developer Team ID)") }
+        if case .token = credentials {
+            if keyID.isEmpty { throw APNsConfigurationError(key: "ios.key_id", "missing (the Key ID of the .p8 auth key)") }
+            if teamID.isEmpty { throw APNsConfigurationError(key: "ios.team_id", "missing (the Apple developer Team ID)") }
+        }
         if maxRetry < 0 { throw APNsConfigurationError(key: "ios.max_retry", "must be 0 or more, got \(maxRetry)") }
         if connectionsPerEnvironment < 1 {
             throw APNsConfigurationError(key: "ios.connections", "must be 1 or more, got \(connectionsPerEnvironment)")

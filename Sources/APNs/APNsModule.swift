@@ -12,7 +12,11 @@ public struct APNsModule: ProviderModule {
         public static let enabled = ProviderSettings.enabled
         public static let keyPath = Setting<String>("key_path", "", secrecy: .identifier)
         public static let keyBase64 = Setting<String>("key_base64", "", secrecy: .secret)
-        public static let keyType = Setting<String>("key_type", "p8")
+        /// `p12`, `pem` or `p8`; "" = from `key_path`'s extension (which wins when it names one, as in
+        /// gorush), or from the bytes of `key_base64`.
+        public static let keyType = Setting<String>("key_type", "")
+        /// The `.p12` password, or the passphrase of an encrypted private key in a `.pem`.
+        public static let password = Setting<String>("password", "", secrecy: .secret)
         public static let keyID = Setting<String>("key_id", "", secrecy: .identifier)
         public static let teamID = Setting<String>("team_id", "")
         public static let production = Setting<Bool>("production", false)
@@ -33,8 +37,8 @@ public struct APNsModule: ProviderModule {
                 keys: [
                     Keys.enabled.key, Keys.keyPath.key, Keys.keyBase64.key, Keys.keyType.key, Keys.keyID.key, Keys.teamID.key,
                     Keys.production.key, Keys.maxTokens.key, Keys.maxRetry.key, Keys.maxConcurrentPushes.key, Keys.connections.key,
-                    Keys.topic.key, Keys.endpoint.key,
-                ], ignoredKeys: ["password"])
+                    Keys.topic.key, Keys.endpoint.key, Keys.password.key,
+                ])
         ]
     }
 
@@ -45,42 +49,135 @@ public struct APNsModule: ProviderModule {
         return nil
     }
 
-    /// The provider's configuration from the `ios:` section (the key from `key_path`, else `key_base64`).
-    public static func configuration(_ s: SectionValues) throws(APNsConfigurationError) -> APNsConfiguration {
-        let keyB64 = s[Keys.keyBase64]
-        if s[Keys.keyPath].isEmpty, !keyB64.isEmpty {
-            guard let data = Data(base64Encoded: keyB64), let pem = String(data: data, encoding: .utf8) else {
-                throw APNsConfigurationError(key: s.path(Keys.keyBase64), "not base64 of a .p8 PEM key")
+    /// The key type `ios.key_type` / `key_path`'s extension / the bytes of `key_base64` name, and a
+    /// warning when `key_type` says otherwise than the extension (the extension wins, as in gorush).
+    static func keyType(_ s: SectionValues, bytes: [UInt8]?) throws(APNsConfigurationError) -> (APNsKeyType, warning: String?) {
+        let declared = s[Keys.keyType].trimmingCharacters(in: .whitespaces).lowercased()
+        var explicit: APNsKeyType?
+        if !declared.isEmpty {
+            guard let t = APNsKeyType(rawValue: declared.hasPrefix(".") ? String(declared.dropFirst()) : declared) else {
+                throw APNsConfigurationError(key: s.path(Keys.keyType), "must be p12, pem or p8, got \"\(s[Keys.keyType])\"")
             }
-            return try APNsConfiguration(
+            explicit = t
+        }
+        let path = s[Keys.keyPath]
+        if !path.isEmpty, let fromExtension = APNsKeyType.of(path: path) {
+            var warning: String?
+            if let explicit, explicit != fromExtension {
+                warning =
+                    "\(s.path(Keys.keyType)) is \"\(explicit.rawValue)\" but \(s.path(Keys.keyPath)) ends in .\(fromExtension.rawValue): read as \(fromExtension.rawValue) (the extension decides, as in gorush)"
+            }
+            return (fromExtension, warning)
+        }
+        if let explicit { return (explicit, nil) }
+        if let bytes, let sniffed = APNsKeyType.sniff(bytes) { return (sniffed, nil) }
+        let what = path.isEmpty ? s.path(Keys.keyBase64) : path
+        throw APNsConfigurationError(key: s.path(Keys.keyType), "cannot tell what \(what) holds: set it to p12, pem or p8")
+    }
+
+    /// The provider's configuration from the `ios:` section (the key from `key_path`, else `key_base64`):
+    /// token auth with a `.p8`, certificate auth with a `.p12` / `.pem` (and `password`).
+    public static func configuration(_ s: SectionValues, now: Date = Date()) throws(APNsConfigurationError) -> APNsConfiguration {
+        try configurationAndWarnings(s, now: now).configuration
+    }
+
+    static func configurationAndWarnings(
+        _ s: SectionValues, now: Date = Date()
+    ) throws(APNsConfigurationError) -> (configuration: APNsConfiguration, warnings: [String]) {
+        let keyB64 = s[Keys.keyBase64]
+        let path = s[Keys.keyPath]
+        var bytes: [UInt8]?
+        var sourceKey = s.path(Keys.keyPath)
+        var source = path
+        if path.isEmpty, !keyB64.isEmpty {
+            guard let data = Data(base64Encoded: keyB64, options: .ignoreUnknownCharacters), !data.isEmpty else {
+                throw APNsConfigurationError(key: s.path(Keys.keyBase64), "not base64 of a .p8, .p12 or .pem file")
+            }
+            bytes = Array(data)
+            sourceKey = s.path(Keys.keyBase64)
+            source = "the \(s.path(Keys.keyBase64)) value"
+        }
+        if path.isEmpty && bytes == nil {
+            throw APNsConfigurationError(key: s.path(Keys.keyPath), "missing (path of the APNs .p8 auth key, or of a .p12 / .pem certificate)")
+        }
+        var (type, warning) = try keyType(s, bytes: bytes)
+        let warnings = warning.map { [$0] } ?? []
+        if type == .p12 || type == .pem {
+            if bytes == nil {
+                do {
+                    bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+                } catch {
+                    throw APNsConfigurationError(
+                        key: sourceKey, "cannot read \(path): \((error as NSError).localizedDescription.replacingOccurrences(of: "\n", with: " "))")
+                }
+            }
+        }
+        // A `.pem` holding a private key and no certificate is an auth key saved under another
+        // name (Pushgate read any key_path as a .p8 before certificates were supported).
+        if type == .pem, let b = bytes, APNsKeyType.sniff(b) == .p8 {
+            type = .p8
+        }
+        if type == .p12 || type == .pem {
+            let certificate = try APNsCertificate.load(type: type, bytes: bytes ?? [], password: s[Keys.password], source: source, key: sourceKey)
+            let configuration = try APNsConfiguration(
+                certificate: certificate, production: s[Keys.production], topic: s[Keys.topic], endpoint: s[Keys.endpoint],
+                maxRetry: s[Keys.maxRetry], connectionsPerEnvironment: s[Keys.connections], now: now, key: sourceKey)
+            return (configuration, warnings)
+        }
+        if let bytes {
+            guard let pem = String(bytes: bytes, encoding: .utf8) else {
+                throw APNsConfigurationError(key: sourceKey, "\(source) is not a .p8 PEM key")
+            }
+            let configuration = try APNsConfiguration(
                 keyPEM: pem, keyID: s[Keys.keyID], teamID: s[Keys.teamID], production: s[Keys.production], topic: s[Keys.topic],
                 endpoint: s[Keys.endpoint], maxRetry: s[Keys.maxRetry], connectionsPerEnvironment: s[Keys.connections])
+            return (configuration, warnings)
         }
-        return try APNsConfiguration(
-            keyPath: s[Keys.keyPath], keyID: s[Keys.keyID], teamID: s[Keys.teamID], production: s[Keys.production], topic: s[Keys.topic],
+        let configuration = try APNsConfiguration(
+            keyPath: path, keyID: s[Keys.keyID], teamID: s[Keys.teamID], production: s[Keys.production], topic: s[Keys.topic],
             endpoint: s[Keys.endpoint], maxRetry: s[Keys.maxRetry], connectionsPerEnvironment: s[Keys.connections])
+        return (configuration, warnings)
     }
 
     public func build(_ config: ProviderConfig, context: ProviderBuildContext) throws -> ProviderBuild {
         let s = config["ios"]
         guard s[Keys.enabled] else { return ProviderBuild() }
         let apnsConfig: APNsConfiguration
+        let warnings: [String]
         do {
-            apnsConfig = try Self.configuration(s)
+            (apnsConfig, warnings) = try Self.configurationAndWarnings(s)
         } catch {
             throw ConfigError(key: error.key, problem: error.problem)
+        }
+        let logger = Logger(label: "pushgate.apns")
+        if let certificate = apnsConfig.certificate {
+            let environments = [certificate.development ? "development" : nil, certificate.production ? "production" : nil].compactMap { $0 }
+            logger.info(
+                "APNs certificate authentication",
+                metadata: [
+                    "subject": "\(certificate.subject)", "topics": "\(certificate.topics.joined(separator: ","))",
+                    "not_after": "\(APNsCertificate.format(certificate.notValidAfter))",
+                    "days_to_expiry": "\(Int(certificate.daysToExpiry().rounded(.down)))",
+                    "environments": "\(environments.isEmpty ? "unspecified" : environments.joined(separator: ","))",
+                    "default_topic": "\(apnsConfig.topic ?? "")",
+                ])
+            if certificate.daysToExpiry() < 30 {
+                logger.warning(
+                    "the APNs certificate expires soon",
+                    metadata: ["subject": "\(certificate.subject)", "not_after": "\(APNsCertificate.format(certificate.notValidAfter))"])
+            }
         }
         let provider: APNsProvider
         do {
             provider = try APNsProvider(
                 configuration: apnsConfig, poolConfiguration: context.poolConfiguration,
-                eventLoopGroup: context.eventLoopGroup, logger: Logger(label: "pushgate.apns"))
+                eventLoopGroup: context.eventLoopGroup, logger: logger)
         } catch {
             throw ConfigError(key: error.key, problem: error.problem)
         }
         return ProviderBuild(
             providers: [BuiltProvider(provider: provider, maxRetry: apnsConfig.maxRetry, concurrency: s[Keys.maxConcurrentPushes])],
-            shutdown: { await provider.shutdown() })
+            shutdown: { await provider.shutdown() }, warnings: warnings)
     }
 
     public func deliveredIDLabel(for platform: Platform) -> String { "apns-id" }

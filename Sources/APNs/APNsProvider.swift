@@ -1,10 +1,12 @@
 import Foundation
 import HTTP2Pool
 import Logging
+import Metrics
 import NIOCore
 import PushgateCore
 
-/// The APNs provider: token-based auth, two long-lived HTTP/2 connection pools (production and
+/// The APNs provider: token-based auth (a JWT per request) or certificate-based trust (the client
+/// certificate presented on every TLS connection), two long-lived HTTP/2 connection pools (production and
 /// sandbox) chosen per notification, one attempt per `send`, every answer classified.
 ///
 /// The environment is fixed per notification at `prepare` time
@@ -13,11 +15,13 @@ import PushgateCore
 public final class APNsProvider: PushProvider {
     public let platform: Platform = .ios
     public let configuration: APNsConfiguration
-    /// The provider token shared by every connection of both pools.
-    public let tokens: APNsTokenManager
+    /// The provider token shared by every connection of both pools (nil with certificate auth).
+    public let tokens: APNsTokenManager?
     public let productionPool: HTTP2ConnectionPool
     public let sandboxPool: HTTP2ConnectionPool
     private let logger: Logger
+    /// Keeps `pushgate_apns_certificate_expiry_days` current (certificate auth only).
+    private let expiryGaugeTask: RepeatedTask?
 
     /// - Parameters:
     ///   - poolConfiguration: TLS (e.g. `HTTP2PoolConfiguration.tls(extraRootsPEM:)` for `core.ca_file`),
@@ -39,8 +43,20 @@ public final class APNsProvider: PushProvider {
         }
         var pc = poolConfiguration
         pc.connectionsPerTarget = configuration.connectionsPerEnvironment
+        if let certificate = configuration.certificate {
+            // Both environments' connections present the certificate.
+            pc.presentClientCertificate(chain: certificate.chain, privateKey: certificate.privateKey)
+            let gauge = Gauge(label: "pushgate_apns_certificate_expiry_days", dimensions: [("topic", certificate.bundleID ?? certificate.subject)])
+            gauge.record(certificate.daysToExpiry())
+            self.expiryGaugeTask = eventLoopGroup.next().scheduleRepeatedTask(initialDelay: .seconds(60), delay: .seconds(60)) { _ in
+                gauge.record(certificate.daysToExpiry())
+            }
+            self.tokens = nil
+        } else {
+            self.expiryGaugeTask = nil
+            self.tokens = tokenManager ?? APNsTokenManager(configuration: configuration)
+        }
         self.configuration = configuration
-        self.tokens = tokenManager ?? APNsTokenManager(configuration: configuration)
         self.logger = logger
         var productionLogger = logger
         productionLogger[metadataKey: "apns-env"] = "production"
@@ -73,15 +89,17 @@ public final class APNsProvider: PushProvider {
         // The token goes into the request path: anything but hex digits is what APNs calls BadDeviceToken.
         guard token.utf8.allSatisfy(Self.isHexDigit) else { return .tokenDead(reason: "BadDeviceToken", status: nil) }
 
-        let auth: APNsTokenManager.Token
-        do {
-            auth = try tokens.token()
-        } catch {
-            return .permanent(reason: "cannot sign the APNs provider token: \(error)", status: nil)
+        var auth: APNsTokenManager.Token?
+        if let tokens {
+            do {
+                auth = try tokens.token()
+            } catch {
+                return .permanent(reason: "cannot sign the APNs provider token: \(error)", status: nil)
+            }
         }
         var headers: [(String, String)] = []
         headers.reserveCapacity(push.headers.count + 2)
-        headers.append(("authorization", auth.authorization))
+        if let auth { headers.append(("authorization", auth.authorization)) }
         headers.append(("apns-id", context.messageID))
         headers.append(contentsOf: push.headers)
         let request = HTTP2Request(method: "POST", path: "/3/device/" + token, headers: headers, body: push.body)
@@ -105,7 +123,7 @@ public final class APNsProvider: PushProvider {
             apnsID: response.header("apns-id"),
             retryAfter: response.header("retry-after"),
             body: Array(response.body.readableBytesView))
-        if case .credentials = outcome {
+        if case .credentials = outcome, let tokens, let auth {
             tokens.invalidate(auth.jwt)
         }
         logger.debug(
@@ -117,6 +135,7 @@ public final class APNsProvider: PushProvider {
     }
 
     public func shutdown() async {
+        expiryGaugeTask?.cancel()
         await productionPool.shutdown()
         await sandboxPool.shutdown()
     }

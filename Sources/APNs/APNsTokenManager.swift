@@ -63,8 +63,10 @@ public final class APNsTokenManager: @unchecked Sendable {
         self.random = random
     }
 
-    public convenience init(configuration: APNsConfiguration, clock: @escaping Clock = { Date().timeIntervalSince1970 }) {
-        self.init(key: configuration.key, keyID: configuration.keyID, teamID: configuration.teamID, clock: clock)
+    /// The token manager of a token-auth configuration (nil with certificate auth: there is no JWT).
+    public convenience init?(configuration: APNsConfiguration, clock: @escaping Clock = { Date().timeIntervalSince1970 }) {
+        guard case .token(let key, let keyID, let teamID) = configuration.credentials else { return nil }
+        self.init(key: key, keyID: keyID, teamID: teamID, clock: clock)
     }
 
     /// The current token, minted when there is none or it reached its lifetime.

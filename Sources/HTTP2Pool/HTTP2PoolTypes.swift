@@ -104,6 +104,13 @@ public struct HTTP2PoolConfiguration: Sendable {
 
     public init() {}
 
+    /// Presents this client certificate (the leaf first, then intermediates) and key on every TLS
+    /// connection of the pool (mutual TLS, e.g. APNs certificate-based trust).
+    public mutating func presentClientCertificate(chain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey) {
+        self.tlsConfiguration.certificateChain = chain.map { .certificate($0) }
+        self.tlsConfiguration.privateKey = .privateKey(privateKey)
+    }
+
     /// Client TLS configuration trusting the system roots plus extra PEM roots (the gateway's `core.ca_file`).
     /// Each string may hold one or several PEM certificates.
     public static func tls(extraRootsPEM: [String]) throws -> TLSConfiguration {

@@ -4,6 +4,8 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
 import Signing
+import SwiftASN1
+import X509
 
 /// An APNs auth key made for tests: a P-256 key as the `.p8` PEM (PKCS#8) Apple hands out, with
 /// the Key ID and Team ID it goes with.
@@ -34,7 +36,9 @@ public struct TestAPNsKey: Sendable {
 
 /// Mock APNs (`POST /3/device/<hex token>`, HTTP/2 over TLS) that checks requests like APNs does:
 /// the provider token (ES256 JWT verified with the key's public half, `kid`/`iss`, numeric and
-/// fresh `iat`), the path, `apns-topic`, `apns-push-type`, `apns-priority` (background must be 5),
+/// fresh `iat`) or, on a connection that presented a client certificate chaining to
+/// `Options.clientCertificateRootsPEM` (certificate-based trust), no token but an `apns-topic` among
+/// the certificate's topics (its subject UID and the 1.2.840.113635.100.6.3.6 extension), the path, `apns-topic`, `apns-push-type`, `apns-priority` (background must be 5),
 /// `apns-expiration`, `apns-id`, `apns-collapse-id`, the payload size (4096, 5120 for VoIP) and
 /// JSON with `aps`. Answers scripted replies per device token, in order, then the default (200
 /// with `apns-id`). Records every request, thread-safely.
@@ -99,6 +103,10 @@ public final class MockAPNs: Sendable {
         public var headers: [(String, String)]
         public var body: [UInt8]
         public var connectionID: Int
+        /// The subject of the client certificate the connection presented (nil: token auth).
+        public var clientCertificateSubject: String?
+        /// That certificate's topics (UID first, then the topics extension).
+        public var clientCertificateTopics: [String]
         public var status: Int
         /// The reason answered (nil for 200).
         public var reason: String?
@@ -146,6 +154,11 @@ public final class MockAPNs: Sendable {
         public var responseDelay: TimeAmount? = nil
         /// SETTINGS_MAX_CONCURRENT_STREAMS (APNs: 1 until a valid token was seen, then e.g. 500; here constant).
         public var maxConcurrentStreams: Int = 1000
+        /// CA certificates (PEM) that client certificates must chain to. When set (and `tls` is),
+        /// clients may present a certificate in the TLS handshake (one that does not verify fails the
+        /// handshake); requests on such a connection need no provider token. Empty: no client
+        /// certificates are asked for (token auth only, as `pushgate mock`).
+        public var clientCertificateRootsPEM: [String] = []
         /// Keep every request in `requests` (tests). Off for load runs (`pushgate mock` / `bench`):
         /// memory stays flat and only `hook` sees the requests.
         public var recordRequests = true
@@ -173,6 +186,15 @@ public final class MockAPNs: Sendable {
         /// Verified provider tokens and their `iat` (each distinct token is verified once).
         var verifiedTokens: [String: Int64] = [:]
         var providerTokensSeen: [String] = []
+        /// Parsed client certificates by DER.
+        var clientIdentities: [[UInt8]: ClientIdentity] = [:]
+    }
+
+    /// What the mock reads from a client certificate.
+    struct ClientIdentity {
+        var subject: String
+        var uid: String?
+        var topics: [String]
     }
 
     public static let payloadLimit = 4096
@@ -195,6 +217,13 @@ public final class MockAPNs: Sendable {
         self.options = options
         var serverOptions = MockHTTPServer.Options()
         serverOptions.tls = options.tls
+        if var tls = options.tls, !options.clientCertificateRootsPEM.isEmpty {
+            // A bad PEM leaves no roots: every presented certificate then fails the handshake.
+            let roots = options.clientCertificateRootsPEM.flatMap { (try? NIOSSLCertificate.fromPEMBytes(Array($0.utf8))) ?? [] }
+            tls.trustRoots = .certificates(roots)
+            tls.certificateVerification = .optionalVerification
+            serverOptions.tls = tls
+        }
         serverOptions.port = options.port
         serverOptions.responseDelay = options.responseDelay
         serverOptions.maxConcurrentStreams = options.maxConcurrentStreams
@@ -238,6 +267,8 @@ public final class MockAPNs: Sendable {
     public var requests: [RecordedRequest] { state.withLockedValue { $0.requests } }
     public var requestCount: Int { state.withLockedValue { $0.requests.count } }
     public func requests(for token: String) -> [RecordedRequest] { state.withLockedValue { $0.requests.filter { $0.token == token } } }
+    /// Requests that came on a connection with a client certificate.
+    public var certificateRequests: [RecordedRequest] { state.withLockedValue { $0.requests.filter { $0.clientCertificateSubject != nil } } }
     /// Distinct provider tokens (JWTs) that verified, in the order first seen.
     public var providerTokensSeen: [String] { state.withLockedValue { $0.providerTokensSeen } }
     /// Requests refused by the checks (not by a script), as "status reason".
@@ -270,10 +301,12 @@ public final class MockAPNs: Sendable {
         let received = Date()
         var token = ""
         let apnsID = request.header("apns-id") ?? UUID().uuidString
+        let identity = request.clientCertificate.map { clientIdentity($0) }
         func answer(_ status: Int, _ reason: String?, retryAfter: Int? = nil, scripted: Bool = false) -> MockResponse {
             let record = RecordedRequest(
                 receivedAt: received, method: request.method, path: request.path, token: token,
                 headers: request.headers, body: request.body, connectionID: request.connectionID,
+                clientCertificateSubject: identity?.subject, clientCertificateTopics: identity?.topics ?? [],
                 status: status, reason: reason, scripted: scripted)
             if options.recordRequests { state.withLockedValue { $0.requests.append(record) } }
             var headers: [(String, String)] = [("apns-id", apnsID)]
@@ -296,11 +329,26 @@ public final class MockAPNs: Sendable {
         if rawToken.isEmpty { return answer(400, "MissingDeviceToken") }
         guard Self.isHex(rawToken), !rawToken.contains("/") else { return answer(400, "BadDeviceToken") }
 
-        // Provider token.
-        if let refused = checkProviderToken(request.header("authorization")) { return answer(403, refused) }
+        let topic: String
+        if let identity {
+            // Certificate-based trust: no provider token; the topic must be one of the certificate's.
+            // Without `apns-topic`, APNs uses the subject's topic when the certificate has only one.
+            if let t = request.header("apns-topic"), !t.isEmpty {
+                guard identity.topics.contains(t) else { return answer(400, "TopicDisallowed") }
+                topic = t
+            } else if identity.topics.count <= 1, let uid = identity.uid {
+                topic = uid
+            } else {
+                return answer(400, "MissingTopic")
+            }
+        } else {
+            // Provider token.
+            if let refused = checkProviderToken(request.header("authorization")) { return answer(403, refused) }
+            guard let t = request.header("apns-topic"), !t.isEmpty else { return answer(400, "MissingTopic") }
+            topic = t
+        }
 
         // Headers.
-        guard let topic = request.header("apns-topic"), !topic.isEmpty else { return answer(400, "MissingTopic") }
         guard let pushType = request.header("apns-push-type") else { return answer(400, "InvalidPushType") }
         guard Self.pushTypes.contains(pushType) else { return answer(400, "InvalidPushType") }
         if let suffix = Self.topicSuffixes[pushType], !topic.hasSuffix(suffix) { return answer(400, "TopicDisallowed") }
@@ -337,6 +385,33 @@ public final class MockAPNs: Sendable {
         }
         let (status, reason) = reply.statusAndReason
         return answer(status, reason, retryAfter: reply.retryAfter, scripted: true)
+    }
+
+    /// The subject, UID and topics of a client certificate (parsed once per certificate).
+    func clientIdentity(_ der: [UInt8]) -> ClientIdentity {
+        if let known = state.withLockedValue({ $0.clientIdentities[der] }) { return known }
+        var identity = ClientIdentity(subject: "(unparsable certificate)", uid: nil, topics: [])
+        if let certificate = try? Certificate(derEncoded: der) {
+            identity.subject = certificate.subject.description
+            for rdn in certificate.subject {
+                for attribute in rdn where attribute.type == [0, 9, 2342, 19_200_300, 100, 1, 1] {
+                    if identity.uid == nil { identity.uid = String(attribute.value) }
+                }
+            }
+            if let uid = identity.uid { identity.topics.append(uid) }
+            if let ext = certificate.extensions[oid: [1, 2, 840, 113635, 100, 6, 3, 6]],
+                let root = try? DER.parse(ext.value), case .constructed(let children) = root.content
+            {
+                for child in children where child.identifier == .utf8String {
+                    if let s = try? ASN1UTF8String(derEncoded: child), !identity.topics.contains(String(s)) {
+                        identity.topics.append(String(s))
+                    }
+                }
+            }
+        }
+        let parsed = identity
+        state.withLockedValue { $0.clientIdentities[der] = parsed }
+        return parsed
     }
 
     /// nil when the token is good, else APNs' 403 reason.

@@ -15,13 +15,19 @@ public struct MockRequest: Sendable {
     public var body: [UInt8]
     /// Which accepted connection carried the request (1, 2, ... in accept order).
     public var connectionID: Int
+    /// The client certificate (DER) the connection's TLS handshake presented and the server's
+    /// verification accepted (nil: none presented, or plaintext).
+    public var clientCertificate: [UInt8]?
 
-    public init(method: String, path: String, headers: [(String, String)], body: [UInt8], connectionID: Int) {
+    public init(
+        method: String, path: String, headers: [(String, String)], body: [UInt8], connectionID: Int, clientCertificate: [UInt8]? = nil
+    ) {
         self.method = method
         self.path = path
         self.headers = headers
         self.body = body
         self.connectionID = connectionID
+        self.clientCertificate = clientCertificate
     }
 
     /// Case-insensitive, first value.
@@ -259,7 +265,8 @@ public final class MockHTTPServer: Sendable {
                 ]
             )
         )
-        let handler = MockH2ServerHandler(server: self, connectionID: connectionID, eventLoop: channel.eventLoop)
+        let handler = MockH2ServerHandler(
+            server: self, connectionID: connectionID, eventLoop: channel.eventLoop, clientCertificate: Self.clientCertificate(channel))
         try sync.addHandler(handler)
         self.state.withLockedValue { $0.connections[connectionID]?.h2 = handler }
     }
@@ -267,7 +274,13 @@ public final class MockHTTPServer: Sendable {
     func configureHTTP1(_ channel: any Channel, connectionID: Int) throws {
         let sync = channel.pipeline.syncOperations
         try sync.configureHTTPServerPipeline(withErrorHandling: true)
-        try sync.addHandler(MockHTTP1ServerHandler(server: self, connectionID: connectionID))
+        try sync.addHandler(MockHTTP1ServerHandler(server: self, connectionID: connectionID, clientCertificate: Self.clientCertificate(channel)))
+    }
+
+    /// The DER of the certificate the client presented in the TLS handshake (nil without one / without TLS).
+    static func clientCertificate(_ channel: any Channel) -> [UInt8]? {
+        guard let tls = try? channel.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self) else { return nil }
+        return try? tls.peerCertificate?.toDERBytes()
     }
 
     /// Runs the handler; `respond` is called on `eventLoop`.
@@ -320,6 +333,7 @@ final class MockH2ServerHandler: ChannelInboundHandler, @unchecked Sendable {
     let server: MockHTTPServer
     let connectionID: Int
     let eventLoop: any EventLoop
+    let clientCertificate: [UInt8]?
     private var context: ChannelHandlerContext?
     private var streams: [Int32: Stream] = [:]
     private var lastStreamID: Int32 = 0
@@ -328,10 +342,11 @@ final class MockH2ServerHandler: ChannelInboundHandler, @unchecked Sendable {
     private var flushPending = false
     private var flushScheduled = false
 
-    init(server: MockHTTPServer, connectionID: Int, eventLoop: any EventLoop) {
+    init(server: MockHTTPServer, connectionID: Int, eventLoop: any EventLoop, clientCertificate: [UInt8]? = nil) {
         self.server = server
         self.connectionID = connectionID
         self.eventLoop = eventLoop
+        self.clientCertificate = clientCertificate
     }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
@@ -439,7 +454,8 @@ final class MockH2ServerHandler: ChannelInboundHandler, @unchecked Sendable {
             path: stream.path,
             headers: stream.headers,
             body: stream.body,
-            connectionID: self.connectionID
+            connectionID: self.connectionID,
+            clientCertificate: self.clientCertificate
         )
         self.streams[sid]!.body = []
         self.server.handle(request, on: self.eventLoop) { response in
@@ -542,13 +558,15 @@ final class MockHTTP1ServerHandler: ChannelInboundHandler, @unchecked Sendable {
 
     let server: MockHTTPServer
     let connectionID: Int
+    let clientCertificate: [UInt8]?
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var context: ChannelHandlerContext?
 
-    init(server: MockHTTPServer, connectionID: Int) {
+    init(server: MockHTTPServer, connectionID: Int, clientCertificate: [UInt8]? = nil) {
         self.server = server
         self.connectionID = connectionID
+        self.clientCertificate = clientCertificate
     }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
@@ -569,7 +587,8 @@ final class MockHTTP1ServerHandler: ChannelInboundHandler, @unchecked Sendable {
                 path: head.uri,
                 headers: head.headers.map { ($0.name.lowercased(), $0.value) },
                 body: self.body,
-                connectionID: self.connectionID
+                connectionID: self.connectionID,
+                clientCertificate: self.clientCertificate
             )
             self.body = []
             let keepAlive = head.isKeepAlive

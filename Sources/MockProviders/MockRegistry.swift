@@ -22,6 +22,9 @@ public struct MockRunSettings: Sendable {
     public var recordRequests = true
     /// Decides each answer (nil: the mock answers as scripted only).
     public var verdict: (@Sendable (_ token: String, _ body: [UInt8]) -> MockVerdict)?
+    /// CA certificates (PEM) client certificates may chain to (the mock APNs' certificate-based
+    /// trust); empty: no client certificates are asked for.
+    public var clientCertificateRootsPEM: [String] = []
 
     public init(
         port: Int = 0, latencyMs: Int = 0, recordRequests: Bool = true,
@@ -90,6 +93,7 @@ extension ProviderMockModule {
         options.port = settings.port
         options.responseDelay = settings.delay
         options.recordRequests = settings.recordRequests
+        options.clientCertificateRootsPEM = settings.clientCertificateRootsPEM
         if let verdict = settings.verdict {
             options.hook = { token, body in
                 switch verdict(token, body) {

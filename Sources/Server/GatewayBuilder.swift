@@ -20,6 +20,8 @@ public enum GatewayBuilder {
         let settings = try GatewaySettings(raw)
         for w in raw.warnings { logger.warning("\(w)") }
 
+        // Before the providers: a module may make metrics when it is built (the APNs certificate's expiry gauge).
+        MetricsSetup.bootstrap()
         let providers = try ProviderSet.make(raw: raw, logger: logger, eventLoopGroup: eventLoopGroup)
         let httpClient = providers.httpClient
         let slots = providers.slots
@@ -44,7 +46,6 @@ public enum GatewayBuilder {
             ? nil
             : FeedbackSender(
                 url: settings.feedbackURL, headers: settings.feedbackHeaders, client: httpClient, logger: Logger(label: "pushgate.feedback"))
-        MetricsSetup.bootstrap()
         let dispatcher = Dispatcher(
             providers: slots,
             unavailable: unavailable,

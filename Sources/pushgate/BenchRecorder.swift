@@ -195,9 +195,11 @@ final class MockRecorder: Sendable {
             s.providers[provider] = p
             switch kind {
             case .live(let seq), .dead(let seq):
+                // Refuse absurd sequence numbers before converting: a token of all `d`s parses to
+                // more than Int.max (Int(seq) trapped and stopped `pushgate mock`).
+                if seq > 50_000_000 { return }
                 let i = Int(seq)
                 if i >= s.dense.count {
-                    if i > 50_000_000 { return }  // refuse absurd sequence numbers
                     s.dense.append(contentsOf: repeatElement(0, count: max(i + 1 - s.dense.count, s.dense.count / 2 + 1024)))
                 }
                 var c = s.dense[i]

@@ -46,6 +46,9 @@ struct MockCommand: AsyncParsableCommand {
 
     @Flag(help: "Keep every request in memory (grows without bound; for debugging).") var record = false
 
+    @Option(help: "PEM CA file: the mock APNs also accepts client certificates from this CA (certificate-based trust, no JWT).")
+    var apnsClientCA: String?
+
     /// `NAME=VALUE` options by registered mock name.
     func byName(_ list: [String], option: String) throws -> [String: String] {
         var out: [String: String] = [:]
@@ -85,7 +88,13 @@ struct MockCommand: AsyncParsableCommand {
         }
         let recorder = MockRecorder(failures: failures)
         let absoluteDir = dir.hasPrefix("/") ? dir : FileManager.default.currentDirectoryPath + "/" + dir
-        let settings = MockStack.Settings(ports: ports, directory: absoluteDir, latencyMs: latencies, recordRequests: record, recorder: recorder)
+        var settings = MockStack.Settings(ports: ports, directory: absoluteDir, latencyMs: latencies, recordRequests: record, recorder: recorder)
+        if let apnsClientCA {
+            guard let pem = try? String(contentsOfFile: apnsClientCA, encoding: .utf8), pem.contains("-----BEGIN CERTIFICATE-----") else {
+                fail("--apns-client-ca \(apnsClientCA): not a readable PEM certificate file")
+            }
+            settings.apnsClientCAPEM = [pem]
+        }
         let stack: MockStack
         do {
             stack = try await MockStack.start(settings)

@@ -32,6 +32,8 @@ final class MockStack: Sendable {
         var recordRequests = true
         /// Counts per token, latency, scripted failure rates (nil: the mocks answer as scripted only).
         var recorder: MockRecorder? = nil
+        /// CA certificates (PEM) the mock APNs accepts client certificates from (certificate-based trust).
+        var apnsClientCAPEM: [String] = []
     }
 
     static func start(_ settings: Settings) async throws -> MockStack {
@@ -52,6 +54,7 @@ final class MockStack: Sendable {
                 var run = MockRunSettings(
                     port: settings.ports[module.name] ?? 0, latencyMs: settings.latencyMs[module.name] ?? 0,
                     recordRequests: settings.recordRequests)
+                if module.name == "apns" { run.clientCertificateRootsPEM = settings.apnsClientCAPEM }
                 if let recorder = settings.recorder, let provider = MockRecorder.Provider(rawValue: module.name) {
                     run.verdict = { token, body in
                         switch recorder.observe(provider, token: token, body: body) {

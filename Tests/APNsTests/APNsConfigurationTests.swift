@@ -22,7 +22,7 @@ final class APNsConfigurationTests: XCTestCase {
         let key = TestAPNsKey.generate()
         let path = try temporaryFile(key.p8PEM)
         let c = try APNsConfiguration(keyPath: path, keyID: "KEY", teamID: "TEAM")
-        XCTAssertEqual(c.key.publicKey.rawRepresentation, key.publicKey.rawRepresentation)
+        XCTAssertEqual(c.key?.publicKey.rawRepresentation, key.publicKey.rawRepresentation)
         XCTAssertFalse(c.production)
         XCTAssertEqual(c.maxRetry, 3)
         XCTAssertEqual(c.baseURL(production: true), "https://api.push.apple.com")

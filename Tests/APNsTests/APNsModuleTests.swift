@@ -23,7 +23,7 @@ final class APNsModuleTests: XCTestCase {
         XCTAssertTrue(c.production)
         XCTAssertThrowsError(try APNsModule.configuration(section(["key_base64": .string("%%%"), "key_id": .string("K"), "team_id": .string("T")]))) {
             e in
-            XCTAssertEqual("\(e)", "ios.key_base64: not base64 of a .p8 PEM key")
+            XCTAssertEqual("\(e)", "ios.key_base64: not base64 of a .p8, .p12 or .pem file")
         }
         XCTAssertThrowsError(try APNsModule.configuration(section([:]))) { e in
             XCTAssertTrue("\(e)".hasPrefix("ios.key_path: missing"), "\(e)")
