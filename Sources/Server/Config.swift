@@ -1,4 +1,5 @@
 import Foundation
+import HTTP2Pool
 @_exported import ProviderKit
 import PushgateCore
 import Yams
@@ -45,7 +46,7 @@ public struct RawConfig: Sendable {
     /// gorush keys (and sections) accepted for drop-in use, not acted upon.
     public static let ignoredGorushPrefixes: [String] =
         [
-            "core.ssl", "core.cert_path", "core.key_path", "core.cert_base64", "core.key_base64", "core.http_proxy",
+            "core.ssl", "core.cert_path", "core.key_path", "core.cert_base64", "core.key_base64",
             "core.pid.", "core.auto_tls.", "grpc.", "log.access_log", "log.error_log",
             "queue.nsq.", "queue.nats.", "queue.redis.", "stat.redis.", "stat.boltdb.", "stat.buntdb.",
             "stat.leveldb.", "stat.badgerdb.",
@@ -401,11 +402,25 @@ public struct OutboundSettings: Sendable {
     public var caFile: String
     /// `core.feedback_timeout`: seconds.
     public var feedbackTimeout: Int
+    /// `core.http_proxy` (`--proxy`): "" lets the environment (`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`) decide.
+    public var httpProxy: String
 
     public init(_ raw: RawConfig) {
         let core = raw.section("core")
         caFile = core[CoreConfig.caFile]
         feedbackTimeout = core[CoreConfig.feedbackTimeout]
+        httpProxy = core[CoreConfig.httpProxy]
+    }
+
+    /// The outbound proxy of every provider, OAuth and feedback connection (see docs/proxy.md). A URL
+    /// that cannot be used is a one-line `ConfigError` naming `core.http_proxy` or the variable, without
+    /// the URL (it may hold a password).
+    public func proxy(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> OutboundProxy {
+        do {
+            return try OutboundProxy(configured: httpProxy, configuredKey: "core.\(CoreConfig.httpProxy.name)", environment: environment)
+        } catch {
+            throw ConfigError(key: error.key, problem: error.problem)
+        }
     }
 }
 
@@ -439,6 +454,8 @@ public enum CoreConfig {
     public static let readTimeout = Setting<Int>("read_timeout", 30, range: 1...3600)
     public static let idleTimeout = Setting<Int>("idle_timeout", 60, range: 1...86_400)
     public static let maxConnections = Setting<Int>("max_connections", 4096, range: 1...1_000_000)
+    /// gorush's outbound proxy URL (`http://[user:password@]host:port`); a secret: it may hold a password.
+    public static let httpProxy = Setting<String>("http_proxy", "", secrecy: .secret)
 
     public static let section = ConfigSection(
         "core",
@@ -447,7 +464,7 @@ public enum CoreConfig {
             sync.key, syncTimeout.key, feedbackHookURL.key, feedbackTimeout.key, feedbackHeader.key, shutdownTimeout.key,
             mode.key, caFile.key, retryBackoffMs.key, retryBackoffMaxMs.key, maxDeliveriesPerRequest.key, maxTokenBytes.key,
             maxFieldBytes.key, maxMessageBytes.key, maxObjectKeys.key, maxJSONDepth.key, maxLogMessageBytes.key,
-            maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key,
+            maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key, httpProxy.key,
         ])
 }
 
