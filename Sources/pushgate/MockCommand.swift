@@ -46,6 +46,9 @@ struct MockCommand: AsyncParsableCommand {
 
     @Flag(help: "Keep every request in memory (grows without bound; for debugging).") var record = false
 
+    @Option(help: "Also run a loopback HTTP CONNECT proxy on this port for core.http_proxy (0: any free port, -1: none).")
+    var proxyPort: Int = -1
+
     /// `NAME=VALUE` options by registered mock name.
     func byName(_ list: [String], option: String) throws -> [String: String] {
         var out: [String: String] = [:]
@@ -100,7 +103,20 @@ struct MockCommand: AsyncParsableCommand {
                 fail("cannot start the control port \(statsPort): \(error)")
             }
         }
+        var proxy: MockConnectProxy?
+        if proxyPort >= 0 {
+            var options = MockConnectProxy.Options()
+            options.port = proxyPort
+            let p = MockConnectProxy(options: options)
+            do {
+                try await p.start()
+            } catch {
+                fail("cannot start the CONNECT proxy on port \(proxyPort): \(error)")
+            }
+            proxy = p
+        }
         print(stack.banner, terminator: "")
+        if let proxy { print("  proxy      \(proxy.url)   (core.http_proxy; CONNECT to loopback targets only)") }
         if let control { print("  control    \(control.baseURL)/__mock/stats   (POST /__mock/reset, GET /__mock/config, GET /__mock/apns-jwt)") }
         let titles = ["apns": "APNs", "fcm": "FCM", "webpush": "Web Push"]
         let injected = MockRecorder.Provider.allCases.compactMap { p -> String? in
@@ -124,6 +140,7 @@ struct MockCommand: AsyncParsableCommand {
             }
         }
         for await _ in signals { break }
+        try? await proxy?.stop()
         try? await control?.stop()
         try? await stack.stop()
     }

@@ -253,6 +253,31 @@ final class HTTP2PoolProxyTests: XCTestCase {
         try await server.stop()
     }
 
+    func testSilentProxyTimesOutNamingTheProxy() async throws {
+        // Accepts the TCP connection, never answers the CONNECT.
+        let silent = try await ServerBootstrap(group: group)
+            .childChannelInitializer { $0.eventLoop.makeSucceededVoidFuture() }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try XCTUnwrap(silent.localAddress?.port)
+        var config = HTTP2PoolConfiguration()
+        config.tlsConfiguration = try pki.clientTLSConfiguration()
+        config.connectTimeout = .milliseconds(300)
+        config.requestTimeout = .seconds(10)
+        config.proxy = OutboundProxy(proxy: ProxyEndpoint(host: "127.0.0.1", port: port))
+        let pool = HTTP2ConnectionPool(
+            target: HTTP2Target(scheme: "https", host: "api.push.example", port: 443), configuration: config, eventLoopGroup: group)
+        do {
+            _ = try await pool.execute(HTTP2Request(path: "/"))
+            XCTFail("a silent proxy produced a response")
+        } catch let error as HTTP2PoolError {
+            XCTAssertEqual(error.code, .connectFailed)
+            XCTAssertTrue(error.detail.contains("proxy 127.0.0.1:\(port)"), error.detail)
+            XCTAssertTrue(error.detail.contains("timed out"), error.detail)
+        }
+        await pool.shutdown()
+        try await silent.close()
+    }
+
     func testNoProxyHostConnectsDirectly() async throws {
         let server = try await startServer()
         let proxy = try await startProxy()
