@@ -55,7 +55,8 @@ public struct FCMModule: ProviderModule {
         let provider: FCMProvider
         do {
             provider = try FCMProvider(
-                configuration: fcmConfig, httpClient: context.httpClient, poolConfiguration: context.poolConfiguration,
+                configuration: fcmConfig, httpClient: context.httpClient(for: fcmConfig.serviceAccount.tokenURI),
+                poolConfiguration: context.poolConfiguration,
                 eventLoopGroup: context.eventLoopGroup, logger: Logger(label: "pushgate.fcm"))
         } catch {
             throw ConfigError(key: "android", problem: error.description)

@@ -111,6 +111,12 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
         self.connectionGone(error: .connectionClosed)
     }
 
+    /// The proxy tunnel of this connection failed (event loop): this is the error its requests get
+    /// (it names the proxy), whatever the channel reports next.
+    func proxyFailed(_ error: HTTP2PoolError) {
+        self.lastError = error
+    }
+
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
     }

@@ -403,6 +403,12 @@ final class HTTP2PoolCore: Sendable {
             eventLoop.execute { handler.connectFailed(error) }
             return
         }
+        if let proxy = self.configuration.proxy.proxy(forHost: self.target.host, port: self.target.port, scheme: self.target.scheme) {
+            self.connectThroughProxy(
+                proxy, id: id, handler: handler, eventLoop: eventLoop, addresses: addresses, serverHostname: serverHostname,
+                settings: settings)
+            return
+        }
         var bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(self.configuration.connectTimeout)
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
@@ -429,6 +435,59 @@ final class HTTP2PoolCore: Sendable {
                 handler.connectFailed(error)
             }
         }
+    }
+
+    /// TCP to the proxy, `CONNECT` to the target (the first checked address when given, else the
+    /// host name), then TLS (SNI and the certificate check still on the host name) and HTTP/2 once the
+    /// tunnel is up. The handler's connect timeout covers all of it. A failure names the proxy.
+    private func connectThroughProxy(
+        _ proxy: ProxyEndpoint, id: Int, handler: HTTP2ClientConnectionHandler, eventLoop: any EventLoop,
+        addresses: [SocketAddress]?, serverHostname: String?, settings: HTTP2Settings
+    ) {
+        let sslContext = self.sslContext
+        let tunnelHost = addresses?.first?.ipAddress ?? self.target.host
+        let targetPort = self.target.port
+        let deadline = NIODeadline.now() + self.configuration.connectTimeout
+        ClientBootstrap(group: eventLoop)
+            .connectTimeout(self.configuration.connectTimeout)
+            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let tunnel = try ProxyTunnel.addHandlers(
+                        to: channel, proxy: proxy, targetHost: tunnelHost, targetPort: targetPort, deadline: deadline)
+                    try channel.pipeline.syncOperations.addHandler(handler)
+                    tunnel.whenComplete { result in
+                        switch result {
+                        case .success:
+                            do {
+                                // TLS first: the HTTP/2 handler writes its preface as soon as it is added.
+                                let sync = channel.pipeline.syncOperations
+                                let http2 = NIOHTTP2Handler(mode: .client, initialSettings: settings)
+                                if case .success(let context) = sslContext {
+                                    let tls = try NIOSSLClientHandler(context: context, serverHostname: serverHostname)
+                                    try sync.addHandler(tls, position: .first)
+                                    try sync.addHandler(http2, position: .after(tls))
+                                } else {
+                                    try sync.addHandler(http2, position: .first)
+                                }
+                            } catch {
+                                handler.proxyFailed(HTTP2PoolError.connectFailed("proxy \(proxy): \(error)"))
+                                channel.close(promise: nil)
+                            }
+                        case .failure(let error):
+                            handler.proxyFailed(HTTP2PoolError.connectFailed("\(error)"))
+                        }
+                    }
+                }
+            }
+            .connect(host: proxy.host, port: proxy.port).whenComplete { result in
+                switch result {
+                case .success(let channel):
+                    self.run(self.state.withLockedValue { $0.channelConnected(connectionID: id, channel: channel) })
+                case .failure(let error):
+                    handler.connectFailed(HTTP2PoolError.connectFailed("proxy \(proxy): cannot connect: \(error)"))
+                }
+            }
     }
 
     private static func isIPAddress(_ host: String) -> Bool {

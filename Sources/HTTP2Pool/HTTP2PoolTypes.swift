@@ -101,6 +101,10 @@ public struct HTTP2PoolConfiguration: Sendable {
     /// offering "http/1.1" too lets an HTTP/1.1-only server finish the handshake (some refuse a
     /// ClientHello without a common protocol), so the caller learns `.alpnNotNegotiated` cleanly.
     public var offeredALPN: [String] = ["h2"]
+    /// Outbound HTTP proxy: a connection whose target it applies to is a TCP connection to the proxy,
+    /// `CONNECT host:port`, then TLS and HTTP/2 through the tunnel. With `HTTP2Request.connectAddresses`
+    /// the CONNECT names the first of those (checked) addresses, so the proxy never resolves the name.
+    public var proxy: OutboundProxy = .direct
 
     public init() {}
 

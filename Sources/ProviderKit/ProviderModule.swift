@@ -6,16 +6,30 @@ import PushgateCore
 
 /// What a provider module is given to build its providers: the shared outbound pieces.
 public struct ProviderBuildContext: Sendable {
-    /// HTTP/2 pool defaults (TLS with `core.ca_file` roots).
+    /// HTTP/2 pool defaults (TLS with `core.ca_file` roots, the outbound proxy).
     public var poolConfiguration: HTTP2PoolConfiguration
-    /// The shared HTTP/1.1 client (OAuth token requests, feedback).
+    /// The shared HTTP/1.1 client (OAuth token requests, feedback) for targets no proxy applies to.
     public var httpClient: HTTPClient
     public var eventLoopGroup: any EventLoopGroup
+    /// The shared clients per proxy route; nil = `httpClient` for everything.
+    public var httpClients: OutboundHTTPClients?
 
-    public init(poolConfiguration: HTTP2PoolConfiguration, httpClient: HTTPClient, eventLoopGroup: any EventLoopGroup) {
+    public init(
+        poolConfiguration: HTTP2PoolConfiguration, httpClient: HTTPClient, eventLoopGroup: any EventLoopGroup,
+        httpClients: OutboundHTTPClients? = nil
+    ) {
         self.poolConfiguration = poolConfiguration
         self.httpClient = httpClient
         self.eventLoopGroup = eventLoopGroup
+        self.httpClients = httpClients
+    }
+
+    /// The outbound proxy (`core.http_proxy`, else the environment's `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY`).
+    public var proxy: OutboundProxy { self.poolConfiguration.proxy }
+
+    /// The shared HTTP/1.1 client to reach `url`: through the proxy that applies to it, else direct.
+    public func httpClient(for url: String) -> HTTPClient {
+        self.httpClients?.client(for: url) ?? self.httpClient
     }
 }
 

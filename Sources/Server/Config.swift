@@ -1,4 +1,5 @@
 import Foundation
+import HTTP2Pool
 @_exported import ProviderKit
 import PushgateCore
 import Yams
@@ -463,11 +464,25 @@ public struct OutboundSettings: Sendable {
     public var caFile: String
     /// `core.feedback_timeout`: seconds.
     public var feedbackTimeout: Int
+    /// `core.http_proxy` (`--proxy`): "" lets the environment (`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`) decide.
+    public var httpProxy: String
 
     public init(_ raw: RawConfig) {
         let core = raw.section("core")
         caFile = core[CoreConfig.caFile]
         feedbackTimeout = core[CoreConfig.feedbackTimeout]
+        httpProxy = core[CoreConfig.httpProxy]
+    }
+
+    /// The outbound proxy of every provider, OAuth and feedback connection (see docs/proxy.md). A URL
+    /// that cannot be used is a one-line `ConfigError` naming `core.http_proxy` or the variable, without
+    /// the URL (it may hold a password).
+    public func proxy(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> OutboundProxy {
+        do {
+            return try OutboundProxy(configured: httpProxy, configuredKey: "core.\(CoreConfig.httpProxy.name)", environment: environment)
+        } catch {
+            throw ConfigError(key: error.key, problem: error.problem)
+        }
     }
 }
 
@@ -511,6 +526,8 @@ public enum CoreConfig {
     public static let pidEnabled = Setting<Bool>("pid.enabled", false)
     public static let pidPath = Setting<String>("pid.path", "gorush.pid")
     public static let pidOverride = Setting<Bool>("pid.override", true)
+    /// gorush's outbound proxy URL (`http://[user:password@]host:port`); a secret: it may hold a password.
+    public static let httpProxy = Setting<String>("http_proxy", "", secrecy: .secret)
 
     public static let section = ConfigSection(
         "core",
@@ -520,7 +537,7 @@ public enum CoreConfig {
             mode.key, caFile.key, retryBackoffMs.key, retryBackoffMaxMs.key, maxDeliveriesPerRequest.key, maxTokenBytes.key,
             maxFieldBytes.key, maxMessageBytes.key, maxObjectKeys.key, maxJSONDepth.key, maxLogMessageBytes.key,
             maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key, ssl.key, certPath.key, keyPath.key,
-            certBase64.key, keyBase64.key, pidEnabled.key, pidPath.key, pidOverride.key,
+            certBase64.key, keyBase64.key, pidEnabled.key, pidPath.key, pidOverride.key, httpProxy.key,
         ])
 }
 

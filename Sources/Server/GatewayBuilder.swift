@@ -15,15 +15,15 @@ public enum GatewayBuilder {
     public static func build(
         raw: RawConfig,
         logger: Logger = Logger(label: "pushgate"),
-        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws -> Gateway {
         let settings = try GatewaySettings(raw)
         for w in raw.warnings { logger.warning("\(w)") }
 
         // Before the providers: a module may make metrics when it is built (the APNs certificate's expiry gauge).
         MetricsSetup.bootstrap()
-        let providers = try ProviderSet.make(raw: raw, logger: logger, eventLoopGroup: eventLoopGroup)
-        let httpClient = providers.httpClient
+        let providers = try ProviderSet.make(raw: raw, logger: logger, eventLoopGroup: eventLoopGroup, environment: environment)
         let slots = providers.slots
         var hooks = providers.hooks
         let unavailable = providers.unavailable
@@ -37,7 +37,7 @@ public enum GatewayBuilder {
             let opened = hooks
             _ = try? BlockingStartup.run(timeout: 10, what: "closing the providers") {
                 for hook in opened { await hook() }
-                try await httpClient.shutdown()
+                await providers.httpClients.shutdown()
             }
             throw error
         }
@@ -45,7 +45,8 @@ public enum GatewayBuilder {
             settings.feedbackURL.isEmpty
             ? nil
             : FeedbackSender(
-                url: settings.feedbackURL, headers: settings.feedbackHeaders, client: httpClient, logger: Logger(label: "pushgate.feedback"))
+                url: settings.feedbackURL, headers: settings.feedbackHeaders, client: providers.httpClients.client(for: settings.feedbackURL),
+                logger: Logger(label: "pushgate.feedback"))
         let dispatcher = Dispatcher(
             providers: slots,
             unavailable: unavailable,
@@ -58,7 +59,7 @@ public enum GatewayBuilder {
                 syncTimeout: Double(settings.syncTimeout), hideMessages: settings.hideMessages),
             logger: Logger(label: "pushgate.dispatch")
         )
-        hooks.append { try? await httpClient.shutdown() }
+        hooks.append { await providers.httpClients.shutdown() }
         let enabled = slots.map { $0.provider.platform.name }.joined(separator: ", ")
         logger.info("providers enabled: \(enabled.isEmpty ? "none" : enabled)")
         return Gateway(raw: raw, settings: settings, dispatcher: dispatcher, feedback: feedback, logger: logger, shutdownHooks: hooks)
@@ -70,17 +71,22 @@ public enum GatewayBuilder {
 /// and by `pushgate send`.
 public struct ProviderSet: Sendable {
     public var slots: [ProviderSlot]
+    /// The direct client (targets no proxy applies to); `httpClients` picks per URL.
     public var httpClient: HTTPClient
+    /// The shared clients per proxy route; the caller closes them (`httpClients.shutdown()`) after `hooks`.
+    public var httpClients: OutboundHTTPClients
     public var hooks: [@Sendable () async -> Void]
     /// Platforms answered with a failed entry, and why.
     public var unavailable: [Platform: String] = [:]
     /// Logged once at start.
     public var warnings: [String] = []
 
-    public static func make(raw: RawConfig, logger: Logger, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws
-        -> ProviderSet
-    {
+    public static func make(
+        raw: RawConfig, logger: Logger, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> ProviderSet {
         let outbound = OutboundSettings(raw)
+        let proxy = try outbound.proxy(environment: environment)
         let caFile = outbound.caFile
         var extraRoots: [String] = []
         if !caFile.isEmpty {
@@ -90,6 +96,11 @@ public struct ProviderSet: Sendable {
             extraRoots.append(pem)
         }
         var poolConfig = HTTP2PoolConfiguration()
+        poolConfig.proxy = proxy
+        if !proxy.isDirect {
+            let routes = [("https", proxy.httpsProxy), ("http", proxy.httpProxy)].compactMap { scheme, p in p.map { "\(scheme) via \($0)" } }
+            logger.info("outbound proxy (\(proxy.source)): \(routes.joined(separator: ", "))\(proxy.hasExceptions ? ", NO_PROXY hosts direct" : "")")
+        }
         do {
             poolConfig.tlsConfiguration = try HTTP2PoolConfiguration.tls(extraRootsPEM: extraRoots)
         } catch {
@@ -107,11 +118,13 @@ public struct ProviderSet: Sendable {
         }
         var clientConfig = HTTPClient.Configuration(tlsConfiguration: clientTLS, redirectConfiguration: .disallow)
         clientConfig.timeout = .init(connect: .seconds(10), read: .seconds(Int64(outbound.feedbackTimeout)))
-        let httpClient = HTTPClient(eventLoopGroupProvider: .shared(eventLoopGroup), configuration: clientConfig)
-        let context = ProviderBuildContext(poolConfiguration: poolConfig, httpClient: httpClient, eventLoopGroup: eventLoopGroup)
-        let config = raw.providerConfig()
+        let clients = OutboundHTTPClients(proxy: proxy, configuration: clientConfig, eventLoopGroup: eventLoopGroup)
+        let httpClient = clients.direct
+        let context = ProviderBuildContext(
+            poolConfiguration: poolConfig, httpClient: httpClient, eventLoopGroup: eventLoopGroup, httpClients: clients)
+        let config = raw.providerConfig(environment: environment)
 
-        var set = ProviderSet(slots: [], httpClient: httpClient, hooks: [])
+        var set = ProviderSet(slots: [], httpClient: httpClient, httpClients: clients, hooks: [])
         do {
             for module in ProviderRegistry.modules {
                 let built = try module.build(config, context: context)
@@ -126,7 +139,7 @@ public struct ProviderSet: Sendable {
             _ = try? BlockingStartup.run(timeout: 10, what: "closing the providers") {
                 for hook in opened { await hook() }
             }
-            try? httpClient.syncShutdown()
+            _ = try? BlockingStartup.run(timeout: 10, what: "closing the HTTP clients") { await clients.shutdown() }
             throw error
         }
         return set

@@ -22,6 +22,8 @@ final class PinnedHTTP1Client: Sendable {
     let tlsConfiguration: TLSConfiguration
     let connectTimeout: TimeAmount
     let maxBodyBytes: Int
+    /// With a proxy for the endpoint, the connection is a CONNECT tunnel to the first checked address.
+    let proxy: OutboundProxy
     private let sslContext = Locked<Result<NIOSSLContext, any Error>?>(nil)
 
     static let limits: NIOHTTPDecoderLimitConfiguration = {
@@ -32,8 +34,12 @@ final class PinnedHTTP1Client: Sendable {
         return l
     }()
 
-    init(eventLoopGroup: any EventLoopGroup, tlsConfiguration: TLSConfiguration, connectTimeout: TimeAmount, maxBodyBytes: Int) {
+    init(
+        eventLoopGroup: any EventLoopGroup, tlsConfiguration: TLSConfiguration, connectTimeout: TimeAmount, maxBodyBytes: Int,
+        proxy: OutboundProxy = .direct
+    ) {
         self.eventLoopGroup = eventLoopGroup
+        self.proxy = proxy
         var tls = tlsConfiguration
         tls.applicationProtocols = ["http/1.1"]
         self.tlsConfiguration = tls
@@ -50,33 +56,70 @@ final class PinnedHTTP1Client: Sendable {
         }
     }
 
+    /// - Parameter addresses: the checked addresses to connect to; nil (only with a proxy for the
+    ///   endpoint, private endpoints allowed) lets the proxy resolve the host name.
     func post(
-        _ endpoint: WebPushEndpoint, addresses: [SocketAddress], headers: [(String, String)], body: [UInt8],
+        _ endpoint: WebPushEndpoint, addresses: [SocketAddress]?, headers: [(String, String)], body: [UInt8],
         timeout: TimeAmount
     ) async throws -> WebPushHTTPResponse {
         let tls: NIOSSLContext? = endpoint.scheme == "https" ? try context() : nil
         let serverHostname: String? = IPAddressClassifier.parse(endpoint.host) == nil ? endpoint.host : nil
         let loop = eventLoopGroup.next()
         let maxBody = maxBodyBytes
-        let channel = try await ClientBootstrap(group: loop)
-            .connectTimeout(min(connectTimeout, timeout))
+        let viaProxy = proxy.proxy(forHost: endpoint.host, port: endpoint.port, scheme: endpoint.scheme)
+        let connectTimeout = min(connectTimeout, timeout)
+        // Through a proxy: CONNECT names the checked address (the proxy never resolves the name), TLS
+        // is added once the tunnel is up.
+        let tunnelHost = addresses?.first?.ipAddress ?? endpoint.host
+        let tunnel = Locked<EventLoopFuture<Void>?>(nil)
+        var bootstrap = ClientBootstrap(group: loop)
+            .connectTimeout(connectTimeout)
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
-            .resolver(FixedAddressResolver(addresses: addresses, eventLoop: loop))
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    if let tls {
-                        try sync.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverHostname))
-                    }
-                    try sync.addHandler(HTTPRequestEncoder())
-                    try sync.addHandler(
-                        ByteToMessageHandler(
-                            HTTPResponseDecoder(
-                                leftOverBytesStrategy: .dropBytes, informationalResponseStrategy: .drop, limitConfiguration: Self.limits)))
-                    try sync.addHandler(HTTP1ResponseCollector(maxBodyBytes: maxBody, eventLoop: channel.eventLoop))
+        if viaProxy == nil, let addresses {
+            bootstrap = bootstrap.resolver(FixedAddressResolver(addresses: addresses, eventLoop: loop))
+        }
+        bootstrap = bootstrap.channelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture {
+                let sync = channel.pipeline.syncOperations
+                if let viaProxy {
+                    let t = try ProxyTunnel.addHandlers(
+                        to: channel, proxy: viaProxy, targetHost: tunnelHost, targetPort: endpoint.port,
+                        deadline: .now() + connectTimeout)
+                    tunnel.withLock { $0 = t }
+                } else if let tls {
+                    try sync.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverHostname))
                 }
+                try sync.addHandler(HTTPRequestEncoder())
+                try sync.addHandler(
+                    ByteToMessageHandler(
+                        HTTPResponseDecoder(
+                            leftOverBytesStrategy: .dropBytes, informationalResponseStrategy: .drop, limitConfiguration: Self.limits)))
+                try sync.addHandler(HTTP1ResponseCollector(maxBodyBytes: maxBody, eventLoop: channel.eventLoop))
             }
-            .connect(host: endpoint.host, port: endpoint.port).get()
+        }
+        let channel: any Channel
+        if let viaProxy {
+            do {
+                channel = try await bootstrap.connect(host: viaProxy.host, port: viaProxy.port).get()
+            } catch {
+                throw ProxyTunnelError(
+                    proxy: viaProxy.description, target: "\(tunnelHost):\(endpoint.port)", reason: "failed: cannot connect: \(error)")
+            }
+            do {
+                try await tunnel.withLock { $0 }?.get()
+                if let tls {
+                    try await channel.eventLoop.submit {
+                        try channel.pipeline.syncOperations.addHandler(
+                            NIOSSLClientHandler(context: tls, serverHostname: serverHostname), position: .first)
+                    }.get()
+                }
+            } catch {
+                channel.close(promise: nil)
+                throw error
+            }
+        } else {
+            channel = try await bootstrap.connect(host: endpoint.host, port: endpoint.port).get()
+        }
         let collector = try await channel.pipeline.handler(type: HTTP1ResponseCollector.self).get()
         let timer = channel.eventLoop.scheduleTask(in: timeout) {
             collector.fail(WebPushHTTP1Error.timeout)

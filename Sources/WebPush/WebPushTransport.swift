@@ -77,6 +77,9 @@ final class WebPushTransport: Sendable {
     let timeout: TimeAmount
     let logger: Logger
     let maxProtocolEntries: Int
+    /// The outbound proxy (in the pools' configuration too). An endpoint it applies to never goes
+    /// through AsyncHTTPClient: the pool / `PinnedHTTP1Client` tunnel to the checked address.
+    let proxy: OutboundProxy
     private let protocols = Locked<[String: (proto: OriginProtocol, used: UInt64)]>([:])
     private let isShutDown = Locked(false)
 
@@ -110,7 +113,9 @@ final class WebPushTransport: Sendable {
             maxPools: maxOrigins, poolIdleTimeout: originIdleTimeout)
         self.http1 = PinnedHTTP1Client(
             eventLoopGroup: eventLoopGroup, tlsConfiguration: poolConfig.tlsConfiguration,
-            connectTimeout: min(poolConfig.connectTimeout, timeout), maxBodyBytes: Self.maxResponseBodyBytes)
+            connectTimeout: min(poolConfig.connectTimeout, timeout), maxBodyBytes: Self.maxResponseBodyBytes,
+            proxy: poolConfig.proxy)
+        self.proxy = poolConfig.proxy
     }
 
     /// The protocol learnt for an origin (nil = not contacted yet).
@@ -134,7 +139,9 @@ final class WebPushTransport: Sendable {
         _ endpoint: WebPushEndpoint, headers: [(String, String)], body: [UInt8],
         addresses: [SocketAddress]? = nil
     ) async throws -> WebPushHTTPResponse {
-        if let addresses { return try await postGuarded(endpoint, addresses: addresses, headers: headers, body: body) }
+        if addresses != nil || proxy.proxy(forHost: endpoint.host, port: endpoint.port, scheme: endpoint.scheme) != nil {
+            return try await postGuarded(endpoint, addresses: addresses, headers: headers, body: body)
+        }
         if mode == .automatic, endpoint.scheme == "https", learntProtocol(origin: endpoint.origin) == .http2 {
             do {
                 return try await postHTTP2(endpoint, headers: headers, body: body, addresses: nil)
@@ -153,8 +160,9 @@ final class WebPushTransport: Sendable {
         return response
     }
 
+    /// `addresses` nil: only through a proxy (private endpoints allowed), which resolves the name.
     private func postGuarded(
-        _ endpoint: WebPushEndpoint, addresses: [SocketAddress], headers: [(String, String)],
+        _ endpoint: WebPushEndpoint, addresses: [SocketAddress]?, headers: [(String, String)],
         body: [UInt8]
     ) async throws -> WebPushHTTPResponse {
         if endpoint.scheme == "https", learntProtocol(origin: endpoint.origin) != .http1 {

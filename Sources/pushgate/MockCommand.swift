@@ -48,6 +48,8 @@ struct MockCommand: AsyncParsableCommand {
 
     @Option(help: "PEM CA file: the mock APNs also accepts client certificates from this CA (certificate-based trust, no JWT).")
     var apnsClientCA: String?
+    @Option(help: "Also run a loopback HTTP CONNECT proxy on this port for core.http_proxy (0: any free port, -1: none).")
+    var proxyPort: Int = -1
 
     /// `NAME=VALUE` options by registered mock name.
     func byName(_ list: [String], option: String) throws -> [String: String] {
@@ -109,7 +111,20 @@ struct MockCommand: AsyncParsableCommand {
                 fail("cannot start the control port \(statsPort): \(error)")
             }
         }
+        var proxy: MockConnectProxy?
+        if proxyPort >= 0 {
+            var options = MockConnectProxy.Options()
+            options.port = proxyPort
+            let p = MockConnectProxy(options: options)
+            do {
+                try await p.start()
+            } catch {
+                fail("cannot start the CONNECT proxy on port \(proxyPort): \(error)")
+            }
+            proxy = p
+        }
         print(stack.banner, terminator: "")
+        if let proxy { print("  proxy      \(proxy.url)   (core.http_proxy; CONNECT to loopback targets only)") }
         if let control { print("  control    \(control.baseURL)/__mock/stats   (POST /__mock/reset, GET /__mock/config, GET /__mock/apns-jwt)") }
         let titles = ["apns": "APNs", "fcm": "FCM", "webpush": "Web Push"]
         let injected = MockRecorder.Provider.allCases.compactMap { p -> String? in
@@ -133,6 +148,7 @@ struct MockCommand: AsyncParsableCommand {
             }
         }
         for await _ in signals { break }
+        try? await proxy?.stop()
         try? await control?.stop()
         try? await stack.stop()
     }

@@ -197,7 +197,7 @@ struct SendProvider {
         }
         return SendProvider(
             provider: slot.provider, deliveredIDLabel: module.deliveredIDLabel(for: platform),
-            hooks: set.hooks + [{ try? await set.httpClient.shutdown() }])
+            hooks: set.hooks + [{ await set.httpClients.shutdown() }])
     }
 
     /// One attempt per target: retries are the gateway's (`RetryPolicy`), never repeated here.
