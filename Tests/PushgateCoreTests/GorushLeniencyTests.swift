@@ -157,6 +157,15 @@ final class GorushLeniencyTests: XCTestCase {
         }
     }
 
+    func testSoundNameAndVolumeSurviveTheStoredForm() throws {
+        // The durable queues store notifications with Codable.
+        let n = try parse(#"{"notifications":[{"platform":1,"tokens":["a"],"name":"alarm.caf","volume":0.25}]}"#).notifications[0]
+        let back = try JSONDecoder().decode(PushNotification.self, from: try JSONEncoder().encode(n))
+        XCTAssertEqual(back, n)
+        XCTAssertEqual(back.soundName, "alarm.caf")
+        XCTAssertEqual(back.soundVolume, 0.25)
+    }
+
     // MARK: counts (gorush's router: countNotificationTargets)
 
     func testCountsAsGorushRouter() throws {
