@@ -134,6 +134,11 @@ final class GorushLeniencyTests: XCTestCase {
         let r = try parse(#"{"notifications":[{"tokens":["a"],"platform":0}]}"#)
         XCTAssertTrue(r.notifications.isEmpty)
         XCTAssertEqual(r.skipped.count, 1)
+        // null is a zero notification in Go (platform 0): skipped too; another non-object is a 400.
+        let n = try parse(#"{"notifications":[null,{"tokens":["b"],"platform":2}]}"#)
+        XCTAssertEqual(n.notifications.map(\.tokens), [["b"]])
+        XCTAssertEqual(n.skipped.map(\.index), [0])
+        XCTAssertThrowsError(try parse(#"{"notifications":[1]}"#))
     }
 
     // MARK: priority, sound name / volume
