@@ -80,6 +80,8 @@ struct PushRequestDecoder {
     }
 
     func notification(_ v: JSONValue, at path: String) throws(Failure) -> Decoded {
+        // Go decodes null into a zero notification (platform 0), which the router skips.
+        if v == .null { return .skipped(reason: "no platform (null notification)", notifID: nil) }
         guard case .object(let o) = v else { throw Failure(field: path, problem: "expected an object") }
         let f = Fields(object: o, path: path, limits: limits)
         // Types are checked for a skipped notification too (Go's decoder refuses the whole body first).

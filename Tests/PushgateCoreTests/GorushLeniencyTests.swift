@@ -134,6 +134,11 @@ final class GorushLeniencyTests: XCTestCase {
         let r = try parse(#"{"notifications":[{"tokens":["a"],"platform":0}]}"#)
         XCTAssertTrue(r.notifications.isEmpty)
         XCTAssertEqual(r.skipped.count, 1)
+        // null is a zero notification in Go (platform 0): skipped too; another non-object is a 400.
+        let n = try parse(#"{"notifications":[null,{"tokens":["b"],"platform":2}]}"#)
+        XCTAssertEqual(n.notifications.map(\.tokens), [["b"]])
+        XCTAssertEqual(n.skipped.map(\.index), [0])
+        XCTAssertThrowsError(try parse(#"{"notifications":[1]}"#))
     }
 
     // MARK: priority, sound name / volume
@@ -155,6 +160,15 @@ final class GorushLeniencyTests: XCTestCase {
         XCTAssertThrowsError(try parse(#"{"notifications":[{"platform":1,"tokens":["a"],"volume":1e300}]}"#)) { e in
             XCTAssertEqual((e as? RequestError)?.detail?.hasPrefix("notifications[0].volume"), true)
         }
+    }
+
+    func testSoundNameAndVolumeSurviveTheStoredForm() throws {
+        // The durable queues store notifications with Codable.
+        let n = try parse(#"{"notifications":[{"platform":1,"tokens":["a"],"name":"alarm.caf","volume":0.25}]}"#).notifications[0]
+        let back = try JSONDecoder().decode(PushNotification.self, from: try JSONEncoder().encode(n))
+        XCTAssertEqual(back, n)
+        XCTAssertEqual(back.soundName, "alarm.caf")
+        XCTAssertEqual(back.soundVolume, 0.25)
     }
 
     // MARK: counts (gorush's router: countNotificationTargets)
