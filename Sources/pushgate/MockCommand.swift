@@ -51,6 +51,12 @@ struct MockCommand: AsyncParsableCommand {
     @Option(help: "Also run a loopback HTTP CONNECT proxy on this port for core.http_proxy (0: any free port, -1: none).")
     var proxyPort: Int = -1
 
+    @Flag(
+        help: """
+            Make a throwaway APNs client certificate in --dir (apns-client/: Keychain-style .p12, OpenSSL 3 .p12, .pem;             needs the openssl command) and have the mock APNs accept it (certificate-based trust, no JWT).
+            """)
+    var apnsCertificate = false
+
     /// `NAME=VALUE` options by registered mock name.
     func byName(_ list: [String], option: String) throws -> [String: String] {
         var out: [String: String] = [:]
@@ -97,19 +103,21 @@ struct MockCommand: AsyncParsableCommand {
             }
             settings.apnsClientCAPEM = [pem]
         }
+        var clientCertificate: TestAPNsCertificate?
+        if apnsCertificate {
+            do {
+                let made = try TestAPNsCertificate.make(in: absoluteDir + "/apns-client")
+                settings.apnsClientCAPEM.append(made.caCertificatePEM)
+                clientCertificate = made
+            } catch {
+                fail("--apns-certificate: \(error)")
+            }
+        }
         let stack: MockStack
         do {
             stack = try await MockStack.start(settings)
         } catch {
             fail("cannot start the mock providers: \(error)")
-        }
-        var control: MockControlServer?
-        if statsPort >= 0 {
-            do {
-                control = try await MockControlServer.start(stack: stack, recorder: recorder, port: statsPort)
-            } catch {
-                fail("cannot start the control port \(statsPort): \(error)")
-            }
         }
         var proxy: MockConnectProxy?
         if proxyPort >= 0 {
@@ -123,9 +131,24 @@ struct MockCommand: AsyncParsableCommand {
             }
             proxy = p
         }
+        var control: MockControlServer?
+        if statsPort >= 0 {
+            do {
+                control = try await MockControlServer.start(stack: stack, recorder: recorder, proxy: proxy, port: statsPort)
+            } catch {
+                fail("cannot start the control port \(statsPort): \(error)")
+            }
+        }
         print(stack.banner, terminator: "")
         if let proxy { print("  proxy      \(proxy.url)   (core.http_proxy; CONNECT to loopback targets only)") }
-        if let control { print("  control    \(control.baseURL)/__mock/stats   (POST /__mock/reset, GET /__mock/config, GET /__mock/apns-jwt)") }
+        if let control {
+            print("  control    \(control.baseURL)/__mock/stats   (POST /__mock/reset, GET /__mock/config, GET /__mock/apns-jwt,")
+            print("             GET /__mock/apns-requests with --record, GET /__mock/proxy with --proxy-port)")
+        }
+        if let c = clientCertificate {
+            print("  APNs client certificate (topics \(c.topics.joined(separator: ", ")), password \(c.password)):")
+            print("             \(c.p12LegacyPath) (Keychain-style), \(c.p12AESPath) (OpenSSL 3), \(c.pemPath)")
+        }
         let titles = ["apns": "APNs", "fcm": "FCM", "webpush": "Web Push"]
         let injected = MockRecorder.Provider.allCases.compactMap { p -> String? in
             guard let f = failures[p], f.rate > 0 else { return nil }
@@ -164,13 +187,13 @@ final class MockControlServer: Sendable {
 
     var baseURL: String { server.baseURL }
 
-    static func start(stack: MockStack, recorder: MockRecorder, port: Int) async throws -> MockControlServer {
+    static func start(stack: MockStack, recorder: MockRecorder, proxy: MockConnectProxy? = nil, port: Int) async throws -> MockControlServer {
         var options = MockHTTPServer.Options()
         options.port = port
         let server = MockHTTPServer(
             options: options, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
             syncHandler: { request in
-                handle(request, stack: stack, recorder: recorder)
+                handle(request, stack: stack, recorder: recorder, proxy: proxy)
             })
         try await server.start()
         return MockControlServer(server: server)
@@ -188,7 +211,7 @@ final class MockControlServer: Sendable {
         return out
     }
 
-    static func handle(_ request: MockRequest, stack: MockStack, recorder: MockRecorder) -> MockResponse {
+    static func handle(_ request: MockRequest, stack: MockStack, recorder: MockRecorder, proxy: MockConnectProxy? = nil) -> MockResponse {
         let path = String(request.path.split(separator: "?", maxSplits: 1).first ?? "")
         let q = query(request.path)
         switch (request.method, path) {
@@ -220,6 +243,44 @@ final class MockControlServer: Sendable {
         case ("GET", "/__mock/apns-jwt"):
             // A fresh APNs provider token for load tools (h2load / curl straight at the mock APNs).
             return MockResponse(status: 200, headers: [("content-type", "text/plain")], body: Array((stack.apnsProviderToken() + "\n").utf8))
+        case ("GET", "/__mock/apns-requests"):
+            // What the mock APNs saw (kept with --record): how each request authenticated, and the answer.
+            var w = JSONWriter()
+            w.raw("[")
+            for (i, r) in (stack.apns?.mock.requests ?? []).enumerated() {
+                var first = true
+                w.raw(i == 0 ? "{" : ",{")
+                w.key("token", first: &first)
+                w.string(r.token)
+                w.key("topic", first: &first)
+                w.string(r.topic ?? "")
+                w.key("status", first: &first)
+                w.int(r.status)
+                w.key("reason", first: &first)
+                w.string(r.reason ?? "")
+                w.key("authorization", first: &first)
+                w.raw(r.header("authorization") == nil ? "false" : "true")
+                w.key("client_certificate_subject", first: &first)
+                if let subject = r.clientCertificateSubject { w.string(subject) } else { w.raw("null") }
+                w.raw("}")
+            }
+            w.raw("]")
+            return .json(200, w.string)
+        case ("GET", "/__mock/proxy"):
+            guard let proxy else { return .json(404, "{\"error\":\"no proxy: start with --proxy-port\"}") }
+            var w = JSONWriter()
+            w.raw("{\"connects\":[")
+            for (i, c) in proxy.connects.enumerated() {
+                var first = true
+                w.raw(i == 0 ? "{" : ",{")
+                w.key("target", first: &first)
+                w.string(c.target)
+                w.key("status", first: &first)
+                w.int(c.status)
+                w.raw("}")
+            }
+            w.raw("]}")
+            return .json(200, w.string)
         case ("GET", "/__mock/config"):
             return MockResponse(status: 200, headers: [("content-type", "application/yaml")], body: Array(stack.configSnippet.utf8))
         case ("POST", "/__mock/webpush/subscribe"):
