@@ -3,7 +3,7 @@ import Foundation
 /// An HTTP proxy that outbound connections tunnel through with `CONNECT host:port`.
 ///
 /// `description` is `host:port` only: the credentials never reach a log line or an error text.
-public struct ProxyEndpoint: Sendable, Hashable, CustomStringConvertible {
+public struct ProxyEndpoint: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
     public var host: String
     public var port: Int
     /// Percent-decoded user info of the proxy URL (`http://user:pass@proxy:3128`), if any.
@@ -19,6 +19,8 @@ public struct ProxyEndpoint: Sendable, Hashable, CustomStringConvertible {
 
     /// `host:port` (IPv6 literals bracketed), without credentials.
     public var description: String { "\(self.host.contains(":") ? "[\(self.host)]" : self.host):\(self.port)" }
+    /// As `description`: a dump of a configuration never shows the password.
+    public var debugDescription: String { self.description }
 
     /// `Basic base64(user:password)` when the URL had user info (RFC 7617), for `Proxy-Authorization`.
     public var basicAuthorization: String? {
@@ -141,7 +143,7 @@ public struct OutboundProxyError: Error, Sendable, Equatable, CustomStringConver
 /// - `NO_PROXY`: comma-separated; `*` (everything), an IP (`10.1.2.3`, `[::1]:8443`) or CIDR
 ///   (`10.0.0.0/8`), a domain (`example.com` matches it and its subdomains; `.example.com` and
 ///   `*.example.com` only the subdomains), each optionally with `:port`. Domains never match IP literals.
-public struct OutboundProxy: Sendable, Hashable {
+public struct OutboundProxy: Sendable, Hashable, CustomStringConvertible {
     /// For https targets.
     public private(set) var httpsProxy: ProxyEndpoint?
     /// For http targets.
@@ -202,6 +204,12 @@ public struct OutboundProxy: Sendable, Hashable {
             sources.append(name)
         }
         self.init(httpsProxy: https, httpProxy: http, source: sources.joined(separator: ", "), exemptLoopback: true, noProxy: noProxy)
+    }
+
+    /// `https via host:port, http via host:port` (or `direct`), without credentials.
+    public var description: String {
+        let routes = [("https", self.httpsProxy), ("http", self.httpProxy)].compactMap { scheme, p in p.map { "\(scheme) via \($0)" } }
+        return routes.isEmpty ? "direct" : routes.joined(separator: ", ")
     }
 
     /// True when `NO_PROXY` names any host (or `*`).

@@ -98,8 +98,7 @@ public struct ProviderSet: Sendable {
         var poolConfig = HTTP2PoolConfiguration()
         poolConfig.proxy = proxy
         if !proxy.isDirect {
-            let routes = [("https", proxy.httpsProxy), ("http", proxy.httpProxy)].compactMap { scheme, p in p.map { "\(scheme) via \($0)" } }
-            logger.info("outbound proxy (\(proxy.source)): \(routes.joined(separator: ", "))\(proxy.hasExceptions ? ", NO_PROXY hosts direct" : "")")
+            logger.info("outbound proxy (\(proxy.source)): \(proxy)\(proxy.hasExceptions ? ", NO_PROXY hosts direct" : "")")
         }
         do {
             poolConfig.tlsConfiguration = try HTTP2PoolConfiguration.tls(extraRootsPEM: extraRoots)

@@ -85,6 +85,8 @@ final class OutboundProxyTests: XCTestCase {
         let e = try ProxyEndpoint.parse("http://us%40er:p%3Ass@Proxy.Example:3128/").get()
         XCTAssertEqual(e, ProxyEndpoint(host: "proxy.example", port: 3128, username: "us@er", password: "p:ss"))
         XCTAssertEqual(e.description, "proxy.example:3128", "no credentials in the description")
+        let dump = "\(OutboundProxy(proxy: e)) \(String(reflecting: e)) \(String(describing: [e]))"
+        XCTAssertFalse(dump.contains("p:ss") || dump.contains("us@er"), dump)
         XCTAssertEqual(e.basicAuthorization, "Basic dXNAZXI6cDpzcw==")  // base64("us@er:p:ss")
         XCTAssertEqual(try ProxyEndpoint.parse("proxy").get(), ProxyEndpoint(host: "proxy", port: 80))
         XCTAssertEqual(try ProxyEndpoint.parse("http://[::1]:9").get().description, "[::1]:9")
