@@ -47,6 +47,7 @@ run_case() { # run_case <name> <key file> <key_type> <password>
     -e "s#@IOS_KEY@#$key#g" -e "s#@IOS_KEY_TYPE@#$type#g" -e "s#@IOS_PASSWORD@#$pass#g" \
     -e "s#@IOS_KEY_ID@##g" -e "s#@IOS_TEAM_ID@##g" scripts/fixtures/gorush-v1.22-config.yml >"$cfg"
   curl -s -X POST "$CTL/__mock/reset" >/dev/null
+  local before; before=$(curl -s "$CTL/__mock/apns-requests" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
   local rc=0
   "$BIN" -c "$cfg" --ping >/dev/null 2>&1 || rc=$?
   [ "$rc" = 1 ] && ok "$name: --ping with no gateway running exits 1" || bad "$name: --ping with no gateway exited $rc"
@@ -80,9 +81,9 @@ EOF
 
   local seen
   seen=$(curl -s "$CTL/__mock/apns-requests")
-  if python3 - "$seen" "$LIVE" <<'PY'
+  if python3 - "$seen" "$LIVE" "$before" <<'PY'
 import json, sys
-reqs = [r for r in json.loads(sys.argv[1]) if r["token"] == sys.argv[2]]
+reqs = [r for r in json.loads(sys.argv[1])[int(sys.argv[3]):] if r["token"] == sys.argv[2]]
 assert len(reqs) == 1, reqs
 r = reqs[0]
 assert r["status"] == 200 and r["client_certificate_subject"] and not r["authorization"] and r["topic"] == "com.example.app", r
