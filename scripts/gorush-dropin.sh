@@ -7,7 +7,8 @@
 #     notifications delivered; the iOS one reaches the mock APNs over mutual TLS (the mock saw the
 #     client certificate and no JWT) through the proxy (the proxy saw the CONNECT);
 #   - `-ios -m hi -t <token> --topic …` delivers once and exits 0; a dead token exits 1 with the reason;
-#   - /metrics carries gorush's 11 series; /api/config hides the password and the proxy.
+#   - /metrics carries gorush's 11 series; /api/config hides the password and the proxy;
+#   - log.format json with log.access_log a file: JSON lines there; core.pid written and removed.
 # Once with the Keychain-style .p12 (RC2-40 / 3DES) + password, once with the .pem.
 # The mocks (`pushgate mock`) and the gateway run as separate processes on loopback.
 # Usage: scripts/gorush-dropin.sh [path/to/pushgate]   (default: builds and uses .build/debug/pushgate)
@@ -109,6 +110,12 @@ PY
   grep -q "${PROXY##*/}" <<<"$config" && bad "$name: /api/config shows the proxy URL" || ok "$name: /api/config hides the proxy URL"
 
   kill -TERM "$GW"; wait "$GW" 2>/dev/null || true; GW=""
+  python3 -c '
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+assert lines and all("msg" in l and "level" in l and "time" in l for l in lines), lines[:3]
+assert any("listening on https://" in l["msg"] for l in lines), [l["msg"] for l in lines]
+' "$DIR/log/access.log" && ok "$name: log.format json, log.access_log file: JSON lines" || bad "$name: access log: $(head -3 "$DIR/log/access.log")"
   [ ! -e "$DIR/gorush.pid" ] && ok "$name: pid file removed at stop" || bad "$name: pid file left"
 
   # gorush's one-shot mode, with the same config.
