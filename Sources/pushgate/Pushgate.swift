@@ -64,19 +64,6 @@ func loadConfig(_ path: String?, announce: Bool = false) -> RawConfig {
     }
 }
 
-enum ConfigDiscovery {
-    static func candidates(environment: [String: String] = ProcessInfo.processInfo.environment) -> [String] {
-        var c = ["/etc/gorush/config.yml", "/etc/gorush/config.yaml"]
-        if let home = environment["HOME"], !home.isEmpty { c += ["\(home)/.gorush/config.yml", "\(home)/.gorush/config.yaml"] }
-        c += ["config.yml", "config.yaml", "config/pushgate.yml"]
-        return c
-    }
-
-    static func find() -> String? {
-        candidates().first { FileManager.default.isReadableFile(atPath: $0) }
-    }
-}
-
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the gateway (the default command); with -ios/-android send one push; with --ping check a running gateway.")

@@ -377,3 +377,22 @@ func withRunningGateway(_ gateway: Gateway, _ body: @Sendable (Int) async throws
         try await group.waitForAll()
     }
 }
+
+final class ConfigDiscoveryTests: XCTestCase {
+    func testGorushPlacesFirstThenPushgatesOwn() throws {
+        let home = NSTemporaryDirectory() + "pushgate-home-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let c = ConfigDiscovery.candidates(environment: ["HOME": home])
+        XCTAssertEqual(
+            c,
+            [
+                "/etc/gorush/config.yml", "/etc/gorush/config.yaml", "\(home)/.gorush/config.yml", "\(home)/.gorush/config.yaml", "config.yml",
+                "config.yaml", "config/pushgate.yml",
+            ])
+        try FileManager.default.createDirectory(atPath: home + "/.gorush", withIntermediateDirectories: true)
+        try "core:\n  port: 9000\n".write(toFile: home + "/.gorush/config.yml", atomically: true, encoding: .utf8)
+        if !FileManager.default.isReadableFile(atPath: "/etc/gorush/config.yml") {
+            XCTAssertEqual(ConfigDiscovery.find(environment: ["HOME": home]), home + "/.gorush/config.yml")
+        }
+    }
+}
