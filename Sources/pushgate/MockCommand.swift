@@ -49,6 +49,12 @@ struct MockCommand: AsyncParsableCommand {
     @Option(help: "PEM CA file: the mock APNs also accepts client certificates from this CA (certificate-based trust, no JWT).")
     var apnsClientCA: String?
 
+    @Flag(
+        help: """
+            Make an APNs client certificate for com.example.app (password pushgate-test) in <dir>/apns-client/ as .p12             (Keychain-style and AES) and .pem, and have the mock APNs accept it (needs the openssl command).
+            """)
+    var apnsClientCertificates = false
+
     /// `NAME=VALUE` options by registered mock name.
     func byName(_ list: [String], option: String) throws -> [String: String] {
         var out: [String: String] = [:]
@@ -95,6 +101,16 @@ struct MockCommand: AsyncParsableCommand {
             }
             settings.apnsClientCAPEM = [pem]
         }
+        var clientCertificate: TestAPNsCertificate?
+        if apnsClientCertificates {
+            do {
+                let made = try TestAPNsCertificate.make(in: absoluteDir + "/apns-client")
+                settings.apnsClientCAPEM.append(made.caCertificatePEM)
+                clientCertificate = made
+            } catch {
+                fail("--apns-client-certificates: \(error)")
+            }
+        }
         let stack: MockStack
         do {
             stack = try await MockStack.start(settings)
@@ -110,6 +126,9 @@ struct MockCommand: AsyncParsableCommand {
             }
         }
         print(stack.banner, terminator: "")
+        if let c = clientCertificate {
+            print("  APNs client certificate for \(c.bundleID) (ios.password \"\(c.password)\"): \(c.p12LegacyPath), \(c.p12AESPath), \(c.pemPath)")
+        }
         if let control { print("  control    \(control.baseURL)/__mock/stats   (POST /__mock/reset, GET /__mock/config, GET /__mock/apns-jwt)") }
         let titles = ["apns": "APNs", "fcm": "FCM", "webpush": "Web Push"]
         let injected = MockRecorder.Provider.allCases.compactMap { p -> String? in
