@@ -174,6 +174,30 @@ final class APNsCertificateTests: XCTestCase {
         XCTAssertTrue(
             configError { _ = try configuration(path: missingFile, password: "") }?.hasPrefix("ios.key_path: cannot read \(missingFile)") == true)
 
+        // Not a file a certificate lives in: refused, never read for ever.
+        XCTAssertEqual(configError { _ = try configuration(path: "/dev/zero.p12", password: "") }?.hasPrefix("ios.key_path: cannot read"), true)
+        let device = dir + "/zero.p12"
+        try FileManager.default.createSymbolicLink(atPath: device, withDestinationPath: "/dev/zero")
+        XCTAssertEqual(configError { _ = try configuration(path: device, password: "") }, "ios.key_path: \(device) is not a regular file")
+        let link = dir + "/link.p12"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: cert.p12LegacyPath)
+        XCTAssertEqual(try configuration(path: link, password: cert.password).certificate?.bundleID, "com.example.app", "a link to the file is read")
+        let huge = dir + "/huge.pem"
+        try Data(count: (1 << 20) + 1).write(to: URL(fileURLWithPath: huge))
+        XCTAssertEqual(
+            configError { _ = try configuration(path: huge, password: "") },
+            "ios.key_path: \(huge) is \((1 << 20) + 1) bytes, more than a key file holds (at most \(1 << 20))")
+
+        // The same for a .p8 path, and its own errors still name the file.
+        let p8Device = dir + "/zero.p8"
+        try FileManager.default.createSymbolicLink(atPath: p8Device, withDestinationPath: "/dev/zero")
+        XCTAssertEqual(configError { _ = try configuration(path: p8Device, password: "") }, "ios.key_path: \(p8Device) is not a regular file")
+        let notKey = dir + "/AuthKey_garbage.p8"
+        try "garbage".write(toFile: notKey, atomically: true, encoding: .utf8)
+        XCTAssertEqual(
+            configError { _ = try configuration(path: notKey, password: "", extra: ["key_id": .string("K"), "team_id": .string("T")]) },
+            "ios.key_path: \(notKey) is not a P-256 PKCS#8 private key (an APNs .p8 auth key)")
+
         // A truncated .p12 (hostile bytes): an error, never a trap.
         let bytes = try Data(contentsOf: URL(fileURLWithPath: cert.p12AESPath))
         for cut in [1, 16, bytes.count / 2, bytes.count - 1] {
