@@ -81,7 +81,9 @@ public struct APNsModule: ProviderModule {
         try configurationAndWarnings(s, now: now).configuration
     }
 
-    static func configurationAndWarnings(
+    /// `configuration(_:now:)` and the start-up warnings it has (`key_type` disagreeing with the
+    /// extension, a certificate for the other environment only).
+    public static func configurationAndWarnings(
         _ s: SectionValues, now: Date = Date()
     ) throws(APNsConfigurationError) -> (configuration: APNsConfiguration, warnings: [String]) {
         let keyB64 = s[Keys.keyBase64]
@@ -114,6 +116,15 @@ public struct APNsModule: ProviderModule {
         }
         if type == .p12 || type == .pem {
             let certificate = try APNsCertificate.load(type: type, bytes: bytes ?? [], password: s[Keys.password], source: source, key: sourceKey)
+            var warnings = warnings
+            if certificate.development != certificate.production {
+                let only = certificate.production ? "production" : "development (sandbox)"
+                if s[Keys.production] != certificate.production {
+                    warnings.append(
+                        "the APNs certificate in \(source) is for the \(only) environment only but \(s.path(Keys.production)) is \(s[Keys.production]): APNs will answer BadCertificateEnvironment"
+                    )
+                }
+            }
             let configuration = try APNsConfiguration(
                 certificate: certificate, production: s[Keys.production], topic: s[Keys.topic], endpoint: s[Keys.endpoint],
                 maxRetry: s[Keys.maxRetry], connectionsPerEnvironment: s[Keys.connections], now: now, key: sourceKey)

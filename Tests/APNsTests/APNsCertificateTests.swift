@@ -276,13 +276,21 @@ final class APNsCertificateTests: XCTestCase {
         let sandbox: MockAPNs
         let provider: APNsProvider
 
-        static func make(configuration base: APNsConfiguration, clientRoots: [String]) async throws -> CertificateHarness {
+        static func make(
+            configuration base: APNsConfiguration, clientRoots: [String], checkEnvironments: Bool = false
+        ) async throws -> CertificateHarness {
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
             let pki = try TestPKI.generate(hosts: ["127.0.0.1", "localhost"])
             var options = MockAPNs.Options(key: TestAPNsKey.generate(), tls: try pki.serverTLSConfiguration())
             options.clientCertificateRootsPEM = clientRoots
-            let production = MockAPNs(options: options, eventLoopGroup: group)
-            let sandbox = MockAPNs(options: options, eventLoopGroup: group)
+            var productionOptions = options
+            var sandboxOptions = options
+            if checkEnvironments {
+                productionOptions.production = true
+                sandboxOptions.production = false
+            }
+            let production = MockAPNs(options: productionOptions, eventLoopGroup: group)
+            let sandbox = MockAPNs(options: sandboxOptions, eventLoopGroup: group)
             try await production.start()
             try await sandbox.start()
             var configuration = base
@@ -346,6 +354,30 @@ final class APNsCertificateTests: XCTestCase {
                 }, to: .token(token))
             XCTAssertEqual(voip.isDelivered, true, "\(voip)")
             XCTAssertEqual(h.sandbox.requests.last?.topic, "com.example.app.voip")
+        }
+    }
+
+    func testACertificateForOneEnvironmentIsRefusedByTheOtherAndWarnedAbout() async throws {
+        let dir = try temporaryDirectory()
+        let cert = try TestAPNsCertificate.make(in: dir, development: true, production: false)
+        let (configuration, warnings) = try APNsModule.configurationAndWarnings(
+            section(["key_path": .string(cert.pemPath), "production": .bool(true)]))
+        XCTAssertEqual(configuration.certificate?.development, true)
+        XCTAssertEqual(configuration.certificate?.production, false)
+        XCTAssertEqual(
+            warnings,
+            [
+                "the APNs certificate in \(cert.pemPath) is for the development (sandbox) environment only but ios.production is true: APNs will answer BadCertificateEnvironment"
+            ])
+        XCTAssertEqual(try APNsModule.configurationAndWarnings(section(["key_path": .string(cert.pemPath)])).warnings, [])
+        try await withHarness({
+            try await CertificateHarness.make(configuration: configuration, clientRoots: [cert.caCertificatePEM], checkEnvironments: true)
+        }) { h in
+            let token = String(repeating: "0f", count: 32)
+            let refused = try await h.attempt(.test(.ios, message: "hi"), to: .token(token))
+            XCTAssertEqual(refused, .permanent(reason: "BadCertificateEnvironment", status: 403))
+            let sandbox = try await h.attempt(.test(.ios, message: "hi") { $0.development = true }, to: .token(token))
+            XCTAssertEqual(sandbox.isDelivered, true, "\(sandbox)")
         }
     }
 
