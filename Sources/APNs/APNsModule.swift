@@ -81,7 +81,9 @@ public struct APNsModule: ProviderModule {
         try configurationAndWarnings(s, now: now).configuration
     }
 
-    static func configurationAndWarnings(
+    /// `configuration(_:now:)` and the start-up warnings it has (`key_type` disagreeing with the
+    /// extension, a certificate for the other environment only).
+    public static func configurationAndWarnings(
         _ s: SectionValues, now: Date = Date()
     ) throws(APNsConfigurationError) -> (configuration: APNsConfiguration, warnings: [String]) {
         let keyB64 = s[Keys.keyBase64]
@@ -104,12 +106,7 @@ public struct APNsModule: ProviderModule {
         let warnings = warning.map { [$0] } ?? []
         if type == .p12 || type == .pem {
             if bytes == nil {
-                do {
-                    bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
-                } catch {
-                    throw APNsConfigurationError(
-                        key: sourceKey, "cannot read \(path): \((error as NSError).localizedDescription.replacingOccurrences(of: "\n", with: " "))")
-                }
+                bytes = try readKeyFile(path, key: sourceKey)
             }
         }
         // A `.pem` holding a private key and no certificate is an auth key saved under another
@@ -119,24 +116,69 @@ public struct APNsModule: ProviderModule {
         }
         if type == .p12 || type == .pem {
             let certificate = try APNsCertificate.load(type: type, bytes: bytes ?? [], password: s[Keys.password], source: source, key: sourceKey)
+            var warnings = warnings
+            if certificate.development != certificate.production {
+                let only = certificate.production ? "production" : "development (sandbox)"
+                if s[Keys.production] != certificate.production {
+                    warnings.append(
+                        "the APNs certificate in \(source) is for the \(only) environment only but \(s.path(Keys.production)) is \(s[Keys.production]): APNs will answer BadCertificateEnvironment"
+                    )
+                }
+            }
             let configuration = try APNsConfiguration(
                 certificate: certificate, production: s[Keys.production], topic: s[Keys.topic], endpoint: s[Keys.endpoint],
                 maxRetry: s[Keys.maxRetry], connectionsPerEnvironment: s[Keys.connections], now: now, key: sourceKey)
             return (configuration, warnings)
         }
-        if let bytes {
-            guard let pem = String(bytes: bytes, encoding: .utf8) else {
-                throw APNsConfigurationError(key: sourceKey, "\(source) is not a .p8 PEM key")
-            }
+        // The .p8 auth key: token auth.
+        let keyBytes: [UInt8]
+        if let bytes { keyBytes = bytes } else { keyBytes = try readKeyFile(path, key: sourceKey) }
+        guard let pem = String(bytes: keyBytes, encoding: .utf8) else {
+            throw APNsConfigurationError(key: sourceKey, "\(source) is not a P-256 PKCS#8 private key (an APNs .p8 auth key)")
+        }
+        do {
             let configuration = try APNsConfiguration(
                 keyPEM: pem, keyID: s[Keys.keyID], teamID: s[Keys.teamID], production: s[Keys.production], topic: s[Keys.topic],
                 endpoint: s[Keys.endpoint], maxRetry: s[Keys.maxRetry], connectionsPerEnvironment: s[Keys.connections])
             return (configuration, warnings)
+        } catch  where error.key == "ios.key_path" {
+            // The key's own problem: name where it came from.
+            throw APNsConfigurationError(key: sourceKey, "\(source) is \(error.problem)")
         }
-        let configuration = try APNsConfiguration(
-            keyPath: path, keyID: s[Keys.keyID], teamID: s[Keys.teamID], production: s[Keys.production], topic: s[Keys.topic],
-            endpoint: s[Keys.endpoint], maxRetry: s[Keys.maxRetry], connectionsPerEnvironment: s[Keys.connections])
-        return (configuration, warnings)
+    }
+
+    /// A `.p12` / `.pem` / `.p8` is a few kilobytes: a path to something else (a device, a FIFO, a
+    /// huge file) is refused instead of read for ever.
+    static let maxKeyFileBytes = 1 << 20
+
+    static func readKeyFile(_ path: String, key: String) throws(APNsConfigurationError) -> [UInt8] {
+        let attributes: [FileAttributeKey: Any]
+        do {
+            // Through symbolic links (Kubernetes mounts secrets as links to the files).
+            attributes = try FileManager.default.attributesOfItem(atPath: URL(fileURLWithPath: path).resolvingSymlinksInPath().path)
+        } catch {
+            throw APNsConfigurationError(key: key, "cannot read \(path): no such file or no access")
+        }
+        guard attributes[.type] as? FileAttributeType == .typeRegular else {
+            throw APNsConfigurationError(key: key, "\(path) is not a regular file")
+        }
+        if let size = attributes[.size] as? NSNumber, size.int64Value > Int64(maxKeyFileBytes) {
+            throw APNsConfigurationError(key: key, "\(path) is \(size.int64Value) bytes, more than a key file holds (at most \(maxKeyFileBytes))")
+        }
+        do {
+            let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+            defer { try? handle.close() }
+            let data = try handle.read(upToCount: maxKeyFileBytes + 1) ?? Data()
+            guard data.count <= maxKeyFileBytes else {
+                throw APNsConfigurationError(key: key, "\(path) is more than \(maxKeyFileBytes) bytes, more than a key file holds")
+            }
+            return Array(data)
+        } catch let error as APNsConfigurationError {
+            throw error
+        } catch {
+            throw APNsConfigurationError(
+                key: key, "cannot read \(path): \((error as NSError).localizedDescription.replacingOccurrences(of: "\n", with: " "))")
+        }
     }
 
     public func build(_ config: ProviderConfig, context: ProviderBuildContext) throws -> ProviderBuild {

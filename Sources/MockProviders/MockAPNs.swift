@@ -159,6 +159,10 @@ public final class MockAPNs: Sendable {
         /// handshake); requests on such a connection need no provider token. Empty: no client
         /// certificates are asked for (token auth only, as `pushgate mock`).
         public var clientCertificateRootsPEM: [String] = []
+        /// The environment this mock plays (nil: not checked). A client certificate that is marked
+        /// for the other environment only (1.2.840.113635.100.6.3.1 development, .2 production) is
+        /// answered 403 BadCertificateEnvironment.
+        public var production: Bool? = nil
         /// Keep every request in `requests` (tests). Off for load runs (`pushgate mock` / `bench`):
         /// memory stays flat and only `hook` sees the requests.
         public var recordRequests = true
@@ -195,6 +199,8 @@ public final class MockAPNs: Sendable {
         var subject: String
         var uid: String?
         var topics: [String]
+        var development = false
+        var production = false
     }
 
     public static let payloadLimit = 4096
@@ -331,8 +337,14 @@ public final class MockAPNs: Sendable {
 
         let topic: String
         if let identity {
-            // Certificate-based trust: no provider token; the topic must be one of the certificate's.
-            // Without `apns-topic`, APNs uses the subject's topic when the certificate has only one.
+            // Certificate-based trust: no provider token; the certificate must be for this
+            // environment and the topic one of the certificate's. Without `apns-topic`, APNs uses
+            // the subject's topic when the certificate has only one.
+            if let production = options.production, identity.development || identity.production,
+                production ? !identity.production : !identity.development
+            {
+                return answer(403, "BadCertificateEnvironment")
+            }
             if let t = request.header("apns-topic"), !t.isEmpty {
                 guard identity.topics.contains(t) else { return answer(400, "TopicDisallowed") }
                 topic = t
@@ -399,6 +411,8 @@ public final class MockAPNs: Sendable {
                 }
             }
             if let uid = identity.uid { identity.topics.append(uid) }
+            identity.development = certificate.extensions[oid: [1, 2, 840, 113635, 100, 6, 3, 1]] != nil
+            identity.production = certificate.extensions[oid: [1, 2, 840, 113635, 100, 6, 3, 2]] != nil
             if let ext = certificate.extensions[oid: [1, 2, 840, 113635, 100, 6, 3, 6]],
                 let root = try? DER.parse(ext.value), case .constructed(let children) = root.content
             {

@@ -51,12 +51,15 @@ public struct TestAPNsCertificate: Sendable {
     }
 
     /// - Parameters:
+    ///   - development, production: which environment markers the certificate carries (Apple's
+    ///     "Apple Push Services" certificates carry both).
     ///   - extraTopics: further topics of the topics extension (the bundle id and its `.voip` and
     ///     `.complication` topics are always there, as in Apple's universal certificates).
     ///   - validFor: the validity window relative to now (default: from an hour ago to a year ahead).
     public static func make(
         in directory: String, bundleID: String = "com.example.app", extraTopics: [String] = [], teamID: String = "TEAMID1234",
-        password: String = "pushgate-test", notValidBefore: Date? = nil, notValidAfter: Date? = nil, openssl: String? = nil
+        password: String = "pushgate-test", notValidBefore: Date? = nil, notValidAfter: Date? = nil, development: Bool = true,
+        production: Bool = true, openssl: String? = nil
     ) throws -> TestAPNsCertificate {
         let now = Date()
         let notBefore = notValidBefore ?? now.addingTimeInterval(-3600)
@@ -91,6 +94,11 @@ public struct TestAPNsCertificate: Sendable {
         var topicList = [bundleID, bundleID + ".voip", bundleID + ".complication"]
         for t in extraTopics where !topicList.contains(t) { topicList.append(t) }
         let topicsValue = try Self.topicsExtensionValue(topicList)
+        // Apple's environment markers (values: NULL).
+        var markers: [Certificate.Extension] = []
+        if development { markers.append(Certificate.Extension(oid: [1, 2, 840, 113635, 100, 6, 3, 1], critical: false, value: [0x05, 0x00])) }
+        if production { markers.append(Certificate.Extension(oid: [1, 2, 840, 113635, 100, 6, 3, 2], critical: false, value: [0x05, 0x00])) }
+        let environmentMarkers = markers
         let leaf = try Certificate(
             version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: leafKey.publicKey,
             notValidBefore: notBefore, notValidAfter: notAfter, issuer: caName, subject: subject,
@@ -100,8 +108,7 @@ public struct TestAPNsCertificate: Sendable {
                 Critical(KeyUsage(digitalSignature: true))
                 try ExtendedKeyUsage([.clientAuth])
                 AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: caPrivateKey.publicKey).keyIdentifier)
-                Certificate.Extension(oid: [1, 2, 840, 113635, 100, 6, 3, 1], critical: false, value: [0x05, 0x00])
-                Certificate.Extension(oid: [1, 2, 840, 113635, 100, 6, 3, 2], critical: false, value: [0x05, 0x00])
+                for marker in environmentMarkers { marker }
                 Certificate.Extension(oid: [1, 2, 840, 113635, 100, 6, 3, 6], critical: false, value: topicsValue[...])
             },
             issuerPrivateKey: caPrivateKey)

@@ -52,6 +52,7 @@ struct MockCommand: AsyncParsableCommand {
     var proxyPort: Int = -1
 
     @Flag(
+        name: [.customLong("apns-certificate"), .customLong("apns-client-certificates")],
         help: """
             Make a throwaway APNs client certificate in --dir (apns-client/: Keychain-style .p12, OpenSSL 3 .p12, .pem;             needs the openssl command) and have the mock APNs accept it (certificate-based trust, no JWT).
             """)

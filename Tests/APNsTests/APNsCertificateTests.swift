@@ -174,6 +174,30 @@ final class APNsCertificateTests: XCTestCase {
         XCTAssertTrue(
             configError { _ = try configuration(path: missingFile, password: "") }?.hasPrefix("ios.key_path: cannot read \(missingFile)") == true)
 
+        // Not a file a certificate lives in: refused, never read for ever.
+        XCTAssertEqual(configError { _ = try configuration(path: "/dev/zero.p12", password: "") }?.hasPrefix("ios.key_path: cannot read"), true)
+        let device = dir + "/zero.p12"
+        try FileManager.default.createSymbolicLink(atPath: device, withDestinationPath: "/dev/zero")
+        XCTAssertEqual(configError { _ = try configuration(path: device, password: "") }, "ios.key_path: \(device) is not a regular file")
+        let link = dir + "/link.p12"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: cert.p12LegacyPath)
+        XCTAssertEqual(try configuration(path: link, password: cert.password).certificate?.bundleID, "com.example.app", "a link to the file is read")
+        let huge = dir + "/huge.pem"
+        try Data(count: (1 << 20) + 1).write(to: URL(fileURLWithPath: huge))
+        XCTAssertEqual(
+            configError { _ = try configuration(path: huge, password: "") },
+            "ios.key_path: \(huge) is \((1 << 20) + 1) bytes, more than a key file holds (at most \(1 << 20))")
+
+        // The same for a .p8 path, and its own errors still name the file.
+        let p8Device = dir + "/zero.p8"
+        try FileManager.default.createSymbolicLink(atPath: p8Device, withDestinationPath: "/dev/zero")
+        XCTAssertEqual(configError { _ = try configuration(path: p8Device, password: "") }, "ios.key_path: \(p8Device) is not a regular file")
+        let notKey = dir + "/AuthKey_garbage.p8"
+        try "garbage".write(toFile: notKey, atomically: true, encoding: .utf8)
+        XCTAssertEqual(
+            configError { _ = try configuration(path: notKey, password: "", extra: ["key_id": .string("K"), "team_id": .string("T")]) },
+            "ios.key_path: \(notKey) is not a P-256 PKCS#8 private key (an APNs .p8 auth key)")
+
         // A truncated .p12 (hostile bytes): an error, never a trap.
         let bytes = try Data(contentsOf: URL(fileURLWithPath: cert.p12AESPath))
         for cut in [1, 16, bytes.count / 2, bytes.count - 1] {
@@ -252,13 +276,21 @@ final class APNsCertificateTests: XCTestCase {
         let sandbox: MockAPNs
         let provider: APNsProvider
 
-        static func make(configuration base: APNsConfiguration, clientRoots: [String]) async throws -> CertificateHarness {
+        static func make(
+            configuration base: APNsConfiguration, clientRoots: [String], checkEnvironments: Bool = false
+        ) async throws -> CertificateHarness {
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
             let pki = try TestPKI.generate(hosts: ["127.0.0.1", "localhost"])
             var options = MockAPNs.Options(key: TestAPNsKey.generate(), tls: try pki.serverTLSConfiguration())
             options.clientCertificateRootsPEM = clientRoots
-            let production = MockAPNs(options: options, eventLoopGroup: group)
-            let sandbox = MockAPNs(options: options, eventLoopGroup: group)
+            var productionOptions = options
+            var sandboxOptions = options
+            if checkEnvironments {
+                productionOptions.production = true
+                sandboxOptions.production = false
+            }
+            let production = MockAPNs(options: productionOptions, eventLoopGroup: group)
+            let sandbox = MockAPNs(options: sandboxOptions, eventLoopGroup: group)
             try await production.start()
             try await sandbox.start()
             var configuration = base
@@ -322,6 +354,30 @@ final class APNsCertificateTests: XCTestCase {
                 }, to: .token(token))
             XCTAssertEqual(voip.isDelivered, true, "\(voip)")
             XCTAssertEqual(h.sandbox.requests.last?.topic, "com.example.app.voip")
+        }
+    }
+
+    func testACertificateForOneEnvironmentIsRefusedByTheOtherAndWarnedAbout() async throws {
+        let dir = try temporaryDirectory()
+        let cert = try TestAPNsCertificate.make(in: dir, development: true, production: false)
+        let (configuration, warnings) = try APNsModule.configurationAndWarnings(
+            section(["key_path": .string(cert.pemPath), "production": .bool(true)]))
+        XCTAssertEqual(configuration.certificate?.development, true)
+        XCTAssertEqual(configuration.certificate?.production, false)
+        XCTAssertEqual(
+            warnings,
+            [
+                "the APNs certificate in \(cert.pemPath) is for the development (sandbox) environment only but ios.production is true: APNs will answer BadCertificateEnvironment"
+            ])
+        XCTAssertEqual(try APNsModule.configurationAndWarnings(section(["key_path": .string(cert.pemPath)])).warnings, [])
+        try await withHarness({
+            try await CertificateHarness.make(configuration: configuration, clientRoots: [cert.caCertificatePEM], checkEnvironments: true)
+        }) { h in
+            let token = String(repeating: "0f", count: 32)
+            let refused = try await h.attempt(.test(.ios, message: "hi"), to: .token(token))
+            XCTAssertEqual(refused, .permanent(reason: "BadCertificateEnvironment", status: 403))
+            let sandbox = try await h.attempt(.test(.ios, message: "hi") { $0.development = true }, to: .token(token))
+            XCTAssertEqual(sandbox.isDelivered, true, "\(sandbox)")
         }
     }
 
