@@ -363,6 +363,8 @@ public struct GatewaySettings: Sendable {
     public var hideMessages: Bool
     /// `core.ssl`: the certificate and key ingest serves (nil: plain HTTP).
     public var tls: IngestTLS?
+    /// `core.api_keys` / `core.admin_keys`.
+    public var auth: IngestAuth
     public var queueEngine: String
     public var maxPending: Int
     public var routes: Routes
@@ -415,6 +417,7 @@ public struct GatewaySettings: Sendable {
         hideToken = raw.section("log")[LogConfig.hideToken]
         hideMessages = raw.section("log")[LogConfig.hideMessages]
         tls = try IngestTLS.load(core)
+        auth = try IngestAuth(apiKeys: core[C.apiKeys], adminKeys: core[C.adminKeys], metricsAdminOnly: core[C.metricsAdminOnly])
         queueEngine = queue[QueueConfig.engine].lowercased()
         if queueEngine == "local" { queueEngine = "memory" }
         if queueEngine == "postgresql" { queueEngine = "postgres" }
@@ -516,6 +519,11 @@ public enum CoreConfig {
     public static let readTimeout = Setting<Int>("read_timeout", 30, range: 1...3600)
     public static let idleTimeout = Setting<Int>("idle_timeout", 60, range: 1...86_400)
     public static let maxConnections = Setting<Int>("max_connections", 4096, range: 1...1_000_000)
+    /// Ingest keys (none: every route open, as in gorush). Plain or `sha256:<hex>`.
+    public static let apiKeys = Setting<[String]>("api_keys", [], secrecy: .secret)
+    public static let adminKeys = Setting<[String]>("admin_keys", [], secrecy: .secret)
+    /// `/metrics` needs an admin key (default: open for scrapers, as in gorush).
+    public static let metricsAdminOnly = Setting<Bool>("metrics_admin_only", false)
     /// TLS on ingest (gorush's keys and defaults): HTTP/1.1 and HTTP/2 (ALPN) over TLS.
     public static let ssl = Setting<Bool>("ssl", false)
     public static let certPath = Setting<String>("cert_path", "cert.pem")
@@ -537,7 +545,8 @@ public enum CoreConfig {
             mode.key, caFile.key, retryBackoffMs.key, retryBackoffMaxMs.key, maxDeliveriesPerRequest.key, maxTokenBytes.key,
             maxFieldBytes.key, maxMessageBytes.key, maxObjectKeys.key, maxJSONDepth.key, maxLogMessageBytes.key,
             maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key, ssl.key, certPath.key, keyPath.key,
-            certBase64.key, keyBase64.key, pidEnabled.key, pidPath.key, pidOverride.key, httpProxy.key,
+            certBase64.key, keyBase64.key, pidEnabled.key, pidPath.key, pidOverride.key, apiKeys.key, adminKeys.key, metricsAdminOnly.key,
+            httpProxy.key,
         ])
 }
 

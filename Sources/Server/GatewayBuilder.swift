@@ -20,6 +20,11 @@ public enum GatewayBuilder {
     ) throws -> Gateway {
         let settings = try GatewaySettings(raw)
         for w in raw.warnings { logger.warning("\(w)") }
+        if !settings.auth.enabled, !["127.0.0.1", "::1", "localhost"].contains(settings.address) {
+            logger.warning(
+                "no core.api_keys or core.admin_keys: anyone who can reach port \(settings.port) can push to every device and read /api/config; set keys or bind core.address to 127.0.0.1"
+            )
+        }
 
         // Before the providers: a module may make metrics when it is built (the APNs certificate's expiry gauge).
         MetricsSetup.bootstrap()

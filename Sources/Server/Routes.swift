@@ -56,6 +56,7 @@ extension Gateway {
 
     public func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
+        router.add(middleware: AuthMiddleware(gateway: self))
         router.add(middleware: JSONNotFoundMiddleware(gateway: self))
         let r = settings.routes
         router.get("/") { _, _ in

@@ -1,0 +1,135 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import ProviderKit
+import PushgateCore
+
+/// Ingest authentication: `core.api_keys` (may push and read delivery status) and `core.admin_keys`
+/// (everything, including `/api/config`, `/api/stat/*`, `/sys/stats`). A key is written plain or as
+/// `sha256:<hex of SHA-256(key)>`; either way only its SHA-256 is kept, and a presented key is hashed
+/// and compared with every configured digest in constant time. With no key configured every route
+/// is open, as in gorush.
+public struct IngestAuth: Sendable {
+    public enum Role: Sendable, Equatable {
+        /// A key of an app (today the default app, `core.api_keys`).
+        case app(String)
+        case admin
+    }
+
+    struct Key: Sendable {
+        var digest: [UInt8]
+        var role: Role
+    }
+
+    let keys: [Key]
+    /// `core.metrics_admin_only`: `/metrics` needs an admin key (else it stays open for scrapers).
+    public let metricsAdminOnly: Bool
+
+    public var enabled: Bool { !keys.isEmpty }
+
+    public init(apiKeys: [String], adminKeys: [String], metricsAdminOnly: Bool = false, appID: String = "default") throws {
+        var keys: [Key] = []
+        for k in apiKeys { keys.append(Key(digest: try Self.digest(of: k, key: "core.api_keys"), role: .app(appID))) }
+        for k in adminKeys { keys.append(Key(digest: try Self.digest(of: k, key: "core.admin_keys"), role: .admin)) }
+        self.keys = keys
+        self.metricsAdminOnly = metricsAdminOnly
+    }
+
+    /// `sha256:<64 hex>` as given, else the SHA-256 of the plain key. Never echoes the key in errors.
+    static func digest(of spec: String, key: String) throws -> [UInt8] {
+        let trimmed = spec.trimmingCharacters(in: .whitespaces)
+        if trimmed.lowercased().hasPrefix("sha256:") {
+            let hex = Array(trimmed.utf8.dropFirst(7))
+            guard hex.count == 64, let bytes = Self.hexBytes(hex) else {
+                throw ConfigError(key: key, problem: "a sha256: entry must be 64 hex digits (SHA-256 of the key)")
+            }
+            return bytes
+        }
+        guard trimmed.utf8.count >= 16 else {
+            throw ConfigError(key: key, problem: "a key must be at least 16 characters (or sha256:<hex>)")
+        }
+        return Array(SHA256.hash(data: Array(trimmed.utf8)))
+    }
+
+    static func hexBytes(_ hex: [UInt8]) -> [UInt8]? {
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(hex.count / 2)
+        var i = 0
+        while i + 1 < hex.count {
+            guard let hi = nibble(hex[i]), let lo = nibble(hex[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+            i += 2
+        }
+        return out
+    }
+
+    /// The key a request presents: `Authorization: Bearer <key>` or `X-API-Key: <key>`.
+    static func presentedKey(_ headers: HTTPFields) -> String? {
+        if let auth = headers[.authorization] {
+            let parts = auth.split(separator: " ", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "bearer" { return String(parts[1]).trimmingCharacters(in: .whitespaces) }
+        }
+        if let name = HTTPField.Name("X-API-Key"), let key = headers[name] { return key.trimmingCharacters(in: .whitespaces) }
+        return nil
+    }
+
+    /// The role of the presented key, nil when none matches (or none was presented).
+    public func identify(_ headers: HTTPFields) -> Role? {
+        guard let presented = Self.presentedKey(headers), !presented.isEmpty, presented.utf8.count <= 4096 else { return nil }
+        let digest = Array(SHA256.hash(data: Array(presented.utf8)))
+        var found: Role?
+        for key in keys {
+            // Every configured key is compared, each byte of each: no early exit to time.
+            var diff: UInt8 = 0
+            for (a, b) in zip(key.digest, digest) { diff |= a ^ b }
+            if diff == 0, found == nil { found = key.role }
+        }
+        return found
+    }
+
+    /// A short, non-reversible name for a key, safe for logs: the first 8 hex digits of SHA-256(SHA-256(key)).
+    public static func fingerprint(_ key: String) -> String {
+        let once = Array(SHA256.hash(data: Array(key.utf8)))
+        return SHA256.hash(data: once).prefix(4).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// Asks for a key on every route but the health check and `/version` once any key is configured:
+/// 401 without a valid key (`WWW-Authenticate: Bearer`), 403 when an app key asks for an admin route.
+struct AuthMiddleware: RouterMiddleware {
+    typealias Context = BasicRequestContext
+    let gateway: Gateway
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let auth = gateway.settings.auth
+        guard auth.enabled else { return try await next(request, context) }
+        let r = gateway.settings.routes
+        let path = request.uri.path
+        if path == r.health || path == "/version" { return try await next(request, context) }
+        let adminRoutes = [r.config, r.statGo, r.statApp, r.sysStats] + (auth.metricsAdminOnly ? [r.metrics] : [])
+        if !auth.metricsAdminOnly, path == r.metrics { return try await next(request, context) }
+        guard let role = auth.identify(request.headers) else {
+            let presented = IngestAuth.presentedKey(request.headers) != nil
+            var response = gateway.error(
+                RequestError(
+                    status: 401, message: "Unauthorized.",
+                    detail: presented ? "the API key is not valid" : "send an API key: Authorization: Bearer <key> or X-API-Key: <key>"))
+            response.headers[.wwwAuthenticate] = "Bearer realm=\"pushgate\""
+            return response
+        }
+        if adminRoutes.contains(path), role != .admin {
+            return gateway.error(
+                RequestError(status: 403, message: "Forbidden.", detail: "\(path.logSafe(max: 128)) needs an admin key (core.admin_keys)"))
+        }
+        return try await next(request, context)
+    }
+}
