@@ -1,4 +1,5 @@
 import Foundation
+import PushgateCore
 
 /// An HTTP proxy that outbound connections tunnel through with `CONNECT host:port`.
 ///
@@ -94,22 +95,13 @@ public struct ProxyEndpoint: Sendable, Hashable, CustomStringConvertible, Custom
         var it = s.utf8.makeIterator()
         while let b = it.next() {
             if b == UInt8(ascii: "%") {
-                guard let h = it.next(), let l = it.next(), let hv = hexValue(h), let lv = hexValue(l) else { return nil }
+                guard let h = it.next(), let l = it.next(), let hv = Hex.nibble(h), let lv = Hex.nibble(l) else { return nil }
                 bytes.append(hv << 4 | lv)
             } else {
                 bytes.append(b)
             }
         }
         return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
-        default: return nil
-        }
     }
 }
 

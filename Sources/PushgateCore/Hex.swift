@@ -1,0 +1,27 @@
+/// Hexadecimal digits, for the few places that read them from untrusted text (proxy URL
+/// percent-escapes, `sha256:` key digests).
+public enum Hex {
+    /// The value of one ASCII hex digit (either case), nil for anything else.
+    @inlinable
+    public static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+
+    /// The bytes an even number of hex digits spell, nil when the count is odd or a character is not a digit.
+    public static func decode<S: Collection>(_ digits: S) -> [UInt8]? where S.Element == UInt8 {
+        guard digits.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(digits.count / 2)
+        var it = digits.makeIterator()
+        while let h = it.next(), let l = it.next() {
+            guard let hv = nibble(h), let lv = nibble(l) else { return nil }
+            out.append(hv << 4 | lv)
+        }
+        return out
+    }
+}
