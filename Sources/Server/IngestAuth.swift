@@ -41,7 +41,7 @@ public struct IngestAuth: Sendable {
         let trimmed = spec.trimmingCharacters(in: .whitespaces)
         if trimmed.lowercased().hasPrefix("sha256:") {
             let hex = Array(trimmed.utf8.dropFirst(7))
-            guard hex.count == 64, let bytes = Self.hexBytes(hex) else {
+            guard hex.count == 64, let bytes = Hex.decode(hex) else {
                 throw ConfigError(key: key, problem: "a sha256: entry must be 64 hex digits (SHA-256 of the key)")
             }
             return bytes
@@ -50,26 +50,6 @@ public struct IngestAuth: Sendable {
             throw ConfigError(key: key, problem: "a key must be at least 16 characters (or sha256:<hex>)")
         }
         return Array(SHA256.hash(data: Array(trimmed.utf8)))
-    }
-
-    static func hexBytes(_ hex: [UInt8]) -> [UInt8]? {
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
-            default: return nil
-            }
-        }
-        var out: [UInt8] = []
-        out.reserveCapacity(hex.count / 2)
-        var i = 0
-        while i + 1 < hex.count {
-            guard let hi = nibble(hex[i]), let lo = nibble(hex[i + 1]) else { return nil }
-            out.append(hi << 4 | lo)
-            i += 2
-        }
-        return out
     }
 
     /// The key a request presents: `Authorization: Bearer <key>` or `X-API-Key: <key>`.
@@ -108,15 +88,23 @@ public struct IngestAuth: Sendable {
 struct AuthMiddleware: RouterMiddleware {
     typealias Context = BasicRequestContext
     let gateway: Gateway
+    /// Routes that need no key, and routes that need an admin key (from `api.*`, fixed at start).
+    let openRoutes: Set<String>
+    let adminRoutes: Set<String>
+
+    init(gateway: Gateway) {
+        self.gateway = gateway
+        let r = gateway.settings.routes
+        let metricsAdminOnly = gateway.settings.auth.metricsAdminOnly
+        openRoutes = Set([r.health, "/version"] + (metricsAdminOnly ? [] : [r.metrics]))
+        adminRoutes = Set([r.config, r.statGo, r.statApp, r.sysStats] + (metricsAdminOnly ? [r.metrics] : []))
+    }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let auth = gateway.settings.auth
         guard auth.enabled else { return try await next(request, context) }
-        let r = gateway.settings.routes
         let path = request.uri.path
-        if path == r.health || path == "/version" { return try await next(request, context) }
-        let adminRoutes = [r.config, r.statGo, r.statApp, r.sysStats] + (auth.metricsAdminOnly ? [r.metrics] : [])
-        if !auth.metricsAdminOnly, path == r.metrics { return try await next(request, context) }
+        if openRoutes.contains(path) { return try await next(request, context) }
         guard let role = auth.identify(request.headers) else {
             let presented = IngestAuth.presentedKey(request.headers) != nil
             var response = gateway.error(
