@@ -4,68 +4,6 @@ import XCTest
 @testable import Server
 
 final class ConfigTests: XCTestCase {
-    func testGorushConfigStartsWithWarningsOnly() throws {
-        let gorush = """
-            core:
-              enabled: true
-              address: ""
-              shutdown_timeout: 30
-              port: "8088"
-              worker_num: 0
-              queue_num: 0
-              max_notification: 100
-              sync: false
-              feedback_hook_url: ""
-              feedback_timeout: 10
-              feedback_header:
-              mode: "release"
-              ssl: false
-              cert_path: "cert.pem"
-              key_path: "key.pem"
-              pid:
-                enabled: false
-                path: "gorush.pid"
-                override: true
-            grpc:
-              enabled: false
-              port: 9000
-            api:
-              push_uri: "/api/push"
-              health_uri: "/healthz"
-            android:
-              enabled: false
-              key_path: ""
-              credential: ""
-              max_retry: 0
-            ios:
-              enabled: false
-              key_path: "key.pem"
-              key_type: "pem"
-              password: ""
-              production: false
-              max_concurrent_pushes: 100
-              max_retry: 0
-              key_id: ""
-              team_id: ""
-            log:
-              format: "string"
-              access_log: "stdout"
-              hide_token: true
-              brand_new_key: 1
-            queue:
-              engine: "local"
-            """
-        let raw = try RawConfig(yaml: gorush, environment: [:])
-        XCTAssertEqual(raw.int("core.port"), 8088, "gorush writes the port as a string")
-        XCTAssertEqual(raw.warnings.filter { $0.hasPrefix("unknown") }, ["unknown config key log.brand_new_key ignored"])
-        // gorush keys Pushgate does not act on are each named in a warning (GorushDropInTests has them all).
-        XCTAssertTrue(raw.warnings.contains { $0.hasPrefix("grpc.* accepted but not acted on (grpc.enabled, grpc.port)") }, "\(raw.warnings)")
-        let s = try GatewaySettings(raw)
-        XCTAssertEqual(s.port, 8088)
-        XCTAssertEqual(s.queueEngine, "memory")
-        XCTAssertEqual(s.maxNotification, 100)
-    }
-
     func testEnvironmentOverrides() throws {
         let raw = try RawConfig(
             yaml: "core:\n  port: 1000\n", environment: ["GORUSH_CORE_PORT": "2000", "PUSHGATE_IOS_MAX_RETRY": "7", "GORUSH_CORE_SYNC": "true"])

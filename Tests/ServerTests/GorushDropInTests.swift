@@ -126,6 +126,7 @@ final class GorushDropInTests: XCTestCase {
         let settings = try GatewaySettings(raw)
         XCTAssertEqual(settings.port, 8088, "gorush writes the port as a string")
         XCTAssertEqual(settings.queueEngine, "memory", "queue.engine local is the memory engine")
+        XCTAssertEqual(settings.maxNotification, 100)
         XCTAssertNil(settings.tls)
         XCTAssertFalse(raw.warnings.contains { $0.hasPrefix("unknown config key") }, "\(raw.warnings)")
         // One warning per group of keys Pushgate accepts and does not act on, each naming its keys.
@@ -140,6 +141,11 @@ final class GorushDropInTests: XCTestCase {
         // Set to a value that would matter in gorush: warned.
         let inert = try RawConfig(yaml: "core:\n  worker_num: 8\n  mode: debug\n  enabled: false\nstat:\n  engine: redis\n", environment: [:])
         XCTAssertEqual(inert.warnings.count, 4, "\(inert.warnings)")
+        // A key neither Pushgate nor gorush knows: one warning naming it, the rest starts.
+        let unknown = try RawConfig(
+            yaml: Self.gorushConfig.replacingOccurrences(of: "  hide_messages: false", with: "  hide_messages: false\n  brand_new_key: 1"),
+            environment: [:])
+        XCTAssertEqual(unknown.warnings.filter { $0.hasPrefix("unknown") }, ["unknown config key log.brand_new_key ignored"])
     }
 
     func testUnsupportedGorushEnginesAndAutoTLSAreOneLineErrors() throws {
