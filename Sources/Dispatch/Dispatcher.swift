@@ -43,8 +43,13 @@ public final class Dispatcher: Sendable {
     public let stats: Stats
     /// Where `GET /api/push/{notif_id}` reads (nil: the engine keeps no records).
     public let statusSource: (any DeliveryStatusSource)?
-    private let slots: [Platform: ProviderSlot]
-    private let unavailable: [Platform: String]
+    /// Every app's providers by app id (replaced on reload, `setApps`).
+    private let apps: NIOLockedValueBox<[String: AppProviders]>
+    private let appPending = AppPendingCounts()
+    /// Platforms with a worker loop, and where new loops are asked for (`run` starts them).
+    private let feeds = NIOLockedValueBox<Set<Platform>>([])
+    private let feedRequests: AsyncStream<Platform>.Continuation
+    private let feedStream: AsyncStream<Platform>
     private let lifecycle: DeliveryLifecycle
     private let sinks: [any DeliveryEventSink]
     private let logger: Logger
@@ -81,6 +86,7 @@ public final class Dispatcher: Sendable {
         providers: [ProviderSlot],
         unavailable: [Platform: String] = [:],
         engine: any QueueEngine,
+        apps: [AppProviders] = [],
         policy: RetryPolicy = RetryPolicy(),
         feedback: FeedbackSender? = nil,
         hideToken: Bool = true,
@@ -88,7 +94,8 @@ public final class Dispatcher: Sendable {
         logger: Logger = Logger(label: "pushgate.dispatch")
     ) {
         self.init(
-            providers: providers, unavailable: unavailable, queue: engine.driver, policy: policy, stats: engine.stats,
+            apps: [AppProviders(id: AppID.defaultApp, slots: providers, unavailable: unavailable)] + apps, queue: engine.driver, policy: policy,
+            stats: engine.stats,
             feedback: feedback, sinks: engine.sinks, statusSource: engine.statusSource, hideToken: hideToken,
             answer: answer, logger: logger)
     }
@@ -97,7 +104,7 @@ public final class Dispatcher: Sendable {
     ///   - unavailable: platforms not served, with the reason given to clients (e.g. "platform ios is not enabled").
     ///   - sinks: further readers of the delivery events (after stats and metrics, before feedback, logs and waiters).
     ///   - statusSource: defaults to the queue when it keeps status records.
-    public init(
+    public convenience init(
         providers: [ProviderSlot],
         unavailable: [Platform: String] = [:],
         queue: any QueueDriver,
@@ -112,14 +119,31 @@ public final class Dispatcher: Sendable {
         now: @escaping @Sendable () -> Date = { Date() },
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) {
-        var s: [Platform: ProviderSlot] = [:]
-        for p in providers { s[p.provider.platform] = p }
-        slots = s
-        var u = unavailable
-        for p in Platform.allCases where s[p] == nil && u[p] == nil {
-            u[p] = "platform \(p.name) is not enabled"
-        }
-        self.unavailable = u
+        self.init(
+            apps: [AppProviders(id: AppID.defaultApp, slots: providers, unavailable: unavailable)], queue: queue, policy: policy, stats: stats,
+            feedback: feedback, sinks: sinks, statusSource: statusSource, hideToken: hideToken, answer: answer, logger: logger, now: now,
+            random: random)
+    }
+
+    /// A dispatcher serving several apps, each with its own providers (`apps[]`, the default app first).
+    public init(
+        apps: [AppProviders],
+        queue: any QueueDriver,
+        policy: RetryPolicy = RetryPolicy(),
+        stats: Stats = Stats(),
+        feedback: FeedbackSender? = nil,
+        sinks: [any DeliveryEventSink] = [],
+        statusSource: (any DeliveryStatusSource)? = nil,
+        hideToken: Bool = true,
+        answer: AnswerLimits = AnswerLimits(),
+        logger: Logger = Logger(label: "pushgate.dispatch"),
+        now: @escaping @Sendable () -> Date = { Date() },
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+    ) {
+        var byID: [String: AppProviders] = [:]
+        for a in apps where byID[a.id] == nil { byID[a.id] = a }
+        self.apps = NIOLockedValueBox(byID)
+        (feedStream, feedRequests) = AsyncStream<Platform>.makeStream()
         self.queue = queue
         self.stats = stats
         self.statusSource = statusSource ?? (queue as? any DeliveryStatusSource)
@@ -140,9 +164,48 @@ public final class Dispatcher: Sendable {
         all.append(LogSink(logger: logger))
         all.append(waiters)
         self.sinks = all
+        startFeeds()
     }
 
+    /// The providers of `app`, nil when no such app is configured.
+    public func app(_ id: String) -> AppProviders? { apps.withLockedValue { $0[id] } }
+
+    /// Every configured app's providers.
+    public var allApps: [AppProviders] { apps.withLockedValue { Array($0.values) } }
+
+    /// Every configured app id, sorted.
+    public var appIDs: [String] { apps.withLockedValue { $0.keys.sorted() } }
+
+    /// Replaces the set of apps (a reload). Deliveries already queued go on with the app of the same id
+    /// (its new providers); those of an app no longer configured fail with that reason. Returns the
+    /// replaced `AppProviders` for the caller to `retire` (close once their sends are over).
+    public func setApps(_ new: [AppProviders]) -> [AppProviders] {
+        var byID: [String: AppProviders] = [:]
+        for a in new where byID[a.id] == nil { byID[a.id] = a }
+        let old = apps.withLockedValue { current in
+            defer { current = byID }
+            return current
+        }
+        startFeeds()
+        return old.values.filter { byID[$0.id] !== $0 }
+    }
+
+    /// Asks `run` for a worker loop for each platform some app serves that has none yet.
+    private func startFeeds() {
+        let served = apps.withLockedValue { Set($0.values.flatMap { $0.slots.keys }) }
+        let new: [Platform] = feeds.withLockedValue { started in
+            let n = served.subtracting(started).sorted { $0.rawValue < $1.rawValue }
+            started.formUnion(n)
+            return n
+        }
+        for p in new { feedRequests.yield(p) }
+    }
+
+    /// Per-app figure for `/api/stat/app`: deliveries of `app` accepted and not finished.
+    public func pendingCount(app: String) -> Int { appPending.count(app, queuePending: queue.pendingCount) }
+
     private func publish(_ event: DeliveryEvent) {
+        if case .finished(let job, _, let phase, _) = event, phase == .afterSending { appPending.release(job.accepted.app) }
         for sink in sinks { sink.record(event) }
     }
 
@@ -175,8 +238,11 @@ public final class Dispatcher: Sendable {
 
     /// Validates, renders and queues every delivery of the request. In sync mode waits for them all.
     /// Throws `QueueFullError` (nothing was queued then).
-    public func submit(_ request: PushRequest, sync: Bool) async throws -> SubmitResult {
+    public func submit(_ request: PushRequest, sync: Bool, app appID: String = AppID.defaultApp) async throws -> SubmitResult {
         let t = now()
+        let app = self.app(appID)
+        let slots = app?.slots ?? [:]
+        let unavailable = app?.unavailable ?? [:]
         var jobs: [DeliveryJob] = []
         // Deliveries that fail before any network call: in the sync logs, in the delivery status,
         // and (when the platform is served) counted, sent to the feedback hook and logged.
@@ -207,15 +273,16 @@ public final class Dispatcher: Sendable {
             if index < notifIDs.count { notifIDs[index] = notifID }
             let targets = n.targets
             guard let slot = slots[n.platform] else {
-                let reason = unavailable[n.platform] ?? "platform \(n.platform.name) is not enabled"
+                let reason = app == nil ? "app \(appID) is not configured" : unavailable[n.platform] ?? "platform \(n.platform.name) is not enabled"
                 logger.warning("notification skipped: \(reason)", metadata: ["notif_id": "\(notifID.logSafe())"])
-                let rejected = AcceptedNotification(notifID: notifID, notification: n, prepared: nil)
+                let rejected = AcceptedNotification(notifID: notifID, notification: n, prepared: nil, app: appID)
                 for target in targets { failEarly(rejected, target, reason, served: false) }
                 continue
             }
             counts += n.gorushCount
             if targets.isEmpty {
-                failEarly(AcceptedNotification(notifID: notifID, notification: n, prepared: nil), .token(""), "tokens must not be nil or empty")
+                failEarly(
+                    AcceptedNotification(notifID: notifID, notification: n, prepared: nil, app: appID), .token(""), "tokens must not be nil or empty")
                 continue
             }
             let prepared: any PreparedPush
@@ -223,11 +290,11 @@ public final class Dispatcher: Sendable {
                 prepared = try slot.provider.prepare(n)
             } catch {
                 let reason = (error as? PushFailure)?.reason ?? "\(error)"
-                let rejected = AcceptedNotification(notifID: notifID, notification: n, prepared: nil)
+                let rejected = AcceptedNotification(notifID: notifID, notification: n, prepared: nil, app: appID)
                 for target in targets { failEarly(rejected, target, reason) }
                 continue
             }
-            let accepted = AcceptedNotification(notifID: notifID, notification: n, prepared: prepared)
+            let accepted = AcceptedNotification(notifID: notifID, notification: n, prepared: prepared, app: appID)
             let maxAttempts = RetryPolicy.maxAttempts(requestRetry: n.retry, providerMaxRetry: slot.maxRetry)
             for target in targets {
                 if let failure = slot.provider.validate(target: target, of: prepared) {
@@ -256,9 +323,15 @@ public final class Dispatcher: Sendable {
             for case .emit(let e) in step.effects { accepted.append(e) }
         }
         if !jobs.isEmpty {
+            // The app's own share first (one app cannot fill the queue for the others), then the queue.
+            if let full = appPending.reserve(appID, jobs.count, limit: app?.maxPending ?? 0, queuePending: queue.pendingCount) {
+                if let waiterID { waiters.cancel(waiterID) }
+                throw QueueFullError(pending: full, capacity: app?.maxPending ?? 0, app: appID)
+            }
             do {
                 try await queue.enqueue(jobs)
             } catch {
+                appPending.release(appID, jobs.count)
                 if let waiterID { waiters.cancel(waiterID) }
                 throw error
             }
@@ -310,28 +383,32 @@ public final class Dispatcher: Sendable {
         return result
     }
 
-    /// Whether any provider is served (with none, `run()` has nothing to do and returns at once).
-    public var hasProviders: Bool { !slots.isEmpty }
+    /// Whether any app serves any provider.
+    public var hasProviders: Bool { apps.withLockedValue { $0.values.contains { !$0.slots.isEmpty } } }
 
-    /// Runs the worker pools until `shutdown()`. Call once.
+    /// Runs the worker pools until `shutdown()`: one per platform any app serves, and one more when a
+    /// reload adds a platform. Call once.
     public func run() async {
         await withDiscardingTaskGroup { group in
-            for (platform, slot) in slots {
-                group.addTask { await self.feed(platform: platform, slot: slot) }
+            for await platform in feedStream {
+                group.addTask { await self.feed(platform: platform) }
             }
         }
     }
 
     /// Stops handing out jobs; workers finish what they hold, then `run()` returns.
     public func shutdown() {
+        feedRequests.finish()
         queue.shutdown()
     }
 
     /// One loop per provider: leases a job only while fewer than `slot.concurrency` are in flight and
     /// runs each in its own child task. Workers exist only while there is work: an idle gateway holds
     /// one parked task per provider instead of `max_concurrent_pushes` of them (each ~2.4 KB).
-    private func feed(platform: Platform, slot: ProviderSlot) async {
-        let gate = InFlightGate(limit: slot.concurrency)
+    private func feed(platform: Platform) async {
+        // The platform's largest `max_concurrent_pushes` among the apps serving it when the loop starts.
+        let concurrency = apps.withLockedValue { $0.values.compactMap { $0.slots[platform]?.concurrency }.max() } ?? 1
+        let gate = InFlightGate(limit: concurrency)
         await withDiscardingTaskGroup { group in
             while true {
                 await gate.enter()
@@ -341,7 +418,7 @@ public final class Dispatcher: Sendable {
                 }
                 inFlight.withLockedValue { $0 += 1 }
                 group.addTask {
-                    await self.process(job, slot: slot)
+                    await self.process(job)
                     self.inFlight.withLockedValue { $0 -= 1 }
                     gate.leave()
                 }
@@ -349,7 +426,18 @@ public final class Dispatcher: Sendable {
         }
     }
 
-    func process(_ job: DeliveryJob, slot: ProviderSlot) async {
+    func process(_ job: DeliveryJob) async {
+        // The job's own app's providers, as configured now (a reload may have replaced them).
+        let appID = job.accepted.app
+        guard let app = self.app(appID), let slot = app.slots[job.platform] else {
+            let reason =
+                self.app(appID) == nil
+                ? "app \(appID) is no longer configured" : "platform \(job.platform.name) is no longer enabled for app \(appID)"
+            await apply(lifecycle.step(job, .unpreparable(reason: reason), now: now()))
+            return
+        }
+        app.enter()
+        defer { app.leave() }
         let prepared: any PreparedPush
         if let p = job.accepted.prepared {
             prepared = p
@@ -390,22 +478,23 @@ struct PlatformMetrics: Sendable {
     let sendDuration: Timer
     let deliveryLatency: Timer
 
-    init(platform: Platform) {
+    init(platform: Platform, app: String = AppID.defaultApp) {
         self.platform = platform
         let p = ("provider", platform.name)
+        let appLabel = ("app", app)
         var a: [String: Counter] = [:]
         for c in ["delivered", "token_dead", "permanent", "transient", "credentials"] {
-            a[c] = Counter(label: "pushgate_provider_responses_total", dimensions: [p, ("class", c)])
+            a[c] = Counter(label: "pushgate_provider_responses_total", dimensions: [appLabel, p, ("class", c)])
         }
         attempts = a
         var f: [String: Counter] = [:]
-        f["delivered"] = Counter(label: "pushgate_push_success_total", dimensions: [p])
-        f["failed"] = Counter(label: "pushgate_push_error_total", dimensions: [p])
+        f["delivered"] = Counter(label: "pushgate_push_success_total", dimensions: [appLabel, p])
+        f["failed"] = Counter(label: "pushgate_push_error_total", dimensions: [appLabel, p])
         f["permanent"] = f["failed"]
         finals = f
-        retries = Counter(label: "pushgate_push_retry_total", dimensions: [p])
-        sendDuration = Timer(label: "pushgate_provider_request_duration_seconds", dimensions: [p], preferredDisplayUnit: .seconds)
-        deliveryLatency = Timer(label: "pushgate_delivery_latency_seconds", dimensions: [p], preferredDisplayUnit: .seconds)
+        retries = Counter(label: "pushgate_push_retry_total", dimensions: [appLabel, p])
+        sendDuration = Timer(label: "pushgate_provider_request_duration_seconds", dimensions: [appLabel, p], preferredDisplayUnit: .seconds)
+        deliveryLatency = Timer(label: "pushgate_delivery_latency_seconds", dimensions: [appLabel, p], preferredDisplayUnit: .seconds)
     }
 
     func attempt(className: String, seconds: Double) {

@@ -7,11 +7,15 @@ public final class AcceptedNotification: Sendable {
     public let notification: PushNotification
     /// The provider's rendering, made once at ingest (nil when reloaded from a store before re-preparing).
     public let prepared: (any PreparedPush)?
+    /// The app it was accepted for (`apps[].id`, or `AppID.defaultApp`): its deliveries are sent with
+    /// that app's providers and credentials, after a restart too.
+    public let app: String
 
-    public init(notifID: String, notification: PushNotification, prepared: (any PreparedPush)?) {
+    public init(notifID: String, notification: PushNotification, prepared: (any PreparedPush)?, app: String = AppID.defaultApp) {
         self.notifID = notifID
         self.notification = notification
         self.prepared = prepared
+        self.app = app
     }
 }
 
@@ -61,12 +65,18 @@ public struct QueueFullError: Error, Sendable, Equatable, CustomStringConvertibl
     public var capacity: Int
     /// Seconds the client should wait before trying again.
     public var retryAfter: Int
-    public init(pending: Int, capacity: Int, retryAfter: Int = 1) {
+    /// Set when an app's own share (`apps[].max_pending`) is full, not the whole queue.
+    public var app: String?
+    public init(pending: Int, capacity: Int, retryAfter: Int = 1, app: String? = nil) {
         self.pending = pending
         self.capacity = capacity
         self.retryAfter = retryAfter
+        self.app = app
     }
-    public var description: String { "queue is full (\(pending) pending, capacity \(capacity))" }
+    public var description: String {
+        if let app { return "app \(app)'s share of the queue is full (\(pending) pending, max_pending \(capacity))" }
+        return "queue is full (\(pending) pending, capacity \(capacity))"
+    }
 }
 
 /// The queue behind the workers. In-memory here; durable drivers (SQLite, PostgreSQL) implement the same.

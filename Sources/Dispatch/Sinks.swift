@@ -1,28 +1,36 @@
 import Foundation
 import Logging
 import Metrics
+import NIOConcurrencyHelpers
 import PushgateCore
 
-/// swift-metrics instruments, per platform, fed by the delivery event stream.
-struct MetricsSink: DeliveryEventSink {
-    let platforms: [Platform: PlatformMetrics]
+/// swift-metrics instruments, per app and platform (made on first use), fed by the delivery event stream.
+final class MetricsSink: DeliveryEventSink {
+    private let made = NIOLockedValueBox<[String: [Platform: PlatformMetrics]]>([:])
 
-    init() {
-        var m: [Platform: PlatformMetrics] = [:]
-        for p in Platform.allCases { m[p] = PlatformMetrics(platform: p) }
-        platforms = m
+    init() {}
+
+    private func metrics(_ job: DeliveryJob) -> PlatformMetrics {
+        let app = job.accepted.app
+        let p = job.platform
+        return made.withLockedValue { m in
+            if let existing = m[app]?[p] { return existing }
+            let new = PlatformMetrics(platform: p, app: app)
+            m[app, default: [:]][p] = new
+            return new
+        }
     }
 
     func record(_ event: DeliveryEvent) {
         switch event {
         case .attempted(let job, let outcome, let started, let ended):
-            let m = platforms[job.platform]
+            let m: PlatformMetrics? = metrics(job)
             m?.attempt(className: outcome.className, seconds: ended.timeIntervalSince(started))
             if outcome.isDelivered { m?.latency(seconds: ended.timeIntervalSince(job.enqueuedAt)) }
         case .retrying(let job, _):
-            platforms[job.platform]?.retried()
+            metrics(job).retried()
         case .finished(let job, let outcome, let phase, _) where phase != .notServed:
-            platforms[job.platform]?.finished(className: outcome.isDelivered ? "delivered" : "failed")
+            metrics(job).finished(className: outcome.isDelivered ? "delivered" : "failed")
         default:
             break
         }

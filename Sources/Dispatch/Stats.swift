@@ -26,10 +26,13 @@ public struct StatsSnapshot: Sendable, Codable, Equatable {
     public var failureTasks: Int64 = 0
     public var retries: Int64 = 0
     public var platforms: [String: PlatformCounts] = [:]
+    /// The same per-platform counts per app (`/api/stat/app`'s `apps`, the `app` label of the metrics).
+    public var apps: [String: [String: PlatformCounts]] = [:]
 
     public init() {}
 
     public func counts(_ p: Platform) -> PlatformCounts { platforms[p.name] ?? PlatformCounts() }
+    public func counts(_ p: Platform, app: String) -> PlatformCounts { apps[app]?[p.name] ?? PlatformCounts() }
 }
 
 /// Thread-safe statistics, fed by the delivery event stream. Keeps the increments not yet saved
@@ -68,17 +71,21 @@ public final class Stats: DeliveryEventSink {
 
     /// One delivery ended. `queued`: it was a queued job (a task, in gorush's terms); a delivery refused
     /// before sending counts as the platform's push error but is no task.
-    public func finished(platform: Platform, delivered: Bool, queued: Bool = true) {
+    public func finished(platform: Platform, delivered: Bool, queued: Bool = true, app: String = AppID.defaultApp) {
         change { s in
             var c = s.platforms[platform.name] ?? .init()
+            var a = s.apps[app]?[platform.name] ?? .init()
             if delivered {
                 c.pushSuccess += 1
+                a.pushSuccess += 1
                 if queued { s.successTasks += 1 }
             } else {
                 c.pushError += 1
+                a.pushError += 1
                 if queued { s.failureTasks += 1 }
             }
             s.platforms[platform.name] = c
+            s.apps[app, default: [:]][platform.name] = a
         }
     }
 
@@ -92,7 +99,7 @@ public final class Stats: DeliveryEventSink {
         case .retrying:
             retried()
         case .finished(let job, let outcome, let phase, _) where phase != .notServed:
-            finished(platform: job.platform, delivered: outcome.isDelivered, queued: phase == .afterSending)
+            finished(platform: job.platform, delivered: outcome.isDelivered, queued: phase == .afterSending, app: job.accepted.app)
         default:
             break
         }

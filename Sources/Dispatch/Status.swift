@@ -21,6 +21,8 @@ public struct DeliveryStatusRecord: Sendable, Equatable {
     public var providerID: String?
     /// Delivered or failed: when.
     public var finishedAt: Date?
+    /// The app the notification was accepted for (the status route shows an app key only its own).
+    public var app: String = AppID.defaultApp
 
     public init(
         platform: Platform, token: String, state: State, attempts: Int, nextTry: Date? = nil, error: String? = nil, providerID: String? = nil,
@@ -37,7 +39,7 @@ public struct DeliveryStatusRecord: Sendable, Equatable {
     }
 
     /// The record of a delivery in `state` (the one mapping used by every engine).
-    public init(platform: Platform, token: String, state: DeliveryState, attempts: Int, finishedAt: Date?) {
+    public init(platform: Platform, token: String, state: DeliveryState, attempts: Int, finishedAt: Date?, app: String = AppID.defaultApp) {
         switch state {
         case .queued:
             self.init(platform: platform, token: token, state: .queued, attempts: 0)
@@ -48,6 +50,7 @@ public struct DeliveryStatusRecord: Sendable, Equatable {
         case .failed(let reason):
             self.init(platform: platform, token: token, state: .failed, attempts: attempts, error: reason, finishedAt: finishedAt)
         }
+        self.app = app
     }
 }
 
@@ -99,7 +102,7 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
     private static func record(_ job: DeliveryJob, at t: Date) -> DeliveryStatusRecord {
         DeliveryStatusRecord(
             platform: job.platform, token: job.target.reportedToken, state: job.state, attempts: job.attempts,
-            finishedAt: job.state.isFinal ? t : nil)
+            finishedAt: job.state.isFinal ? t : nil, app: job.accepted.app)
     }
 
     private func accepted(_ job: DeliveryJob) {

@@ -130,6 +130,11 @@ public final class MockAPNs: Sendable {
             guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
             return String(parts[1])
         }
+        /// The provider token's `kid` (which signing key, hence which app, sent it).
+        public var providerKeyID: String? {
+            guard let jwt = providerToken, let decoded = try? DecodedJWT(jwt) else { return nil }
+            return decoded.header["kid"] as? String
+        }
         public var bodyString: String { String(decoding: body, as: UTF8.self) }
         /// The payload as a dictionary (empty when not a JSON object).
         public var payload: [String: Any] {
@@ -144,6 +149,9 @@ public final class MockAPNs: Sendable {
         /// Expected JWT `kid` / `iss` (nil: not checked).
         public var keyID: String?
         public var teamID: String?
+        /// Further signing keys the mock trusts, each with its own `kid` and team (as Apple trusts every
+        /// key of every account): a token whose `kid` names one of them is verified with it.
+        public var additionalKeys: [TestAPNsKey] = []
         /// A token whose `iat` is older than this is refused with 403 ExpiredProviderToken.
         public var maxTokenAge: Double = 3600
         /// Tolerated clock skew for an `iat` in the future.
@@ -443,11 +451,16 @@ public final class MockAPNs: Sendable {
         } else {
             guard let decoded = try? DecodedJWT(jwt) else { return "InvalidProviderToken" }
             guard decoded.header["alg"] as? String == "ES256" else { return "InvalidProviderToken" }
-            if let keyID = options.keyID, decoded.header["kid"] as? String != keyID { return "InvalidProviderToken" }
-            if let teamID = options.teamID, decoded.claims["iss"] as? String != teamID { return "InvalidProviderToken" }
+            let kid = decoded.header["kid"] as? String
+            var (keyID, teamID, publicKey) = (options.keyID, options.teamID, options.publicKey)
+            if let other = options.additionalKeys.first(where: { $0.keyID == kid }) {
+                (keyID, teamID, publicKey) = (other.keyID, other.teamID, other.publicKey)
+            }
+            if let keyID, kid != keyID { return "InvalidProviderToken" }
+            if let teamID, decoded.claims["iss"] as? String != teamID { return "InvalidProviderToken" }
             // iat must be a JSON number (not a string, not a boolean).
             guard Self.iatIsNumber(jwt), let n = decoded.claims["iat"] as? NSNumber else { return "InvalidProviderToken" }
-            guard (try? decoded.verify(es256: options.publicKey)) != nil else { return "InvalidProviderToken" }
+            guard (try? decoded.verify(es256: publicKey)) != nil else { return "InvalidProviderToken" }
             iat = n.int64Value
             state.withLockedValue {
                 if $0.verifiedTokens.updateValue(iat, forKey: jwt) == nil { $0.providerTokensSeen.append(jwt) }

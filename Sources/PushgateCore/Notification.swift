@@ -331,20 +331,27 @@ public struct PushRequest: Sendable, Codable {
     public var sync: Bool?
     /// Notifications of the body that are not sent (platform missing, 0 or unknown), in body order.
     public var skipped: [SkippedNotification]
+    /// Pushgate extension: the app the request is for (top-level `"app_id"`); must match the key's app.
+    public var appID: String?
 
-    public init(notifications: [PushNotification], sync: Bool? = nil, skipped: [SkippedNotification] = []) {
+    public init(notifications: [PushNotification], sync: Bool? = nil, skipped: [SkippedNotification] = [], appID: String? = nil) {
         self.notifications = notifications
         self.sync = sync
         self.skipped = skipped
+        self.appID = appID
     }
 
-    enum CodingKeys: String, CodingKey { case notifications, sync, skipped }
+    enum CodingKeys: String, CodingKey {
+        case notifications, sync, skipped
+        case appID = "app_id"
+    }
 
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         notifications = try c.decode([PushNotification].self, forKey: .notifications)
         sync = try c.decodeIfPresent(Bool.self, forKey: .sync)
         skipped = try c.decodeIfPresent([SkippedNotification].self, forKey: .skipped) ?? []
+        appID = try c.decodeIfPresent(String.self, forKey: .appID)
     }
 
     /// The position in the body of each entry of `notifications`.

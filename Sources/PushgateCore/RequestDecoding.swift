@@ -69,7 +69,14 @@ struct PushRequestDecoder {
             guard case .bool(let b) = s else { throw Failure(field: "sync", problem: "expected a boolean") }
             sync = b
         }
-        return PushRequest(notifications: notifications, sync: sync, skipped: skipped)
+        var appID: String?
+        if let a = members["app_id"], a != .null {
+            // The app's id: 1-64 of A-Z a-z 0-9 . _ - (checked here so it never reaches a log or a query raw).
+            guard case .string(let s) = a else { throw Failure(field: "app_id", problem: "expected a string") }
+            guard AppID.isValid(s) else { throw Failure(field: "app_id", problem: "must be 1-64 characters of A-Z a-z 0-9 . _ -") }
+            appID = s
+        }
+        return PushRequest(notifications: notifications, sync: sync, skipped: skipped, appID: appID)
     }
 
     /// A notification of the body: decoded, or skipped as gorush skips it (no, 0 or an unknown platform:

@@ -226,7 +226,8 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         let encoder = JSONEncoder()
         for g in groups {
             let body = String(decoding: try encoder.encode(g.accepted.notification), as: UTF8.self)
-            var ins = NotificationInsert(notifID: g.accepted.notifID, platform: g.accepted.notification.platform, body: body, createdAt: t, jobs: [])
+            var ins = NotificationInsert(
+                notifID: g.accepted.notifID, app: g.accepted.app, platform: g.accepted.notification.platform, body: body, createdAt: t, jobs: [])
             ins.jobs.reserveCapacity(g.jobs.count)
             for i in g.jobs { ins.jobs.append(row(jobs[i], i)) }
             inserts.append(ins)
@@ -514,9 +515,9 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
                 let bodies = try await backend.notifications(missing)
                 let decoder = JSONDecoder()
                 var loaded: [Int64: AcceptedNotification] = [:]
-                for (row, (notifID, body)) in bodies {
-                    if let n = try? decoder.decode(PushNotification.self, from: Data(body.utf8)) {
-                        loaded[row] = AcceptedNotification(notifID: notifID, notification: n, prepared: nil)
+                for (row, stored) in bodies {
+                    if let n = try? decoder.decode(PushNotification.self, from: Data(stored.body.utf8)) {
+                        loaded[row] = AcceptedNotification(notifID: stored.notifID, notification: n, prepared: nil, app: stored.app)
                     }
                 }
                 state.withLockedValue { s in for (row, a) in loaded { s.notifications[row] = (a, t) } }

@@ -73,7 +73,13 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
             if version > Self.schemaVersion {
                 throw QueueStoreError("the PostgreSQL queue schema is version \(version), newer than this Pushgate (\(Self.schemaVersion))")
             }
-            // Future migrations: `if version < 2 { ... }`.
+            if version < 2 {
+                // Version 1 stores (before apps): their rows belong to the default app.
+                try await conn.query(
+                    PostgresQuery(
+                        unsafeSQL: QueueSchema.postgres.addAppColumn.replacingOccurrences(of: "ADD COLUMN", with: "ADD COLUMN IF NOT EXISTS")),
+                    logger: logger)
+            }
             try await conn.query(
                 "INSERT INTO pushgate_meta (key, value) VALUES ('schema_version', \(Self.schemaVersion)) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
                 logger: logger)
@@ -110,10 +116,12 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
         }
     }
 
-    func notifications(_ rows: [Int64]) async throws -> [Int64: (notifID: String, body: String)] {
-        var out: [Int64: (notifID: String, body: String)] = [:]
-        let r = try await client.query("SELECT id, notif_id, body FROM pushgate_notifications WHERE id = ANY(\(rows)::bigint[])", logger: logger)
-        for try await (id, n, b) in r.decode((Int64, String, String).self) { out[id] = (n, b) }
+    func notifications(_ rows: [Int64]) async throws -> [Int64: StoredNotification] {
+        var out: [Int64: StoredNotification] = [:]
+        let r = try await client.query("SELECT id, notif_id, body, app FROM pushgate_notifications WHERE id = ANY(\(rows)::bigint[])", logger: logger)
+        for try await (id, n, b, app) in r.decode((Int64, String, String, String).self) {
+            out[id] = StoredNotification(notifID: n, body: b, app: app)
+        }
         return out
     }
 
@@ -121,16 +129,17 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
         var out: [DeliveryStatusRecord] = []
         let rows = try await client.query(
             """
-            SELECT platform, target_kind, target, target_keys, state, attempts, not_before, last_error, provider_id, finished_at
-            FROM pushgate_jobs WHERE notif_row IN (SELECT id FROM pushgate_notifications WHERE notif_id = \(notifID)) ORDER BY id
+            SELECT j.platform, j.target_kind, j.target, j.target_keys, j.state, j.attempts, j.not_before, j.last_error, j.provider_id,
+                   j.finished_at, n.app
+            FROM pushgate_jobs j JOIN pushgate_notifications n ON n.id = j.notif_row WHERE n.notif_id = \(notifID) ORDER BY j.id
             """, logger: logger)
-        for try await (p, kind, target, keys, state, att, nb, err, pid, fin) in rows.decode(
-            (Int, Int, String, String?, Int, Int, Double, String?, String?, Double?).self)
+        for try await (p, kind, target, keys, state, att, nb, err, pid, fin, app) in rows.decode(
+            (Int, Int, String, String?, Int, Int, Double, String?, String?, Double?, String).self)
         {
             out.append(
                 storedStatusRecord(
                     platform: Platform(rawValue: p) ?? .ios, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
-                    state: state, attempts: att, notBefore: nb, lastError: err, providerID: pid, finishedAt: fin))
+                    state: state, attempts: att, notBefore: nb, lastError: err, providerID: pid, finishedAt: fin, app: app))
         }
         if out.isEmpty {
             var known = false
@@ -162,6 +171,7 @@ struct PostgresStatements: QueueStatements {
         var nPlat: [Int] = []
         var nBody: [String] = []
         var nAt: [Double] = []
+        var nApp: [String] = []
         var jID: [Int64] = []
         var jNotif: [Int64] = []
         var jPlat: [Int] = []
@@ -182,6 +192,7 @@ struct PostgresStatements: QueueStatements {
             nPlat.append(ins.platform.rawValue)
             nBody.append(ins.body)
             nAt.append(ins.createdAt)
+            nApp.append(ins.app)
             var ids: [Int64] = []
             for j in ins.jobs {
                 let t = TargetCodec.encode(j.target)
@@ -205,8 +216,8 @@ struct PostgresStatements: QueueStatements {
         }
         try await conn.query(
             """
-            INSERT INTO pushgate_notifications (id, notif_id, platform, body, created_at)
-            SELECT * FROM unnest(\(nID)::bigint[], \(nNotif)::text[], \(nPlat)::bigint[], \(nBody)::text[], \(nAt)::float8[])
+            INSERT INTO pushgate_notifications (id, notif_id, platform, body, created_at, app)
+            SELECT * FROM unnest(\(nID)::bigint[], \(nNotif)::text[], \(nPlat)::bigint[], \(nBody)::text[], \(nAt)::float8[], \(nApp)::text[])
             """, logger: logger)
         try await conn.query(
             """

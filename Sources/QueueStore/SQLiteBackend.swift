@@ -96,6 +96,12 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             // Checkpoints run beside the writer (WALCheckpointer), not inside its commits.
             _ = try await writer.query("PRAGMA wal_autocheckpoint=0")
             for sql in schema { _ = try await writer.query(sql) }
+            // Version 1 stores (before apps): add the app column; their rows belong to the default app.
+            let hasApp = try await writer.query("SELECT count(*) AS n FROM pragma_table_info('notifications') WHERE name = 'app'")
+            if hasApp.first?.column("n")?.integer == 0 {
+                _ = try await writer.query(QueueSchema.sqlite.addAppColumn)
+            }
+            _ = try await writer.query("UPDATE pushgate_meta SET value = \(schemaVersion) WHERE key = 'schema_version' AND value < \(schemaVersion)")
             reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
             do {
                 checkpoints = try await WALCheckpointer.start(
@@ -198,16 +204,18 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             lastError: lastError)
     }
 
-    func notifications(_ rows: [Int64]) async throws -> [Int64: (notifID: String, body: String)] {
-        var out: [Int64: (notifID: String, body: String)] = [:]
+    func notifications(_ rows: [Int64]) async throws -> [Int64: StoredNotification] {
+        var out: [Int64: StoredNotification] = [:]
         var i = 0
         while i < rows.count {
             let chunk = rows[i..<min(rows.count, i + 500)]
             i += chunk.count
             let marks = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
-            for r in try await reader.query("SELECT id, notif_id, body FROM notifications WHERE id IN (\(marks))", chunk.map { .integer(Int($0)) }) {
+            for r in try await reader.query(
+                "SELECT id, notif_id, body, app FROM notifications WHERE id IN (\(marks))", chunk.map { .integer(Int($0)) })
+            {
                 if let id = r.column("id")?.integer, let n = r.column("notif_id")?.string, let b = r.column("body")?.string {
-                    out[Int64(id)] = (n, b)
+                    out[Int64(id)] = StoredNotification(notifID: n, body: b, app: r.column("app")?.string ?? AppID.defaultApp)
                 }
             }
         }
@@ -217,8 +225,9 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     func status(notifID: String) async throws -> [DeliveryStatusRecord]? {
         let rows = try await reader.query(
             """
-            SELECT platform, target_kind, target, target_keys, state, attempts, not_before, last_error, provider_id, finished_at
-            FROM jobs WHERE notif_row IN (SELECT id FROM notifications WHERE notif_id = ?) ORDER BY id
+            SELECT j.platform, j.target_kind, j.target, j.target_keys, j.state, j.attempts, j.not_before, j.last_error, j.provider_id,
+                   j.finished_at, n.app
+            FROM jobs j JOIN notifications n ON n.id = j.notif_row WHERE n.notif_id = ? ORDER BY j.id
             """, [.text(notifID)])
         if rows.isEmpty {
             let known = try await reader.query("SELECT 1 AS x FROM notifications WHERE notif_id = ? LIMIT 1", [.text(notifID)])
@@ -231,7 +240,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
                 target: TargetCodec.decode(kind: r.column("target_kind")?.integer ?? 0, value: str("target") ?? "", keys: str("target_keys")),
                 state: r.column("state")?.integer ?? 0, attempts: r.column("attempts")?.integer ?? 0,
                 notBefore: r.column("not_before")?.double ?? 0, lastError: str("last_error"), providerID: str("provider_id"),
-                finishedAt: r.column("finished_at").flatMap { $0.isNull ? nil : $0.double })
+                finishedAt: r.column("finished_at").flatMap { $0.isNull ? nil : $0.double }, app: str("app") ?? AppID.defaultApp)
         }
     }
 
@@ -259,10 +268,12 @@ extension SQLiteBackend: QueueStatements {
         for ins in inserts {
             let row = notifID
             notifID += 1
-            notifBinds += [.integer(Int(row)), .text(ins.notifID), .integer(ins.platform.rawValue), .text(ins.body), .float(ins.createdAt)]
+            notifBinds += [
+                .integer(Int(row)), .text(ins.notifID), .integer(ins.platform.rawValue), .text(ins.body), .float(ins.createdAt), .text(ins.app),
+            ]
             notifRows += 1
             if notifRows == 500 {
-                try await insertRows("notifications (id, notif_id, platform, body, created_at)", columns: 5, rows: notifRows, binds: notifBinds)
+                try await insertRows("notifications (id, notif_id, platform, body, created_at, app)", columns: 6, rows: notifRows, binds: notifBinds)
                 notifBinds.removeAll(keepingCapacity: true)
                 notifRows = 0
             }
@@ -287,7 +298,7 @@ extension SQLiteBackend: QueueStatements {
             inserted.append((row, ids))
         }
         if notifRows > 0 {
-            try await insertRows("notifications (id, notif_id, platform, body, created_at)", columns: 5, rows: notifRows, binds: notifBinds)
+            try await insertRows("notifications (id, notif_id, platform, body, created_at, app)", columns: 6, rows: notifRows, binds: notifBinds)
         }
         if jobRows > 0 { try await insertJobs(jobBinds, rows: jobRows) }
         return inserted

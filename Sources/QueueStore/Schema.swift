@@ -1,4 +1,5 @@
 import PushDispatch
+import PushgateCore
 
 /// The one schema of both SQL stores: the same tables, columns and indexes; only the table prefix,
 /// the column types and how ids are allocated (SQLite: counters in `pushgate_meta`; PostgreSQL:
@@ -11,7 +12,8 @@ struct QueueSchema: Sendable {
     /// Statements run before the tables are made (id allocation).
     var idAllocation: [String]
 
-    static let version = 1
+    /// 2: `notifications.app` (the app a notification was accepted for).
+    static let version = 2
 
     static let sqlite = QueueSchema(
         prefix: "", integer: "INTEGER", real: "REAL",
@@ -37,7 +39,8 @@ struct QueueSchema: Sendable {
         return ["CREATE TABLE IF NOT EXISTS pushgate_meta (key TEXT PRIMARY KEY, value \(i) NOT NULL)"] + idAllocation + [
             """
             CREATE TABLE IF NOT EXISTS \(n) (
-              id \(i) PRIMARY KEY, notif_id TEXT NOT NULL, platform \(i) NOT NULL, body TEXT NOT NULL, created_at \(r) NOT NULL)
+              id \(i) PRIMARY KEY, notif_id TEXT NOT NULL, platform \(i) NOT NULL, body TEXT NOT NULL, created_at \(r) NOT NULL,
+              app TEXT NOT NULL DEFAULT '\(AppID.defaultApp)')
             """,
             "CREATE INDEX IF NOT EXISTS \(n)_notif_id ON \(n) (notif_id)",
             "CREATE INDEX IF NOT EXISTS \(n)_created ON \(n) (created_at)",
@@ -57,6 +60,9 @@ struct QueueSchema: Sendable {
             "CREATE TABLE IF NOT EXISTS \(stats) (key TEXT PRIMARY KEY, value \(i) NOT NULL)",
         ]
     }
+
+    /// Adds to a version-1 store what version 2 has (`statements` made the tables only when missing).
+    var addAppColumn: String { "ALTER TABLE \(notifications) ADD COLUMN app TEXT NOT NULL DEFAULT '\(AppID.defaultApp)'" }
 
     /// The columns a leased job is read from (`StoredJob`).
     static let leasedColumns =

@@ -2,6 +2,13 @@ import Foundation
 import PushDispatch
 import PushgateCore
 
+/// A notification row as read back (to send its jobs after a restart).
+struct StoredNotification: Sendable {
+    var notifID: String
+    var body: String
+    var app: String
+}
+
 /// One job row as stored (the durable form of a `DeliveryJob`).
 struct StoredJob: Sendable {
     var id: Int64
@@ -20,6 +27,7 @@ struct StoredJob: Sendable {
 /// A notification to insert, with its jobs.
 struct NotificationInsert: Sendable {
     var notifID: String
+    var app: String = AppID.defaultApp
     var platform: Platform
     var body: String
     var createdAt: Double
@@ -110,14 +118,14 @@ struct WriteResult: Sendable {
 /// One delivery's status as stored (the same columns in both SQL stores).
 func storedStatusRecord(
     platform: Platform, target: PushTarget, state: Int, attempts: Int, notBefore: Double, lastError: String?,
-    providerID: String?, finishedAt: Double?
+    providerID: String?, finishedAt: Double?, app: String
 ) -> DeliveryStatusRecord {
     let s = DeliveryState(
         code: DeliveryState.Code(rawValue: state) ?? .pending, attempts: attempts,
         notBefore: Date(timeIntervalSince1970: notBefore), lastError: lastError, providerID: providerID)
     return DeliveryStatusRecord(
         platform: platform, token: target.reportedToken, state: s, attempts: attempts,
-        finishedAt: finishedAt.map { Date(timeIntervalSince1970: $0) })
+        finishedAt: finishedAt.map { Date(timeIntervalSince1970: $0) }, app: app)
 }
 
 /// The storage side of a durable queue: one transaction per `commit`, plus reads.
@@ -128,7 +136,7 @@ protocol QueueBackend: Sendable {
     func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double) async throws -> WriteResult
     /// Startup: registers the owner; in exclusive mode frees every earlier lease. Returns (pending jobs, stats counters).
     func start(owner: String, now: Double, leaseTimeout: Double) async throws -> (pending: Int, stats: [String: Int64])
-    func notifications(_ rows: [Int64]) async throws -> [Int64: (notifID: String, body: String)]
+    func notifications(_ rows: [Int64]) async throws -> [Int64: StoredNotification]
     func status(notifID: String) async throws -> [DeliveryStatusRecord]?
     func pendingCount() async throws -> Int
     func close() async
@@ -222,6 +230,12 @@ enum StatsCodec {
             out[p + ".push_success"] = c.pushSuccess
             out[p + ".push_error"] = c.pushError
         }
+        for (app, platforms) in s.apps {
+            for (p, c) in platforms {
+                out["app/\(app)/\(p).push_success"] = c.pushSuccess
+                out["app/\(app)/\(p).push_error"] = c.pushError
+            }
+        }
         return out
     }
 
@@ -233,6 +247,16 @@ enum StatsCodec {
         s.failureTasks = flat["failure_tasks"] ?? 0
         s.retries = flat["retries"] ?? 0
         for (k, v) in flat {
+            if k.hasPrefix("app/") {
+                // app/<id>/<platform>.<counter> (app ids hold no "/").
+                let path = k.split(separator: "/", omittingEmptySubsequences: false)
+                guard path.count == 3, let dot = path[2].lastIndex(of: ".") else { continue }
+                let (app, p, name) = (String(path[1]), String(path[2][..<dot]), path[2][path[2].index(after: dot)...])
+                var c = s.apps[app]?[p] ?? .init()
+                if name == "push_success" { c.pushSuccess = v } else if name == "push_error" { c.pushError = v }
+                s.apps[app, default: [:]][p] = c
+                continue
+            }
             let parts = k.split(separator: ".")
             guard parts.count == 2 else { continue }
             var c = s.platforms[String(parts[0])] ?? .init()

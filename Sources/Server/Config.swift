@@ -13,6 +13,8 @@ public struct RawConfig: Sendable {
     public private(set) var warnings: [String] = []
     /// Where each value came from (for `/api/config` and error messages).
     public private(set) var sources: [String: String] = [:]
+    /// `apps:`: further apps, each with its own keys and provider sections (`AppConfig`).
+    public internal(set) var apps: [AppConfig] = []
 
     public typealias ConfigValue = ProviderKit.ConfigValue
 
@@ -101,7 +103,8 @@ public struct RawConfig: Sendable {
                 throw ConfigError(key: "file", problem: "not valid YAML: \(String(describing: error).split(separator: "\n").first ?? "")")
             }
             if let root {
-                guard let dict = root as? [String: Any] else { throw ConfigError(key: "file", problem: "top level must be a mapping of sections") }
+                guard var dict = root as? [String: Any] else { throw ConfigError(key: "file", problem: "top level must be a mapping of sections") }
+                if let appsRaw = dict.removeValue(forKey: "apps") { apps = try AppConfig.parse(appsRaw, warnings: &warnings) }
                 var flat: [(String, Any)] = []
                 Self.flatten(dict, prefix: "", into: &flat)
                 for (key, raw) in flat.sorted(by: { $0.0 < $1.0 }) {
@@ -319,6 +322,7 @@ public struct RawConfig: Sendable {
             }
             Self.insert(&root, path: key.split(separator: ".").map(String.init), value: v)
         }
+        if !apps.isEmpty { root["apps"] = apps.map { $0.redacted() } }
         return (try? Yams.dump(object: root, sortKeys: true)) ?? ""
     }
 
@@ -417,7 +421,9 @@ public struct GatewaySettings: Sendable {
         hideToken = raw.section("log")[LogConfig.hideToken]
         hideMessages = raw.section("log")[LogConfig.hideMessages]
         tls = try IngestTLS.load(core)
-        auth = try IngestAuth(apiKeys: core[C.apiKeys], adminKeys: core[C.adminKeys], metricsAdminOnly: core[C.metricsAdminOnly])
+        auth = try IngestAuth(
+            apiKeys: core[C.apiKeys], adminKeys: core[C.adminKeys], metricsAdminOnly: core[C.metricsAdminOnly],
+            appKeys: raw.apps.map { ($0.id, $0.apiKeys) })
         queueEngine = queue[QueueConfig.engine].lowercased()
         if queueEngine == "local" { queueEngine = "memory" }
         if queueEngine == "postgresql" { queueEngine = "postgres" }
@@ -522,6 +528,9 @@ public enum CoreConfig {
     /// Ingest keys (none: every route open, as in gorush). Plain or `sha256:<hex>`.
     public static let apiKeys = Setting<[String]>("api_keys", [], secrecy: .secret)
     public static let adminKeys = Setting<[String]>("admin_keys", [], secrecy: .secret)
+    /// The default app's share, as `apps[].max_pending` / `apps[].rate_limit` are the other apps' (0: none).
+    public static let appMaxPending = Setting<Int>("app_max_pending", 0, range: AppConfig.maxPendingRange)
+    public static let appRateLimit = Setting<Int>("app_rate_limit", 0, range: AppConfig.rateLimitRange)
     /// `/metrics` needs an admin key (default: open for scrapers, as in gorush).
     public static let metricsAdminOnly = Setting<Bool>("metrics_admin_only", false)
     /// TLS on ingest (gorush's keys and defaults): HTTP/1.1 and HTTP/2 (ALPN) over TLS.
@@ -546,7 +555,7 @@ public enum CoreConfig {
             maxFieldBytes.key, maxMessageBytes.key, maxObjectKeys.key, maxJSONDepth.key, maxLogMessageBytes.key,
             maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key, ssl.key, certPath.key, keyPath.key,
             certBase64.key, keyBase64.key, pidEnabled.key, pidPath.key, pidOverride.key, apiKeys.key, adminKeys.key, metricsAdminOnly.key,
-            httpProxy.key,
+            httpProxy.key, appMaxPending.key, appRateLimit.key,
         ])
 }
 

@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdCore
 import HummingbirdHTTP2
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import PushDispatch
 import PushgateCore
@@ -20,7 +21,9 @@ public enum PushgateVersion {
 
 /// Everything that serves one gateway: settings, dispatcher, feedback sender, HTTP routes.
 public final class Gateway: Sendable {
-    public let raw: RawConfig
+    /// The configuration as last loaded (at start, or by the last successful reload).
+    public var raw: RawConfig { runtime.withLockedValue { $0.raw } }
+    /// The settings made at start: what a reload changes (keys, apps) is read from `auth` and the dispatcher's apps.
     public let settings: GatewaySettings
     public let dispatcher: Dispatcher
     public let feedback: FeedbackSender?
@@ -28,18 +31,33 @@ public final class Gateway: Sendable {
     let requestCounters = RequestCounters()
     private let shutdownHooks: [@Sendable () async -> Void]
     let logger: Logger
+    /// What a reload replaces, and the per-app rate limiters.
+    let runtime: NIOLockedValueBox<GatewayRuntime>
+    /// What further apps are built with (shared pool settings and HTTP clients); nil: no reload.
+    let buildContext: ProviderBuildContext?
+    let environment: [String: String]
+    let reloadSource: (@Sendable () throws -> RawConfig)?
+    /// One reload at a time.
+    let reloading = NIOLockedValueBox(false)
 
     public init(
         raw: RawConfig, settings: GatewaySettings, dispatcher: Dispatcher, feedback: FeedbackSender?, logger: Logger,
-        shutdownHooks: [@Sendable () async -> Void] = []
+        shutdownHooks: [@Sendable () async -> Void] = [], context: ProviderBuildContext? = nil,
+        environment: [String: String] = ProcessInfo.processInfo.environment, reloadSource: (@Sendable () throws -> RawConfig)? = nil
     ) {
-        self.raw = raw
+        self.runtime = NIOLockedValueBox(GatewayRuntime(raw: raw, auth: settings.auth, environment: environment))
         self.settings = settings
         self.dispatcher = dispatcher
         self.feedback = feedback
         self.logger = logger
         self.shutdownHooks = shutdownHooks
+        self.buildContext = context
+        self.environment = environment
+        self.reloadSource = reloadSource
     }
+
+    /// The keys as last loaded.
+    public var auth: IngestAuth { runtime.withLockedValue { $0.auth } }
 
     /// Services to run beside the HTTP server: workers (drained on graceful shutdown) and the feedback sender.
     public var services: [any Service] {
@@ -106,6 +124,7 @@ public final class Gateway: Sendable {
     }()
 
     func runShutdownHooks() async {
+        for app in dispatcher.allApps { await app.shutdown() }
         for hook in shutdownHooks { await hook() }
     }
 }
@@ -119,13 +138,7 @@ struct DispatcherService: Service {
         let dispatcher = gateway.dispatcher
         let timeout = gateway.settings.shutdownTimeout
         let logger = gateway.logger
-        guard dispatcher.hasProviders else {
-            // No provider enabled: nothing to feed, but returning now would make the service group
-            // stop the gateway ("finished unexpectedly"). Live until shutdown.
-            try? await gracefulShutdown()
-            dispatcher.shutdown()
-            return
-        }
+        // With no provider enabled `run` waits for one (a reload may add an app) until shutdown.
         await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
                 await dispatcher.run()

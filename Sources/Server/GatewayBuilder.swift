@@ -12,11 +12,14 @@ import QueueStore
 
 /// Builds a gateway from configuration: providers, queue, dispatcher, feedback sender.
 public enum GatewayBuilder {
+    /// - Parameter reloadSource: reads the configuration again for a reload (SIGHUP, `POST /api/reload`):
+    ///   the file with the same command-line overrides. Nil: reloading is refused.
     public static func build(
         raw: RawConfig,
         logger: Logger = Logger(label: "pushgate"),
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        reloadSource: (@Sendable () throws -> RawConfig)? = nil
     ) throws -> Gateway {
         let settings = try GatewaySettings(raw)
         for w in raw.warnings { logger.warning("\(w)") }
@@ -30,18 +33,40 @@ public enum GatewayBuilder {
         MetricsSetup.bootstrap()
         let providers = try ProviderSet.make(raw: raw, logger: logger, eventLoopGroup: eventLoopGroup, environment: environment)
         let slots = providers.slots
-        var hooks = providers.hooks
-        let unavailable = providers.unavailable
+        var hooks: [@Sendable () async -> Void] = []
         for w in providers.warnings { logger.warning("\(w)") }
+        let defaultHooks = providers.hooks
+        var apps = [
+            AppProviders(
+                id: AppID.defaultApp, slots: slots, unavailable: providers.unavailable,
+                maxPending: raw.section("core")[CoreConfig.appMaxPending],
+                shutdown: { for hook in defaultHooks { await hook() } })
+        ]
+        // Every further app: its own providers from its own sections (own token caches and pools).
+        do {
+            for app in raw.apps {
+                let built = try ProviderSet.buildApp(app.providerConfig(), context: providers.context, app: app.id)
+                for w in built.warnings { logger.warning("\(w)") }
+                apps.append(
+                    AppProviders(id: app.id, slots: built.slots, unavailable: built.unavailable, maxPending: app.maxPending, shutdown: built.close))
+            }
+        } catch {
+            let opened = apps
+            _ = try? BlockingStartup.run(timeout: 10, what: "closing the providers") {
+                for a in opened { await a.shutdown() }
+                await providers.httpClients.shutdown()
+            }
+            throw error
+        }
 
         let engine: any QueueEngine
         do {
             engine = try QueueWiring.make(raw: raw, settings: settings, logger: logger)
         } catch {
             // The providers and the HTTP client exist already: close them before failing startup.
-            let opened = hooks
+            let opened = apps
             _ = try? BlockingStartup.run(timeout: 10, what: "closing the providers") {
-                for hook in opened { await hook() }
+                for a in opened { await a.shutdown() }
                 await providers.httpClients.shutdown()
             }
             throw error
@@ -53,11 +78,13 @@ public enum GatewayBuilder {
                 url: settings.feedbackURL, headers: settings.feedbackHeaders, client: providers.httpClients.client(for: settings.feedbackURL),
                 logger: Logger(label: "pushgate.feedback"))
         let dispatcher = Dispatcher(
-            providers: slots,
-            unavailable: unavailable,
-            engine: engine,
+            apps: apps,
+            queue: engine.driver,
             policy: RetryPolicy(baseDelay: settings.retryBackoff, maxDelay: settings.retryBackoffMax),
+            stats: engine.stats,
             feedback: feedback,
+            sinks: engine.sinks,
+            statusSource: engine.statusSource,
             hideToken: settings.hideToken,
             answer: .init(
                 maxMessageBytes: settings.maxLogMessageBytes, maxAnswerBytes: settings.maxSyncAnswerBytes,
@@ -65,9 +92,15 @@ public enum GatewayBuilder {
             logger: Logger(label: "pushgate.dispatch")
         )
         hooks.append { await providers.httpClients.shutdown() }
-        let enabled = slots.map { $0.provider.platform.name }.joined(separator: ", ")
-        logger.info("providers enabled: \(enabled.isEmpty ? "none" : enabled)")
-        return Gateway(raw: raw, settings: settings, dispatcher: dispatcher, feedback: feedback, logger: logger, shutdownHooks: hooks)
+        for a in apps {
+            let enabled = a.slots.keys.sorted { $0.rawValue < $1.rawValue }.map(\.name).joined(separator: ", ")
+            logger.info(
+                a.id == AppID.defaultApp
+                    ? "providers enabled: \(enabled.isEmpty ? "none" : enabled)" : "app \(a.id): providers \(enabled.isEmpty ? "none" : enabled)")
+        }
+        return Gateway(
+            raw: raw, settings: settings, dispatcher: dispatcher, feedback: feedback, logger: logger, shutdownHooks: hooks,
+            context: providers.context, environment: environment, reloadSource: reloadSource)
     }
 }
 
@@ -85,6 +118,42 @@ public struct ProviderSet: Sendable {
     public var unavailable: [Platform: String] = [:]
     /// Logged once at start.
     public var warnings: [String] = []
+    /// What every app's providers are built with (shared pool settings and HTTP clients).
+    public var context: ProviderBuildContext
+
+    /// The providers of one app, built by every registry module from the app's own sections.
+    public struct AppBuild: Sendable {
+        public var slots: [ProviderSlot] = []
+        public var hooks: [@Sendable () async -> Void] = []
+        public var unavailable: [Platform: String] = [:]
+        public var warnings: [String] = []
+
+        /// Runs the hooks: closes what the modules opened.
+        public func close() async { for hook in hooks { await hook() } }
+    }
+
+    /// Builds one app's providers. On a module's error closes what the modules before it opened and
+    /// throws it, naming the app's key (`apps[chat].android: …`) when `app` is given.
+    public static func buildApp(_ config: ProviderConfig, context: ProviderBuildContext, app: String? = nil) throws -> AppBuild {
+        var build = AppBuild()
+        do {
+            for module in ProviderRegistry.modules {
+                let built = try module.build(config, context: context)
+                build.slots += built.providers.map { ProviderSlot(provider: $0.provider, maxRetry: $0.maxRetry, concurrency: $0.concurrency) }
+                if let shutdown = built.shutdown { build.hooks.append(shutdown) }
+                build.unavailable.merge(built.unavailable) { a, _ in a }
+                build.warnings += built.warnings.map { w in app.map { "apps[\($0)]: \(w)" } ?? w }
+            }
+        } catch {
+            let opened = build
+            _ = try? BlockingStartup.run(timeout: 10, what: "closing the providers") { await opened.close() }
+            if let app, let e = error as? ConfigError, !e.key.hasPrefix("apps[") {
+                throw ConfigError(key: "apps[\(app)].\(e.key)", problem: e.problem)
+            }
+            throw error
+        }
+        return build
+    }
 
     public static func make(
         raw: RawConfig, logger: Logger, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
@@ -128,21 +197,15 @@ public struct ProviderSet: Sendable {
             poolConfiguration: poolConfig, httpClient: httpClient, eventLoopGroup: eventLoopGroup, httpClients: clients)
         let config = raw.providerConfig(environment: environment)
 
-        var set = ProviderSet(slots: [], httpClient: httpClient, httpClients: clients, hooks: [])
+        var set = ProviderSet(slots: [], httpClient: httpClient, httpClients: clients, hooks: [], context: context)
         do {
-            for module in ProviderRegistry.modules {
-                let built = try module.build(config, context: context)
-                set.slots += built.providers.map { ProviderSlot(provider: $0.provider, maxRetry: $0.maxRetry, concurrency: $0.concurrency) }
-                if let shutdown = built.shutdown { set.hooks.append(shutdown) }
-                set.unavailable.merge(built.unavailable) { a, _ in a }
-                set.warnings += built.warnings
-            }
+            let built = try buildApp(config, context: context)
+            set.slots = built.slots
+            set.hooks = built.hooks
+            set.unavailable = built.unavailable
+            set.warnings = built.warnings
         } catch {
-            // Close what the modules before the failing one opened, then the client.
-            let opened = set.hooks
-            _ = try? BlockingStartup.run(timeout: 10, what: "closing the providers") {
-                for hook in opened { await hook() }
-            }
+            // buildApp closed what the modules opened: close the clients.
             _ = try? BlockingStartup.run(timeout: 10, what: "closing the HTTP clients") { await clients.shutdown() }
             throw error
         }

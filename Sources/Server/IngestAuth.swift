@@ -28,10 +28,25 @@ public struct IngestAuth: Sendable {
 
     public var enabled: Bool { !keys.isEmpty }
 
-    public init(apiKeys: [String], adminKeys: [String], metricsAdminOnly: Bool = false, appID: String = "default") throws {
+    /// - Parameter appKeys: the keys of each further app (`apps[].api_keys`).
+    public init(
+        apiKeys: [String], adminKeys: [String], metricsAdminOnly: Bool = false, appKeys: [(app: String, keys: [String])] = []
+    ) throws {
         var keys: [Key] = []
-        for k in apiKeys { keys.append(Key(digest: try Self.digest(of: k, key: "core.api_keys"), role: .app(appID))) }
+        for k in apiKeys { keys.append(Key(digest: try Self.digest(of: k, key: "core.api_keys"), role: .app(AppID.defaultApp))) }
+        for (app, list) in appKeys {
+            for k in list { keys.append(Key(digest: try Self.digest(of: k, key: "apps[\(app)].api_keys"), role: .app(app))) }
+        }
         for k in adminKeys { keys.append(Key(digest: try Self.digest(of: k, key: "core.admin_keys"), role: .admin)) }
+        // One key, one app: the same key under two apps (or an app and admin) would make the answer depend on order.
+        var owner: [[UInt8]: Role] = [:]
+        for k in keys {
+            if let other = owner[k.digest], other != k.role {
+                throw ConfigError(
+                    key: Self.describe(k.role), problem: "a key is also configured for \(Self.describe(other)); each key belongs to one app")
+            }
+            owner[k.digest] = k.role
+        }
         self.keys = keys
         self.metricsAdminOnly = metricsAdminOnly
     }
@@ -76,6 +91,14 @@ public struct IngestAuth: Sendable {
         return found
     }
 
+    static func describe(_ role: Role) -> String {
+        switch role {
+        case .admin: return "core.admin_keys"
+        case .app(let id) where id == AppID.defaultApp: return "core.api_keys"
+        case .app(let id): return "apps[\(id)].api_keys"
+        }
+    }
+
     /// A short, non-reversible name for a key, safe for logs: the first 8 hex digits of SHA-256(SHA-256(key)).
     public static func fingerprint(_ key: String) -> String {
         let once = Array(SHA256.hash(data: Array(key.utf8)))
@@ -97,11 +120,11 @@ struct AuthMiddleware: RouterMiddleware {
         let r = gateway.settings.routes
         let metricsAdminOnly = gateway.settings.auth.metricsAdminOnly
         openRoutes = Set([r.health, "/version"] + (metricsAdminOnly ? [] : [r.metrics]))
-        adminRoutes = Set([r.config, r.statGo, r.statApp, r.sysStats] + (metricsAdminOnly ? [r.metrics] : []))
+        adminRoutes = Set([r.config, r.statGo, r.statApp, r.sysStats, Gateway.reloadRoute] + (metricsAdminOnly ? [r.metrics] : []))
     }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let auth = gateway.settings.auth
+        let auth = gateway.auth
         guard auth.enabled else { return try await next(request, context) }
         let path = request.uri.path
         if openRoutes.contains(path) { return try await next(request, context) }

@@ -43,6 +43,13 @@ public enum MetricsSetup {
         }
         text += "# HELP gorush_queue_usage Deliveries accepted and not finished\n"
         text += "# TYPE gorush_queue_usage gauge\ngorush_queue_usage \(gateway.dispatcher.queue.pendingCount)\n"
+        let apps = gateway.dispatcher.allApps.sorted { $0.id < $1.id }
+        text += "# HELP pushgate_app_pending Deliveries of the app accepted and not finished (its max_pending share)\n"
+        text += "# TYPE pushgate_app_pending gauge\n"
+        for a in apps { text += "pushgate_app_pending{app=\"\(a.id)\"} \(gateway.dispatcher.pendingCount(app: a.id))\n" }
+        text += "# HELP pushgate_app_max_pending The app's max_pending (0: the queue's own capacity only)\n"
+        text += "# TYPE pushgate_app_max_pending gauge\n"
+        for a in apps { text += "pushgate_app_max_pending{app=\"\(a.id)\"} \(a.maxPending)\n" }
         text += "# HELP pushgate_queue_capacity Deliveries the queue accepts before answering 503 (queue.max_pending)\n"
         text += "# TYPE pushgate_queue_capacity gauge\npushgate_queue_capacity \(gateway.dispatcher.queue.capacity)\n"
         buffer.append(contentsOf: text.utf8)

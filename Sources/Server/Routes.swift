@@ -101,8 +101,60 @@ extension Gateway {
             h[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
             return Response(status: .ok, headers: h, body: .init(byteBuffer: ByteBuffer(bytes: MetricsSetup.exposition(gateway: self))))
         }
+        router.post(RouterPath(Self.reloadRoute)) { _, _ in
+            do {
+                let summary = try await self.reload()
+                var w = JSONWriter()
+                var first = true
+                w.raw("{")
+                for (name, list) in [
+                    ("added", summary.added), ("removed", summary.removed), ("rebuilt", summary.changed), ("needs_restart", summary.needsRestart),
+                ] {
+                    w.key(name, first: &first)
+                    w.raw("[")
+                    for (i, s) in list.enumerated() {
+                        if i > 0 { w.raw(",") }
+                        w.string(s)
+                    }
+                    w.raw("]")
+                }
+                w.key("apps", first: &first)
+                w.raw("[")
+                for (i, id) in self.dispatcher.appIDs.enumerated() {
+                    if i > 0 { w.raw(",") }
+                    w.string(id)
+                }
+                w.raw(#"],"success":"ok"}"#)
+                return self.json(.ok, w.bytes)
+            } catch {
+                return self.error(RequestError(status: 409, message: "Reload refused; the running configuration is kept.", detail: "\(error)"))
+            }
+        }
         registerStatusRoutes(router)
         return router
+    }
+
+    /// Admin-only: reads the configuration file again (as SIGHUP does).
+    static let reloadRoute = "/api/reload"
+
+    /// The app a push is for: the key's app (a different `app_id` is 403), or with an admin key (or
+    /// no keys configured) `app_id` when given, else the default app.
+    func resolveApp(_ request: Request, requested: String?) -> Result<String, RequestError> {
+        let auth = self.auth
+        if auth.enabled, case .app(let own)? = auth.identify(request.headers) {
+            if let requested, requested != own {
+                return .failure(
+                    RequestError(
+                        status: 403, message: "Forbidden.",
+                        detail: "app_id: this key belongs to app \(own), not \(requested) (use that app's key or an admin key)"))
+            }
+            return .success(own)
+        }
+        let id = requested ?? AppID.defaultApp
+        guard dispatcher.app(id) != nil else {
+            return .failure(RequestError(message: "Unknown app.", detail: "app_id: no app \(id) is configured (apps[].id)"))
+        }
+        return .success(id)
     }
 
     func handlePush(_ request: Request) async -> Response {
@@ -133,9 +185,27 @@ extension Gateway {
                 return self.error(RequestError(message: problem.message, detail: "notifications[\(i)].\(problem.detail)"))
             }
         }
+        let app: String
+        switch resolveApp(request, requested: parsed.appID) {
+        case .success(let id): app = id
+        case .failure(let e): return self.error(e)
+        }
+        if let limiter = runtime.withLockedValue({ $0.limiters[app] }), let wait = limiter.take(Self.deliveryCount(parsed)) {
+            var w = JSONWriter()
+            var first = true
+            w.raw("{")
+            w.key("code", first: &first)
+            w.int(429)
+            w.key("message", first: &first)
+            w.string("Too many requests, try again later.")
+            w.key("detail", first: &first)
+            w.string("app \(app) accepts \(limiter.rate) deliveries per second (rate_limit)")
+            w.raw("}")
+            return json(.tooManyRequests, w.bytes, extra: [(.retryAfter, String(wait))])
+        }
         let sync = parsed.sync ?? settings.sync
         do {
-            let result = try await dispatcher.submit(parsed, sync: sync)
+            let result = try await dispatcher.submit(parsed, sync: sync, app: app)
             var w = JSONWriter(reservingCapacity: 64 + result.logs.count * 160)
             w.raw(#"{"counts":"#)
             w.int(result.counts)
@@ -171,7 +241,7 @@ extension Gateway {
             w.key("code", first: &first)
             w.int(503)
             w.key("message", first: &first)
-            w.string("Queue is full, try again later.")
+            w.string(full.app == nil ? "Queue is full, try again later." : "App's share of the queue is full, try again later.")
             w.key("detail", first: &first)
             w.string(full.description)
             w.raw("}")
@@ -210,6 +280,31 @@ extension Gateway {
             w.int(c.pushSuccess)
             w.raw(#","push_error":"#)
             w.int(c.pushError)
+            w.raw("}")
+        }
+        // Per app (only when apps are configured: a gorush config's answer stays gorush's).
+        let apps = dispatcher.appIDs
+        if apps.count > 1 || apps.first != AppID.defaultApp {
+            w.key("apps", first: &first)
+            w.raw("{")
+            var fa = true
+            for id in apps {
+                w.key(id, first: &fa)
+                var fp = true
+                w.raw("{")
+                w.key("pending", first: &fp)
+                w.int(dispatcher.pendingCount(app: id))
+                for p in Platform.allCases {
+                    let c = s.counts(p, app: id)
+                    w.key(p.name, first: &fp)
+                    w.raw(#"{"push_success":"#)
+                    w.int(c.pushSuccess)
+                    w.raw(#","push_error":"#)
+                    w.int(c.pushError)
+                    w.raw("}")
+                }
+                w.raw("}")
+            }
             w.raw("}")
         }
         w.raw("}")

@@ -16,14 +16,17 @@ import QueueStore
 extension Gateway {
     func registerStatusRoutes(_ router: Router<BasicRequestContext>) {
         let base = settings.routes.push.hasSuffix("/") ? String(settings.routes.push.dropLast()) : settings.routes.push
-        router.get(RouterPath(base + "/:notif_id")) { _, context in
+        router.get(RouterPath(base + "/:notif_id")) { request, context in
             // The id travels percent-encoded in the path (`order%2042%2F%C3%A9` is "order 42/é").
             let raw = context.parameters.get("notif_id") ?? ""
-            return await self.deliveryStatusResponse(notifID: raw.removingPercentEncoding ?? raw)
+            // An app's key sees its own app's deliveries only; an admin key (or no keys configured) all.
+            var app: String?
+            if self.auth.enabled, case .app(let own)? = self.auth.identify(request.headers) { app = own }
+            return await self.deliveryStatusResponse(notifID: raw.removingPercentEncoding ?? raw, app: app)
         }
     }
 
-    func deliveryStatusResponse(notifID: String) async -> Response {
+    func deliveryStatusResponse(notifID: String, app: String? = nil) async -> Response {
         guard let source = dispatcher.statusSource else {
             return error(
                 RequestError(status: 404, message: "Delivery status is not available.", detail: "this queue engine keeps no delivery records"))
@@ -37,11 +40,20 @@ extension Gateway {
                 .internalServerError,
                 RequestError(status: 500, message: "Internal error.", detail: "the delivery status could not be read; see the gateway log").json)
         }
-        guard let records else {
+        guard var records else {
             return self.error(
                 RequestError(
                     status: 404, message: "Unknown notif_id.",
                     detail: "no deliveries recorded for \(notifID.logSafe(max: 256)) (records are kept queue.status_retention)"))
+        }
+        if let app {
+            let all = records.count
+            records.removeAll { $0.app != app }
+            if all > 0, records.isEmpty {
+                return self.error(
+                    RequestError(
+                        status: 403, message: "Forbidden.", detail: "\(notifID.logSafe(max: 256)) belongs to another app than this key's (\(app))"))
+            }
         }
         return json(.ok, Self.statusJSON(notifID: notifID, records: records, hideToken: settings.hideToken))
     }
@@ -68,6 +80,10 @@ extension Gateway {
             if i > 0 { w.raw(",") }
             var f = true
             w.raw("{")
+            if r.app != AppID.defaultApp {
+                w.key("app", first: &f)
+                w.string(r.app)
+            }
             w.key("platform", first: &f)
             w.string(r.platform.name)
             w.key("token", first: &f)

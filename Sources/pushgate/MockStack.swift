@@ -100,6 +100,7 @@ final class MockStack: Sendable {
         for (k, v) in overrides { raw.set(k, v) }
         for m in mocks {
             for (k, v) in m.configDefaults where raw.values[k] == .string("") { raw.set(k, v) }
+            for (k, v) in m.configDefaults { raw.setInApps(k, v) }
         }
     }
 

@@ -18,6 +18,10 @@ import XCTest
 final class TestEnvironment: Sendable {
     let pki: TestPKI
     let apnsKey: TestAPNsKey
+    /// Two further APNs keys the mock trusts (the apps `chat` and `wallet` of the multi-app tests),
+    /// written to `<directory>/chat.p8` and `wallet.p8`.
+    let chatKey: TestAPNsKey
+    let walletKey: TestAPNsKey
     let apns: MockAPNs
     let serviceAccount: TestServiceAccount
     let fcm: MockFCM
@@ -28,11 +32,14 @@ final class TestEnvironment: Sendable {
     let directory: String
 
     init(
-        pki: TestPKI, apnsKey: TestAPNsKey, apns: MockAPNs, serviceAccount: TestServiceAccount, fcm: MockFCM, webpush: MockWebPush,
+        pki: TestPKI, apnsKey: TestAPNsKey, chatKey: TestAPNsKey, walletKey: TestAPNsKey, apns: MockAPNs, serviceAccount: TestServiceAccount,
+        fcm: MockFCM, webpush: MockWebPush,
         feedbackServer: MockHTTPServer, feedbackPosts: NIOLockedValueBox<[MockRequest]>, directory: String
     ) {
         self.pki = pki
         self.apnsKey = apnsKey
+        self.chatKey = chatKey
+        self.walletKey = walletKey
         self.apns = apns
         self.serviceAccount = serviceAccount
         self.fcm = fcm
@@ -48,6 +55,9 @@ final class TestEnvironment: Sendable {
         let tls = try pki.serverTLSConfiguration()
         let key = TestAPNsKey.generate()
         var options = MockAPNs.Options(key: key, tls: tls)
+        let chatKey = TestAPNsKey.generate(keyID: "CHATKEY001", teamID: "CHATTEAM01")
+        let walletKey = TestAPNsKey.generate(keyID: "WALLETKEY1", teamID: "WALLTEAM01")
+        options.additionalKeys = [chatKey, walletKey]
         options.maxConcurrentStreams = apnsMaxStreams
         options.responseDelay = apnsDelay
         let apns = MockAPNs(options: options, eventLoopGroup: group)
@@ -71,9 +81,12 @@ final class TestEnvironment: Sendable {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         try pki.caCertificatePEM.write(toFile: dir + "/ca.pem", atomically: true, encoding: .utf8)
         try key.write(to: dir + "/apns.p8")
+        try chatKey.write(to: dir + "/chat.p8")
+        try walletKey.write(to: dir + "/wallet.p8")
         try account.json(tokenURI: fcm.tokenURL).write(toFile: dir + "/fcm.json", atomically: true, encoding: .utf8)
         return TestEnvironment(
-            pki: pki, apnsKey: key, apns: apns, serviceAccount: account, fcm: fcm, webpush: webpush, feedbackServer: feedback, feedbackPosts: posts,
+            pki: pki, apnsKey: key, chatKey: chatKey, walletKey: walletKey, apns: apns, serviceAccount: account, fcm: fcm, webpush: webpush,
+            feedbackServer: feedback, feedbackPosts: posts,
             directory: dir)
     }
 
