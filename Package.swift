@@ -184,7 +184,12 @@ let package = Package(
             dependencies: [
                 "TestSupport", "APNs", "MockProviders", "HTTP2Pool", "Signing", "PushgateCore",
             ]),
-        .testTarget(name: "QueueStoreTests", dependencies: ["QueueStore", "PushDispatch", "PushgateCore"]),
+        .testTarget(
+            name: "QueueStoreTests",
+            dependencies: [
+                "QueueStore", "PushDispatch", "PushgateCore", .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .testTarget(name: "SigningTests", dependencies: ["Signing"]),
         .testTarget(
             name: "HTTP2PoolTests",

@@ -90,6 +90,10 @@ extension ProviderMockModule {
     public static let apns = ProviderMockModule(name: "apns") { tls, directory, settings, group in
         let key = TestAPNsKey.generate()
         var options = MockAPNs.Options(key: key, tls: tls)
+        // Two more signing keys of the same team, for the apps of a multi-app gateway
+        // (mock-apns-app1.p8 key id MOCKAPP001, mock-apns-app2.p8 MOCKAPP002).
+        let appKeys = (1...2).map { TestAPNsKey.generate(keyID: "MOCKAPP00\($0)", teamID: key.teamID) }
+        options.additionalKeys = appKeys
         options.port = settings.port
         options.responseDelay = settings.delay
         options.recordRequests = settings.recordRequests
@@ -106,6 +110,7 @@ extension ProviderMockModule {
         let mock = MockAPNs(options: options, eventLoopGroup: group)
         try await mock.start()
         try key.write(to: directory + "/mock-apns.p8")
+        for (i, k) in appKeys.enumerated() { try k.write(to: directory + "/mock-apns-app\(i + 1).p8") }
         return RunningMockAPNs(mock: mock, key: key, directory: directory)
     }
 

@@ -58,6 +58,9 @@ struct Bench: AsyncParsableCommand {
     // Output.
     @Flag(help: "Print the report as JSON on stdout.") var json = false
     @Flag(help: "No progress line.") var quiet = false
+    @Option(help: "Send for this app (the body's top-level \"app_id\"; apps[].id of the gateway's config).") var app: String?
+    @Option(help: "API key sent as Authorization: Bearer (a key of --app, or an admin key); default: $PUSHGATE_API_KEY.")
+    var apiKey: String?
 
     func validate() throws {
         if tokens < 1 || notifications < 1 { throw ValidationError("--tokens and --notifications must be >= 1") }
@@ -67,6 +70,7 @@ struct Bench: AsyncParsableCommand {
             throw ValidationError("--platforms: \(p.name) is not supported by the bench")
         }
         if platformList.isEmpty { throw ValidationError("--platforms: give at least one of ios, android, webpush, unifiedpush") }
+        if let app, !AppID.isValid(app) { throw ValidationError("--app: 1-64 characters of A-Z a-z 0-9 . _ -") }
     }
 
     var platformList: [Platform] {
@@ -85,6 +89,8 @@ struct Bench: AsyncParsableCommand {
             message: String(repeating: "x", count: max(1, payloadBytes)),
             deadEvery: errorRate > 0 ? max(1, Int((1 / errorRate).rounded())) : nil,
             sync: sync)
+        plan.app = app
+        plan.apiKey = apiKey ?? ProcessInfo.processInfo.environment["PUSHGATE_API_KEY"]
         let totalRequests: Int? = count.map { ($0 + perRequest - 1) / perRequest }
 
         // Target: external gateway, or mocks + gateway here.
@@ -227,6 +233,9 @@ final class BenchPlan: @unchecked Sendable {
     let sync: Bool
     /// Set before the run (read-only afterwards).
     var webpush: WebPushBench?
+    /// `--app`: the body's `app_id`; `--api-key`: sent as a bearer token.
+    var app: String?
+    var apiKey: String?
 
     init(platforms: [Platform], tokensPerNotification: Int, notificationsPerRequest: Int, message: String, deadEvery: Int?, sync: Bool) {
         self.platforms = platforms
@@ -249,7 +258,7 @@ final class BenchPlan: @unchecked Sendable {
         var dead = 0
         var s = ""
         s.reserveCapacity(128 + perRequest * 150 + message.utf8.count * notificationsPerRequest)
-        s += "{\"notifications\":["
+        s += app.map { "{\"app_id\":\"\($0)\",\"notifications\":[" } ?? "{\"notifications\":["
         let stamp = monotonicNanos()
         for n in 0..<notificationsPerRequest {
             if n > 0 { s += "," }
@@ -444,6 +453,7 @@ final class BenchRunner: Sendable {
             var req = HTTPClientRequest(url: pushURL)
             req.method = .POST
             req.headers.add(name: "content-type", value: "application/json")
+            if let key = plan.apiKey { req.headers.add(name: "authorization", value: "Bearer \(key)") }
             req.body = .bytes(ByteBuffer(bytes: bytes))
             state.withLockedValue {
                 $0.requests += 1

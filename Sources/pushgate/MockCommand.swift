@@ -261,6 +261,8 @@ final class MockControlServer: Sendable {
                 w.string(r.reason ?? "")
                 w.key("authorization", first: &first)
                 w.raw(r.header("authorization") == nil ? "false" : "true")
+                w.key("kid", first: &first)
+                if let kid = r.providerKeyID { w.string(kid) } else { w.raw("null") }
                 w.key("client_certificate_subject", first: &first)
                 if let subject = r.clientCertificateSubject { w.string(subject) } else { w.raw("null") }
                 w.raw("}")

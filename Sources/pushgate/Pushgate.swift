@@ -131,8 +131,18 @@ struct Serve: AsyncParsableCommand {
         let logger = Logger(label: "pushgate")
         let gateway: Gateway
         let pidFile: PIDFile?
+        // A reload (SIGHUP, POST /api/reload) reads the same file again, with the same flags and mocks.
+        let usedPath = config ?? ConfigDiscovery.find()
+        let serve = self
+        let stack = mocks
+        let reloadSource: @Sendable () throws -> RawConfig = {
+            var r = try RawConfig.load(path: usedPath)
+            try serve.applyFlags(to: &r)
+            stack?.apply(to: &r)
+            return r
+        }
         do {
-            gateway = try GatewayBuilder.build(raw: raw, logger: logger)
+            gateway = try GatewayBuilder.build(raw: raw, logger: logger, reloadSource: reloadSource)
             pidFile = try PIDFile.create(raw: raw)
         } catch {
             fail("\(error)")
@@ -146,9 +156,27 @@ struct Serve: AsyncParsableCommand {
             }
             logger.info("pushgate \(PushgateVersion.version) listening on \(scheme)://\(listening ?? "?")")
         })
+        let hangups = Self.reloadOnHangup(gateway)
         try await app.runService()
+        hangups.cancel()
         pidFile?.remove()
         try await mocks?.stop()
+    }
+
+    /// SIGHUP reloads the configuration file (keys, apps); a bad file keeps the running one (logged).
+    static func reloadOnHangup(_ gateway: Gateway) -> Task<Void, Never> {
+        let hangups = AsyncStream<Void> { continuation in
+            signal(SIGHUP, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
+            source.setEventHandler { continuation.yield() }
+            source.resume()
+            MockCommand.keep.append(source)  // lives as long as the process
+        }
+        return Task {
+            for await _ in hangups {
+                _ = try? await gateway.reload()
+            }
+        }
     }
 
     /// gorush's flags over the file (its `MergeConfig`): only flags given change anything.

@@ -40,6 +40,7 @@ struct Send: AsyncParsableCommand {
     @Option(help: "UnifiedPush endpoint URL (repeatable; legacy unencrypted POST).") var endpoint: [String] = []
     @Option(help: "A whole gorush notification object (JSON); the other fields override it.") var notification: String?
     @Option(name: .customLong("set"), help: "Config override key=value (repeatable), e.g. --set ios.production=true.") var overrides: [String] = []
+    @Option(help: "Send with this app's provider sections (apps[].id in the config; default: the top-level sections).") var app: String?
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
@@ -49,6 +50,9 @@ struct Send: AsyncParsableCommand {
             return h
         }
         var raw = loadConfig(config)
+        if let app {
+            do { raw = try raw.forApp(app) } catch { fail("\(error)") }
+        }
         for o in overrides {
             do { try raw.set(assignment: o) } catch { fail("\(error)") }
         }

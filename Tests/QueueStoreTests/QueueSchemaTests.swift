@@ -1,9 +1,15 @@
+import Foundation
+import Logging
+import PushDispatch
+import PushgateCore
+import SQLiteNIO
 import XCTest
 
 @testable import QueueStore
 
-/// Both SQL stores are made from one schema description; it must stay what version 1 created
-/// (`CREATE … IF NOT EXISTS` on an existing store must not meet different tables).
+/// Both SQL stores are made from one schema description; it must stay what version 1 created plus
+/// version 2's `notifications.app` (`CREATE … IF NOT EXISTS` on an existing store must not meet
+/// different tables), and a version-1 store is migrated in place.
 final class QueueSchemaTests: XCTestCase {
     static let oldSQLite: [String] = [
         "CREATE TABLE IF NOT EXISTS pushgate_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
@@ -59,8 +65,62 @@ final class QueueSchemaTests: XCTestCase {
         s.map { $0.split(whereSeparator: { $0 == " " || $0 == "\n" }).joined(separator: " ") }
     }
 
-    func testSchemaIsVersionOneForBothStores() {
-        XCTAssertEqual(normalized(QueueSchema.sqlite.statements), normalized(Self.oldSQLite))
-        XCTAssertEqual(normalized(QueueSchema.postgres.statements), normalized(Self.oldPostgres))
+    /// Version 2 = version 1 + `notifications.app` (the rows of a version-1 store belong to the default app).
+    static func version2(_ v1: [String]) -> [String] {
+        v1.map { sql in
+            var s = sql.replacingOccurrences(of: "('schema_version', 1)", with: "('schema_version', 2)")
+            if s.contains("NOTIFICATIONS (") || s.contains("notifications (\n") {
+                s = s.replacingOccurrences(of: "NOT NULL)\n", with: "NOT NULL,\n  app TEXT NOT NULL DEFAULT 'default')\n")
+                if s.hasSuffix("NOT NULL)") { s = String(s.dropLast()) + ",\n  app TEXT NOT NULL DEFAULT 'default')" }
+            }
+            return s
+        }
+    }
+
+    func testSchemaIsVersionOneAndTheAppColumnForBothStores() {
+        XCTAssertEqual(normalized(QueueSchema.sqlite.statements), normalized(Self.version2(Self.oldSQLite)))
+        XCTAssertEqual(normalized(QueueSchema.postgres.statements), normalized(Self.version2(Self.oldPostgres)))
+        XCTAssertEqual(QueueSchema.version, 2)
+    }
+
+    /// A store written by version 1 (no app column) opens: its queued job is handed out for the default
+    /// app, and jobs of other apps keep their app across a reopen.
+    func testVersionOneSQLiteStoreIsMigrated() async throws {
+        let path = tempDir() + "/v1.sqlite"
+        let conn = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
+        for sql in Self.oldSQLite { _ = try await conn.query(sql) }
+        var note = PushNotification(platform: .ios, tokens: ["tok0"])
+        note.message = "from v1"
+        let body = String(decoding: try JSONEncoder().encode(note), as: UTF8.self)
+        _ = try await conn.query(
+            "INSERT INTO notifications (id, notif_id, platform, body, created_at) VALUES (1, 'old-1', 1, ?, 0)", [.text(body)])
+        _ = try await conn.query(
+            """
+            INSERT INTO jobs (id, notif_row, platform, target_kind, target, message_id, attempts, max_attempts, not_before, enqueued_at)
+            VALUES (1, 1, 1, 0, 'tok0', 'm-1', 0, 3, 0, 0)
+            """)
+        _ = try await conn.query("UPDATE pushgate_meta SET value = 1 WHERE key IN ('next_job_id', 'next_notif_id')")
+        try await conn.close()
+
+        let q = try await SQLiteQueue.open(path: path, options: options())
+        let old = try await take(q)
+        XCTAssertEqual(old.accepted.app, AppID.defaultApp)
+        XCTAssertEqual(old.accepted.notification.message, "from v1")
+        let a = AcceptedNotification(notifID: "chat-1", notification: note, prepared: TestPrepared(), app: "chat")
+        try await q.enqueue([DeliveryJob(id: 0, messageID: "m-2", target: .token("tok1"), accepted: a, maxAttempts: 3, now: Date())])
+        await q.complete(old, outcome: .delivered(providerID: "x"))
+        await q.flush()
+        await q.abandonForTesting()
+
+        let again = try await SQLiteQueue.open(path: path, options: options())
+        let chat = try await take(again)
+        XCTAssertEqual(chat.accepted.app, "chat", "the app is stored with the notification")
+        let status = try await again.deliveryStatus(notifID: "chat-1")
+        XCTAssertEqual(status?.first?.app, "chat")
+        let oldStatus = try await again.deliveryStatus(notifID: "old-1")
+        XCTAssertEqual(oldStatus?.first?.app, AppID.defaultApp)
+        XCTAssertEqual(oldStatus?.first?.state, .delivered)
+        await again.complete(chat, outcome: .delivered(providerID: "y"))
+        await again.close()
     }
 }
