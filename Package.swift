@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "APNs", targets: ["APNs"]),
         .library(name: "FCM", targets: ["FCM"]),
         .library(name: "WebPush", targets: ["WebPush"]),
+        .library(name: "Huawei", targets: ["Huawei"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -90,6 +91,15 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // Huawei HMS Push Kit (gorush platform 3): OAuth client credentials, messages:send.
+        .target(
+            name: "Huawei",
+            dependencies: [
+                "PushgateCore", "HTTP2Pool", "ProviderKit",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // Web Push (RFC 8030/8291/8292) and UnifiedPush.
         .target(
             name: "WebPush",
@@ -129,7 +139,7 @@ let package = Package(
             name: "Server",
             dependencies: [
                 "QueueStore",
-                "PushgateCore", "PushDispatch", "ProviderKit", "APNs", "FCM", "WebPush", "HTTP2Pool", "Signing",
+                "PushgateCore", "PushDispatch", "ProviderKit", "APNs", "FCM", "Huawei", "WebPush", "HTTP2Pool", "Signing",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
@@ -205,6 +215,13 @@ let package = Package(
             name: "FCMTests",
             dependencies: [
                 "TestSupport", "FCM", "MockProviders", "HTTP2Pool", "Signing", "PushgateCore",
+            ]),
+        .testTarget(
+            name: "HuaweiTests",
+            dependencies: [
+                "TestSupport", "Huawei", "MockProviders", "HTTP2Pool", "PushgateCore",
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]),
         .testTarget(
             name: "WebPushTests",

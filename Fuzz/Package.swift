@@ -25,6 +25,7 @@ let package = Package(
                 .product(name: "PushgateCore", package: "pushgate"),
                 .product(name: "APNs", package: "pushgate"),
                 .product(name: "FCM", package: "pushgate"),
+                .product(name: "Huawei", package: "pushgate"),
                 .product(name: "WebPush", package: "pushgate"),
             ]),
         // RFC 8291 / RFC 8188 aes128gcm decryption (WebPushCrypto.decrypt, what the mock Web Push

@@ -19,7 +19,7 @@ if [ -z "$BIN" ]; then swift build --product pushgate >/dev/null; BIN=.build/deb
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 DIR=$(mktemp -d)
 GW=""
-"$BIN" mock --dir "$DIR" --apns-port 0 --fcm-port 0 --webpush-port 0 --stats-port 0 --proxy-port 0 \
+"$BIN" mock --dir "$DIR" --apns-port 0 --fcm-port 0 --hms-port 0 --webpush-port 0 --stats-port 0 --proxy-port 0 \
   --apns-certificate --record >"$DIR/mock.log" 2>&1 &
 MOCK=$!
 cleanup() { [ -n "$GW" ] && kill "$GW" 2>/dev/null; kill $MOCK 2>/dev/null || true; rm -rf "$DIR"; }

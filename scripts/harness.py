@@ -101,10 +101,11 @@ class Run:
         raise SystemExit(f"{self.name}: FAILED: {msg}")
 
     def start_mock(self, *extra):
-        self.ports = {k: free_port() for k in ("apns", "fcm", "webpush", "stats")}
+        self.ports = {k: free_port() for k in ("apns", "fcm", "hms", "webpush", "stats")}
         mock = subprocess.Popen(
             [self.exe, "mock", "--dir", os.path.join(self.work, "mock"), "--apns-port", str(self.ports["apns"]),
-             "--fcm-port", str(self.ports["fcm"]), "--webpush-port", str(self.ports["webpush"]),
+             "--fcm-port", str(self.ports["fcm"]), "--hms-port", str(self.ports["hms"]),
+             "--webpush-port", str(self.ports["webpush"]),
              "--stats-port", str(self.ports["stats"]), *extra],
             stdout=open(os.path.join(self.work, "mock.log"), "w"), stderr=subprocess.STDOUT)
         self.procs.append(mock)

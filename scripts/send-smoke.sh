@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Checks `pushgate send` against `pushgate mock` (a separate process, as an operator would run it):
 # a delivery per provider prints the provider's answer and exits 0; a dead token exits 1 with the
-# provider's reason (APNs 410 Unregistered, FCM 404 UNREGISTERED, Web Push 410).
+# provider's reason (APNs 410 Unregistered, FCM 404 UNREGISTERED, HMS 80300007, Web Push 410).
 # Usage: scripts/send-smoke.sh [path/to/pushgate]   (default: builds and uses .build/debug/pushgate)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-}
 if [ -z "$BIN" ]; then swift build --product pushgate >/dev/null; BIN=.build/debug/pushgate; fi
 DIR=$(mktemp -d)
-PORTS="--apns-port 0 --fcm-port 0 --webpush-port 0"
+PORTS="--apns-port 0 --fcm-port 0 --hms-port 0 --webpush-port 0"
 "$BIN" mock --dir "$DIR" $PORTS --stats-port 0 >"$DIR/mock.log" 2>&1 &
 MOCK=$!
 trap 'kill $MOCK 2>/dev/null || true; rm -rf "$DIR"' EXIT
@@ -29,6 +29,8 @@ expect 0 "apns-id: "        -- --platform ios --token $LIVE --title Hi --message
 expect 1 "HTTP 410 Unregistered" -- --platform ios --token $DEAD --message Hello
 expect 0 "name: projects/"  -- --platform android --token fcm-token-1 --message Hello --data '{"n":1}'
 expect 1 "HTTP 404 UNREGISTERED" -- --platform android --token $DEAD --message Hello
+expect 0 "requestId: "      -- --platform huawei --token hms-token-1 --title Hi --message Hello
+expect 1 "80300007"         -- --platform huawei --token $DEAD --message Hello
 SUB=$(curl -s -X POST "$CTL/__mock/webpush/subscribe?count=1" | python3 -c 'import json,sys;print(json.dumps(json.load(sys.stdin)[0]))')
 expect 0 "location: "       -- --platform webpush --subscription "$SUB" --title Hi --message Hello
 expect 0 "location: "       -- --platform unifiedpush --endpoint "$WP/up-1" --message Hello

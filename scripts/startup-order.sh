@@ -17,7 +17,7 @@ OUT=scripts/startup-order.txt
 source scripts/bench-lib.sh
 
 llvm-objcopy --strip-debug "$BIN" "$W/pushgate"
-"$BIN" mock --dir "$W/m" --apns-port 0 --fcm-port 0 --webpush-port 0 --stats-port 28996 >"$W/mock.log" 2>&1 & PIDS+=($!)
+"$BIN" mock --dir "$W/m" --apns-port 0 --fcm-port 0 --hms-port 0 --webpush-port 0 --stats-port 28996 >"$W/mock.log" 2>&1 & PIDS+=($!)
 wait_for http://127.0.0.1:28996/__mock/stats 60
 { echo "queue:"; echo "  sqlite:"; echo "    path: $W/q.sqlite"; gateway_config "$W/m/gateway-snippet.yml" 28998; } > "$W/gw.yml"
 

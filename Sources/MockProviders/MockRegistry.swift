@@ -79,7 +79,7 @@ public struct ProviderMockModule: Sendable {
 /// Every provider's mock, for tests, `pushgate serve --mock`, `pushgate mock` and `pushgate bench`.
 /// Adding a provider: one line here next to the one in `ProviderRegistry`.
 public enum MockRegistry {
-    public static let modules: [ProviderMockModule] = [.apns, .fcm, .webpush]
+    public static let modules: [ProviderMockModule] = [.apns, .fcm, .hms, .webpush]
 
     public static func module(named name: String) -> ProviderMockModule? { modules.first { $0.name == name } }
 }
@@ -142,6 +142,37 @@ extension ProviderMockModule {
         try await mock.start()
         try account.json(tokenURI: mock.tokenURL).write(toFile: directory + "/mock-fcm.json", atomically: true, encoding: .utf8)
         return RunningMockFCM(mock: mock, serviceAccount: account, directory: directory)
+    }
+
+    public static let hms = ProviderMockModule(name: "hms") { tls, directory, settings, group in
+        var random = SystemRandomNumberGenerator()
+        let appID = String(UInt64.random(in: 100_000_000...999_999_999, using: &random))
+        let appSecret = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &random)) }.joined()
+        var options = MockHMS.Options(appID: appID, appSecret: appSecret, tls: tls)
+        options.port = settings.port
+        options.responseDelay = settings.delay
+        options.recordRequests = settings.recordRequests
+        if let verdict = settings.verdict {
+            options.hook = { token, body in
+                switch verdict(token, body) {
+                case .ok: return nil
+                case .dead: return .invalidToken
+                case .injected(let status):
+                    switch status {
+                    case 429: return .tooManyRequests(retryAfter: nil)
+                    case 503: return .trafficControl(retryAfter: nil)
+                    case 500: return .internalError(retryAfter: nil)
+                    case 401: return .oauthExpired
+                    case 404, 410: return .invalidToken
+                    default:
+                        return .custom(status: status, body: #"{"code":"81000001","msg":"injected failure","requestId":"0"}"#, retryAfter: nil)
+                    }
+                }
+            }
+        }
+        let mock = MockHMS(options: options, eventLoopGroup: group)
+        try await mock.start()
+        return RunningMockHMS(mock: mock)
     }
 
     public static let webpush = ProviderMockModule(name: "webpush") { tls, directory, settings, group in
@@ -236,6 +267,40 @@ public struct RunningMockFCM: RunningProviderMock {
 
     public var bannerLine: String {
         "  FCM        \(mock.baseURL)   (OAuth token endpoint \(mock.tokenURL), service account \(directory)/mock-fcm.json)"
+    }
+
+    public func stop() async throws { try await mock.stop() }
+}
+
+public struct RunningMockHMS: RunningProviderMock {
+    public let mock: MockHMS
+    public var name: String { "hms" }
+    public var baseURL: String { mock.baseURL }
+
+    public var configOverrides: [(key: String, value: ConfigValue)] {
+        [
+            ("huawei.enabled", .bool(true)),
+            ("huawei.appid", .string(mock.options.appID)),
+            ("huawei.appsecret", .string(mock.options.appSecret)),
+            ("huawei.endpoint", .string(mock.baseURL)),
+            ("huawei.token_url", .string(mock.tokenURL)),
+        ]
+    }
+
+    public var configSnippet: String {
+        """
+        huawei:
+          enabled: true
+          appid: "\(mock.options.appID)"
+          appsecret: "\(mock.options.appSecret)"   # the mock's throwaway secret
+          endpoint: "\(mock.baseURL)"
+          token_url: "\(mock.tokenURL)"
+
+        """
+    }
+
+    public var bannerLine: String {
+        "  HMS        \(mock.baseURL)   (OAuth token endpoint \(mock.tokenURL), app id \(mock.options.appID))"
     }
 
     public func stop() async throws { try await mock.stop() }

@@ -120,7 +120,7 @@ extension ProviderModule {
     public var tools: [ProviderTool] { [] }
 }
 
-/// A gorush platform Pushgate accepts in requests and config but does not send to (Huawei HMS):
+/// A gorush platform Pushgate accepts in requests and config but does not send to:
 /// its section is known (no warnings), its notifications are answered with a failed entry.
 public struct UnsupportedProviderModule: ProviderModule {
     public let platform: Platform
@@ -146,17 +146,4 @@ public struct UnsupportedProviderModule: ProviderModule {
 
     /// The one line `pushgate send` prints for this platform.
     public var sendError: ConfigError { ConfigError(key: platform.name, problem: "\(reason) is not supported by Pushgate") }
-}
-
-extension UnsupportedProviderModule {
-    /// gorush's `huawei:` section (Huawei HMS): accepted, not sent to.
-    public static let huawei = UnsupportedProviderModule(
-        platform: .huawei, reason: "Huawei HMS",
-        keys: [
-            ProviderSettings.enabled.key,
-            Setting<String>("appid", "").key,
-            Setting<String>("appsecret", "", secrecy: .secret).key,
-            ProviderSettings.maxTokens(500).key,
-            ProviderSettings.maxRetry(0).key,
-        ])
 }

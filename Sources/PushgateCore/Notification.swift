@@ -159,6 +159,20 @@ public struct PushNotification: Sendable, Codable, Equatable {
     public var payload: String?
     public var timeToLive: Int64?
     public var urgency: String?
+    // Huawei HMS (gorush's fields; its per-request `app_id` / `app_secret` are read and dropped, as
+    // gorush v1.22 never uses them)
+    /// `huawei_notification`: HMS `android.notification`, passed through.
+    public var huaweiNotification: JSONObject?
+    /// `huawei_data`: HMS `message.data` (a string, usually JSON text).
+    public var huaweiData: String?
+    /// `huawei_collapse_key`: HMS `android.collapse_key` (-1...100).
+    public var huaweiCollapseKey: Int?
+    /// `huawei_ttl`: HMS `android.ttl` ("86400s", "3600", "1.5s").
+    public var huaweiTTL: String?
+    /// `bi_tag`: HMS `android.bi_tag`.
+    public var biTag: String?
+    /// `fast_app_target`: HMS `android.fast_app_target` (1 development, 2 production).
+    public var fastAppTarget: Int?
 
     public init(platform: Platform, tokens: [String] = []) {
         self.platform = platform
@@ -194,6 +208,12 @@ public struct PushNotification: Sendable, Codable, Equatable {
         case subscriptions, payload
         case timeToLive = "time_to_live"
         case urgency
+        case huaweiNotification = "huawei_notification"
+        case huaweiData = "huawei_data"
+        case huaweiCollapseKey = "huawei_collapse_key"
+        case huaweiTTL = "huawei_ttl"
+        case biTag = "bi_tag"
+        case fastAppTarget = "fast_app_target"
     }
 
     public init(from decoder: Decoder) throws {
@@ -257,6 +277,12 @@ public struct PushNotification: Sendable, Codable, Equatable {
         payload = try c.decodeIfPresent(String.self, forKey: .payload)
         timeToLive = try c.decodeIfPresent(Int64.self, forKey: .timeToLive)
         urgency = try c.decodeIfPresent(String.self, forKey: .urgency)
+        huaweiNotification = try c.decodeIfPresent(JSONObject.self, forKey: .huaweiNotification)
+        huaweiData = try c.decodeIfPresent(String.self, forKey: .huaweiData)
+        huaweiCollapseKey = try c.decodeIfPresent(Int.self, forKey: .huaweiCollapseKey)
+        huaweiTTL = try c.decodeIfPresent(String.self, forKey: .huaweiTTL)
+        biTag = try c.decodeIfPresent(String.self, forKey: .biTag)
+        fastAppTarget = try c.decodeIfPresent(Int.self, forKey: .fastAppTarget)
     }
 
     /// Whether this is an FCM topic/condition send (gorush's `IsTopic`).

@@ -168,6 +168,7 @@ struct PushRequestDecoder {
         n.payload = try f.string("payload", .message)
         n.timeToLive = try f.int("time_to_live", in: 0...Int64(Int32.max))
         n.urgency = try f.string("urgency", .field)
+        try huawei(f, into: &n, at: path)
         if let skipReason { return .skipped(reason: skipReason, notifID: n.notifID) }
         // gorush's CheckMessage: FCM keeps a message at most 4 weeks.
         if let ttl = n.timeToLive, n.platform == .android || n.platform == .huawei, Double(ttl) > Self.maxFCMTTL {
@@ -273,6 +274,42 @@ struct PushRequestDecoder {
         if let seconds, !(seconds >= 0 && seconds <= Self.maxFCMTTL) {
             throw Failure(field: path + ".ttl", problem: "out of range: must be between 0 and \(Int(Self.maxFCMTTL)) seconds (4 weeks)")
         }
+    }
+
+    /// gorush's Huawei fields, with the ranges go-hms-push checks before sending (`verify` package):
+    /// `collapse_key` -1...100, `fast_app_target` 0, 1 or 2, `ttl` seconds with an optional `s`.
+    /// gorush's `app_id` / `app_secret` are type-checked and dropped: gorush v1.22 declares them but
+    /// always sends with the configured app (and a secret must not reach the queue or the logs).
+    func huawei(_ f: Fields, into n: inout PushNotification, at path: String) throws(Failure) {
+        n.huaweiNotification = try f.object("huawei_notification")
+        n.huaweiData = try f.string("huawei_data", .message)
+        n.huaweiCollapseKey = try f.int("huawei_collapse_key", in: -1...100).map { Int($0) }
+        if let ttl = try f.string("huawei_ttl", .field) {
+            guard Self.isHMSDuration(ttl) else {
+                throw Failure(field: path + ".huawei_ttl", problem: "expected seconds such as \"86400s\", \"3600\" or \"1.5s\"")
+            }
+            if let seconds = Double(ttl.hasSuffix("s") || ttl.hasSuffix("S") ? String(ttl.dropLast()) : ttl), !(seconds <= Self.maxFCMTTL) {
+                throw Failure(field: path + ".huawei_ttl", problem: "out of range: must be between 0 and \(Int(Self.maxFCMTTL)) seconds (4 weeks)")
+            }
+            n.huaweiTTL = ttl
+        }
+        n.biTag = try f.string("bi_tag", .field)
+        n.fastAppTarget = try f.int("fast_app_target", in: 0...2).map { Int($0) }
+        _ = try f.string("app_id", .field)
+        _ = try f.string("app_secret", .field)
+    }
+
+    /// go-hms-push's `ttlPattern` made exact: digits, optionally a fraction of 1-9 digits, optionally `s`/`S`.
+    static func isHMSDuration(_ s: String) -> Bool {
+        var u = Substring(s).utf8[...]
+        if u.last == UInt8(ascii: "s") || u.last == UInt8(ascii: "S") { u = u.dropLast() }
+        let parts = u.split(separator: UInt8(ascii: "."), maxSplits: 1, omittingEmptySubsequences: false)
+        guard let whole = parts.first, !whole.isEmpty, whole.count <= 10, whole.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return false }
+        if parts.count == 2 {
+            let frac = parts[1]
+            guard (1...9).contains(frac.count), frac.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return false }
+        }
+        return true
     }
 
     /// Which string limit applies to a field.

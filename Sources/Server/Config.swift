@@ -629,6 +629,7 @@ public enum MockConfig {
     public static let enabled = Setting<Bool>("enabled", false)
     public static let apnsPort = Setting<Int>("apns_port", 0, range: 0...65535)
     public static let fcmPort = Setting<Int>("fcm_port", 0, range: 0...65535)
+    public static let hmsPort = Setting<Int>("hms_port", 0, range: 0...65535)
     public static let webpushPort = Setting<Int>("webpush_port", 0, range: 0...65535)
 
     /// `mock.<name>_port` of a `MockRegistry` mock.
@@ -637,6 +638,6 @@ public enum MockConfig {
     public static let section = ConfigSection(
         "mock",
         keys: [
-            enabled.key, apnsPort.key, fcmPort.key, webpushPort.key,
+            enabled.key, apnsPort.key, fcmPort.key, hmsPort.key, webpushPort.key,
         ])
 }

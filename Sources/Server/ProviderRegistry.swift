@@ -1,5 +1,6 @@
 import APNs
 import FCM
+import Huawei
 import ProviderKit
 import PushgateCore
 import WebPush
@@ -12,7 +13,7 @@ public enum ProviderRegistry {
     public static let modules: [any ProviderModule] = [
         APNsModule(),
         FCMModule(),
-        UnsupportedProviderModule.huawei,
+        HuaweiModule(),
         WebPushModule(),
     ]
 

@@ -10,7 +10,7 @@ import Signing
 struct MockCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mock",
-        abstract: "Run the mock providers (APNs, FCM + OAuth, Web Push/UnifiedPush) on loopback for an external gateway.",
+        abstract: "Run the mock providers (APNs, FCM + OAuth, HMS + OAuth, Web Push/UnifiedPush) on loopback for an external gateway.",
         discussion: """
             Prints the mock URLs and the config snippet that points a gateway at them, and writes the
             throwaway CA (core.ca_file), the APNs .p8, the FCM service account and the snippet to --dir.
@@ -27,6 +27,7 @@ struct MockCommand: AsyncParsableCommand {
     @Option(help: "Mock APNs port (0: any free port).") var apnsPort: Int = 8443
     @Option(help: "Mock FCM (+OAuth token endpoint) port.") var fcmPort: Int = 8444
     @Option(help: "Mock Web Push / UnifiedPush port.") var webpushPort: Int = 8445
+    @Option(help: "Mock Huawei HMS (+OAuth token endpoint) port.") var hmsPort: Int = 8447
     @Option(help: "Plain-HTTP control port for /__mock/stats (0: any free port, -1: none).") var statsPort: Int = 8446
 
     @Option(help: "Fraction (0..1) of APNs requests answered with --apns-error-status.") var apnsErrorRate: Double = 0
@@ -78,7 +79,7 @@ struct MockCommand: AsyncParsableCommand {
             .fcm: .init(rate: fcmErrorRate, status: fcmErrorStatus),
             .webpush: .init(rate: webpushErrorRate, status: webpushErrorStatus),
         ]
-        var ports = ["apns": apnsPort, "fcm": fcmPort, "webpush": webpushPort]
+        var ports = ["apns": apnsPort, "fcm": fcmPort, "hms": hmsPort, "webpush": webpushPort]
         var latencies = ["apns": apnsLatencyMs, "fcm": fcmLatencyMs, "webpush": webpushLatencyMs]
         for (name, v) in try byName(port, option: "port") {
             guard let p = Int(v) else { throw ValidationError("--port \(name)=\(v): not a port number") }
@@ -150,13 +151,13 @@ struct MockCommand: AsyncParsableCommand {
             print("  APNs client certificate (topics \(c.topics.joined(separator: ", ")), password \(c.password)):")
             print("             \(c.p12LegacyPath) (Keychain-style), \(c.p12AESPath) (OpenSSL 3), \(c.pemPath)")
         }
-        let titles = ["apns": "APNs", "fcm": "FCM", "webpush": "Web Push"]
+        let titles = ["apns": "APNs", "fcm": "FCM", "hms": "HMS", "webpush": "Web Push"]
         let injected = MockRecorder.Provider.allCases.compactMap { p -> String? in
             guard let f = failures[p], f.rate > 0 else { return nil }
             return "\(titles[p.rawValue] ?? p.rawValue) \(Int(f.rate * 100))%->\(f.status)"
         }
         if !injected.isEmpty { print("  injected failures: \(injected.joined(separator: ", "))") }
-        print("  tokens starting with dddddddd (64 hex) are answered as dead (410 / UNREGISTERED)")
+        print("  tokens starting with dddddddd (64 hex) are answered as dead (410 / UNREGISTERED / HMS 80300007)")
         print("\n# gateway config snippet (also in \(absoluteDir)/gateway-snippet.yml):")
         print(stack.configSnippet)
         fflush(nil)

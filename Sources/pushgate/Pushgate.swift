@@ -85,7 +85,7 @@ struct Serve: AsyncParsableCommand {
     // gorush's one-shot mode.
     @Flag(help: "Send one iOS push (with -m, -t, --topic) and exit.") var ios = false
     @Flag(help: "Send one Android push (with -m, -t or --topic) and exit.") var android = false
-    @Flag(help: "Send one Huawei push (not supported by Pushgate).") var huawei = false
+    @Flag(help: "Send one Huawei HMS push (with -m, -t, --topic; --hid and --hk or the huawei section) and exit.") var huawei = false
     @Option(name: .shortAndLong, help: "Notification message (one-shot mode).") var message: String?
     @Option(name: .shortAndLong, help: "Device token (one-shot mode).") var token: String?
     @Option(help: "Notification title (one-shot mode).") var title: String?

@@ -185,7 +185,7 @@ final class DurableQueueTests: XCTestCase {
                 let hms = await statusJSON(client, "pre-hms-\(engine)")
                 let hmsDeliveries = hms["deliveries"] as? [[String: Any]]
                 XCTAssertEqual(hmsDeliveries?.first?["state"] as? String, "failed", "\(engine): \(hms)")
-                XCTAssertEqual(hmsDeliveries?.first?["reason"] as? String, "platform huawei is not supported by Pushgate (Huawei HMS)", engine)
+                XCTAssertEqual(hmsDeliveries?.first?["reason"] as? String, "platform huawei is not enabled", engine)
                 XCTAssertEqual(gateway.dispatcher.queue.pendingCount, 0)
             }
         }

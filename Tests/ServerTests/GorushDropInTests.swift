@@ -290,7 +290,7 @@ final class GorushDropInTests: XCTestCase {
             XCTAssertEqual(try String(contentsOfFile: pidPath, encoding: .utf8), "4242")
             pid.remove()
             XCTAssertFalse(FileManager.default.fileExists(atPath: pidPath))
-            // A Huawei notification fails at once (platform not supported): its log entry carries the message.
+            // A Huawei notification fails at once (huawei not enabled here): its log entry carries the message.
             let answer = try await client.execute(
                 uri: "/gorush/push", method: .post, headers: [.contentType: "application/json"],
                 body: ByteBuffer(string: #"{"notifications":[{"tokens":["hw-1"],"platform":3,"message":"secret words"}]}"#)

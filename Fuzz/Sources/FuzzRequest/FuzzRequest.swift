@@ -8,6 +8,7 @@
 //     notification: `WebPushRequestValidator.validate` (ingest) and the platform's provider
 //     `prepare` (dispatch): `APNsPreparedPush.init` (APNsPushType.of + APNsPayload.render + size check)
 //     for iOS, `FCMMessageMapper.prepare` + `render` + `body(for:)` of every target for Android,
+//     `HuaweiMessageMapper.prepare` + `render` + `body(for:)` of every target for Huawei,
 //     `WebPushRequestValidator.prepare` + `ttlSeconds` for Web Push and UnifiedPush. Every rendered
 //     body must be valid JSON (checked by parsing it back). On failure: the 4xx answer
 //     (`RequestError.json`) must be valid JSON and the status a 4xx.
@@ -20,6 +21,7 @@ import APNs
 import CFuzzerDriver
 import FCM
 import Foundation
+import Huawei
 import PushgateCore
 import WebPush
 
@@ -124,9 +126,23 @@ func renderForProviders(_ n: PushNotification) {
             precondition(prepared.payload.count <= prepared.pushType.payloadLimit, "APNs payload over its limit after the size check")
             _ = prepared.header("apns-topic")
         }
-    case .android, .huawei:
-        // Huawei has no provider of its own (it is refused as a disabled platform); FCM's mapping is
-        // the closest rendering and costs nothing to include.
+    case .huawei:
+        let rendered = HuaweiMessageMapper.render(n)
+        note("  HuaweiMessageMapper.render: \(rendered.messageJSONWithoutTarget.prefix(300))")
+        mustBeJSON(Array(rendered.messageJSONWithoutTarget.utf8), "HMS message without target")
+        for target in n.targets + [.token(""), .topic] {
+            if let body = rendered.body(for: target) { mustBeJSON(body, "HMS body for \(target)") }
+        }
+        do {
+            let prepared = try HuaweiMessageMapper.prepare(n)
+            note("  HuaweiMessageMapper.prepare: ok")
+            for target in n.targets {
+                precondition(prepared.size(for: target) <= HuaweiMessageMapper.maxMessageSize, "HMS body over 4096 bytes after prepare")
+            }
+        } catch {
+            note("  HuaweiMessageMapper.prepare: \(error)")
+        }
+    case .android:
         let rendered: FCMPreparedMessage?
         do { rendered = try FCMMessageMapper.render(n) } catch {
             rendered = nil

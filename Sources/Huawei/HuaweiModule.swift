@@ -1,0 +1,60 @@
+import Logging
+import ProviderKit
+import PushgateCore
+
+/// The Huawei HMS provider as the gateway sees it: the `huawei:` section and how it is built.
+public struct HuaweiModule: ProviderModule {
+    public init() {}
+
+    /// The `huawei:` keys (gorush's, plus Pushgate's `endpoint`, `token_url` and `max_concurrent_pushes`).
+    public enum Keys {
+        /// gorush's default: false. `enabled: true` without app id and secret is a start error (gorush's too).
+        public static let enabled = ProviderSettings.enabled
+        public static let appID = Setting<String>("appid", "")
+        public static let appSecret = Setting<String>("appsecret", "", secrecy: .secret)
+        public static let maxTokens = ProviderSettings.maxTokens(500)
+        public static let maxRetry = ProviderSettings.maxRetry(0)
+        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(256)
+        public static let endpoint = Setting<String>("endpoint", HuaweiConfiguration.defaultEndpoint)
+        public static let tokenURL = Setting<String>("token_url", HuaweiConfiguration.defaultTokenURL)
+    }
+
+    public var platforms: [Platform] { [.huawei] }
+
+    public var sections: [ConfigSection] {
+        [
+            ConfigSection(
+                "huawei",
+                keys: [
+                    Keys.enabled.key, Keys.appID.key, Keys.appSecret.key, Keys.maxTokens.key, Keys.maxRetry.key,
+                    Keys.maxConcurrentPushes.key, Keys.endpoint.key, Keys.tokenURL.key,
+                ])
+        ]
+    }
+
+    public func build(_ config: ProviderConfig, context: ProviderBuildContext) throws -> ProviderBuild {
+        let s = config["huawei"]
+        guard s[Keys.enabled] else { return ProviderBuild() }
+        let hms: HuaweiConfiguration
+        do {
+            hms = try HuaweiConfiguration(
+                appID: s[Keys.appID], appSecret: s[Keys.appSecret], endpoint: s[Keys.endpoint], tokenURL: s[Keys.tokenURL],
+                maxRetry: s[Keys.maxRetry])
+        } catch {
+            throw ConfigError(key: "huawei", problem: error.description)
+        }
+        let provider: HuaweiProvider
+        do {
+            provider = try HuaweiProvider(
+                configuration: hms, httpClient: context.httpClient(for: hms.tokenURL), poolConfiguration: context.poolConfiguration,
+                eventLoopGroup: context.eventLoopGroup, logger: Logger(label: "pushgate.hms"))
+        } catch {
+            throw ConfigError(key: "huawei", problem: error.description)
+        }
+        return ProviderBuild(
+            providers: [BuiltProvider(provider: provider, maxRetry: hms.maxRetry, concurrency: s[Keys.maxConcurrentPushes])],
+            shutdown: { await provider.shutdown() })
+    }
+
+    public func deliveredIDLabel(for platform: Platform) -> String { "requestId" }
+}
