@@ -60,11 +60,13 @@ public final class AppProviders: Sendable {
 final class AppPendingCounts: Sendable {
     private let box = NIOLockedValueBox<[String: Int]>([:])
 
-    /// Adds `n` for `app` when that stays within `limit` (0: no limit); else the count there is.
+    /// Adds `n` for `app` when that stays within `limit` (0: no limit), or when the app has nothing
+    /// pending (a request larger than the whole share is taken alone, never refused for ever); else
+    /// returns the count there is.
     func reserve(_ app: String, _ n: Int, limit: Int, queuePending: Int) -> Int? {
         box.withLockedValue { counts in
             let current = min(counts[app] ?? 0, max(0, queuePending))
-            if limit > 0, n > 0, current + n > limit { return current }
+            if limit > 0, n > 0, current > 0, current + n > limit { return current }
             counts[app] = current + n
             return nil
         }

@@ -48,6 +48,12 @@ final class RateLimiter: Sendable {
         bucket = NIOLockedValueBox((Double(max(1, rate)), now))
     }
 
+    /// Gives back what `take(n)` took for a request that was then not queued (503, 500).
+    func refund(_ n: Int) {
+        let r = Double(rate)
+        bucket.withLockedValue { b in b.tokens = min(r, b.tokens + Double(max(0, n))) }
+    }
+
     /// Takes `n` deliveries' worth; nil when they may go, else the seconds to wait (1...3600).
     func take(_ n: Int, now: Double = Date().timeIntervalSince1970) -> Int? {
         let r = Double(rate)

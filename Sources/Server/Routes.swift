@@ -190,7 +190,9 @@ extension Gateway {
         case .success(let id): app = id
         case .failure(let e): return self.error(e)
         }
-        if let limiter = runtime.withLockedValue({ $0.limiters[app] }), let wait = limiter.take(Self.deliveryCount(parsed)) {
+        let limiter = runtime.withLockedValue { $0.limiters[app] }
+        let deliveries = Self.deliveryCount(parsed)
+        if let limiter, let wait = limiter.take(deliveries) {
             var w = JSONWriter()
             var first = true
             w.raw("{")
@@ -235,6 +237,7 @@ extension Gateway {
             if ids.utf8.count <= Self.maxNotifIDsHeader { extra.append((Self.notifIDsHeader, ids)) }
             return json(.ok, w.bytes, extra: extra)
         } catch let full as QueueFullError {
+            limiter?.refund(deliveries)  // nothing was queued
             var w = JSONWriter()
             var first = true
             w.raw("{")
@@ -248,6 +251,7 @@ extension Gateway {
             return json(.serviceUnavailable, w.bytes, extra: [(.retryAfter, String(full.retryAfter))])
         } catch {
             // The store's error stays in the log: it can name tables, paths or values of other requests.
+            limiter?.refund(deliveries)
             logger.error("push submission failed: \(error)")
             return json(
                 .internalServerError,

@@ -170,6 +170,11 @@ final class MultiAppTests: XCTestCase {
             XCTAssertEqual(env.apns.requests.filter { $0.status == 200 }.count, 8)
             let again = try await Self.call(client, "/api/push", .post, key: Self.chatKey, body: Self.push([14, 15, 16, 17]))
             XCTAssertEqual(again.status, 200, again.body)
+            // A request larger than the whole share is taken when the app has nothing pending.
+            let drained2 = await eventually(timeout: 20) { gateway.dispatcher.pendingCount(app: "chat") == 0 }
+            XCTAssertTrue(drained2)
+            let big = try await Self.call(client, "/api/push", .post, key: Self.chatKey, body: Self.push(Array(20..<26)))
+            XCTAssertEqual(big.status, 200, big.body)
         }
     }
 
@@ -321,5 +326,9 @@ final class MultiAppTests: XCTestCase {
         XCTAssertEqual(l.take(1, now: 10), 3)
         XCTAssertNil(l.take(1, now: 13))
         XCTAssertEqual(RateLimiter(rate: 1, now: 0).take(Int.max, now: .infinity), nil)
+        let r = RateLimiter(rate: 10, now: 0)
+        XCTAssertNil(r.take(10, now: 0))
+        r.refund(10)
+        XCTAssertNil(r.take(10, now: 0), "a refused request gets its share back")
     }
 }
