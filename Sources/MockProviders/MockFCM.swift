@@ -462,6 +462,20 @@ public final class MockFCM: Sendable {
         }
         if let android = message["android"] {
             guard let a = android as? [String: Any] else { return invalid("Invalid value at 'message.android'") }
+            // AndroidConfig's fields (FCM v1 reference); anything else is refused as FCM refuses it.
+            let known: Set<String> = [
+                "collapse_key", "collapseKey", "priority", "ttl", "restricted_package_name", "restrictedPackageName", "data", "notification",
+                "fcm_options", "fcmOptions", "direct_boot_ok", "directBootOk", "bandwidth_constrained_ok", "bandwidthConstrainedOk",
+                "restricted_satellite_ok", "restrictedSatelliteOk",
+            ]
+            for key in a.keys where !known.contains(key) {
+                return invalid("Invalid JSON payload received. Unknown name \"\(key)\" at 'message.android': Cannot find field.")
+            }
+            for key in ["direct_boot_ok", "bandwidth_constrained_ok", "restricted_satellite_ok"] {
+                if let v = a[key], !(v is Bool) {
+                    return invalid("Invalid value at 'message.android.\(key)' (TYPE_BOOL), \(v)")
+                }
+            }
             if let p = a["priority"] {
                 guard let ps = p as? String, ["HIGH", "NORMAL", "high", "normal"].contains(ps) else {
                     return invalid(

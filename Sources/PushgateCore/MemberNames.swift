@@ -111,6 +111,7 @@ final class KeySchema: Sendable {
     static let android = KeySchema([
         "collapse_key": nil, "priority": nil, "ttl": nil, "restricted_package_name": nil, "data": nil,
         "notification": androidNotification, "fcm_options": fcmOptions, "direct_boot_ok": nil,
+        "bandwidth_constrained_ok": nil, "restricted_satellite_ok": nil,
     ])
     static let webpushNotification = KeySchema([
         "actions", "title", "body", "icon", "badge", "dir", "data", "image", "lang", "renotify", "requireInteraction",

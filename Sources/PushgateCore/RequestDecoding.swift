@@ -254,7 +254,16 @@ struct PushRequestDecoder {
     /// FCM's `android.ttl`: seconds as a number or a string ("3600" / "3600s" / "3.5s"), at most 4 weeks.
     static let maxFCMTTL: Double = 2_419_200
 
+    /// FCM v1 `AndroidConfig` booleans (direct boot, bandwidth-constrained and restricted-satellite delivery).
+    static let androidBooleans = ["direct_boot_ok", "bandwidth_constrained_ok", "restricted_satellite_ok"]
+
     func checkAndroid(_ android: JSONObject, at path: String) throws(Failure) {
+        for key in Self.androidBooleans {
+            switch android[key] {
+            case nil, .null?, .bool?: continue
+            default: throw Failure(field: path + "." + key, problem: "expected true or false")
+            }
+        }
         guard let ttl = android["ttl"] else { return }
         let seconds: Double?
         switch ttl {

@@ -68,4 +68,30 @@ final class GatewayFCMTests: XCTestCase {
             XCTAssertEqual(env.fcm.messages.first { $0.targetKind == "topic" }?.target, "news")
         }
     }
+
+    /// FCM v1's newer AndroidConfig booleans pass through to FCM (issue 16, item 4); a non-boolean is a
+    /// 400 naming the field, and the mock refuses an unknown android field as FCM does.
+    func testAndroidDeliveryModeBooleansPassThroughAndAreValidated() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        try await env.withGateway { client, _ in
+            let r = try await client.push(
+                #"{"notifications":[{"tokens":["android-2"],"platform":2,"message":"m","android":{"direct_boot_ok":true,"bandwidth_constrained_ok":true,"restricted_satellite_ok":false}}],"sync":true}"#
+            )
+            XCTAssertEqual(r.body, #"{"counts":1,"logs":[],"success":"ok"}"#)
+            let android = try XCTUnwrap(env.fcm.messages.first { $0.target == "android-2" }?.message["android"] as? [String: Any])
+            XCTAssertEqual(android["direct_boot_ok"] as? Bool, true)
+            XCTAssertEqual(android["bandwidth_constrained_ok"] as? Bool, true)
+            XCTAssertEqual(android["restricted_satellite_ok"] as? Bool, false)
+            let bad = try await client.push(
+                #"{"notifications":[{"tokens":["android-3"],"platform":2,"message":"m","android":{"bandwidth_constrained_ok":"yes"}}]}"#)
+            XCTAssertEqual(bad.status, 400)
+            XCTAssertTrue(bad.body.contains("notifications[0].android.bandwidth_constrained_ok"), bad.body)
+            // An android field FCM does not know reaches the mock (pass-through) and is refused there, as by FCM.
+            let unknown = try await client.push(
+                #"{"notifications":[{"tokens":["android-4"],"platform":2,"message":"m","android":{"no_such_field":1}}],"sync":true}"#)
+            XCTAssertEqual(unknown.status, 200)
+            XCTAssertTrue(unknown.body.contains("INVALID_ARGUMENT") && unknown.body.contains("no_such_field"), unknown.body)
+        }
+    }
 }
