@@ -128,6 +128,7 @@ let package = Package(
             name: "QueueStore",
             dependencies: [
                 "PushgateCore", "PushDispatch",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -11,11 +11,15 @@ public struct ProviderSlot: Sendable {
     public var maxRetry: Int
     /// Deliveries in flight at once for this provider.
     public var concurrency: Int
+    /// `<platform>.coalesce_seconds`: the coalescing window of background pushes with a
+    /// `collapse_id` that do not set `coalesce_seconds` (0: none).
+    public var coalesceSeconds: Int
 
-    public init(provider: any PushProvider, maxRetry: Int = 3, concurrency: Int = 256) {
+    public init(provider: any PushProvider, maxRetry: Int = 3, concurrency: Int = 256, coalesceSeconds: Int = 0) {
         self.provider = provider
         self.maxRetry = maxRetry
         self.concurrency = max(1, concurrency)
+        self.coalesceSeconds = max(0, coalesceSeconds)
     }
 }
 
@@ -43,6 +47,8 @@ public final class Dispatcher: Sendable {
     public let stats: Stats
     /// Where `GET /api/push/{notif_id}` reads (nil: the engine keeps no records).
     public let statusSource: (any DeliveryStatusSource)?
+    /// Where `Idempotency-Key`s are kept (the engine's; a memory store when none was given).
+    public let idempotency: any IdempotencyStore
     /// Every app's providers by app id (replaced on reload, `setApps`).
     private let apps: NIOLockedValueBox<[String: AppProviders]>
     private let appPending = AppPendingCounts()
@@ -96,7 +102,7 @@ public final class Dispatcher: Sendable {
         self.init(
             apps: [AppProviders(id: AppID.defaultApp, slots: providers, unavailable: unavailable)] + apps, queue: engine.driver, policy: policy,
             stats: engine.stats,
-            feedback: feedback, sinks: engine.sinks, statusSource: engine.statusSource, hideToken: hideToken,
+            feedback: feedback, sinks: engine.sinks, statusSource: engine.statusSource, idempotency: engine.idempotency, hideToken: hideToken,
             answer: answer, logger: logger)
     }
 
@@ -134,12 +140,14 @@ public final class Dispatcher: Sendable {
         feedback: FeedbackSender? = nil,
         sinks: [any DeliveryEventSink] = [],
         statusSource: (any DeliveryStatusSource)? = nil,
+        idempotency: (any IdempotencyStore)? = nil,
         hideToken: Bool = true,
         answer: AnswerLimits = AnswerLimits(),
         logger: Logger = Logger(label: "pushgate.dispatch"),
         now: @escaping @Sendable () -> Date = { Date() },
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) {
+        self.idempotency = idempotency ?? (queue as? any IdempotencyStore) ?? MemoryIdempotencyStore()
         var byID: [String: AppProviders] = [:]
         for a in apps where byID[a.id] == nil { byID[a.id] = a }
         self.apps = NIOLockedValueBox(byID)
@@ -205,7 +213,7 @@ public final class Dispatcher: Sendable {
     public func pendingCount(app: String) -> Int { appPending.count(app, queuePending: queue.pendingCount) }
 
     private func publish(_ event: DeliveryEvent) {
-        if case .finished(let job, _, let phase, _) = event, phase == .afterSending { appPending.release(job.accepted.app) }
+        if case .finished(let job, _, let phase, _) = event, phase == .afterSending || phase == .skipped { appPending.release(job.accepted.app) }
         for sink in sinks { sink.record(event) }
     }
 
@@ -238,7 +246,10 @@ public final class Dispatcher: Sendable {
 
     /// Validates, renders and queues every delivery of the request. In sync mode waits for them all.
     /// Throws `QueueFullError` (nothing was queued then).
-    public func submit(_ request: PushRequest, sync: Bool, app appID: String = AppID.defaultApp) async throws -> SubmitResult {
+    /// - Parameter requestID: names the request (`X-Pushgate-Request-Id`); generated when nil.
+    public func submit(_ request: PushRequest, sync: Bool, app appID: String = AppID.defaultApp, requestID: String? = nil) async throws
+        -> SubmitResult
+    {
         let t = now()
         let app = self.app(appID)
         let slots = app?.slots ?? [:]
@@ -252,7 +263,7 @@ public final class Dispatcher: Sendable {
             early.append((job, reason, served))
         }
         var counts = 0
-        let requestID = UUID().uuidString.lowercased()
+        let requestID = requestID ?? UUID().uuidString.lowercased()
         // In body order; a skipped notification (no, 0 or an unknown platform) has an empty slot.
         var notifIDs = [String](repeating: "", count: request.notifications.count + request.skipped.count)
         if let first = request.skipped.first {
@@ -267,7 +278,8 @@ public final class Dispatcher: Sendable {
         }
         let bodyIndices = request.bodyIndices
 
-        for (i, n) in request.notifications.enumerated() {
+        for (i, requested) in request.notifications.enumerated() {
+            var n = requested
             let index = bodyIndices[i]
             let notifID = n.notifID ?? "\(requestID)-\(index)"
             if index < notifIDs.count { notifIDs[index] = notifID }
@@ -280,6 +292,10 @@ public final class Dispatcher: Sendable {
                 continue
             }
             counts += n.gorushCount
+            if n.coalesceSeconds == nil, slot.coalesceSeconds > 0, !(n.collapseID ?? "").isEmpty, n.isBackgroundPush {
+                // The platform's default window for background pushes (kept with the notification).
+                n.coalesceSeconds = slot.coalesceSeconds
+            }
             if targets.isEmpty {
                 failEarly(
                     AcceptedNotification(notifID: notifID, notification: n, prepared: nil, app: appID), .token(""), "tokens must not be nil or empty")
@@ -317,6 +333,7 @@ public final class Dispatcher: Sendable {
             for i in jobs.indices { jobs[i].waiterID = id }
         }
         var accepted: [DeliveryEvent] = []
+        var dispositions: [EnqueueDisposition] = []
         for i in jobs.indices {
             let step = lifecycle.step(jobs[i], .accepted, now: t)
             jobs[i] = step.job
@@ -329,15 +346,26 @@ public final class Dispatcher: Sendable {
                 throw QueueFullError(pending: full, capacity: app?.maxPending ?? 0, app: appID)
             }
             do {
-                try await queue.enqueue(jobs)
+                dispositions = try await queue.enqueue(jobs)
             } catch {
                 appPending.release(appID, jobs.count)
                 if let waiterID { waiters.cancel(waiterID) }
                 throw error
             }
         }
-        publish(.submitted(counts: counts, queued: jobs.count))
+        // Duplicates (`dedup_key`) were not queued: they end here, not sent and not failed.
+        var duplicates: [DeliveryEvent] = []
+        for (i, d) in dispositions.enumerated() where i < jobs.count {
+            switch d {
+            case .duplicate:
+                for case .emit(let e) in lifecycle.step(jobs[i], .skipped(.duplicate), now: t).effects { duplicates.append(e) }
+            case .queued(let notBefore):
+                jobs[i].notBefore = notBefore
+            }
+        }
+        publish(.submitted(counts: counts, queued: jobs.count - duplicates.count))
         for e in accepted { publish(e) }
+        for e in duplicates { publish(e) }
 
         // Failures found before any network call are final at once: stored for the status, then
         // told to the sinks. Deliveries to a platform that is not served are reported in the logs
@@ -438,6 +466,10 @@ public final class Dispatcher: Sendable {
         }
         app.enter()
         defer { app.leave() }
+        if job.isHeldForCoalescing, await queue.wasReplaced(job) {
+            await apply(lifecycle.step(job, .skipped(.coalesced), now: now()))
+            return
+        }
         let prepared: any PreparedPush
         if let p = job.accepted.prepared {
             prepared = p
@@ -475,6 +507,7 @@ struct PlatformMetrics: Sendable {
     let attempts: [String: Counter]
     let finals: [String: Counter]
     let retries: Counter
+    let skips: [SkipReason: Counter]
     let sendDuration: Timer
     let deliveryLatency: Timer
 
@@ -493,6 +526,11 @@ struct PlatformMetrics: Sendable {
         f["permanent"] = f["failed"]
         finals = f
         retries = Counter(label: "pushgate_push_retry_total", dimensions: [appLabel, p])
+        var sk: [SkipReason: Counter] = [:]
+        for why in [SkipReason.duplicate, .coalesced] {
+            sk[why] = Counter(label: "pushgate_push_skipped_total", dimensions: [appLabel, p, ("reason", why.rawValue)])
+        }
+        skips = sk
         sendDuration = Timer(label: "pushgate_provider_request_duration_seconds", dimensions: [appLabel, p], preferredDisplayUnit: .seconds)
         deliveryLatency = Timer(label: "pushgate_delivery_latency_seconds", dimensions: [appLabel, p], preferredDisplayUnit: .seconds)
     }
@@ -511,5 +549,6 @@ struct PlatformMetrics: Sendable {
         return Int64(min(seconds, 1e6) * 1e9)
     }
     func retried() { retries.increment() }
+    func skipped(_ why: SkipReason) { skips[why]?.increment() }
     func finished(className: String) { finals[className]?.increment() }
 }

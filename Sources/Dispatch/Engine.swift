@@ -10,6 +10,8 @@ public protocol QueueEngine: Sendable {
     var stats: Stats { get }
     /// Readers of the delivery event stream owned by the engine (the memory engine's status records).
     var sinks: [any DeliveryEventSink] { get }
+    /// Where `Idempotency-Key`s are kept.
+    var idempotency: any IdempotencyStore { get }
 }
 
 /// The memory engine (`queue.engine: memory`): the in-memory queue, status records fed by the
@@ -18,13 +20,16 @@ public struct MemoryEngine: QueueEngine {
     public let queue: MemoryQueue
     public let status: MemoryStatusStore
     public let stats = Stats()
+    public let keys = MemoryIdempotencyStore()
 
-    public init(capacity: Int, statusRetention: TimeInterval = 86_400, statusMaxRecords: Int = 1_000_000) {
-        queue = MemoryQueue(capacity: capacity)
+    /// - Parameter dedupTTL: `core.idempotency_ttl`, how long a `dedup_key` holds.
+    public init(capacity: Int, statusRetention: TimeInterval = 86_400, statusMaxRecords: Int = 1_000_000, dedupTTL: TimeInterval = 86_400) {
+        queue = MemoryQueue(capacity: capacity, dedupTTL: dedupTTL)
         status = MemoryStatusStore(retention: statusRetention, maxRecords: statusMaxRecords)
     }
 
     public var driver: any QueueDriver { queue }
     public var statusSource: (any DeliveryStatusSource)? { status }
     public var sinks: [any DeliveryEventSink] { [status] }
+    public var idempotency: any IdempotencyStore { keys }
 }

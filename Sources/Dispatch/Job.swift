@@ -81,8 +81,11 @@ public struct QueueFullError: Error, Sendable, Equatable, CustomStringConvertibl
 
 /// The queue behind the workers. In-memory here; durable drivers (SQLite, PostgreSQL) implement the same.
 public protocol QueueDriver: Sendable {
-    /// Adds all jobs or none: throws `QueueFullError` when they would not fit.
-    func enqueue(_ jobs: [DeliveryJob]) async throws
+    /// Adds all jobs or none: throws `QueueFullError` when they would not fit. Applies `dedup_key`
+    /// and coalescing in the same step (atomically with the insert in a durable store): returns one
+    /// disposition per job, in order.
+    @discardableResult
+    func enqueue(_ jobs: [DeliveryJob]) async throws -> [EnqueueDisposition]
     /// The next job for `platform` whose `notBefore` has come; waits. Nil once the queue is shut down.
     func next(platform: Platform) async -> DeliveryJob?
     /// Puts a leased job back for a later attempt.
@@ -101,9 +104,13 @@ public protocol QueueDriver: Sendable {
     /// sent. Durable engines store them; the default does nothing (the memory engine's status comes
     /// from the delivery event stream).
     func recordFailedBeforeSending(_ failures: [(job: DeliveryJob, reason: String)]) async throws
+    /// Whether a job held for the end of its coalescing window was replaced by a later push since
+    /// (asked by the worker before sending it; `DeliveryJob.isHeldForCoalescing`).
+    func wasReplaced(_ job: DeliveryJob) async -> Bool
 }
 
 extension QueueDriver {
     public var isDurable: Bool { false }
     public func recordFailedBeforeSending(_ failures: [(job: DeliveryJob, reason: String)]) async throws {}
+    public func wasReplaced(_ job: DeliveryJob) async -> Bool { false }
 }

@@ -9,12 +9,16 @@ public enum DeliveryState: Sendable, Equatable {
     case retrying(nextTry: Date, lastError: String?)
     case delivered(providerID: String?)
     case failed(reason: String)
+    /// Not sent, not a failure: a duplicate (`dedup_key`) or replaced in its coalescing window.
+    case skipped(SkipReason)
 
-    /// The stored form (column `state`; values unchanged since schema version 1).
+    /// The stored form (column `state`; values unchanged since schema version 1; 3 and 4 since 3).
     public enum Code: Int, Sendable {
         case pending = 0
         case delivered = 1
         case failed = 2
+        case duplicate = 3
+        case coalesced = 4
     }
 
     public var code: Code {
@@ -22,6 +26,8 @@ public enum DeliveryState: Sendable, Equatable {
         case .queued, .retrying: return .pending
         case .delivered: return .delivered
         case .failed: return .failed
+        case .skipped(.duplicate): return .duplicate
+        case .skipped(.coalesced): return .coalesced
         }
     }
 
@@ -32,6 +38,8 @@ public enum DeliveryState: Sendable, Equatable {
         switch code {
         case .delivered: self = .delivered(providerID: providerID)
         case .failed: self = .failed(reason: lastError ?? "")
+        case .duplicate: self = .skipped(.duplicate)
+        case .coalesced: self = .skipped(.coalesced)
         case .pending:
             self = attempts > 0 || lastError != nil ? .retrying(nextTry: notBefore, lastError: lastError) : .queued
         }
@@ -41,6 +49,7 @@ public enum DeliveryState: Sendable, Equatable {
         switch outcome {
         case .delivered(let id): self = .delivered(providerID: id)
         case .failed(let reason, _): self = .failed(reason: reason)
+        case .skipped(let why): self = .skipped(why)
         }
     }
 }
@@ -53,6 +62,8 @@ public enum FinishPhase: Sendable, Equatable {
     case beforeSending
     /// Its platform is not served: reported in the answer and the status only.
     case notServed
+    /// Not sent and not failed (`SkipReason`): in the status only; not counted, no feedback.
+    case skipped
 }
 
 /// What happened to a delivery: the one stream that stats, metrics, feedback, sync waiters, the
@@ -89,6 +100,9 @@ public enum DeliveryInput: Sendable, Equatable {
     case leaseExpired
     /// The gateway stops before the job ended.
     case shutdown
+    /// Not to be sent: a duplicate found when it was queued (already stored so by the queue), or
+    /// replaced in its coalescing window when its turn came.
+    case skipped(SkipReason)
 }
 
 /// What the caller of `step` must do, in order.
@@ -172,6 +186,12 @@ public struct DeliveryLifecycle: Sendable {
                 job.state = .retrying(nextTry: now, lastError: reason)
                 return DeliveryTransition(job: job, effects: [attempted, .emit(.retrying(job, outcome: outcome)), .reschedule])
             }
+
+        case .skipped(let why):
+            guard !job.state.isFinal else { return DeliveryTransition(job: job, effects: []) }
+            job.state = .skipped(why)
+            let final = FinalOutcome.skipped(why)
+            return DeliveryTransition(job: job, effects: [.complete(final), .emit(.finished(job, final, phase: .skipped, failure: nil))])
 
         case .leaseExpired, .shutdown:
             // A pending job stays pending where it is stored; a finished one has nothing left to do.

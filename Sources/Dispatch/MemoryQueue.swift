@@ -9,9 +9,10 @@ public final class MemoryQueue: QueueDriver {
         var queues: [Platform: PlatformJobs] = [:]
         var pending = 0
         var shutdown = false
+        var guards: MemoryGuards
     }
 
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
 
     /// Runs `body` on the platform's queue in place (no copy-on-write of its arrays).
     @inline(__always)
@@ -23,7 +24,11 @@ public final class MemoryQueue: QueueDriver {
     private let pollInterval: Duration
     private let timerTask = NIOLockedValueBox<Task<Void, Never>?>(nil)
 
-    public init(capacity: Int, pollInterval: Duration = .milliseconds(10), now: @escaping @Sendable () -> Date = { Date() }) {
+    /// - Parameter dedupTTL: how long a `dedup_key` claim holds (`core.idempotency_ttl`).
+    public init(
+        capacity: Int, pollInterval: Duration = .milliseconds(10), dedupTTL: TimeInterval = 86_400, now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.state = NIOLockedValueBox(State(guards: MemoryGuards(ttl: dedupTTL)))
         self.capacity = capacity
         self.now = now
         self.pollInterval = pollInterval
@@ -41,26 +46,38 @@ public final class MemoryQueue: QueueDriver {
 
     public var pendingCount: Int { state.withLockedValue { $0.pending } }
 
-    public func enqueue(_ jobs: [DeliveryJob]) async throws {
+    @discardableResult
+    public func enqueue(_ jobs: [DeliveryJob]) async throws -> [EnqueueDisposition] {
         try enqueueSync(jobs)
     }
 
-    func enqueueSync(_ jobs: [DeliveryJob]) throws {
+    @discardableResult
+    func enqueueSync(_ jobs: [DeliveryJob]) throws -> [EnqueueDisposition] {
         var toResume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
-        try state.withLockedValue { s in
+        let guarded = jobs.contains { $0.dedupKey != nil || $0.coalesceSeconds != nil }
+        let dispositions: [EnqueueDisposition] = try state.withLockedValue { s in
             if s.pending + jobs.count > capacity {
                 throw QueueFullError(pending: s.pending, capacity: capacity)
             }
-            s.pending += jobs.count
             let t = now()
-            for job in jobs {
+            var jobs = jobs
+            let d = guarded ? s.guards.admit(&jobs, now: t) : jobs.map { .queued(notBefore: $0.notBefore) }
+            for (i, job) in jobs.enumerated() {
+                guard case .queued = d[i] else { continue }
+                s.pending += 1
                 // Mutated in place (a copy out of the dictionary would make every append copy the whole ready list).
                 if let w = Self.withQueue(&s, job.platform, { $0.place(job, now: t) }) {
                     toResume.append((w, job))
                 }
             }
+            return d
         }
         for (c, job) in toResume { c.resume(returning: job) }
+        return dispositions
+    }
+
+    public func wasReplaced(_ job: DeliveryJob) async -> Bool {
+        state.withLockedValue { $0.guards.takeReplaced(job) }
     }
 
     public func next(platform: Platform) async -> DeliveryJob? {

@@ -29,6 +29,8 @@ final class MetricsSink: DeliveryEventSink {
             if outcome.isDelivered { m?.latency(seconds: ended.timeIntervalSince(job.enqueuedAt)) }
         case .retrying(let job, _):
             metrics(job).retried()
+        case .finished(let job, .skipped(let why), _, _):
+            metrics(job).skipped(why)
         case .finished(let job, let outcome, let phase, _) where phase != .notServed:
             metrics(job).finished(className: outcome.isDelivered ? "delivered" : "failed")
         default:
@@ -64,6 +66,10 @@ struct LogSink: DeliveryEventSink {
                     "notif_id": "\(e.notifID.logSafe())", "platform": "\(e.platform)", "token": "\(e.token.logSafe())",
                     "error": "\(e.error.logSafe())", "attempts": "\(job.attempts)",
                 ])
+        case .finished(let job, .skipped(let why), _, _):
+            logger.debug(
+                "push not sent: \(why.rawValue)",
+                metadata: ["notif_id": "\(job.accepted.notifID.logSafe())", "platform": "\(job.platform.name)"])
         case .finished(_, _, .beforeSending, let e?):
             logger.info(
                 "push failed before sending",

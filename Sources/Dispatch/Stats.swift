@@ -98,7 +98,7 @@ public final class Stats: DeliveryEventSink {
             }
         case .retrying:
             retried()
-        case .finished(let job, let outcome, let phase, _) where phase != .notServed:
+        case .finished(let job, let outcome, let phase, _) where phase != .notServed && phase != .skipped:
             finished(platform: job.platform, delivered: outcome.isDelivered, queued: phase == .afterSending, app: job.accepted.app)
         default:
             break

@@ -6,6 +6,13 @@ import PushgateCore
 public struct DeliveryStatusRecord: Sendable, Equatable {
     public enum State: String, Sendable {
         case queued, retrying, delivered, failed
+        /// Not sent: another notification with the same `dedup_key` went to this token (not a failure).
+        case duplicate
+        /// Not sent: a later push with the same `collapse_id` replaced it in its window (not a failure).
+        case coalesced
+
+        /// Over: delivered, failed, duplicate or coalesced.
+        public var isFinal: Bool { self != .queued && self != .retrying }
     }
     public var platform: Platform
     /// The token (or Web Push endpoint), unmasked; the route masks it per `log.hide_token`.
@@ -49,6 +56,9 @@ public struct DeliveryStatusRecord: Sendable, Equatable {
             self.init(platform: platform, token: token, state: .delivered, attempts: attempts, providerID: id, finishedAt: finishedAt)
         case .failed(let reason):
             self.init(platform: platform, token: token, state: .failed, attempts: attempts, error: reason, finishedAt: finishedAt)
+        case .skipped(let why):
+            self.init(
+                platform: platform, token: token, state: why == .duplicate ? .duplicate : .coalesced, attempts: attempts, finishedAt: finishedAt)
         }
         self.app = app
     }
@@ -158,7 +168,7 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
                 continue
             }
             let over = s.records > maxRecords
-            let expired = n.updated < cutoff && n.entries.values.allSatisfy { $0.state == .delivered || $0.state == .failed }
+            let expired = n.updated < cutoff && n.entries.values.allSatisfy { $0.state.isFinal }
             if over || expired {
                 s.records -= n.entries.count
                 s.notifs[id] = nil

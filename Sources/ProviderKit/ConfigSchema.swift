@@ -121,6 +121,9 @@ public enum ProviderSettings {
     public static func maxTokens(_ d: Int) -> Setting<Int> { Setting("max_tokens", d, range: 1...1_000_000) }
     public static func maxRetry(_ d: Int) -> Setting<Int> { Setting("max_retry", d, range: 0...100) }
     public static func maxConcurrentPushes(_ d: Int) -> Setting<Int> { Setting("max_concurrent_pushes", d, range: 1...100_000) }
+    /// `<platform>.coalesce_seconds`: the default coalescing window of background pushes that carry
+    /// a `collapse_id` (0: none). Every provider section has it (added by the registry).
+    public static let coalesceSeconds = Setting<Int>("coalesce_seconds", 0, range: 0...86_400)
 }
 
 /// The values of one section, after file, environment and overrides.

@@ -173,6 +173,13 @@ public struct PushNotification: Sendable, Codable, Equatable {
     public var biTag: String?
     /// `fast_app_target`: HMS `android.fast_app_target` (1 development, 2 production).
     public var fastAppTarget: Int?
+    // Delivery controls (Pushgate extensions, docs/delivery-controls.md)
+    /// `dedup_key`: a second notification of the same app with this key to the same platform and
+    /// token inside `core.idempotency_ttl` is not sent (status `duplicate`).
+    public var dedupKey: String?
+    /// `coalesce_seconds` (with `collapse_id`): at most one push per window of this many seconds per
+    /// app, platform, token and collapse id; the later ones replace each other (status `coalesced`).
+    public var coalesceSeconds: Int?
 
     public init(platform: Platform, tokens: [String] = []) {
         self.platform = platform
@@ -214,6 +221,8 @@ public struct PushNotification: Sendable, Codable, Equatable {
         case huaweiTTL = "huawei_ttl"
         case biTag = "bi_tag"
         case fastAppTarget = "fast_app_target"
+        case dedupKey = "dedup_key"
+        case coalesceSeconds = "coalesce_seconds"
     }
 
     public init(from decoder: Decoder) throws {
@@ -283,6 +292,29 @@ public struct PushNotification: Sendable, Codable, Equatable {
         huaweiTTL = try c.decodeIfPresent(String.self, forKey: .huaweiTTL)
         biTag = try c.decodeIfPresent(String.self, forKey: .biTag)
         fastAppTarget = try c.decodeIfPresent(Int.self, forKey: .fastAppTarget)
+        dedupKey = try c.decodeIfPresent(String.self, forKey: .dedupKey)
+        coalesceSeconds = try c.decodeIfPresent(Int.self, forKey: .coalesceSeconds)
+    }
+
+    /// `coalesce_seconds` accepts 1 second to 1 day.
+    public static let coalesceRange: ClosedRange<Int64> = 1...86_400
+
+    /// A push that wakes an app without showing anything: what `<platform>.coalesce_seconds` applies
+    /// to by default. APNs: push type `background`, or `content_available` with no alert, title,
+    /// message, badge or sound; FCM and HMS: a data-only message (no message, title, `notification`
+    /// or `huawei_notification`); Web Push and UnifiedPush: every message (each wakes the service
+    /// worker or the app).
+    public var isBackgroundPush: Bool {
+        switch platform {
+        case .ios:
+            if pushType == "background" { return true }
+            guard contentAvailable == true else { return false }
+            return (alert?.isEmpty ?? true) && title == nil && (message ?? "").isEmpty && badge == nil && sound == nil
+        case .android, .huawei:
+            return (message ?? "").isEmpty && title == nil && fcmNotification == nil && huaweiNotification == nil
+        case .webpush, .unifiedpush:
+            return true
+        }
     }
 
     /// Whether this is an FCM topic/condition send (gorush's `IsTopic`).

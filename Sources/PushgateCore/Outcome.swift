@@ -53,11 +53,21 @@ public struct PushFailure: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+/// Why a delivery was not sent although nothing failed (docs/delivery-controls.md).
+public enum SkipReason: String, Sendable, Equatable, Codable {
+    /// Another notification with the same `dedup_key` went to this token inside the TTL.
+    case duplicate
+    /// A later push of the same `collapse_id` replaced it inside its coalescing window.
+    case coalesced
+}
+
 /// The final state of one delivery, after retries.
 public enum FinalOutcome: Sendable, Equatable {
     case delivered(providerID: String?)
     /// `tokenDead` tells whether the feedback hook should treat the token as gone.
     case failed(reason: String, tokenDead: Bool)
+    /// Not sent, and not a failure: no feedback, not counted as success or error.
+    case skipped(SkipReason)
 
     public var isDelivered: Bool { if case .delivered = self { return true } else { return false } }
 }

@@ -169,6 +169,12 @@ struct PushRequestDecoder {
         n.timeToLive = try f.int("time_to_live", in: 0...Int64(Int32.max))
         n.urgency = try f.string("urgency", .field)
         try huawei(f, into: &n, at: path)
+        n.dedupKey = try f.string("dedup_key", .field)
+        if let k = n.dedupKey, k.isEmpty { throw Failure(field: path + ".dedup_key", problem: "must not be empty") }
+        n.coalesceSeconds = try f.int("coalesce_seconds", in: PushNotification.coalesceRange).map { Int($0) }
+        if n.coalesceSeconds != nil, (n.collapseID ?? "").isEmpty {
+            throw Failure(field: path + ".coalesce_seconds", problem: "needs a collapse_id (the pushes it coalesces share one)")
+        }
         if let skipReason { return .skipped(reason: skipReason, notifID: n.notifID) }
         // gorush's CheckMessage: FCM keeps a message at most 4 weeks.
         if let ttl = n.timeToLive, n.platform == .android || n.platform == .huawei, Double(ttl) > Self.maxFCMTTL {

@@ -25,6 +25,8 @@ public struct DurableQueueOptions: Sendable {
     public var pruneInterval: TimeInterval = 60
     /// Timer resolution for retries coming due.
     public var tick: Duration = .milliseconds(10)
+    /// How long a `dedup_key` claim holds (`core.idempotency_ttl`).
+    public var dedupTTL: TimeInterval = 86_400
 
     public init(capacity: Int) { self.capacity = max(1, capacity) }
 }
@@ -43,7 +45,7 @@ public struct QueueClosedError: Error, CustomStringConvertible, Sendable {
 ///   process sharing the store) are leased from the store in batches when workers are idle.
 /// - `shutdown()` stops handing out jobs; once every job handed out is completed or rescheduled, the
 ///   remaining leases are released, counters saved and the store closed; then waiting `next` calls return nil.
-public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked Sendable {
+public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyStore, @unchecked Sendable {
     // @unchecked: every mutable field is inside `state` (a lock); the rest is immutable after init.
 
     private struct PlatformState {
@@ -53,14 +55,18 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         var lastPoll: Double = 0
     }
 
+    typealias Inserted = (ids: [(notifRow: Int64, jobIDs: [Int64])], guarded: [Int64: GuardOutcome])
+
     private struct InsertGroup {
         var count: Int
-        var continuation: CheckedContinuation<[(notifRow: Int64, jobIDs: [Int64])], any Error>
+        var continuation: CheckedContinuation<Inserted, any Error>
     }
 
     private struct Work {
         var batch = WriteBatch()
         var insertGroups: [InsertGroup] = []
+        /// One per `batch.idempotency` entry, in order.
+        var idempotencyWaiters: [CheckedContinuation<IdempotencyClaim?, any Error>] = []
         var updateWaiters: [CheckedContinuation<Void, Never>] = []
         var leaseLimits: [Int] = []
     }
@@ -135,8 +141,9 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
 
     // MARK: QueueDriver
 
-    public func enqueue(_ jobs: [DeliveryJob]) async throws {
-        guard !jobs.isEmpty else { return }
+    @discardableResult
+    public func enqueue(_ jobs: [DeliveryJob]) async throws -> [EnqueueDisposition] {
+        guard !jobs.isEmpty else { return [] }
         let n = jobs.count
         try state.withLockedValue { s in
             if s.finalized || s.finalizeRequested { throw QueueClosedError() }
@@ -147,20 +154,26 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         let t = now().timeIntervalSince1970
         let inserts: [NotificationInsert]
         let groups: [(accepted: AcceptedNotification, jobs: [Int])]
+        let dedupUntil = t + options.dedupTTL
         do {
             (inserts, groups) = try Self.notificationInserts(jobs, createdAt: t) { j, _ in
-                JobInsert(
+                var row = JobInsert(
                     target: j.target, messageID: j.messageID, attempts: j.attempts, maxAttempts: j.maxAttempts,
                     notBefore: j.notBefore.timeIntervalSince1970, enqueuedAt: j.enqueuedAt.timeIntervalSince1970,
                     leased: options.leaseOnEnqueue || j.waiterID != nil)
+                row.dedupKey = j.dedupKey
+                row.dedupUntil = dedupUntil
+                row.coalesceSeconds = j.coalesceSeconds
+                return row
             }
         } catch {
             state.withLockedValue { $0.pendingDelta -= n }
             throw error
         }
         let ids: [(notifRow: Int64, jobIDs: [Int64])]
+        let guarded: [Int64: GuardOutcome]
         do {
-            ids = try await commit(inserts)
+            (ids, guarded) = try await commit(inserts)
         } catch {
             state.withLockedValue { $0.pendingDelta -= n }
             throw error
@@ -168,6 +181,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         let tNow = now()
         var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
         var fetch = false
+        var dispositions = jobs.map { EnqueueDisposition.queued(notBefore: $0.notBefore) }
         state.withLockedValue { s in
             for (gi, g) in groups.enumerated() {
                 let (notifRow, jobIDs) = ids[gi]
@@ -175,6 +189,18 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
                 for (k, i) in g.jobs.enumerated() {
                     var job = jobs[i]
                     job.id = UInt64(jobIDs[k])
+                    switch guarded[jobIDs[k]] {
+                    case .duplicate:
+                        // Stored as duplicate in the insert: never queued.
+                        dispositions[i] = .duplicate
+                        s.pendingDelta -= 1
+                        continue
+                    case .heldUntil(let until):
+                        job.notBefore = Date(timeIntervalSince1970: until)
+                        dispositions[i] = .queued(notBefore: job.notBefore)
+                    case nil:
+                        break
+                    }
                     if inserts[gi].jobs[k].leased {
                         s.held += 1
                         place(job, in: &s, now: tNow, resume: &resume)
@@ -192,6 +218,52 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         }
         for (c, j) in resume { c.resume(returning: j) }
         if fetch { signal.yield() }
+        return dispositions
+    }
+
+    public func wasReplaced(_ job: DeliveryJob) async -> Bool {
+        do {
+            return try await backend.jobState(Int64(job.id)) == DeliveryState.Code.coalesced.rawValue
+        } catch {
+            logger.warning("cannot read whether a coalesced push was replaced (sending it): \(error)")
+            return false
+        }
+    }
+
+    // MARK: IdempotencyStore
+
+    public func claim(app: String, key: String, bodyHash: String, now: Date, ttl: TimeInterval, abandonAfter: TimeInterval) async throws
+        -> IdempotencyClaim
+    {
+        let t = now.timeIntervalSince1970
+        let op = IdempotencyOp.claim(app: app, key: key, bodyHash: bodyHash, now: t, expires: t + ttl, abandonBefore: t - abandonAfter)
+        guard let claim = try await idempotency(op) else { throw QueueStoreError("the store answered no idempotency claim") }
+        return claim
+    }
+
+    public func finish(app: String, key: String, answer: IdempotentAnswer) async throws {
+        _ = try await idempotency(.finish(app: app, key: key, answer: answer))
+    }
+
+    public func release(app: String, key: String) async {
+        do {
+            _ = try await idempotency(.release(app: app, key: key))
+        } catch {
+            logger.warning("could not release an Idempotency-Key (it is held until core.idempotency_ttl): \(error)")
+        }
+    }
+
+    /// Hands an idempotency operation to the writer's next group commit.
+    private func idempotency(_ op: IdempotencyOp) async throws -> IdempotencyClaim? {
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<IdempotencyClaim?, any Error>) in
+            let closed: Bool = state.withLockedValue { s in
+                if s.finalized { return true }
+                s.work.batch.idempotency.append(op)
+                s.work.idempotencyWaiters.append(c)
+                return false
+            }
+            if closed { c.resume(throwing: QueueClosedError()) } else { signal.yield() }
+        }
     }
 
     public func recordFailedBeforeSending(_ failures: [(job: DeliveryJob, reason: String)]) async throws {
@@ -228,6 +300,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
             let body = String(decoding: try encoder.encode(g.accepted.notification), as: UTF8.self)
             var ins = NotificationInsert(
                 notifID: g.accepted.notifID, app: g.accepted.app, platform: g.accepted.notification.platform, body: body, createdAt: t, jobs: [])
+            ins.collapseID = g.accepted.notification.collapseID
             ins.jobs.reserveCapacity(g.jobs.count)
             for i in g.jobs { ins.jobs.append(row(jobs[i], i)) }
             inserts.append(ins)
@@ -236,8 +309,8 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
     }
 
     /// Hands inserts to the writer's next group commit; returns each notification's row and job ids.
-    private func commit(_ inserts: [NotificationInsert]) async throws -> [(notifRow: Int64, jobIDs: [Int64])] {
-        try await withCheckedThrowingContinuation { (c: CheckedContinuation<[(notifRow: Int64, jobIDs: [Int64])], any Error>) in
+    private func commit(_ inserts: [NotificationInsert]) async throws -> Inserted {
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Inserted, any Error>) in
             let closed: Bool = state.withLockedValue { s in
                 if s.finalized { return true }
                 s.work.batch.inserts += inserts
@@ -399,7 +472,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
                     s.work = Work()
                     return (w, s.finalizeRequested && !s.finalized)
                 }
-                if !work.batch.isEmpty || !work.insertGroups.isEmpty || !work.updateWaiters.isEmpty {
+                if !work.batch.isEmpty || !work.insertGroups.isEmpty || !work.updateWaiters.isEmpty || !work.idempotencyWaiters.isEmpty {
                     await execute(work)
                     continue
                 }
@@ -422,10 +495,24 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
         }
         var k = 0
         for g in work.insertGroups {
-            g.continuation.resume(returning: Array(result.inserted[k..<(k + g.count)]))
+            g.continuation.resume(returning: (Array(result.inserted[k..<(k + g.count)]), result.guarded))
             k += g.count
         }
+        resumeIdempotency(work, claims: result.claims)
         await finishMaintenance(work, result)
+    }
+
+    /// Resumes the idempotency waiters after their operations were committed: each claim gets its answer.
+    private func resumeIdempotency(_ work: Work, claims: [IdempotencyClaim]) {
+        var c = 0
+        for (i, op) in work.batch.idempotency.enumerated() where i < work.idempotencyWaiters.count {
+            if case .claim = op {
+                work.idempotencyWaiters[i].resume(returning: c < claims.count ? claims[c] : nil)
+                c += 1
+            } else {
+                work.idempotencyWaiters[i].resume(returning: nil)
+            }
+        }
     }
 
     /// Resumes update waiters and hands out leased rows after a successful commit.
@@ -453,14 +540,26 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, @unchecked S
             k += g.count
             do {
                 let r = try await backend.commit(part, owner: owner, now: t, leaseTimeout: options.leaseTimeout)
-                g.continuation.resume(returning: r.inserted)
+                g.continuation.resume(returning: (r.inserted, r.guarded))
             } catch {
                 logger.error("queue store refused one request's \(g.count) notification(s): \(error)")
                 g.continuation.resume(throwing: error)
             }
         }
+        if !work.batch.idempotency.isEmpty {
+            var part = WriteBatch()
+            part.idempotency = work.batch.idempotency
+            do {
+                let r = try await backend.commit(part, owner: owner, now: t, leaseTimeout: options.leaseTimeout)
+                resumeIdempotency(work, claims: r.claims)
+            } catch {
+                logger.error("queue store refused \(work.idempotencyWaiters.count) Idempotency-Key operation(s): \(error)")
+                for c in work.idempotencyWaiters { c.resume(throwing: error) }
+            }
+        }
         var rest = work.batch
         rest.inserts = []
+        rest.idempotency = []
         if rest.isEmpty {
             for c in work.updateWaiters { c.resume() }
             return
@@ -667,4 +766,5 @@ public struct DurableEngine: QueueEngine {
     public var driver: any QueueDriver { queue }
     public var statusSource: (any DeliveryStatusSource)? { queue }
     public var sinks: [any DeliveryEventSink] { [] }
+    public var idempotency: any IdempotencyStore { queue }
 }

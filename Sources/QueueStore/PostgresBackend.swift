@@ -154,6 +154,12 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
     func close() async {
         runTask?.cancel()
     }
+
+    func jobState(_ id: Int64) async throws -> Int? {
+        var out: Int?
+        for try await s in try await client.query("SELECT state FROM pushgate_jobs WHERE id = \(id)", logger: logger).decode(Int.self) { out = s }
+        return out
+    }
 }
 
 /// PostgreSQL's statements of the shared commit sequence (`WriteBatch.run`), inside one transaction.
@@ -348,6 +354,102 @@ struct PostgresStatements: QueueStatements {
     func release(owner: String) async throws {
         try await conn.query("UPDATE pushgate_jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner = \(owner)", logger: logger)
         try await conn.query("DELETE FROM pushgate_owners WHERE owner = \(owner)", logger: logger)
+    }
+
+    func claimDedup(_ k: String, until: Double, now: Double) async throws -> Bool {
+        let rows = try await conn.query(
+            """
+            INSERT INTO pushgate_dedup (k, hold_until) VALUES (\(k), \(until))
+            ON CONFLICT (k) DO UPDATE SET hold_until = EXCLUDED.hold_until WHERE pushgate_dedup.hold_until <= \(now) RETURNING k
+            """, logger: logger)
+        var claimed = false
+        for try await _ in rows { claimed = true }
+        return claimed
+    }
+
+    func lockWindow(_ k: String) async throws -> CoalesceWindow? {
+        // A row to lock first (gateways sharing the database serialize on it), then its values.
+        try await conn.query(
+            "INSERT INTO pushgate_coalesce_windows (k, window_end, held_job, seconds, expires) VALUES (\(k), 0, NULL, 0, 0) ON CONFLICT (k) DO NOTHING",
+            logger: logger)
+        let rows = try await conn.query(
+            "SELECT window_end, held_job, seconds FROM pushgate_coalesce_windows WHERE k = \(k) FOR UPDATE", logger: logger)
+        var out: CoalesceWindow?
+        for try await (end, held, seconds) in rows.decode((Double, Int64?, Double).self) {
+            out = CoalesceWindow(end: end, held: held.map { UInt64($0) }, seconds: seconds)
+        }
+        return out
+    }
+
+    func saveWindow(_ k: String, _ w: CoalesceWindow) async throws {
+        let held = w.held.map { Int64($0) }
+        try await conn.query(
+            """
+            INSERT INTO pushgate_coalesce_windows (k, window_end, held_job, seconds, expires) VALUES (\(k), \(w.end), \(held), \(w.seconds), \(w.expires))
+            ON CONFLICT (k) DO UPDATE SET window_end = EXCLUDED.window_end, held_job = EXCLUDED.held_job, seconds = EXCLUDED.seconds,
+              expires = EXCLUDED.expires
+            """, logger: logger)
+    }
+
+    func markCoalesced(job: Int64, at: Double) async throws {
+        let state = DeliveryState.Code.coalesced.rawValue
+        try await conn.query("UPDATE pushgate_jobs SET state = \(state), finished_at = \(at) WHERE id = \(job) AND state = 0", logger: logger)
+    }
+
+    func setNotBefore(job: Int64, _ t: Double) async throws {
+        try await conn.query("UPDATE pushgate_jobs SET not_before = \(t) WHERE id = \(job)", logger: logger)
+    }
+
+    func idempotency(_ op: IdempotencyOp) async throws -> IdempotencyClaim? {
+        switch op {
+        case .claim(let app, let key, let hash, let now, let expires, let abandonBefore):
+            var inserted = false
+            for try await _ in try await conn.query(
+                """
+                INSERT INTO pushgate_idempotency (app, k, body_hash, claimed_at, expires) VALUES (\(app), \(key), \(hash), \(now), \(expires))
+                ON CONFLICT (app, k) DO NOTHING RETURNING k
+                """, logger: logger)
+            { inserted = true }
+            if inserted { return .claimed }
+            let rows = try await conn.query(
+                """
+                SELECT body_hash, status, body, request_id, notif_ids, claimed_at, expires FROM pushgate_idempotency
+                WHERE app = \(app) AND k = \(key) FOR UPDATE
+                """, logger: logger)
+            var decided: IdempotencyClaim?
+            for try await (h, status, body, rid, ids, claimedAt, exp) in rows.decode((String, Int?, String?, String, String, Double, Double).self) {
+                decided = IdempotencyClaim.decide(
+                    storedHash: h, status: status, body: body, requestID: rid, notifIDs: ids, claimedAt: claimedAt, expires: exp,
+                    bodyHash: hash, now: now, abandonBefore: abandonBefore)
+            }
+            if let decided { return decided }
+            try await conn.query(
+                """
+                UPDATE pushgate_idempotency SET body_hash = \(hash), status = NULL, body = NULL, request_id = '', notif_ids = '',
+                  claimed_at = \(now), expires = \(expires) WHERE app = \(app) AND k = \(key)
+                """, logger: logger)
+            return .claimed
+        case .finish(let app, let key, let a):
+            let body = String(decoding: a.body, as: UTF8.self)
+            try await conn.query(
+                """
+                UPDATE pushgate_idempotency SET status = \(a.status), body = \(body), request_id = \(a.requestID), notif_ids = \(a.notifIDs)
+                WHERE app = \(app) AND k = \(key)
+                """, logger: logger)
+            return nil
+        case .release(let app, let key):
+            try await conn.query("DELETE FROM pushgate_idempotency WHERE app = \(app) AND k = \(key) AND status IS NULL", logger: logger)
+            return nil
+        }
+    }
+
+    func pruneGuards(now: Double) async throws {
+        try await conn.query(
+            "DELETE FROM pushgate_dedup WHERE k IN (SELECT k FROM pushgate_dedup WHERE hold_until < \(now) LIMIT 20000)", logger: logger)
+        try await conn.query(
+            "DELETE FROM pushgate_coalesce_windows WHERE k IN (SELECT k FROM pushgate_coalesce_windows WHERE expires < \(now) LIMIT 20000)",
+            logger: logger)
+        try await conn.query("DELETE FROM pushgate_idempotency WHERE expires < \(now)", logger: logger)
     }
 
     private func nextvals(_ seq: String, _ n: Int) async throws -> [Int64] {

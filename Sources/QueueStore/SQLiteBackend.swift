@@ -413,6 +413,90 @@ extension SQLiteBackend: QueueStatements {
         _ = try await writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner = ?", [.text(owner)])
         _ = try await writer.query("DELETE FROM owners WHERE owner = ?", [.text(owner)])
     }
+
+    func claimDedup(_ k: String, until: Double, now: Double) async throws -> Bool {
+        let rows = try await writer.query(
+            "INSERT INTO dedup (k, hold_until) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET hold_until = excluded.hold_until WHERE dedup.hold_until <= ? RETURNING k",
+            [.text(k), .float(until), .float(now)])
+        return !rows.isEmpty
+    }
+
+    func lockWindow(_ k: String) async throws -> CoalesceWindow? {
+        // The transaction is BEGIN IMMEDIATE: nobody else writes meanwhile.
+        let rows = try await writer.query("SELECT window_end, held_job, seconds FROM coalesce_windows WHERE k = ?", [.text(k)])
+        guard let r = rows.first, let end = r.column("window_end")?.double, let seconds = r.column("seconds")?.double else { return nil }
+        let held = r.column("held_job").flatMap { $0.isNull ? nil : $0.integer }.map { UInt64($0) }
+        return CoalesceWindow(end: end, held: held, seconds: seconds)
+    }
+
+    func saveWindow(_ k: String, _ w: CoalesceWindow) async throws {
+        _ = try await writer.query(
+            """
+            INSERT INTO coalesce_windows (k, window_end, held_job, seconds, expires) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT(k) DO UPDATE SET window_end = excluded.window_end, held_job = excluded.held_job, seconds = excluded.seconds, expires = excluded.expires
+            """,
+            [.text(k), .float(w.end), w.held.map { .integer(Int($0)) } ?? .null, .float(w.seconds), .float(w.expires)])
+    }
+
+    func markCoalesced(job: Int64, at: Double) async throws {
+        _ = try await writer.query(
+            "UPDATE jobs SET state = ?, finished_at = ? WHERE id = ? AND state = 0",
+            [.integer(DeliveryState.Code.coalesced.rawValue), .float(at), .integer(Int(job))])
+    }
+
+    func setNotBefore(job: Int64, _ t: Double) async throws {
+        _ = try await writer.query("UPDATE jobs SET not_before = ? WHERE id = ?", [.float(t), .integer(Int(job))])
+    }
+
+    func idempotency(_ op: IdempotencyOp) async throws -> IdempotencyClaim? {
+        switch op {
+        case .claim(let app, let key, let hash, let now, let expires, let abandonBefore):
+            let inserted = try await writer.query(
+                """
+                INSERT INTO idempotency (app, k, body_hash, claimed_at, expires) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT(app, k) DO NOTHING RETURNING k
+                """, [.text(app), .text(key), .text(hash), .float(now), .float(expires)])
+            if !inserted.isEmpty { return .claimed }
+            let rows = try await writer.query(
+                "SELECT body_hash, status, body, request_id, notif_ids, claimed_at, expires FROM idempotency WHERE app = ? AND k = ?",
+                [.text(app), .text(key)])
+            if let r = rows.first,
+                let decided = IdempotencyClaim.decide(
+                    storedHash: r.column("body_hash")?.string ?? "", status: r.column("status").flatMap { $0.isNull ? nil : $0.integer },
+                    body: r.column("body").flatMap { $0.isNull ? nil : $0.string }, requestID: r.column("request_id")?.string ?? "",
+                    notifIDs: r.column("notif_ids")?.string ?? "", claimedAt: r.column("claimed_at")?.double ?? 0,
+                    expires: r.column("expires")?.double ?? 0, bodyHash: hash, now: now, abandonBefore: abandonBefore)
+            {
+                return decided
+            }
+            _ = try await writer.query(
+                """
+                UPDATE idempotency SET body_hash = ?, status = NULL, body = NULL, request_id = '', notif_ids = '', claimed_at = ?, expires = ?
+                WHERE app = ? AND k = ?
+                """, [.text(hash), .float(now), .float(expires), .text(app), .text(key)])
+            return .claimed
+        case .finish(let app, let key, let a):
+            _ = try await writer.query(
+                "UPDATE idempotency SET status = ?, body = ?, request_id = ?, notif_ids = ? WHERE app = ? AND k = ?",
+                [.integer(a.status), .text(String(decoding: a.body, as: UTF8.self)), .text(a.requestID), .text(a.notifIDs), .text(app), .text(key)])
+            return nil
+        case .release(let app, let key):
+            _ = try await writer.query("DELETE FROM idempotency WHERE app = ? AND k = ? AND status IS NULL", [.text(app), .text(key)])
+            return nil
+        }
+    }
+
+    func pruneGuards(now: Double) async throws {
+        _ = try await writer.query("DELETE FROM dedup WHERE k IN (SELECT k FROM dedup WHERE hold_until < ? LIMIT 20000)", [.float(now)])
+        _ = try await writer.query(
+            "DELETE FROM coalesce_windows WHERE k IN (SELECT k FROM coalesce_windows WHERE expires < ? LIMIT 20000)", [.float(now)])
+        _ = try await writer.query("DELETE FROM idempotency WHERE expires < ?", [.float(now)])
+    }
+
+    /// The state code of a job (nil: no such row).
+    func jobState(_ id: Int64) async throws -> Int? {
+        try await reader.query("SELECT state FROM jobs WHERE id = ?", [.integer(Int(id))]).first?.column("state")?.integer
+    }
 }
 
 /// Copies WAL frames into the database from its own connection and thread, so commits never wait

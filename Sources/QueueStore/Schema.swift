@@ -13,7 +13,8 @@ struct QueueSchema: Sendable {
     var idAllocation: [String]
 
     /// 2: `notifications.app` (the app a notification was accepted for).
-    static let version = 2
+    /// 3: tables `dedup`, `coalesce_windows`, `idempotency`; job states 3 (duplicate) and 4 (coalesced).
+    static let version = 3
 
     static let sqlite = QueueSchema(
         prefix: "", integer: "INTEGER", real: "REAL",
@@ -31,6 +32,9 @@ struct QueueSchema: Sendable {
     var jobs: String { prefix + "jobs" }
     var owners: String { prefix + "owners" }
     var stats: String { prefix + "stats" }
+    var dedup: String { prefix + "dedup" }
+    var windows: String { prefix + "coalesce_windows" }
+    var idempotency: String { prefix + "idempotency" }
 
     /// `CREATE … IF NOT EXISTS` statements, in order.
     var statements: [String] {
@@ -58,6 +62,22 @@ struct QueueSchema: Sendable {
             "CREATE INDEX IF NOT EXISTS \(j)_finished ON \(j) (finished_at) WHERE state <> \(pending)",
             "CREATE TABLE IF NOT EXISTS \(owners) (owner TEXT PRIMARY KEY, lease_until \(r) NOT NULL)",
             "CREATE TABLE IF NOT EXISTS \(stats) (key TEXT PRIMARY KEY, value \(i) NOT NULL)",
+            // `dedup_key` claims: k = SHA-256 of (app, platform, target, dedup_key), held until `hold_until`.
+            "CREATE TABLE IF NOT EXISTS \(dedup) (k TEXT PRIMARY KEY, hold_until \(r) NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS \(dedup)_until ON \(dedup) (hold_until)",
+            // Coalescing windows: k = SHA-256 of (app, platform, target, collapse_id) (`Coalescing`).
+            """
+            CREATE TABLE IF NOT EXISTS \(windows) (
+              k TEXT PRIMARY KEY, window_end \(r) NOT NULL, held_job \(i), seconds \(r) NOT NULL, expires \(r) NOT NULL)
+            """,
+            "CREATE INDEX IF NOT EXISTS \(windows)_expires ON \(windows) (expires)",
+            // Idempotency-Key answers per app (status and body NULL while the first request is processed).
+            """
+            CREATE TABLE IF NOT EXISTS \(idempotency) (
+              app TEXT NOT NULL, k TEXT NOT NULL, body_hash TEXT NOT NULL, status \(i), body TEXT, request_id TEXT NOT NULL DEFAULT '',
+              notif_ids TEXT NOT NULL DEFAULT '', claimed_at \(r) NOT NULL, expires \(r) NOT NULL, PRIMARY KEY (app, k))
+            """,
+            "CREATE INDEX IF NOT EXISTS \(idempotency)_expires ON \(idempotency) (expires)",
         ]
     }
 

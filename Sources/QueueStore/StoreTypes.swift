@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import PushDispatch
 import PushgateCore
@@ -32,6 +33,8 @@ struct NotificationInsert: Sendable {
     var body: String
     var createdAt: Double
     var jobs: [JobInsert]
+    /// The notification's `collapse_id` when its jobs coalesce.
+    var collapseID: String? = nil
 }
 
 struct JobInsert: Sendable {
@@ -46,6 +49,11 @@ struct JobInsert: Sendable {
     /// Failed before any network call (payload too large, bad token, platform not enabled):
     /// stored finished, for the delivery status, in the same transaction.
     var failedReason: String? = nil
+    /// `dedup_key`, claimed in the insert transaction until `dedupUntil`.
+    var dedupKey: String? = nil
+    var dedupUntil: Double = 0
+    /// The coalescing window (seconds) when the job coalesces (`Coalescing`).
+    var coalesceSeconds: Double? = nil
 
     /// The update that finishes this job as failed in the transaction that inserts it as row `id`
     /// (nil unless it failed before sending).
@@ -68,6 +76,34 @@ enum StoreText {
     }
 }
 
+/// What the insert transaction decided for a job with a `dedup_key` or a coalescing window.
+enum GuardOutcome: Sendable, Equatable {
+    /// Stored as `duplicate`, not queued.
+    case duplicate
+    /// Queued, held until this time (the end of its coalescing window).
+    case heldUntil(Double)
+}
+
+/// The keys of the dedup and coalescing tables: SHA-256 of the parts (targets can be kilobytes long).
+enum GuardKey {
+    static func make(app: String, platform: Platform, target: PushTarget, key: String) -> String {
+        let t = TargetCodec.encode(target)
+        var bytes: [UInt8] = []
+        for part in [app, String(platform.rawValue), String(t.kind), t.value, key] {
+            bytes += Array(part.utf8)
+            bytes.append(0)
+        }
+        return SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// An `Idempotency-Key` operation, run in the writer's transaction.
+enum IdempotencyOp: Sendable {
+    case claim(app: String, key: String, bodyHash: String, now: Double, expires: Double, abandonBefore: Double)
+    case finish(app: String, key: String, answer: IdempotentAnswer)
+    case release(app: String, key: String)
+}
+
 /// A state change of a leased job.
 enum JobUpdate: Sendable {
     case reschedule(id: Int64, attempts: Int, notBefore: Double, lastError: String?, credentialRetryUsed: Bool)
@@ -81,6 +117,8 @@ enum JobUpdate: Sendable {
             return .complete(id: id, state: .delivered, attempts: attempts, info: StoreText.clean(providerID), finishedAt: finishedAt)
         case .failed(let reason, _):
             return .complete(id: id, state: .failed, attempts: attempts, info: StoreText.clean(reason), finishedAt: finishedAt)
+        case .skipped(let why):
+            return .complete(id: id, state: why == .duplicate ? .duplicate : .coalesced, attempts: attempts, info: nil, finishedAt: finishedAt)
         }
     }
 }
@@ -100,9 +138,11 @@ struct WriteBatch: Sendable {
     var pruneBefore: Double?
     /// Release every lease of this owner and remove the owner (graceful shutdown).
     var release = false
+    var idempotency: [IdempotencyOp] = []
 
     var isEmpty: Bool {
         inserts.isEmpty && updates.isEmpty && leases.isEmpty && !heartbeat && statsDelta.isEmpty && pruneBefore == nil && !release
+            && idempotency.isEmpty
     }
 }
 
@@ -113,6 +153,10 @@ struct WriteResult: Sendable {
     var leased: [[StoredJob]] = []
     /// Jobs set free because their owner's lease expired (heartbeat only).
     var reclaimed = 0
+    /// By job id: the jobs the dedup and coalescing rules changed.
+    var guarded: [Int64: GuardOutcome] = [:]
+    /// Per `.claim` of `WriteBatch.idempotency`, in order.
+    var claims: [IdempotencyClaim] = []
 }
 
 /// One delivery's status as stored (the same columns in both SQL stores).
@@ -139,6 +183,8 @@ protocol QueueBackend: Sendable {
     func notifications(_ rows: [Int64]) async throws -> [Int64: StoredNotification]
     func status(notifID: String) async throws -> [DeliveryStatusRecord]?
     func pendingCount() async throws -> Int
+    /// The stored state code of a job (nil: no such row).
+    func jobState(_ id: Int64) async throws -> Int?
     func close() async
     /// Called by the writer between transactions, after their waiters were resumed (store upkeep).
     func afterCommit() async
@@ -165,6 +211,33 @@ protocol QueueStatements {
     func prune(finishedBefore cutoff: Double) async throws
     /// Frees every lease of `owner` and forgets the owner.
     func release(owner: String) async throws
+    /// Claims dedup key `k` until `until` unless a live claim holds it; true when claimed.
+    func claimDedup(_ k: String, until: Double, now: Double) async throws -> Bool
+    /// The coalescing window of `k`, locked for this transaction (nil: none yet).
+    func lockWindow(_ k: String) async throws -> CoalesceWindow?
+    func saveWindow(_ k: String, _ w: CoalesceWindow) async throws
+    /// Ends a pending job as `coalesced` (no-op when it is over already).
+    func markCoalesced(job: Int64, at: Double) async throws
+    func setNotBefore(job: Int64, _ t: Double) async throws
+    func idempotency(_ op: IdempotencyOp) async throws -> IdempotencyClaim?
+    /// Deletes expired dedup claims, coalescing windows and idempotency keys.
+    func pruneGuards(now: Double) async throws
+}
+
+extension IdempotencyClaim {
+    /// The decision for a stored key row (`claim`'s insert found the key taken).
+    static func decide(
+        storedHash: String, status: Int?, body: String?, requestID: String, notifIDs: String, claimedAt: Double, expires: Double,
+        bodyHash: String, now: Double, abandonBefore: Double
+    ) -> IdempotencyClaim? {
+        guard expires > now else { return nil }  // expired: take it
+        if storedHash != bodyHash { return .mismatch }
+        if let status, let body {
+            return .replay(IdempotentAnswer(status: status, body: Array(body.utf8), requestID: requestID, notifIDs: notifIDs))
+        }
+        if claimedAt > abandonBefore { return .inProgress }
+        return nil  // abandoned by a gateway that stopped before answering: take it
+    }
 }
 
 extension WriteBatch {
@@ -182,6 +255,7 @@ extension WriteBatch {
             }
         }
         if !failedOnInsert.isEmpty { try await s.apply(failedOnInsert, onlyLeasedBy: nil) }
+        if !inserts.isEmpty { result.guarded = try await applyGuards(s, result.inserted, now: now) }
         if !updates.isEmpty { try await s.apply(updates, onlyLeasedBy: owner) }
         if heartbeat {
             try await s.renewLease(owner: owner, until: now + leaseTimeout)
@@ -191,7 +265,45 @@ extension WriteBatch {
         if !statsDelta.isEmpty { try await s.addStats(statsDelta) }
         if let cutoff = pruneBefore { try await s.prune(finishedBefore: cutoff) }
         if release { try await s.release(owner: owner) }
+        for op in idempotency {
+            if let claim = try await s.idempotency(op) { result.claims.append(claim) }
+        }
+        if pruneBefore != nil { try await s.pruneGuards(now: now) }
         return result
+    }
+
+    /// Dedup claims and coalescing windows of the inserted jobs, in insert order (a job's
+    /// duplicates in the same transaction are found too).
+    private func applyGuards(_ s: some QueueStatements, _ inserted: [(notifRow: Int64, jobIDs: [Int64])], now: Double) async throws
+        -> [Int64: GuardOutcome]
+    {
+        var out: [Int64: GuardOutcome] = [:]
+        var duplicates: [JobUpdate] = []
+        for (i, ins) in inserts.enumerated() {
+            for (k, j) in ins.jobs.enumerated() where j.failedReason == nil && (j.dedupKey != nil || j.coalesceSeconds != nil) {
+                let id = inserted[i].jobIDs[k]
+                if let key = j.dedupKey {
+                    let dk = GuardKey.make(app: ins.app, platform: ins.platform, target: j.target, key: key)
+                    if try await !s.claimDedup(dk, until: j.dedupUntil, now: now) {
+                        out[id] = .duplicate
+                        duplicates.append(.complete(id: id, state: .duplicate, attempts: 0, info: nil, finishedAt: now))
+                        continue
+                    }
+                }
+                if let seconds = j.coalesceSeconds, let collapse = ins.collapseID {
+                    let wk = GuardKey.make(app: ins.app, platform: ins.platform, target: j.target, key: collapse)
+                    let a = Coalescing.arrive(try await s.lockWindow(wk), now: now, seconds: seconds, job: UInt64(id))
+                    try await s.saveWindow(wk, a.window)
+                    if let r = a.replaced { try await s.markCoalesced(job: Int64(r), at: now) }
+                    if a.notBefore > now {
+                        try await s.setNotBefore(job: id, a.notBefore)
+                        out[id] = .heldUntil(a.notBefore)
+                    }
+                }
+            }
+        }
+        if !duplicates.isEmpty { try await s.apply(duplicates, onlyLeasedBy: nil) }
+        return out
     }
 }
 

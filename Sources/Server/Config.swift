@@ -386,6 +386,8 @@ public struct GatewaySettings: Sendable {
     public var idleTimeout: Int
     /// `core.max_connections`: open client connections; more are closed at once.
     public var maxConnections: Int
+    /// `core.idempotency_ttl`: how long an `Idempotency-Key`'s answer and a `dedup_key` hold (seconds).
+    public var idempotencyTTL: Double
 
     public struct Routes: Sendable {
         public var push, statGo, statApp, config, sysStats, metrics, health: String
@@ -418,6 +420,8 @@ public struct GatewaySettings: Sendable {
         if !caFile.isEmpty, !FileManager.default.isReadableFile(atPath: caFile) {
             throw ConfigError(key: core.path(C.caFile), problem: "cannot read \(caFile)")
         }
+        idempotencyTTL = try QueueWiring.duration(raw, CoreConfig.idempotencyTTL, section: "core")
+        guard idempotencyTTL >= 1 else { throw ConfigError(key: core.path(C.idempotencyTTL), problem: "must be at least 1s") }
         hideToken = raw.section("log")[LogConfig.hideToken]
         hideMessages = raw.section("log")[LogConfig.hideMessages]
         tls = try IngestTLS.load(core)
@@ -545,6 +549,8 @@ public enum CoreConfig {
     public static let pidOverride = Setting<Bool>("pid.override", true)
     /// gorush's outbound proxy URL (`http://[user:password@]host:port`); a secret: it may hold a password.
     public static let httpProxy = Setting<String>("http_proxy", "", secrecy: .secret)
+    /// How long an `Idempotency-Key`'s answer and a `dedup_key` hold ("24h", "90m", "3600s").
+    public static let idempotencyTTL = Setting<String>("idempotency_ttl", "24h")
 
     public static let section = ConfigSection(
         "core",
@@ -555,7 +561,7 @@ public enum CoreConfig {
             maxFieldBytes.key, maxMessageBytes.key, maxObjectKeys.key, maxJSONDepth.key, maxLogMessageBytes.key,
             maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key, ssl.key, certPath.key, keyPath.key,
             certBase64.key, keyBase64.key, pidEnabled.key, pidPath.key, pidOverride.key, apiKeys.key, adminKeys.key, metricsAdminOnly.key,
-            httpProxy.key, appMaxPending.key, appRateLimit.key,
+            httpProxy.key, appMaxPending.key, appRateLimit.key, idempotencyTTL.key,
         ])
 }
 

@@ -85,6 +85,7 @@ public enum GatewayBuilder {
             feedback: feedback,
             sinks: engine.sinks,
             statusSource: engine.statusSource,
+            idempotency: engine.idempotency,
             hideToken: settings.hideToken,
             answer: .init(
                 maxMessageBytes: settings.maxLogMessageBytes, maxAnswerBytes: settings.maxSyncAnswerBytes,
@@ -139,7 +140,11 @@ public struct ProviderSet: Sendable {
         do {
             for module in ProviderRegistry.modules {
                 let built = try module.build(config, context: context)
-                build.slots += built.providers.map { ProviderSlot(provider: $0.provider, maxRetry: $0.maxRetry, concurrency: $0.concurrency) }
+                build.slots += built.providers.map {
+                    ProviderSlot(
+                        provider: $0.provider, maxRetry: $0.maxRetry, concurrency: $0.concurrency,
+                        coalesceSeconds: config[$0.provider.platform.name][ProviderSettings.coalesceSeconds])
+                }
                 if let shutdown = built.shutdown { build.hooks.append(shutdown) }
                 build.unavailable.merge(built.unavailable) { a, _ in a }
                 build.warnings += built.warnings.map { w in app.map { "apps[\($0)]: \(w)" } ?? w }

@@ -17,8 +17,16 @@ public enum ProviderRegistry {
         WebPushModule(),
     ]
 
-    /// Every provider configuration section, in registry order.
-    public static let sections: [ConfigSection] = modules.flatMap(\.sections)
+    /// Every provider configuration section, in registry order. A platform's section also gets the
+    /// keys the dispatcher reads for every provider (`coalesce_seconds`).
+    public static let sections: [ConfigSection] = modules.flatMap(\.sections).map { section in
+        guard Platform(name: section.name) != nil, !section.keys.contains(where: { $0.name == ProviderSettings.coalesceSeconds.name }) else {
+            return section
+        }
+        var s = section
+        s.keys.append(ProviderSettings.coalesceSeconds.key)
+        return s
+    }
 
     /// Every platform a module serves (or answers as unsupported).
     public static let platforms: [Platform] = modules.flatMap(\.platforms)

@@ -14,6 +14,7 @@ public enum QueueWiring {
         var options = DurableQueueOptions(capacity: settings.maxPending)
         options.leaseTimeout = leaseTimeout
         options.statusRetention = retention
+        options.dedupTTL = settings.idempotencyTTL
         let opts = options
         let queueLogger = Logger(label: "pushgate.queue")
 
@@ -21,7 +22,7 @@ public enum QueueWiring {
         case "memory":
             return MemoryEngine(
                 capacity: settings.maxPending, statusRetention: retention,
-                statusMaxRecords: max(1, section[QueueConfig.statusMaxRecords]))
+                statusMaxRecords: max(1, section[QueueConfig.statusMaxRecords]), dedupTTL: settings.idempotencyTTL)
         case "sqlite":
             let path = section[QueueConfig.sqlitePath]
             guard !path.isEmpty else { throw ConfigError(key: "queue.sqlite.path", problem: "must not be empty") }
@@ -58,9 +59,9 @@ public enum QueueWiring {
     }
 
     /// "90", "90s", "15m", "24h", "7d" -> seconds.
-    static func duration(_ raw: RawConfig, _ setting: Setting<String>) throws -> Double {
-        let key = "queue." + setting.name
-        let s = raw.section("queue")[setting].trimmingCharacters(in: .whitespaces).lowercased()
+    static func duration(_ raw: RawConfig, _ setting: Setting<String>, section: String = "queue") throws -> Double {
+        let key = section + "." + setting.name
+        let s = raw.section(section)[setting].trimmingCharacters(in: .whitespaces).lowercased()
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
         // Finite and at most ten years: the value becomes dates and timer amounts that trap when huge.
         let maxSeconds = 10 * 365 * 86400.0

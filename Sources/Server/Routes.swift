@@ -190,9 +190,16 @@ extension Gateway {
         case .success(let id): app = id
         case .failure(let e): return self.error(e)
         }
+        // Idempotency-Key: a replay answers here, before the rate limit and without sending.
+        var idem: (key: String, requestID: String)?
+        switch await claimIdempotency(request, body: body, app: app) {
+        case .proceed(let claimed): idem = claimed
+        case .answer(let response): return response
+        }
         let limiter = runtime.withLockedValue { $0.limiters[app] }
         let deliveries = Self.deliveryCount(parsed)
         if let limiter, let wait = limiter.take(deliveries) {
+            if let idem { await dispatcher.idempotency.release(app: app, key: idem.key) }
             var w = JSONWriter()
             var first = true
             w.raw("{")
@@ -207,7 +214,7 @@ extension Gateway {
         }
         let sync = parsed.sync ?? settings.sync
         do {
-            let result = try await dispatcher.submit(parsed, sync: sync, app: app)
+            let result = try await dispatcher.submit(parsed, sync: sync, app: app, requestID: idem?.requestID)
             var w = JSONWriter(reservingCapacity: 64 + result.logs.count * 160)
             w.raw(#"{"counts":"#)
             w.int(result.counts)
@@ -235,9 +242,15 @@ extension Gateway {
             // ",", is percent-encoded (so the header carries the exact id, CR/LF included).
             let ids = result.notifIDs.map(Self.headerEncoded).joined(separator: ",")
             if ids.utf8.count <= Self.maxNotifIDsHeader { extra.append((Self.notifIDsHeader, ids)) }
+            if let idem {
+                let kept = IdempotentAnswer(
+                    status: 200, body: w.bytes, requestID: result.requestID, notifIDs: ids.utf8.count <= Self.maxNotifIDsHeader ? ids : "")
+                await keepIdempotentAnswer(app: app, key: idem.key, kept)
+            }
             return json(.ok, w.bytes, extra: extra)
         } catch let full as QueueFullError {
             limiter?.refund(deliveries)  // nothing was queued
+            if let idem { await dispatcher.idempotency.release(app: app, key: idem.key) }
             var w = JSONWriter()
             var first = true
             w.raw("{")
@@ -252,6 +265,7 @@ extension Gateway {
         } catch {
             // The store's error stays in the log: it can name tables, paths or values of other requests.
             limiter?.refund(deliveries)
+            if let idem { await dispatcher.idempotency.release(app: app, key: idem.key) }
             logger.error("push submission failed: \(error)")
             return json(
                 .internalServerError,

@@ -69,7 +69,9 @@ extension Gateway {
         w.key("counts", first: &first)
         w.raw("{")
         var f2 = true
-        for s in [DeliveryStatusRecord.State.queued, .retrying, .delivered, .failed] {
+        // duplicate and coalesced (delivery controls) only when some delivery is in that state.
+        for s in [DeliveryStatusRecord.State.queued, .retrying, .delivered, .failed, .duplicate, .coalesced]
+        where (s != .duplicate && s != .coalesced) || counts[s, default: 0] > 0 {
             w.key(s.rawValue, first: &f2)
             w.int(counts[s] ?? 0)
         }
@@ -116,6 +118,11 @@ extension Gateway {
             case .failed:
                 w.key("reason", first: &f)
                 w.string(r.error ?? "")
+                if let t = r.finishedAt {
+                    w.key("finished_at", first: &f)
+                    w.string(iso(t))
+                }
+            case .duplicate, .coalesced:
                 if let t = r.finishedAt {
                     w.key("finished_at", first: &f)
                     w.string(iso(t))

@@ -27,6 +27,7 @@ final class DeliveryLifecycleTests: XCTestCase {
             case .reschedule: return "reschedule"
             case .complete(.delivered): return "complete:delivered"
             case .complete(.failed): return "complete:failed"
+            case .complete(.skipped(let why)): return "complete:\(why.rawValue)"
             case .release: return "release"
             case .emit(.submitted): return "submitted"
             case .emit(.accepted): return "accepted"
@@ -155,7 +156,12 @@ final class DeliveryLifecycleTests: XCTestCase {
         XCTAssertEqual(DeliveryState.Code.delivered.rawValue, 1)
         XCTAssertEqual(DeliveryState.Code.failed.rawValue, 2)
         let at = t0 + 5
-        let cases: [DeliveryState] = [.queued, .retrying(nextTry: at, lastError: "x"), .delivered(providerID: "p"), .failed(reason: "r")]
+        XCTAssertEqual(DeliveryState.Code.duplicate.rawValue, 3)
+        XCTAssertEqual(DeliveryState.Code.coalesced.rawValue, 4)
+        let cases: [DeliveryState] = [
+            .queued, .retrying(nextTry: at, lastError: "x"), .delivered(providerID: "p"), .failed(reason: "r"), .skipped(.duplicate),
+            .skipped(.coalesced),
+        ]
         for s in cases {
             var attempts = 0
             var lastError: String?
@@ -171,6 +177,7 @@ final class DeliveryLifecycleTests: XCTestCase {
             case .failed(let r):
                 attempts = 1
                 lastError = r
+            case .skipped: break
             }
             XCTAssertEqual(DeliveryState(code: s.code, attempts: attempts, notBefore: at, lastError: lastError, providerID: providerID), s)
         }

@@ -77,10 +77,34 @@ final class QueueSchemaTests: XCTestCase {
         }
     }
 
-    func testSchemaIsVersionOneAndTheAppColumnForBothStores() {
-        XCTAssertEqual(normalized(QueueSchema.sqlite.statements), normalized(Self.version2(Self.oldSQLite)))
-        XCTAssertEqual(normalized(QueueSchema.postgres.statements), normalized(Self.version2(Self.oldPostgres)))
-        XCTAssertEqual(QueueSchema.version, 2)
+    /// Version 3 = version 2 + the dedup, coalescing-window and idempotency tables (new tables only:
+    /// a version-2 store gets them from `CREATE TABLE IF NOT EXISTS`).
+    static func version3(_ v2: [String], prefix: String, integer: String, real: String) -> [String] {
+        v2.map { $0.replacingOccurrences(of: "('schema_version', 2)", with: "('schema_version', 3)") } + [
+            "CREATE TABLE IF NOT EXISTS \(prefix)dedup (k TEXT PRIMARY KEY, hold_until \(real) NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS \(prefix)dedup_until ON \(prefix)dedup (hold_until)",
+            """
+            CREATE TABLE IF NOT EXISTS \(prefix)coalesce_windows (
+              k TEXT PRIMARY KEY, window_end \(real) NOT NULL, held_job \(integer), seconds \(real) NOT NULL, expires \(real) NOT NULL)
+            """,
+            "CREATE INDEX IF NOT EXISTS \(prefix)coalesce_windows_expires ON \(prefix)coalesce_windows (expires)",
+            """
+            CREATE TABLE IF NOT EXISTS \(prefix)idempotency (
+              app TEXT NOT NULL, k TEXT NOT NULL, body_hash TEXT NOT NULL, status \(integer), body TEXT, request_id TEXT NOT NULL DEFAULT '',
+              notif_ids TEXT NOT NULL DEFAULT '', claimed_at \(real) NOT NULL, expires \(real) NOT NULL, PRIMARY KEY (app, k))
+            """,
+            "CREATE INDEX IF NOT EXISTS \(prefix)idempotency_expires ON \(prefix)idempotency (expires)",
+        ]
+    }
+
+    func testSchemaIsVersionOnePlusTheAppColumnAndTheGuardTablesForBothStores() {
+        XCTAssertEqual(
+            normalized(QueueSchema.sqlite.statements),
+            normalized(Self.version3(Self.version2(Self.oldSQLite), prefix: "", integer: "INTEGER", real: "REAL")))
+        XCTAssertEqual(
+            normalized(QueueSchema.postgres.statements),
+            normalized(Self.version3(Self.version2(Self.oldPostgres), prefix: "pushgate_", integer: "BIGINT", real: "DOUBLE PRECISION")))
+        XCTAssertEqual(QueueSchema.version, 3)
     }
 
     /// A store written by version 1 (no app column) opens: its queued job is handed out for the default
