@@ -20,7 +20,11 @@ final class PostgresQueueTests: XCTestCase {
         // A clean schema for each test.
         let client = PostgresClient(configuration: try PostgresBackend.configuration(url: u))
         let run = Task { await client.run() }
-        try await client.query("DROP TABLE IF EXISTS pushgate_jobs, pushgate_notifications, pushgate_owners, pushgate_stats, pushgate_meta")
+        try await client.query(
+            """
+            DROP TABLE IF EXISTS pushgate_jobs, pushgate_notifications, pushgate_owners, pushgate_stats, pushgate_meta, pushgate_dedup,
+              pushgate_coalesce_windows, pushgate_idempotency
+            """)
         try await client.query("DROP SEQUENCE IF EXISTS pushgate_job_seq, pushgate_notif_seq")
         run.cancel()
     }
@@ -29,6 +33,65 @@ final class PostgresQueueTests: XCTestCase {
         var o = options(lease: lease)
         o.leaseBatch = batch
         return try await PostgresQueue.open(url: url, options: o)
+    }
+
+    /// Two gateways on one database: a `dedup_key` claimed by one holds for the other, a coalescing
+    /// window opened by one holds the other's push and replaces the one it held, and an
+    /// Idempotency-Key claimed by one is in progress, then replayed, for the other.
+    func testDeliveryControlsHoldAcrossGatewaysSharingTheDatabase() async throws {
+        let a = try await open()
+        let b = try await open()
+        func job(_ id: String, dedup: String? = nil, coalesce: Int? = nil) -> DeliveryJob {
+            var n = PushNotification(platform: .ios, tokens: ["tok-shared"])
+            n.message = id
+            n.dedupKey = dedup
+            if let coalesce {
+                n.collapseID = "sync"
+                n.coalesceSeconds = coalesce
+            }
+            let acc = AcceptedNotification(notifID: id, notification: n, prepared: TestPrepared())
+            return DeliveryJob(id: 1, messageID: UUID().uuidString, target: .token("tok-shared"), accepted: acc, maxAttempts: 3, now: Date())
+        }
+        // dedup
+        let first = try await a.enqueue([job("d1", dedup: "stmt")])
+        XCTAssertEqual(first.count, 1)
+        guard case .queued = first[0] else { return XCTFail("\(first)") }
+        let dup = try await b.enqueue([job("d2", dedup: "stmt")])
+        XCTAssertEqual(dup, [.duplicate])
+        let dupStatus = try await b.deliveryStatus(notifID: "d2")
+        XCTAssertEqual(dupStatus?.map(\.state), [.duplicate])
+        // coalescing: a's push goes at once, b's two wait for the window's end; the first of them is replaced.
+        let c1 = try await a.enqueue([job("c1", coalesce: 3)])
+        let c2 = try await b.enqueue([job("c2", coalesce: 3)])
+        let c3 = try await a.enqueue([job("c3", coalesce: 3)])
+        guard case .queued(let at1) = c1[0], case .queued(let at2) = c2[0], case .queued(let at3) = c3[0] else { return XCTFail() }
+        XCTAssertLessThanOrEqual(at1.timeIntervalSinceNow, 0.5)
+        XCTAssertGreaterThan(at2.timeIntervalSince(at1), 2.5)
+        XCTAssertEqual(at2, at3, "both held for the same window end")
+        let c2Status = try await b.deliveryStatus(notifID: "c2")
+        XCTAssertEqual(c2Status?.map(\.state), [.coalesced], "replaced by c3 in the same transaction that queued c3")
+        // idempotency
+        let t = Date()
+        let claimA = try await a.claim(app: "default", key: "k1", bodyHash: "h1", now: t, ttl: 60, abandonAfter: 30)
+        XCTAssertEqual(claimA, .claimed)
+        let claimB = try await b.claim(app: "default", key: "k1", bodyHash: "h1", now: t, ttl: 60, abandonAfter: 30)
+        XCTAssertEqual(claimB, .inProgress)
+        let other = try await b.claim(app: "default", key: "k1", bodyHash: "h2", now: t, ttl: 60, abandonAfter: 30)
+        XCTAssertEqual(other, .mismatch)
+        let otherApp = try await b.claim(app: "chat", key: "k1", bodyHash: "h2", now: t, ttl: 60, abandonAfter: 30)
+        XCTAssertEqual(otherApp, .claimed, "keys are per app")
+        let answer = IdempotentAnswer(status: 200, body: Array(#"{"counts":1}"#.utf8), requestID: "rid-1", notifIDs: "n1")
+        try await a.finish(app: "default", key: "k1", answer: answer)
+        let replay = try await b.claim(app: "default", key: "k1", bodyHash: "h1", now: t, ttl: 60, abandonAfter: 30)
+        XCTAssertEqual(replay, .replay(answer))
+        // A claim its gateway never answered is taken over after `abandonAfter`; an expired key is free.
+        _ = try await a.claim(app: "default", key: "k2", bodyHash: "h", now: t, ttl: 60, abandonAfter: 30)
+        let takeover = try await b.claim(app: "default", key: "k2", bodyHash: "h", now: t.addingTimeInterval(31), ttl: 60, abandonAfter: 30)
+        XCTAssertEqual(takeover, .claimed)
+        let expired = try await b.claim(app: "default", key: "k1", bodyHash: "h9", now: t.addingTimeInterval(61), ttl: 60, abandonAfter: 30)
+        XCTAssertEqual(expired, .claimed)
+        await a.close()
+        await b.close()
     }
 
     func testSchemaIsCreatedAndJobsSurviveACrash() async throws {
