@@ -455,6 +455,12 @@ public final class Dispatcher: Sendable {
     }
 
     func process(_ job: DeliveryJob) async {
+        // A push held for the end of its coalescing window and replaced since ends here, unsent
+        // (asked first, so the memory queue's record of it is always consumed).
+        if job.isHeldForCoalescing, await queue.wasReplaced(job) {
+            await apply(lifecycle.step(job, .skipped(.coalesced), now: now()))
+            return
+        }
         // The job's own app's providers, as configured now (a reload may have replaced them).
         let appID = job.accepted.app
         guard let app = self.app(appID), let slot = app.slots[job.platform] else {
@@ -466,10 +472,6 @@ public final class Dispatcher: Sendable {
         }
         app.enter()
         defer { app.leave() }
-        if job.isHeldForCoalescing, await queue.wasReplaced(job) {
-            await apply(lifecycle.step(job, .skipped(.coalesced), now: now()))
-            return
-        }
         let prepared: any PreparedPush
         if let p = job.accepted.prepared {
             prepared = p
