@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Crash test for the durable queue (issue 5): 0 tokens lost across kill -9.
+"""Crash test for the durable queue (issue 5): 0 tokens lost across kill -9; an Idempotency-Key
+request made before the kill gets the same answer after it (issue 15).
 
 1. starts `pushgate mock` (external mock providers with a control port that counts, per bench
    token, whether it was ever answered OK),
@@ -16,13 +17,27 @@ Exit status 0 when no token was lost. Python 3 standard library only.
     scripts/crash-test.py [--pushgate .build/debug/pushgate] [--tokens 20000] [--kill-after 5000]
 """
 import argparse
+import json
 import os
 import signal
 import sys
 import time
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Run, find_pushgate, wait_for  # noqa: E402
+from harness import Run, bench_token, find_pushgate, wait_for  # noqa: E402
+
+
+def post_with_key(url, body, key):
+    """POST /api/push with an Idempotency-Key: (status, body, X-Pushgate-Request-Id, Idempotent-Replayed)."""
+    req = urllib.request.Request(url + "/api/push", data=json.dumps(body).encode(), method="POST",
+                                 headers={"content-type": "application/json", "Idempotency-Key": key})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode(), r.headers.get("X-Pushgate-Request-Id"), r.headers.get("Idempotent-Replayed")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), e.headers.get("X-Pushgate-Request-Id"), e.headers.get("Idempotent-Replayed")
 
 
 def main():
@@ -52,6 +67,12 @@ def main():
             "PUSHGATE_CORE_SHUTDOWN_TIMEOUT": 1,
         }
         gw = run.start_gateway("1", env)
+        # Issue 15: a request with an Idempotency-Key before the crash gets the same answer after it.
+        idem_body = {"notifications": [{"tokens": [bench_token(n + i) for i in range(5)], "platform": 1, "message": "idempotent",
+                                        "topic": "com.example.app"}]}
+        first = post_with_key(gw.url, idem_body, "crash-test-key-1")
+        if first[0] != 200:
+            run.fail(f"the Idempotency-Key request answered {first[0]}: {first[1]}")
         run.log(f"gateway 1 pid {gw.pid}; sending {n} tokens in requests of {args.batch}")
         t0 = time.time()
         run.post_tokens(gw.url, range(n), args.batch, message="crash test")
@@ -70,12 +91,16 @@ def main():
 
         gw2 = run.start_gateway("2", env)
         run.log(f"gateway 2 pid {gw2.pid} on the same store")
-        wait_for(lambda: run.stats()["bench_tokens"]["ok_distinct"] >= n, args.timeout, "every token to reach the mock",
+        again = post_with_key(gw2.url, idem_body, "crash-test-key-1")
+        if again[0] != 200 or again[1] != first[1] or again[2] != first[2] or again[3] != "true":
+            run.fail(f"Idempotency-Key after SIG{args.signal}: {again} vs first answer {first}")
+        run.log(f"Idempotency-Key after SIG{args.signal}: the same answer again (request id {again[2]}, Idempotent-Replayed: true)")
+        wait_for(lambda: run.stats()["bench_tokens"]["ok_distinct"] >= n + 5, args.timeout, "every token to reach the mock",
                  interval=0.2, name=run.name)
         end = run.stats()
-        missing = run.missing(n)
+        missing = run.missing(n + 5)
         dups = end["ok"] - end["bench_tokens"]["ok_distinct"]
-        run.log(f"delivered distinct {end['bench_tokens']['ok_distinct']}/{n}, answered OK {end['ok']} times, duplicates {dups}, missing {len(missing)}")
+        run.log(f"delivered distinct {end["bench_tokens"]["ok_distinct"]}/{n + 5}, answered OK {end['ok']} times, duplicates {dups}, missing {len(missing)}")
         run.stop_gracefully(gw2, "2")
         run.log("gateway 2 exited with 0 after SIGTERM")
         if missing:
