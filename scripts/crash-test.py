@@ -100,7 +100,7 @@ def main():
         end = run.stats()
         missing = run.missing(n + 5)
         dups = end["ok"] - end["bench_tokens"]["ok_distinct"]
-        run.log(f"delivered distinct {end["bench_tokens"]["ok_distinct"]}/{n + 5}, answered OK {end['ok']} times, duplicates {dups}, missing {len(missing)}")
+        run.log(f"delivered distinct {end['bench_tokens']['ok_distinct']}/{n + 5}, answered OK {end['ok']} times, duplicates {dups}, missing {len(missing)}")
         run.stop_gracefully(gw2, "2")
         run.log("gateway 2 exited with 0 after SIGTERM")
         if missing:
