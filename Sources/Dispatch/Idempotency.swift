@@ -49,7 +49,7 @@ public protocol IdempotencyStore: Sendable {
 }
 
 /// The memory engine's idempotency keys (lost on restart, like its queue). At most `maxEntries`
-/// keys are kept; over that, the oldest are forgotten.
+/// keys and `maxBytes` of kept answers; over either, the oldest keys are forgotten first.
 public final class MemoryIdempotencyStore: IdempotencyStore {
     private struct Entry {
         var bodyHash: String
@@ -66,11 +66,21 @@ public final class MemoryIdempotencyStore: IdempotencyStore {
         var order: [Key] = []
         var head = 0
         var lastPrune = Date.distantPast
+        /// Bytes of the kept answers.
+        var bytes = 0
+        /// The latest time a claim was made at (the store keeps no clock of its own).
+        var clock = Date.distantPast
     }
     private let state = NIOLockedValueBox(State())
     public let maxEntries: Int
+    public let maxBytes: Int
 
-    public init(maxEntries: Int = 1_000_000) { self.maxEntries = max(1, maxEntries) }
+    public init(maxEntries: Int = 1_000_000, maxBytes: Int = 64 << 20) {
+        self.maxEntries = max(1, maxEntries)
+        self.maxBytes = max(1, maxBytes)
+    }
+
+    private static func size(_ e: Entry) -> Int { e.answer.map { $0.body.count + $0.requestID.utf8.count + $0.notifIDs.utf8.count } ?? 0 }
 
     public var count: Int { state.withLockedValue { $0.entries.count } }
 
@@ -78,6 +88,7 @@ public final class MemoryIdempotencyStore: IdempotencyStore {
         -> IdempotencyClaim
     {
         state.withLockedValue { s in
+            s.clock = max(s.clock, now)
             if now.timeIntervalSince(s.lastPrune) > 10 || s.entries.count >= maxEntries { prune(&s, now: now) }
             let k = Key(app: app, key: key)
             if let e = s.entries[k], e.expires > now {
@@ -85,20 +96,28 @@ public final class MemoryIdempotencyStore: IdempotencyStore {
                 if let a = e.answer { return .replay(a) }
                 if now.timeIntervalSince(e.claimedAt) < abandonAfter { return .inProgress }
             }
-            if s.entries[k] == nil { s.order.append(k) }
+            if let old = s.entries[k] { s.bytes -= Self.size(old) } else { s.order.append(k) }
             s.entries[k] = Entry(bodyHash: bodyHash, answer: nil, claimedAt: now, expires: now.addingTimeInterval(ttl))
             return .claimed
         }
     }
 
     public func finish(app: String, key: String, answer: IdempotentAnswer) async throws {
-        state.withLockedValue { s in s.entries[Key(app: app, key: key)]?.answer = answer }
+        state.withLockedValue { s in
+            let k = Key(app: app, key: key)
+            guard var e = s.entries[k] else { return }
+            s.bytes -= Self.size(e)
+            e.answer = answer
+            s.bytes += Self.size(e)
+            s.entries[k] = e
+            if s.bytes > maxBytes { prune(&s, now: s.clock) }
+        }
     }
 
     public func release(app: String, key: String) async {
         state.withLockedValue { s in
             let k = Key(app: app, key: key)
-            if s.entries[k]?.answer == nil { s.entries[k] = nil }
+            if let e = s.entries[k], e.answer == nil { s.entries[k] = nil }
         }
     }
 
@@ -112,7 +131,8 @@ public final class MemoryIdempotencyStore: IdempotencyStore {
                 s.head += 1
                 continue
             }
-            if e.expires <= now || s.entries.count >= maxEntries {
+            if e.expires <= now || s.entries.count >= maxEntries || s.bytes > maxBytes {
+                s.bytes -= Self.size(e)
                 s.entries[k] = nil
                 s.head += 1
                 continue
