@@ -501,6 +501,17 @@ def cases(t, run, args):
     issue = b'{"notifications":[{"platform":2,"tokens":["x"],"message":"m","android":{"ttl":1e19}}]}'
     t.case("issue: android.ttl 1e19", lambda g: (lambda a: (a, api_error(a, {400}, ["notifications[0].android.ttl"])))(push(g.port, issue)))
 
+    # oversize fallback: merged and checked as a notification, errors named under it
+    fb_nested = one({"platform": 1, "tokens": ["ab" * 32], "message": "m", "fallback": {"badge": 1, "fallback": {"badge": 2}}})
+    t.case("fallback inside a fallback", lambda g: (lambda a: (a, api_error(a, {400}, ["notifications[0].fallback.fallback"])))(
+        push(g.port, fb_nested)))
+    fb_range = one({"platform": 2, "tokens": ["x"], "fallback": {"android": {"ttl": 1e19}, "tokens": None}})
+    t.case("fallback: android.ttl 1e19 and tokens", lambda g: (lambda a: (a, api_error(a, {400}, ["notifications[0].fallback."])))(
+        push(g.port, fb_range)))
+    fb_keys = one({"platform": 1, "tokens": ["ab" * 32], "data": {f"k{i}": i for i in range(900)},
+                   "fallback": {"data": {f"f{i}": i for i in range(900)}, "content_available": True}})
+    t.case("fallback of 900 keys over 900 keys", lambda g: (lambda a: (a, accepted_or_error(a, limit=True)))(push(g.port, fb_keys)))
+
     # --- 2. huge and odd numbers ----------------------------------------------------------------
     out_of_range = ["1e19", "-1e19", "1e309", "9223372036854775808", "-9223372036854775809"]
     fields = [

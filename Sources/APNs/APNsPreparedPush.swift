@@ -23,6 +23,9 @@ public struct APNsPreparedPush: PreparedPush {
     /// The payload as a ByteBuffer, shared (copy-on-write) by every request.
     public let body: ByteBuffer
 
+    /// The payload's size, which the push type's limit applies to.
+    public var payloadBytes: Int? { payload.count }
+
     public var payloadString: String { String(decoding: payload, as: UTF8.self) }
 
     public func header(_ name: String) -> String? { headers.first(where: { $0.0 == name })?.1 }

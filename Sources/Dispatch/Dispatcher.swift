@@ -37,6 +37,11 @@ public struct SubmitResult: Sendable {
     public var notifIDs: [String]
     /// Names the request: a notification without `notif_id` gets `<requestID>-<index in the request>`.
     public var requestID: String
+    /// Notifications sent as their `fallback` (over the provider's limit), in request order; at most
+    /// one per notification.
+    public var fallbacks: [FallbackUse] = []
+    /// Fallbacks left out of `fallbacks` for the size cap (`core.max_sync_answer_bytes`).
+    public var omittedFallbacks: Int = 0
 }
 
 /// Fans requests out to per-provider worker pools fed by the queue, steps each delivery through
@@ -58,6 +63,7 @@ public final class Dispatcher: Sendable {
     private let feedStream: AsyncStream<Platform>
     private let lifecycle: DeliveryLifecycle
     private let sinks: [any DeliveryEventSink]
+    private let metricsSink: MetricsSink
     private let logger: Logger
     private let now: @Sendable () -> Date
     private let random: @Sendable () -> Double
@@ -166,7 +172,8 @@ public final class Dispatcher: Sendable {
                 notifID: job.accepted.notifID, notification: job.accepted.notification, target: job.target, error: error,
                 hideToken: hideToken, hideMessages: hideMessages, maxMessageBytes: maxMessageBytes)
         }
-        var all: [any DeliveryEventSink] = [stats, MetricsSink()]
+        metricsSink = MetricsSink()
+        var all: [any DeliveryEventSink] = [stats, metricsSink]
         all += sinks
         if let feedback { all.append(feedback) }
         all.append(LogSink(logger: logger))
@@ -263,6 +270,9 @@ public final class Dispatcher: Sendable {
             early.append((job, reason, served))
         }
         var counts = 0
+        var fallbacks: [FallbackUse] = []
+        var fallbackBytes = 0
+        var omittedFallbacks = 0
         let requestID = requestID ?? UUID().uuidString.lowercased()
         // In body order; a skipped notification (no, 0 or an unknown platform) has an empty slot.
         var notifIDs = [String](repeating: "", count: request.notifications.count + request.skipped.count)
@@ -302,15 +312,37 @@ public final class Dispatcher: Sendable {
                 continue
             }
             let prepared: any PreparedPush
-            do {
-                prepared = try slot.provider.prepare(n)
-            } catch {
-                let reason = (error as? PushFailure)?.reason ?? "\(error)"
+            var sent: PushNotification
+            let fallback: FallbackInfo?
+            switch Self.prepare(n, with: slot.provider) {
+            case .failure(let failure):
                 let rejected = AcceptedNotification(notifID: notifID, notification: n, prepared: nil, app: appID)
-                for target in targets { failEarly(rejected, target, reason) }
+                for target in targets { failEarly(rejected, target, failure.reason) }
                 continue
+            case .success(let r):
+                (sent, prepared, fallback) = r
             }
-            let accepted = AcceptedNotification(notifID: notifID, notification: n, prepared: prepared, app: appID)
+            // A fallback is dedup'd and coalesced as its notification (the platform default included).
+            sent.dedupKey = n.dedupKey
+            sent.coalesceSeconds = n.coalesceSeconds
+            if let fallback {
+                // Held to the answer's byte budget, as the logs are (a notif_id is up to max_field_bytes).
+                fallbackBytes += notifID.utf8.count + 96
+                if fallbackBytes <= answer.maxAnswerBytes {
+                    fallbacks.append(FallbackUse(notifID: notifID, platform: n.platform, info: fallback))
+                } else {
+                    omittedFallbacks += 1
+                }
+                metricsSink.fallback(app: appID, platform: n.platform)
+                logger.debug(
+                    "payload over the limit: sending the fallback",
+                    metadata: [
+                        "notif_id": "\(notifID.logSafe())", "platform": "\(n.platform.name)", "payload_bytes": "\(fallback.payloadBytes)",
+                        "limit": "\(fallback.limit)", "fallback_bytes": "\(fallback.fallbackBytes)",
+                    ])
+            }
+            // Sent as its fallback: the fallback is what is stored (and re-rendered after a restart).
+            let accepted = AcceptedNotification(notifID: notifID, notification: sent, prepared: prepared, app: appID, fallback: fallback)
             let maxAttempts = RetryPolicy.maxAttempts(requestRetry: n.retry, providerMaxRetry: slot.maxRetry)
             for target in targets {
                 if let failure = slot.provider.validate(target: target, of: prepared) {
@@ -397,7 +429,8 @@ public final class Dispatcher: Sendable {
             if phase == .notServed { unavailableEntries.append(entry) } else { failedNow.append(entry) }
         }
 
-        var result = SubmitResult(counts: counts, logs: [], notifIDs: notifIDs, requestID: requestID)
+        var result = SubmitResult(counts: counts, logs: [], notifIDs: notifIDs, requestID: requestID, fallbacks: fallbacks)
+        result.omittedFallbacks = omittedFallbacks
         if let waiterID {
             let waited = await waiters.wait(waiterID, timeout: answer.syncTimeout)
             var logs = BoundedLogs(budget: answer.maxAnswerBytes)
@@ -476,18 +509,49 @@ public final class Dispatcher: Sendable {
         if let p = job.accepted.prepared {
             prepared = p
         } else {
-            do {
-                prepared = try slot.provider.prepare(job.accepted.notification)
-            } catch {
-                let reason = (error as? PushFailure)?.reason ?? "\(error)"
-                await apply(lifecycle.step(job, .unpreparable(reason: reason), now: now()))
+            // Re-rendered (a store's job after a restart): a notification accepted as its fallback is
+            // stored as the fallback; one that fitted then and no longer does falls back here.
+            switch Self.prepare(job.accepted.notification, with: slot.provider) {
+            case .failure(let failure):
+                await apply(lifecycle.step(job, .unpreparable(reason: failure.reason), now: now()))
                 return
+            case .success(let r):
+                prepared = r.prepared
             }
         }
         let started = now()
         let context = DeliveryContext(messageID: job.messageID)
         let outcome = await slot.provider.send(prepared, to: job.target, context: context)
         await apply(lifecycle.step(job, .attempted(outcome, started: started), now: now(), random: random()))
+    }
+
+    /// Renders `n` for `provider`; when the rendering is over the provider's limit and `n` has a
+    /// `fallback`, renders the fallback instead: returns what is sent, its rendering, and the sizes when
+    /// it is the fallback. Both over the limit: a PayloadTooLarge failure naming both sizes.
+    static func prepare(
+        _ n: PushNotification, with provider: any PushProvider
+    ) -> Result<(notification: PushNotification, prepared: any PreparedPush, fallback: FallbackInfo?), PushFailure> {
+        let failure: PushFailure
+        do {
+            return .success((n, try provider.prepare(n), nil))
+        } catch {
+            failure = (error as? PushFailure) ?? PushFailure("\(error)")
+        }
+        guard let size = failure.size, let limit = failure.limit, let fallback = n.fallback?.notification else { return .failure(failure) }
+        do {
+            let prepared = try provider.prepare(fallback)
+            let info = FallbackInfo(payloadBytes: size, limit: limit, fallbackBytes: prepared.payloadBytes ?? 0)
+            return .success((fallback, prepared, info))
+        } catch {
+            let f = (error as? PushFailure) ?? PushFailure("\(error)")
+            if let fallbackSize = f.size, let fallbackLimit = f.limit {
+                return .failure(.payloadTooLarge(size: size, limit: limit, fallbackSize: fallbackSize, fallbackLimit: fallbackLimit))
+            }
+            var out = PushFailure("\(failure.reason); fallback: \(f.reason)")
+            out.size = size
+            out.limit = limit
+            return .failure(out)
+        }
     }
 
     /// Carries out a worker's transition, in order.
@@ -510,6 +574,8 @@ struct PlatformMetrics: Sendable {
     let finals: [String: Counter]
     let retries: Counter
     let skips: [SkipReason: Counter]
+    /// Notifications sent as their `fallback` (over the provider's limit).
+    let fallbacks: Counter
     let sendDuration: Timer
     let deliveryLatency: Timer
 
@@ -533,6 +599,7 @@ struct PlatformMetrics: Sendable {
             sk[why] = Counter(label: "pushgate_push_skipped_total", dimensions: [appLabel, p, ("reason", why.rawValue)])
         }
         skips = sk
+        fallbacks = Counter(label: "pushgate_payload_fallbacks_total", dimensions: [appLabel, p])
         sendDuration = Timer(label: "pushgate_provider_request_duration_seconds", dimensions: [appLabel, p], preferredDisplayUnit: .seconds)
         deliveryLatency = Timer(label: "pushgate_delivery_latency_seconds", dimensions: [appLabel, p], preferredDisplayUnit: .seconds)
     }

@@ -10,12 +10,80 @@ public final class AcceptedNotification: Sendable {
     /// The app it was accepted for (`apps[].id`, or `AppID.defaultApp`): its deliveries are sent with
     /// that app's providers and credentials, after a restart too.
     public let app: String
+    /// Set when the notification's rendering was over the provider's limit and its `fallback` was
+    /// accepted instead (`notification` is then the fallback).
+    public let fallback: FallbackInfo?
 
-    public init(notifID: String, notification: PushNotification, prepared: (any PreparedPush)?, app: String = AppID.defaultApp) {
+    public init(
+        notifID: String, notification: PushNotification, prepared: (any PreparedPush)?, app: String = AppID.defaultApp,
+        fallback: FallbackInfo? = nil
+    ) {
         self.notifID = notifID
         self.notification = notification
         self.prepared = prepared
         self.app = app
+        self.fallback = fallback
+    }
+}
+
+/// Why a notification was sent as its `fallback`: the sizes of both renderings and the limit.
+public struct FallbackInfo: Sendable, Codable, Equatable {
+    /// The notification's own rendering, in bytes (over `limit`).
+    public var payloadBytes: Int
+    /// The provider's limit, in bytes.
+    public var limit: Int
+    /// The fallback's rendering, in bytes.
+    public var fallbackBytes: Int
+
+    public init(payloadBytes: Int, limit: Int, fallbackBytes: Int) {
+        self.payloadBytes = payloadBytes
+        self.limit = limit
+        self.fallbackBytes = fallbackBytes
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case payloadBytes = "payload_bytes"
+        case limit
+        case fallbackBytes = "fallback_bytes"
+    }
+
+    /// `{"payload_bytes":N,"limit":N,"fallback_bytes":N}`.
+    public func write(into w: inout JSONWriter) {
+        var first = true
+        w.raw("{")
+        w.key("payload_bytes", first: &first)
+        w.int(payloadBytes)
+        w.key("limit", first: &first)
+        w.int(limit)
+        w.key("fallback_bytes", first: &first)
+        w.int(fallbackBytes)
+        w.raw("}")
+    }
+
+    /// Compact JSON (the durable stores' `notifications.fallback` column).
+    public var jsonString: String {
+        var w = JSONWriter(reservingCapacity: 64)
+        write(into: &w)
+        return w.string
+    }
+
+    /// From `jsonString`; nil for anything else (a damaged column reads as no fallback).
+    public init?(jsonString s: String) {
+        guard let d = s.data(using: .utf8), let v = try? JSONDecoder().decode(FallbackInfo.self, from: d) else { return nil }
+        self = v
+    }
+}
+
+/// A notification of a request sent as its fallback (the `fallbacks` of the `/api/push` answer).
+public struct FallbackUse: Sendable, Equatable {
+    public var notifID: String
+    public var platform: Platform
+    public var info: FallbackInfo
+
+    public init(notifID: String, platform: Platform, info: FallbackInfo) {
+        self.notifID = notifID
+        self.platform = platform
+        self.info = info
     }
 }
 

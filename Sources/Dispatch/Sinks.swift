@@ -10,10 +10,13 @@ final class MetricsSink: DeliveryEventSink {
 
     init() {}
 
-    private func metrics(_ job: DeliveryJob) -> PlatformMetrics {
-        let app = job.accepted.app
-        let p = job.platform
-        return made.withLockedValue { m in
+    private func metrics(_ job: DeliveryJob) -> PlatformMetrics { metrics(app: job.accepted.app, platform: job.platform) }
+
+    /// A notification of `app` was sent as its fallback (`pushgate_payload_fallbacks_total`).
+    func fallback(app: String, platform: Platform) { metrics(app: app, platform: platform).fallbacks.increment() }
+
+    private func metrics(app: String, platform p: Platform) -> PlatformMetrics {
+        made.withLockedValue { m in
             if let existing = m[app]?[p] { return existing }
             let new = PlatformMetrics(platform: p, app: app)
             m[app, default: [:]][p] = new

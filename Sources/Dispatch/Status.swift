@@ -30,6 +30,8 @@ public struct DeliveryStatusRecord: Sendable, Equatable {
     public var finishedAt: Date?
     /// The app the notification was accepted for (the status route shows an app key only its own).
     public var app: String = AppID.defaultApp
+    /// Set when the notification was sent as its `fallback` (its own rendering over the limit).
+    public var fallback: FallbackInfo?
 
     public init(
         platform: Platform, token: String, state: State, attempts: Int, nextTry: Date? = nil, error: String? = nil, providerID: String? = nil,
@@ -46,7 +48,10 @@ public struct DeliveryStatusRecord: Sendable, Equatable {
     }
 
     /// The record of a delivery in `state` (the one mapping used by every engine).
-    public init(platform: Platform, token: String, state: DeliveryState, attempts: Int, finishedAt: Date?, app: String = AppID.defaultApp) {
+    public init(
+        platform: Platform, token: String, state: DeliveryState, attempts: Int, finishedAt: Date?, app: String = AppID.defaultApp,
+        fallback: FallbackInfo? = nil
+    ) {
         switch state {
         case .queued:
             self.init(platform: platform, token: token, state: .queued, attempts: 0)
@@ -61,6 +66,7 @@ public struct DeliveryStatusRecord: Sendable, Equatable {
                 platform: platform, token: token, state: why == .duplicate ? .duplicate : .coalesced, attempts: attempts, finishedAt: finishedAt)
         }
         self.app = app
+        self.fallback = fallback
     }
 }
 
@@ -112,7 +118,7 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
     private static func record(_ job: DeliveryJob, at t: Date) -> DeliveryStatusRecord {
         DeliveryStatusRecord(
             platform: job.platform, token: job.target.reportedToken, state: job.state, attempts: job.attempts,
-            finishedAt: job.state.isFinal ? t : nil, app: job.accepted.app)
+            finishedAt: job.state.isFinal ? t : nil, app: job.accepted.app, fallback: job.accepted.fallback)
     }
 
     private func accepted(_ job: DeliveryJob) {

@@ -12,6 +12,8 @@ public struct FCMPreparedMessage: PreparedPush {
     let tail: [UInt8]
     /// The topic-send target of this notification (`topic` or `condition`), if any.
     public let topicTarget: (key: String, value: String)?
+    /// The largest request body of the notification's targets (set by `prepare`), which the limit applies to.
+    public internal(set) var payloadBytes: Int? = nil
     /// The rendered `message` object without its target, for logs and tests.
     public var messageJSONWithoutTarget: String {
         var rest = tail
@@ -211,7 +213,7 @@ public enum FCMMessageMapper {
 
     /// Renders and checks the size of the largest body this notification will send.
     public static func prepare(_ n: PushNotification) throws(PushFailure) -> FCMPreparedMessage {
-        let prepared = try render(n)
+        var prepared = try render(n)
         var largest = 0
         for target in n.targets {
             largest = max(largest, prepared.size(for: target))
@@ -223,6 +225,7 @@ public enum FCMMessageMapper {
         if largest > maxMessageSize {
             throw PushFailure.payloadTooLarge(size: largest, limit: maxMessageSize)
         }
+        prepared.payloadBytes = largest
         return prepared
     }
 }

@@ -13,6 +13,8 @@ public struct HuaweiPreparedMessage: PreparedPush {
     let tail: [UInt8]
     /// The topic-send target of this notification (`topic` or `condition`), if any.
     public let topicTarget: (key: String, value: String)?
+    /// The largest request body of the notification's targets (set by `prepare`), which the limit applies to.
+    public internal(set) var payloadBytes: Int? = nil
 
     /// The rendered `message` object without its target, for logs and tests.
     public var messageJSONWithoutTarget: String {
@@ -188,7 +190,7 @@ public enum HuaweiMessageMapper {
         if let o = n.huaweiNotification?["click_action"], o != .null, o.objectValue == nil {
             throw PushFailure("huawei_notification.click_action must be an object {type, intent, action, url, rich_resource}")
         }
-        let prepared = render(n)
+        var prepared = render(n)
         var largest = 0
         for target in n.targets {
             largest = max(largest, prepared.size(for: target))
@@ -200,6 +202,7 @@ public enum HuaweiMessageMapper {
         if largest > maxMessageSize {
             throw PushFailure.payloadTooLarge(size: largest, limit: maxMessageSize)
         }
+        prepared.payloadBytes = largest
         return prepared
     }
 }

@@ -180,6 +180,10 @@ public struct PushNotification: Sendable, Codable, Equatable {
     /// `coalesce_seconds` (with `collapse_id`): at most one push per window of this many seconds per
     /// app, platform, token and collapse id; the later ones replace each other (status `coalesced`).
     public var coalesceSeconds: Int?
+    /// `fallback`: the notification to send instead when this one's rendering is over the provider's
+    /// limit (the request's `fallback` members merged over the notification's, decoded and checked as
+    /// a notification). Same targets as this one; has no fallback itself.
+    public var fallback: FallbackNotification?
 
     public init(platform: Platform, tokens: [String] = []) {
         self.platform = platform
@@ -223,6 +227,7 @@ public struct PushNotification: Sendable, Codable, Equatable {
         case fastAppTarget = "fast_app_target"
         case dedupKey = "dedup_key"
         case coalesceSeconds = "coalesce_seconds"
+        case fallback
     }
 
     public init(from decoder: Decoder) throws {
@@ -294,6 +299,22 @@ public struct PushNotification: Sendable, Codable, Equatable {
         fastAppTarget = try c.decodeIfPresent(Int.self, forKey: .fastAppTarget)
         dedupKey = try c.decodeIfPresent(String.self, forKey: .dedupKey)
         coalesceSeconds = try c.decodeIfPresent(Int.self, forKey: .coalesceSeconds)
+        // Stored without its targets (they are this notification's): given back here.
+        if var f = try c.decodeIfPresent(FallbackNotification.self, forKey: .fallback)?.notification {
+            f.withTargets(of: self)
+            fallback = FallbackNotification(f)
+        }
+    }
+
+    /// Takes `other`'s targets and identity (a fallback has its notification's).
+    mutating func withTargets(of other: PushNotification) {
+        notifID = other.notifID
+        tokens = other.tokens
+        to = other.to
+        condition = other.condition
+        subscriptions = other.subscriptions
+        platform = other.platform
+        fallback = nil
     }
 
     /// `coalesce_seconds` accepts 1 second to 1 day.
@@ -362,6 +383,30 @@ public struct PushNotification: Sendable, Codable, Equatable {
         if development == true { return false }
         return nil
     }
+}
+
+/// A notification's `fallback` (a final class: a notification cannot hold its own type inline).
+/// Encoded without the targets, which are the enclosing notification's (a 10,000-token notification
+/// is not stored twice); `PushNotification.init(from:)` gives them back.
+public final class FallbackNotification: Sendable, Codable, Equatable {
+    public let notification: PushNotification
+
+    public init(_ notification: PushNotification) { self.notification = notification }
+
+    public init(from decoder: Decoder) throws { notification = try PushNotification(from: decoder) }
+
+    public func encode(to encoder: Encoder) throws {
+        var n = notification
+        n.notifID = nil
+        n.tokens = []
+        n.to = nil
+        n.condition = nil
+        n.subscriptions = nil
+        n.fallback = nil
+        try n.encode(to: encoder)
+    }
+
+    public static func == (a: FallbackNotification, b: FallbackNotification) -> Bool { a === b || a.notification == b.notification }
 }
 
 /// A notification of a request body that is not sent: no platform, 0 or an unknown one. gorush's

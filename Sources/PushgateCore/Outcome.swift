@@ -45,11 +45,29 @@ public enum SendOutcome: Sendable, Equatable {
 /// A failure found before any network call (validation, payload size, disabled platform).
 public struct PushFailure: Error, Sendable, Equatable, CustomStringConvertible {
     public var reason: String
+    /// Set for a payload over the provider's limit (`payloadTooLarge`): the rendering's size in bytes.
+    public var size: Int?
+    /// Set with `size`: the provider's limit in bytes.
+    public var limit: Int?
     public init(_ reason: String) { self.reason = reason }
     public var description: String { reason }
 
+    /// Whether this is a rendering over the provider's size limit (a `fallback` may then be sent).
+    public var isPayloadTooLarge: Bool { size != nil && limit != nil }
+
     public static func payloadTooLarge(size: Int, limit: Int) -> PushFailure {
-        PushFailure("PayloadTooLarge (\(size) > \(limit) bytes)")
+        var f = PushFailure("PayloadTooLarge (\(size) > \(limit) bytes)")
+        f.size = size
+        f.limit = limit
+        return f
+    }
+
+    /// The notification and its fallback are both over the limit.
+    public static func payloadTooLarge(size: Int, limit: Int, fallbackSize: Int, fallbackLimit: Int) -> PushFailure {
+        var f = PushFailure("PayloadTooLarge (\(size) > \(limit) bytes; fallback \(fallbackSize) > \(fallbackLimit) bytes)")
+        f.size = size
+        f.limit = limit
+        return f
     }
 }
 

@@ -37,7 +37,15 @@ public struct DeliveryContext: Sendable {
 }
 
 /// A provider-specific rendering of one notification, made once and reused for every token and retry.
-public protocol PreparedPush: Sendable {}
+public protocol PreparedPush: Sendable {
+    /// The size in bytes the provider's limit applies to (APNs payload, FCM/HMS largest request body,
+    /// Web Push plaintext); nil when the rendering does not say.
+    var payloadBytes: Int? { get }
+}
+
+extension PreparedPush {
+    public var payloadBytes: Int? { nil }
+}
 
 /// One push provider (APNs, FCM, Web Push, UnifiedPush) behind one small protocol.
 public protocol PushProvider: Sendable {

@@ -175,6 +175,14 @@ struct PushRequestDecoder {
         if n.coalesceSeconds != nil, (n.collapseID ?? "").isEmpty {
             throw Failure(field: path + ".coalesce_seconds", problem: "needs a collapse_id (the pushes it coalesces share one)")
         }
+        if let fv = f.present("fallback") {
+            guard case .object(let fo) = fv else { throw Failure(field: path + ".fallback", problem: "expected an object") }
+            let merged = try mergedFallback(o, fo, at: path + ".fallback")
+            if case .decoded(var fallback) = try notification(.object(merged), at: path + ".fallback") {
+                fallback.withTargets(of: n)  // the same targets (and the same token storage)
+                n.fallback = FallbackNotification(fallback)
+            }
+        }
         if let skipReason { return .skipped(reason: skipReason, notifID: n.notifID) }
         // gorush's CheckMessage: FCM keeps a message at most 4 weeks.
         if let ttl = n.timeToLive, n.platform == .android || n.platform == .huawei, Double(ttl) > Self.maxFCMTTL {
@@ -190,6 +198,36 @@ struct PushRequestDecoder {
                 limit: "\(n.platform.name).max_tokens")
         }
         return .decoded(n)
+    }
+
+    /// Members a `fallback` may not set: what changes the targets or the notification's identity,
+    /// and another fallback.
+    static let fallbackForbidden: Set<String> = [
+        "platform", "tokens", "to", "condition", "subscriptions", "notif_id", "fallback", "dedup_key", "coalesce_seconds", "app_id",
+    ]
+
+    /// The notification `o` with the members of its `fallback` `fo` in place of its own of the same
+    /// (folded) name, without `fallback`; a member set to null in `fo` removes the notification's.
+    /// Linear in the members of both objects.
+    func mergedFallback(_ o: JSONObject, _ fo: JSONObject, at path: String) throws(Failure) -> JSONObject {
+        var replaced = Set<String>()
+        replaced.reserveCapacity(fo.count)
+        for (key, _) in fo {
+            guard let name = MemberName.fold(key) else { continue }  // names no field (ignored, as in a notification)
+            if Self.fallbackForbidden.contains(name) {
+                throw Failure(
+                    field: path + "." + name, problem: "not allowed in a fallback (it would change the targets or the notification's identity)")
+            }
+            replaced.insert(name)
+        }
+        var pairs: [(String, JSONValue)] = []
+        pairs.reserveCapacity(o.count + fo.count)
+        for (key, value) in o {
+            if let name = MemberName.fold(key), name == "fallback" || replaced.contains(name) { continue }
+            pairs.append((key, value))
+        }
+        for (key, value) in fo { pairs.append((key, value)) }
+        return JSONObject(pairs)
     }
 
     enum PlatformValue {

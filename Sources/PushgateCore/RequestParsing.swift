@@ -95,6 +95,13 @@ public enum RequestParser {
                     message: "data.aps is reserved",
                     detail: "notifications[\(i)].data.aps: the key \"aps\" is reserved for the APNs payload; use the notification fields instead")
             }
+            if let data = n.fallback?.notification.data, data["aps"] != nil, n.platform == .ios {
+                throw RequestError(
+                    message: "data.aps is reserved",
+                    detail:
+                        "notifications[\(i)].fallback.data.aps: the key \"aps\" is reserved for the APNs payload; use the notification fields instead"
+                )
+            }
             deliveries += n.deliveryCount
         }
         if deliveries > limits.maxDeliveries {

@@ -299,7 +299,8 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         for g in groups {
             let body = String(decoding: try encoder.encode(g.accepted.notification), as: UTF8.self)
             var ins = NotificationInsert(
-                notifID: g.accepted.notifID, app: g.accepted.app, platform: g.accepted.notification.platform, body: body, createdAt: t, jobs: [])
+                notifID: g.accepted.notifID, app: g.accepted.app, platform: g.accepted.notification.platform, body: body, createdAt: t, jobs: [],
+                fallback: g.accepted.fallback?.jsonString)
             ins.collapseID = g.accepted.notification.collapseID
             ins.jobs.reserveCapacity(g.jobs.count)
             for i in g.jobs { ins.jobs.append(row(jobs[i], i)) }

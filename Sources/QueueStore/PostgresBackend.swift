@@ -73,12 +73,11 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
             if version > Self.schemaVersion {
                 throw QueueStoreError("the PostgreSQL queue schema is version \(version), newer than this Pushgate (\(Self.schemaVersion))")
             }
-            if version < 2 {
-                // Version 1 stores (before apps): their rows belong to the default app.
-                try await conn.query(
-                    PostgresQuery(
-                        unsafeSQL: QueueSchema.postgres.addAppColumn.replacingOccurrences(of: "ADD COLUMN", with: "ADD COLUMN IF NOT EXISTS")),
-                    logger: logger)
+            if version < Self.schemaVersion {
+                // Older stores: add the columns they lack (a version-1 store's rows belong to the default app).
+                for c in QueueSchema.addedColumns {
+                    try await conn.query(PostgresQuery(unsafeSQL: QueueSchema.postgres.addColumn(c, ifNotExists: true)), logger: logger)
+                }
             }
             try await conn.query(
                 "INSERT INTO pushgate_meta (key, value) VALUES ('schema_version', \(Self.schemaVersion)) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
@@ -130,16 +129,17 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
         let rows = try await client.query(
             """
             SELECT j.platform, j.target_kind, j.target, j.target_keys, j.state, j.attempts, j.not_before, j.last_error, j.provider_id,
-                   j.finished_at, n.app
+                   j.finished_at, n.app, n.fallback
             FROM pushgate_jobs j JOIN pushgate_notifications n ON n.id = j.notif_row WHERE n.notif_id = \(notifID) ORDER BY j.id
             """, logger: logger)
-        for try await (p, kind, target, keys, state, att, nb, err, pid, fin, app) in rows.decode(
-            (Int, Int, String, String?, Int, Int, Double, String?, String?, Double?, String).self)
+        for try await (p, kind, target, keys, state, att, nb, err, pid, fin, app, fallback) in rows.decode(
+            (Int, Int, String, String?, Int, Int, Double, String?, String?, Double?, String, String?).self)
         {
             out.append(
                 storedStatusRecord(
                     platform: Platform(rawValue: p) ?? .ios, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
-                    state: state, attempts: att, notBefore: nb, lastError: err, providerID: pid, finishedAt: fin, app: app))
+                    state: state, attempts: att, notBefore: nb, lastError: err, providerID: pid, finishedAt: fin, app: app,
+                    fallback: fallback))
         }
         if out.isEmpty {
             var known = false
@@ -178,6 +178,7 @@ struct PostgresStatements: QueueStatements {
         var nBody: [String] = []
         var nAt: [Double] = []
         var nApp: [String] = []
+        var nFallback: [String] = []
         var jID: [Int64] = []
         var jNotif: [Int64] = []
         var jPlat: [Int] = []
@@ -199,6 +200,7 @@ struct PostgresStatements: QueueStatements {
             nBody.append(ins.body)
             nAt.append(ins.createdAt)
             nApp.append(ins.app)
+            nFallback.append(ins.fallback ?? "")
             var ids: [Int64] = []
             for j in ins.jobs {
                 let t = TargetCodec.encode(j.target)
@@ -222,8 +224,11 @@ struct PostgresStatements: QueueStatements {
         }
         try await conn.query(
             """
-            INSERT INTO pushgate_notifications (id, notif_id, platform, body, created_at, app)
-            SELECT * FROM unnest(\(nID)::bigint[], \(nNotif)::text[], \(nPlat)::bigint[], \(nBody)::text[], \(nAt)::float8[], \(nApp)::text[])
+            INSERT INTO pushgate_notifications (id, notif_id, platform, body, created_at, app, fallback)
+            SELECT a, b, c, d, e, f, NULLIF(g, '')
+            FROM unnest(\(nID)::bigint[], \(nNotif)::text[], \(nPlat)::bigint[], \(nBody)::text[], \(nAt)::float8[], \(nApp)::text[],
+                        \(nFallback)::text[])
+              AS u(a, b, c, d, e, f, g)
             """, logger: logger)
         try await conn.query(
             """

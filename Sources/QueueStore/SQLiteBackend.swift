@@ -96,10 +96,13 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             // Checkpoints run beside the writer (WALCheckpointer), not inside its commits.
             _ = try await writer.query("PRAGMA wal_autocheckpoint=0")
             for sql in schema { _ = try await writer.query(sql) }
-            // Version 1 stores (before apps): add the app column; their rows belong to the default app.
-            let hasApp = try await writer.query("SELECT count(*) AS n FROM pragma_table_info('notifications') WHERE name = 'app'")
-            if hasApp.first?.column("n")?.integer == 0 {
-                _ = try await writer.query(QueueSchema.sqlite.addAppColumn)
+            // Older stores: add the columns they lack (a version-1 store's rows belong to the default app).
+            for c in QueueSchema.addedColumns {
+                let has = try await writer.query(
+                    "SELECT count(*) AS n FROM pragma_table_info('\(c.table)') WHERE name = '\(c.column)'")
+                if has.first?.column("n")?.integer == 0 {
+                    _ = try await writer.query(QueueSchema.sqlite.addColumn(c))
+                }
             }
             _ = try await writer.query("UPDATE pushgate_meta SET value = \(schemaVersion) WHERE key = 'schema_version' AND value < \(schemaVersion)")
             reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
@@ -226,7 +229,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         let rows = try await reader.query(
             """
             SELECT j.platform, j.target_kind, j.target, j.target_keys, j.state, j.attempts, j.not_before, j.last_error, j.provider_id,
-                   j.finished_at, n.app
+                   j.finished_at, n.app, n.fallback
             FROM jobs j JOIN notifications n ON n.id = j.notif_row WHERE n.notif_id = ? ORDER BY j.id
             """, [.text(notifID)])
         if rows.isEmpty {
@@ -240,7 +243,8 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
                 target: TargetCodec.decode(kind: r.column("target_kind")?.integer ?? 0, value: str("target") ?? "", keys: str("target_keys")),
                 state: r.column("state")?.integer ?? 0, attempts: r.column("attempts")?.integer ?? 0,
                 notBefore: r.column("not_before")?.double ?? 0, lastError: str("last_error"), providerID: str("provider_id"),
-                finishedAt: r.column("finished_at").flatMap { $0.isNull ? nil : $0.double }, app: str("app") ?? AppID.defaultApp)
+                finishedAt: r.column("finished_at").flatMap { $0.isNull ? nil : $0.double }, app: str("app") ?? AppID.defaultApp,
+                fallback: str("fallback"))
         }
     }
 
@@ -270,10 +274,12 @@ extension SQLiteBackend: QueueStatements {
             notifID += 1
             notifBinds += [
                 .integer(Int(row)), .text(ins.notifID), .integer(ins.platform.rawValue), .text(ins.body), .float(ins.createdAt), .text(ins.app),
+                ins.fallback.map { .text($0) } ?? .null,
             ]
             notifRows += 1
             if notifRows == 500 {
-                try await insertRows("notifications (id, notif_id, platform, body, created_at, app)", columns: 6, rows: notifRows, binds: notifBinds)
+                try await insertRows(
+                    "notifications (id, notif_id, platform, body, created_at, app, fallback)", columns: 7, rows: notifRows, binds: notifBinds)
                 notifBinds.removeAll(keepingCapacity: true)
                 notifRows = 0
             }
@@ -298,7 +304,8 @@ extension SQLiteBackend: QueueStatements {
             inserted.append((row, ids))
         }
         if notifRows > 0 {
-            try await insertRows("notifications (id, notif_id, platform, body, created_at, app)", columns: 6, rows: notifRows, binds: notifBinds)
+            try await insertRows(
+                "notifications (id, notif_id, platform, body, created_at, app, fallback)", columns: 7, rows: notifRows, binds: notifBinds)
         }
         if jobRows > 0 { try await insertJobs(jobBinds, rows: jobRows) }
         return inserted

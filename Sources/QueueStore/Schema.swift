@@ -14,6 +14,7 @@ struct QueueSchema: Sendable {
 
     /// 2: `notifications.app` (the app a notification was accepted for).
     /// 3: tables `dedup`, `coalesce_windows`, `idempotency`; job states 3 (duplicate) and 4 (coalesced).
+    /// 3: `notifications.fallback` (the sizes when a notification was sent as its fallback).
     static let version = 3
 
     static let sqlite = QueueSchema(
@@ -44,7 +45,7 @@ struct QueueSchema: Sendable {
             """
             CREATE TABLE IF NOT EXISTS \(n) (
               id \(i) PRIMARY KEY, notif_id TEXT NOT NULL, platform \(i) NOT NULL, body TEXT NOT NULL, created_at \(r) NOT NULL,
-              app TEXT NOT NULL DEFAULT '\(AppID.defaultApp)')
+              app TEXT NOT NULL DEFAULT '\(AppID.defaultApp)', fallback TEXT)
             """,
             "CREATE INDEX IF NOT EXISTS \(n)_notif_id ON \(n) (notif_id)",
             "CREATE INDEX IF NOT EXISTS \(n)_created ON \(n) (created_at)",
@@ -81,8 +82,19 @@ struct QueueSchema: Sendable {
         ]
     }
 
-    /// Adds to a version-1 store what version 2 has (`statements` made the tables only when missing).
-    var addAppColumn: String { "ALTER TABLE \(notifications) ADD COLUMN app TEXT NOT NULL DEFAULT '\(AppID.defaultApp)'" }
+    /// Columns added to existing tables since version 1, in order (`statements` makes a table only
+    /// when it is missing): each backend adds those an older store lacks when it opens it.
+    /// 2: `notifications.app`, whose rows belong to the default app; 3: `notifications.fallback`,
+    /// `{"payload_bytes","limit","fallback_bytes"}` when the notification was sent as its fallback.
+    static let addedColumns: [(table: String, column: String, definition: String)] = [
+        ("notifications", "app", "TEXT NOT NULL DEFAULT '\(AppID.defaultApp)'"),
+        ("notifications", "fallback", "TEXT"),
+    ]
+
+    /// The `ALTER TABLE` adding one of `addedColumns` (`ifNotExists`: PostgreSQL's guard).
+    func addColumn(_ c: (table: String, column: String, definition: String), ifNotExists: Bool = false) -> String {
+        "ALTER TABLE \(prefix + c.table) ADD COLUMN \(ifNotExists ? "IF NOT EXISTS " : "")\(c.column) \(c.definition)"
+    }
 
     /// The columns a leased job is read from (`StoredJob`).
     static let leasedColumns =

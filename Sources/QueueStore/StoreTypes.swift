@@ -35,6 +35,8 @@ struct NotificationInsert: Sendable {
     var jobs: [JobInsert]
     /// The notification's `collapse_id` when its jobs coalesce.
     var collapseID: String? = nil
+    /// `FallbackInfo.jsonString` when the notification was sent as its fallback (column `fallback`).
+    var fallback: String? = nil
 }
 
 struct JobInsert: Sendable {
@@ -162,14 +164,14 @@ struct WriteResult: Sendable {
 /// One delivery's status as stored (the same columns in both SQL stores).
 func storedStatusRecord(
     platform: Platform, target: PushTarget, state: Int, attempts: Int, notBefore: Double, lastError: String?,
-    providerID: String?, finishedAt: Double?, app: String
+    providerID: String?, finishedAt: Double?, app: String, fallback: String? = nil
 ) -> DeliveryStatusRecord {
     let s = DeliveryState(
         code: DeliveryState.Code(rawValue: state) ?? .pending, attempts: attempts,
         notBefore: Date(timeIntervalSince1970: notBefore), lastError: lastError, providerID: providerID)
     return DeliveryStatusRecord(
         platform: platform, token: target.reportedToken, state: s, attempts: attempts,
-        finishedAt: finishedAt.map { Date(timeIntervalSince1970: $0) }, app: app)
+        finishedAt: finishedAt.map { Date(timeIntervalSince1970: $0) }, app: app, fallback: fallback.flatMap(FallbackInfo.init(jsonString:)))
 }
 
 /// The storage side of a durable queue: one transaction per `commit`, plus reads.

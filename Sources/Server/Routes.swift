@@ -234,6 +234,32 @@ extension Gateway {
                 w.raw(#","pending":"#)
                 w.int(result.pending)
             }
+            // Notifications over the provider's limit sent as their `fallback` (decided at ingest, so
+            // in async mode too).
+            if !result.fallbacks.isEmpty {
+                w.raw(#","fallbacks":["#)
+                for (i, u) in result.fallbacks.enumerated() {
+                    if i > 0 { w.raw(",") }
+                    var first = true
+                    w.raw("{")
+                    w.key("notif_id", first: &first)
+                    w.string(u.notifID)
+                    w.key("platform", first: &first)
+                    w.string(u.platform.name)
+                    w.key("payload_bytes", first: &first)
+                    w.int(u.info.payloadBytes)
+                    w.key("limit", first: &first)
+                    w.int(u.info.limit)
+                    w.key("fallback_bytes", first: &first)
+                    w.int(u.info.fallbackBytes)
+                    w.raw("}")
+                }
+                w.raw("]")
+            }
+            if result.omittedFallbacks > 0 {
+                w.raw(#","fallbacks_omitted":"#)
+                w.int(result.omittedFallbacks)
+            }
             w.raw(#","success":"ok"}"#)
             // The body stays byte-compatible with gorush; the notif_ids (given or generated) for
             // GET /api/push/{notif_id} ride in headers: generated ids are "<request id>-<index>".

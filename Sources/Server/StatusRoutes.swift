@@ -12,6 +12,8 @@ import QueueStore
 ///                {"platform":"ios","token":"…","state":"retrying","attempts":2,"next_try":"2026-01-01T00:00:05Z","last_error":"TooManyRequests"},
 ///                {"platform":"android","token":"…","state":"failed","attempts":1,"reason":"UNREGISTERED","finished_at":"…"}]}
 /// ```
+/// A delivery of a notification sent as its `fallback` (over the provider's limit) carries
+/// `"fallback":{"payload_bytes":N,"limit":N,"fallback_bytes":N}`.
 /// Tokens are masked per `log.hide_token`. 404 for an unknown (or pruned) notif_id.
 extension Gateway {
     func registerStatusRoutes(_ router: Router<BasicRequestContext>) {
@@ -94,6 +96,10 @@ extension Gateway {
             w.string(r.state.rawValue)
             w.key("attempts", first: &f)
             w.int(r.attempts)
+            if let fb = r.fallback {
+                w.key("fallback", first: &f)
+                fb.write(into: &w)
+            }
             switch r.state {
             case .queued:
                 break

@@ -19,6 +19,9 @@ public struct PreparedWebPush: PreparedPush, Sendable {
     /// `Topic` header (from `collapse_id`); nil = omitted.
     public let topic: String?
 
+    /// The plaintext's size, which the limit applies to (3993 bytes encrypted, 4096 legacy).
+    public var payloadBytes: Int? { plaintext.count }
+
     public init(platform: Platform, plaintext: [UInt8], ttl: TTL, urgency: String? = nil, topic: String? = nil) {
         self.platform = platform
         self.plaintext = plaintext

@@ -77,10 +77,14 @@ final class QueueSchemaTests: XCTestCase {
         }
     }
 
-    /// Version 3 = version 2 + the dedup, coalescing-window and idempotency tables (new tables only:
-    /// a version-2 store gets them from `CREATE TABLE IF NOT EXISTS`).
-    static func version3(_ v2: [String], prefix: String, integer: String, real: String) -> [String] {
-        v2.map { $0.replacingOccurrences(of: "('schema_version', 2)", with: "('schema_version', 3)") } + [
+    /// Version 3 = version 2 + `notifications.fallback` (nullable: no fallback was sent) + the dedup,
+    /// coalescing-window and idempotency tables (new tables: a version-2 store gets them from
+    /// `CREATE TABLE IF NOT EXISTS`).
+    static func version3(_ v1: [String], prefix: String, integer: String, real: String) -> [String] {
+        version2(v1).map {
+            $0.replacingOccurrences(of: "('schema_version', 2)", with: "('schema_version', 3)")
+                .replacingOccurrences(of: "app TEXT NOT NULL DEFAULT 'default')", with: "app TEXT NOT NULL DEFAULT 'default', fallback TEXT)")
+        } + [
             "CREATE TABLE IF NOT EXISTS \(prefix)dedup (k TEXT PRIMARY KEY, hold_until \(real) NOT NULL)",
             "CREATE INDEX IF NOT EXISTS \(prefix)dedup_until ON \(prefix)dedup (hold_until)",
             """
@@ -97,14 +101,66 @@ final class QueueSchemaTests: XCTestCase {
         ]
     }
 
-    func testSchemaIsVersionOnePlusTheAppColumnAndTheGuardTablesForBothStores() {
+    func testSchemaIsVersionOnePlusTheAddedColumnsAndTheGuardTablesForBothStores() {
         XCTAssertEqual(
-            normalized(QueueSchema.sqlite.statements),
-            normalized(Self.version3(Self.version2(Self.oldSQLite), prefix: "", integer: "INTEGER", real: "REAL")))
+            normalized(QueueSchema.sqlite.statements), normalized(Self.version3(Self.oldSQLite, prefix: "", integer: "INTEGER", real: "REAL")))
         XCTAssertEqual(
             normalized(QueueSchema.postgres.statements),
-            normalized(Self.version3(Self.version2(Self.oldPostgres), prefix: "pushgate_", integer: "BIGINT", real: "DOUBLE PRECISION")))
+            normalized(Self.version3(Self.oldPostgres, prefix: "pushgate_", integer: "BIGINT", real: "DOUBLE PRECISION")))
         XCTAssertEqual(QueueSchema.version, 3)
+        XCTAssertEqual(QueueSchema.addedColumns.map { "\($0.table).\($0.column)" }, ["notifications.app", "notifications.fallback"])
+        XCTAssertEqual(
+            QueueSchema.postgres.addColumn(QueueSchema.addedColumns[1], ifNotExists: true),
+            "ALTER TABLE pushgate_notifications ADD COLUMN IF NOT EXISTS fallback TEXT")
+    }
+
+    /// A store written by version 2 (no fallback column) opens: its queued job is handed out, its
+    /// status reads without a fallback, and a notification sent as its fallback keeps the sizes.
+    func testVersionTwoSQLiteStoreIsMigrated() async throws {
+        let path = tempDir() + "/v2.sqlite"
+        let conn = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
+        for sql in Self.version2(Self.oldSQLite) { _ = try await conn.query(sql) }
+        var note = PushNotification(platform: .ios, tokens: ["tok0"])
+        note.message = "from v2"
+        let body = String(decoding: try JSONEncoder().encode(note), as: UTF8.self)
+        _ = try await conn.query(
+            "INSERT INTO notifications (id, notif_id, platform, body, created_at, app) VALUES (1, 'old-2', 1, ?, 0, 'chat')", [.text(body)])
+        _ = try await conn.query(
+            """
+            INSERT INTO jobs (id, notif_row, platform, target_kind, target, message_id, attempts, max_attempts, not_before, enqueued_at)
+            VALUES (1, 1, 1, 0, 'tok0', 'm-1', 0, 3, 0, 0)
+            """)
+        _ = try await conn.query("UPDATE pushgate_meta SET value = 1 WHERE key IN ('next_job_id', 'next_notif_id')")
+        try await conn.close()
+
+        let q = try await SQLiteQueue.open(path: path, options: options())
+        let old = try await take(q)
+        XCTAssertEqual(old.accepted.app, "chat")
+        XCTAssertEqual(old.accepted.notification.message, "from v2")
+        var fallback = PushNotification(platform: .ios, tokens: ["tok1"])
+        fallback.contentAvailable = true
+        let info = FallbackInfo(payloadBytes: 5200, limit: 4096, fallbackBytes: 120)
+        let a = AcceptedNotification(notifID: "fb-1", notification: fallback, prepared: TestPrepared(), fallback: info)
+        try await q.enqueue([DeliveryJob(id: 0, messageID: "m-2", target: .token("tok1"), accepted: a, maxAttempts: 3, now: Date())])
+        await q.complete(old, outcome: .delivered(providerID: "x"))
+        await q.flush()
+        await q.abandonForTesting()
+
+        let again = try await SQLiteQueue.open(path: path, options: options())
+        let fb = try await take(again)
+        XCTAssertEqual(fb.accepted.notification.contentAvailable, true, "the fallback is what is stored")
+        let status = try await again.deliveryStatus(notifID: "fb-1")
+        XCTAssertEqual(status?.first?.fallback, info)
+        let oldStatus = try await again.deliveryStatus(notifID: "old-2")
+        XCTAssertNil(oldStatus?.first?.fallback)
+        XCTAssertEqual(oldStatus?.first?.state, .delivered)
+        await again.complete(fb, outcome: .delivered(providerID: "y"))
+        await again.close()
+
+        let check = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
+        let v = try await check.query("SELECT value FROM pushgate_meta WHERE key = 'schema_version'")
+        XCTAssertEqual(v.first?.column("value")?.integer, 3)
+        try await check.close()
     }
 
     /// A store written by version 1 (no app column) opens: its queued job is handed out for the default

@@ -83,6 +83,11 @@ func fuzzRequestParser(_ bytes: [UInt8]) {
     note("RequestParser: accepted \(request.notifications.count) notification(s)")
     for n in request.notifications {
         renderForProviders(n)
+        // A `fallback` is rendered by the same code when the notification is over the limit.
+        if let f = n.fallback?.notification {
+            precondition(f.targets == n.targets && f.platform == n.platform && f.fallback == nil, "a fallback changed the targets")
+            renderForProviders(f)
+        }
     }
 }
 
