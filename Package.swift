@@ -12,6 +12,8 @@ let package = Package(
         .library(name: "FCM", targets: ["FCM"]),
         .library(name: "WebPush", targets: ["WebPush"]),
         .library(name: "Huawei", targets: ["Huawei"]),
+        // The gateway in-process for Swift servers (README "Embedding Pushgate in a Swift server").
+        .library(name: "PushgateKit", targets: ["PushgateKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -155,6 +157,17 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // The embedding API: a gateway built from a configuration value, run in-process (no HTTP listener).
+        .target(
+            name: "PushgateKit",
+            dependencies: [
+                "Server", "PushgateCore", "PushDispatch", "QueueStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]),
+        // The README's embedding example: depends on PushgateKit only.
+        .executableTarget(name: "EmbeddedRelay", dependencies: ["PushgateKit"], path: "Examples/EmbeddedRelay"),
         // HTTP/2 TLS mock providers used by tests, `pushgate mock` and the bench harness.
         .target(
             name: "MockProviders",
@@ -231,6 +244,8 @@ let package = Package(
                 "WebPush", "MockProviders", "HTTP2Pool", "Signing", "PushgateCore",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
+        // The gateway side imports PushgateKit only; MockProviders starts the mock APNs.
+        .testTarget(name: "PushgateKitTests", dependencies: ["PushgateKit", "MockProviders"]),
         .testTarget(
             name: "ServerTests",
             dependencies: [

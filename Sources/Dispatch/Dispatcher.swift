@@ -42,6 +42,9 @@ public struct SubmitResult: Sendable {
     public var fallbacks: [FallbackUse] = []
     /// Fallbacks left out of `fallbacks` for the size cap (`core.max_sync_answer_bytes`).
     public var omittedFallbacks: Int = 0
+    /// With `outcomes: true`: every delivery's final outcome (or `.pending` at the timeout), in request
+    /// order, failures before sending included. Empty otherwise.
+    public var outcomes: [DeliveryOutcome] = []
 }
 
 /// Fans requests out to per-provider worker pools fed by the queue, steps each delivery through
@@ -253,10 +256,17 @@ public final class Dispatcher: Sendable {
 
     /// Validates, renders and queues every delivery of the request. In sync mode waits for them all.
     /// Throws `QueueFullError` (nothing was queued then).
-    /// - Parameter requestID: names the request (`X-Pushgate-Request-Id`); generated when nil.
-    public func submit(_ request: PushRequest, sync: Bool, app appID: String = AppID.defaultApp, requestID: String? = nil) async throws
-        -> SubmitResult
-    {
+    ///
+    /// - Parameters:
+    ///   - requestID: names the request (`X-Pushgate-Request-Id`); generated when nil.
+    ///   - outcomes: also wait for every delivery (as in sync mode) and report each one's final outcome
+    ///     in `SubmitResult.outcomes` (the embedding API). The failed entries in `logs` are as in sync mode.
+    ///   - timeout: how long a waiting submission waits (default `core.sync_timeout`).
+    public func submit(
+        _ request: PushRequest, sync: Bool, app appID: String = AppID.defaultApp, requestID: String? = nil,
+        outcomes reportOutcomes: Bool = false, timeout: Double? = nil
+    ) async throws -> SubmitResult {
+        let sync = sync || reportOutcomes
         let t = now()
         let app = self.app(appID)
         let slots = app?.slots ?? [:]
@@ -265,9 +275,15 @@ public final class Dispatcher: Sendable {
         // Deliveries that fail before any network call: in the sync logs, in the delivery status,
         // and (when the platform is served) counted, sent to the feedback hook and logged.
         var early: [(job: DeliveryJob, reason: String, served: Bool)] = []
+        // The position in the request of each entry of `jobs` and `early` (for `outcomes`).
+        var jobPositions: [Int] = []
+        var earlyPositions: [Int] = []
+        var position = 0
         func failEarly(_ accepted: AcceptedNotification, _ target: PushTarget, _ reason: String, served: Bool = true) {
             let job = DeliveryJob(id: 0, messageID: UUID().uuidString.lowercased(), target: target, accepted: accepted, maxAttempts: 1, now: t)
             early.append((job, reason, served))
+            earlyPositions.append(position)
+            position += 1
         }
         var counts = 0
         var fallbacks: [FallbackUse] = []
@@ -351,6 +367,8 @@ public final class Dispatcher: Sendable {
                 }
                 let messageID = n.apnsID ?? UUID().uuidString.lowercased()
                 jobs.append(DeliveryJob(id: 0, messageID: messageID, target: target, accepted: accepted, maxAttempts: maxAttempts, now: t))
+                jobPositions.append(position)
+                position += 1
             }
         }
 
@@ -360,9 +378,17 @@ public final class Dispatcher: Sendable {
 
         var waiterID: UInt64?
         if sync {
-            let id = waiters.register(count: jobs.count, budget: answer.maxAnswerBytes)
+            var expected: [Int: DeliveryOutcome]?
+            if reportOutcomes {
+                expected = [:]
+                for (i, job) in jobs.enumerated() { expected?[jobPositions[i]] = DeliveryOutcome(job, nil, position: jobPositions[i]) }
+            }
+            let id = waiters.register(count: jobs.count, budget: answer.maxAnswerBytes, outcomes: expected)
             waiterID = id
-            for i in jobs.indices { jobs[i].waiterID = id }
+            for i in jobs.indices {
+                jobs[i].waiterID = id
+                jobs[i].waiterPosition = jobPositions[i]
+            }
         }
         var accepted: [DeliveryEvent] = []
         var dispositions: [EnqueueDisposition] = []
@@ -423,6 +449,13 @@ public final class Dispatcher: Sendable {
         }
         var unavailableEntries = BoundedLogs(budget: sync ? answer.maxAnswerBytes : 0)
         var failedNow = BoundedLogs(budget: sync ? answer.maxAnswerBytes : 0)
+        var earlyOutcomes: [DeliveryOutcome] = []
+        if reportOutcomes {
+            let positionOfJob = Dictionary(uniqueKeysWithValues: early.indices.map { (early[$0].job.id, earlyPositions[$0]) })
+            for case .finished(let job, let final, _, _) in rejectedEvents {
+                earlyOutcomes.append(DeliveryOutcome(job, final, position: positionOfJob[job.id] ?? 0))
+            }
+        }
         for e in rejectedEvents {
             publish(e)
             guard case .finished(_, _, let phase, let entry?) = e else { continue }
@@ -432,7 +465,7 @@ public final class Dispatcher: Sendable {
         var result = SubmitResult(counts: counts, logs: [], notifIDs: notifIDs, requestID: requestID, fallbacks: fallbacks)
         result.omittedFallbacks = omittedFallbacks
         if let waiterID {
-            let waited = await waiters.wait(waiterID, timeout: answer.syncTimeout)
+            let waited = await waiters.wait(waiterID, timeout: timeout ?? answer.syncTimeout)
             var logs = BoundedLogs(budget: answer.maxAnswerBytes)
             logs.append(contentsOf: unavailableEntries)
             logs.append(contentsOf: failedNow)
@@ -440,6 +473,7 @@ public final class Dispatcher: Sendable {
             result.logs = logs.entries
             result.omittedLogs = logs.omitted
             result.pending = waited.pending
+            if reportOutcomes { result.outcomes = (earlyOutcomes + waited.outcomes).sorted { $0.position < $1.position } }
         }
         return result
     }

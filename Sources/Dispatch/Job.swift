@@ -105,6 +105,9 @@ public struct DeliveryJob: Sendable {
     public var lastError: String?
     /// Sync-mode request waiting for this delivery, if any.
     public var waiterID: UInt64?
+    /// Its position in that request (notification order, then token order): where the waiter keeps its
+    /// outcome. In memory only, like `waiterID` (a durable queue gives the job its row id as `id`).
+    public var waiterPosition: Int = 0
     /// Where the delivery is in its life (`DeliveryLifecycle`).
     public var state: DeliveryState
 

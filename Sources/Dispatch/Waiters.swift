@@ -34,18 +34,77 @@ public struct BoundedLogs: Sendable {
     }
 }
 
+/// The final outcome of one delivery of a request submitted with `Dispatcher.submit(_:sync:app:outcomes:)`
+/// `outcomes: true` (the embedding API's per-token answer).
+public struct DeliveryOutcome: Sendable, Equatable {
+    public enum Result: Sendable, Equatable {
+        /// Accepted by the provider; its id (`apns-id`, FCM message `name`) when it gave one.
+        case delivered(providerID: String?)
+        /// Over for good; `tokenDead` tells that the provider says the token is gone (delete it).
+        case failed(reason: String, tokenDead: Bool)
+        /// Not over when the wait ended (it goes on; `GET /api/push/{notif_id}` follows it).
+        case pending
+        /// Not sent and not a failure: a `dedup_key` duplicate, or replaced in its coalescing window.
+        case skipped(SkipReason)
+    }
+    /// The notification's `notif_id` (given or generated).
+    public var notifID: String
+    public var platform: Platform
+    /// The device token (or Web Push endpoint, or FCM topic/condition), as given: never masked.
+    public var token: String
+    public var result: Result
+    /// Attempts made (0: failed before sending).
+    public var attempts: Int
+    /// Position of the delivery in the request (notification order, then token order).
+    var position: Int
+
+    public init(notifID: String, platform: Platform, token: String, result: Result, attempts: Int) {
+        self.init(notifID: notifID, platform: platform, token: token, result: result, attempts: attempts, position: 0)
+    }
+
+    init(notifID: String, platform: Platform, token: String, result: Result, attempts: Int, position: Int) {
+        self.notifID = notifID
+        self.platform = platform
+        self.token = token
+        self.result = result
+        self.attempts = attempts
+        self.position = position
+    }
+
+    init(_ job: DeliveryJob, _ final: FinalOutcome?, position: Int) {
+        let result: Result
+        switch final {
+        case .delivered(let id)?: result = .delivered(providerID: id)
+        case .failed(let reason, let dead)?: result = .failed(reason: reason, tokenDead: dead)
+        case .skipped(let why)?: result = .skipped(why)
+        case nil: result = .pending
+        }
+        self.init(
+            notifID: job.accepted.notifID, platform: job.platform, token: job.target.reportedToken, result: result, attempts: job.attempts,
+            position: position)
+    }
+}
+
 /// Sync-mode requests waiting for all of their deliveries to end.
 final class WaiterRegistry: Sendable {
-    /// What a waiter learnt: failed entries (bounded) and how many deliveries had not ended.
+    /// What a waiter learnt: failed entries (bounded), how many deliveries had not ended, and (when
+    /// registered with `outcomes`) every delivery's outcome, pending ones included, in request order.
     struct Result: Sendable {
         var logs: BoundedLogs
         var pending: Int
+        var outcomes: [DeliveryOutcome] = []
     }
 
     private struct Waiter {
         var remaining: Int
         var logs: BoundedLogs
         var continuation: CheckedContinuation<Result, Never>?
+        /// By position in the request (`DeliveryJob.waiterPosition`); nil: failures only (the HTTP API's sync mode).
+        var outcomes: [Int: DeliveryOutcome]?
+
+        func result(pending: Int) -> Result {
+            Result(logs: logs, pending: pending, outcomes: (outcomes.map { Array($0.values) } ?? []).sorted { $0.position < $1.position })
+        }
     }
 
     private struct State {
@@ -55,12 +114,13 @@ final class WaiterRegistry: Sendable {
 
     private let state = NIOLockedValueBox(State())
 
-    /// Registers a waiter for `count` deliveries; failures are kept up to `budget` bytes.
-    func register(count: Int, budget: Int) -> UInt64 {
+    /// Registers a waiter for `count` deliveries; failures are kept up to `budget` bytes. With
+    /// `outcomes` (position in the request -> the delivery, pending), every delivery's final outcome is kept too.
+    func register(count: Int, budget: Int, outcomes: [Int: DeliveryOutcome]? = nil) -> UInt64 {
         state.withLockedValue { s in
             let id = s.nextID
             s.nextID += 1
-            s.waiters[id] = Waiter(remaining: count, logs: BoundedLogs(budget: budget), continuation: nil)
+            s.waiters[id] = Waiter(remaining: count, logs: BoundedLogs(budget: budget), continuation: nil, outcomes: outcomes)
             return id
         }
     }
@@ -78,7 +138,7 @@ final class WaiterRegistry: Sendable {
                 guard var w = s.waiters[id] else { return Result(logs: BoundedLogs(budget: 0), pending: 0) }
                 if w.remaining <= 0 {
                     s.waiters[id] = nil
-                    return Result(logs: w.logs, pending: 0)
+                    return w.result(pending: 0)
                 }
                 w.continuation = c
                 s.waiters[id] = w
@@ -93,7 +153,7 @@ final class WaiterRegistry: Sendable {
         let resume: (CheckedContinuation<Result, Never>, Result)? = state.withLockedValue { s in
             guard let w = s.waiters[id], let c = w.continuation else { return nil }
             s.waiters[id] = nil
-            return (c, Result(logs: w.logs, pending: max(0, w.remaining)))
+            return (c, w.result(pending: max(0, w.remaining)))
         }
         if let (c, r) = resume { c.resume(returning: r) }
     }
@@ -103,14 +163,17 @@ final class WaiterRegistry: Sendable {
         _ = state.withLockedValue { $0.waiters.removeValue(forKey: id) }
     }
 
-    func finished(_ id: UInt64, failure: LogEntry?) {
+    func finished(_ id: UInt64, job: DeliveryJob? = nil, outcome: FinalOutcome? = nil, failure: LogEntry?) {
         let resume: (CheckedContinuation<Result, Never>, Result)? = state.withLockedValue { s in
             guard var w = s.waiters[id] else { return nil }
             if let failure { w.logs.append(failure) }
+            if let job, let outcome, w.outcomes?[job.waiterPosition] != nil {
+                w.outcomes?[job.waiterPosition] = DeliveryOutcome(job, outcome, position: job.waiterPosition)
+            }
             w.remaining -= 1
             if w.remaining <= 0, let c = w.continuation {
                 s.waiters[id] = nil
-                return (c, Result(logs: w.logs, pending: 0))
+                return (c, w.result(pending: 0))
             }
             s.waiters[id] = w
             return nil
@@ -122,6 +185,8 @@ final class WaiterRegistry: Sendable {
 extension WaiterRegistry: DeliveryEventSink {
     /// A sync request's delivery ended: one fewer to wait for.
     func record(_ event: DeliveryEvent) {
-        if case .finished(let job, _, _, let failure) = event, let w = job.waiterID { finished(w, failure: failure) }
+        if case .finished(let job, let outcome, _, let failure) = event, let w = job.waiterID {
+            finished(w, job: job, outcome: outcome, failure: failure)
+        }
     }
 }

@@ -93,35 +93,47 @@ public struct RawConfig: Sendable {
     }
 
     public init(yaml: String?, environment: [String: String]) throws {
-        var notActedOnKeys: [String: [String]] = [:]
-        var autoTLSRequested = false
-        values = Self.defaults
-        for k in values.keys { sources[k] = "default" }
+        var tree: [String: Any]?
         if let yaml, !yaml.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
             let root: Any?
             do { root = try Yams.load(yaml: yaml) } catch {
                 throw ConfigError(key: "file", problem: "not valid YAML: \(String(describing: error).split(separator: "\n").first ?? "")")
             }
             if let root {
-                guard var dict = root as? [String: Any] else { throw ConfigError(key: "file", problem: "top level must be a mapping of sections") }
-                if let appsRaw = dict.removeValue(forKey: "apps") { apps = try AppConfig.parse(appsRaw, warnings: &warnings) }
-                var flat: [(String, Any)] = []
-                Self.flatten(dict, prefix: "", into: &flat)
-                for (key, raw) in flat.sorted(by: { $0.0 < $1.0 }) {
-                    guard let def = Self.defaults[key] else {
-                        if key == "core.auto_tls.enabled", case .bool(true) = try Self.coerce(raw, like: .bool(false), key: key) {
-                            autoTLSRequested = true
-                        }
-                        if let group = Self.notActedOn.first(where: { key == $0.prefix || key.hasPrefix($0.prefix) }) {
-                            notActedOnKeys[group.prefix, default: []].append(key)
-                        } else {
-                            warnings.append("unknown config key \(key) ignored")
-                        }
-                        continue
+                guard let dict = root as? [String: Any] else { throw ConfigError(key: "file", problem: "top level must be a mapping of sections") }
+                tree = dict
+            }
+        }
+        try self.init(tree: tree, environment: environment)
+    }
+
+    /// The configuration from a tree shaped like the parsed YAML file (sections as `[String: Any]`,
+    /// values as `String`, `Int`, `Bool`, `Double`, `[Any]`, `apps` as a list of mappings): the same
+    /// checks, defaults, environment overrides and one-line errors as `init(yaml:environment:)`.
+    /// Used by the embedding API's configuration value (`PushgateKit`).
+    public init(tree: [String: Any]?, environment: [String: String]) throws {
+        var notActedOnKeys: [String: [String]] = [:]
+        var autoTLSRequested = false
+        values = Self.defaults
+        for k in values.keys { sources[k] = "default" }
+        if var dict = tree {
+            if let appsRaw = dict.removeValue(forKey: "apps") { apps = try AppConfig.parse(appsRaw, warnings: &warnings) }
+            var flat: [(String, Any)] = []
+            Self.flatten(dict, prefix: "", into: &flat)
+            for (key, raw) in flat.sorted(by: { $0.0 < $1.0 }) {
+                guard let def = Self.defaults[key] else {
+                    if key == "core.auto_tls.enabled", case .bool(true) = try Self.coerce(raw, like: .bool(false), key: key) {
+                        autoTLSRequested = true
                     }
-                    values[key] = try Self.coerce(raw, like: def, key: key)
-                    sources[key] = "file"
+                    if let group = Self.notActedOn.first(where: { key == $0.prefix || key.hasPrefix($0.prefix) }) {
+                        notActedOnKeys[group.prefix, default: []].append(key)
+                    } else {
+                        warnings.append("unknown config key \(key) ignored")
+                    }
+                    continue
                 }
+                values[key] = try Self.coerce(raw, like: def, key: key)
+                sources[key] = "file"
             }
         }
         for (key, def) in Self.defaults {

@@ -123,7 +123,9 @@ public final class Gateway: Sendable {
         return true
     }()
 
-    func runShutdownHooks() async {
+    /// Closes every app's providers, then the shared clients: the last step of a shutdown, after the
+    /// workers and the feedback sender stopped (the HTTP server's `ResourcesService`, the embedding API).
+    public func runShutdownHooks() async {
         for app in dispatcher.allApps { await app.shutdown() }
         for hook in shutdownHooks { await hook() }
     }

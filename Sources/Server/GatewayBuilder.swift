@@ -19,7 +19,8 @@ public enum GatewayBuilder {
         logger: Logger = Logger(label: "pushgate"),
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         environment: [String: String] = ProcessInfo.processInfo.environment,
-        reloadSource: (@Sendable () throws -> RawConfig)? = nil
+        reloadSource: (@Sendable () throws -> RawConfig)? = nil,
+        extraTrustRootsPEM: [String] = []
     ) throws -> Gateway {
         let settings = try GatewaySettings(raw)
         for w in raw.warnings { logger.warning("\(w)") }
@@ -31,7 +32,8 @@ public enum GatewayBuilder {
 
         // Before the providers: a module may make metrics when it is built (the APNs certificate's expiry gauge).
         MetricsSetup.bootstrap()
-        let providers = try ProviderSet.make(raw: raw, logger: logger, eventLoopGroup: eventLoopGroup, environment: environment)
+        let providers = try ProviderSet.make(
+            raw: raw, logger: logger, eventLoopGroup: eventLoopGroup, environment: environment, extraTrustRootsPEM: extraTrustRootsPEM)
         let slots = providers.slots
         var hooks: [@Sendable () async -> Void] = []
         for w in providers.warnings { logger.warning("\(w)") }
@@ -160,9 +162,11 @@ public struct ProviderSet: Sendable {
         return build
     }
 
+    /// - Parameter extraTrustRootsPEM: trusted roots (PEM) beside `core.ca_file`'s, given in code
+    ///   (the embedding API); the caller checked that they parse.
     public static func make(
         raw: RawConfig, logger: Logger, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        environment: [String: String] = ProcessInfo.processInfo.environment, extraTrustRootsPEM: [String] = []
     ) throws -> ProviderSet {
         let outbound = OutboundSettings(raw)
         let proxy = try outbound.proxy(environment: environment)
@@ -174,6 +178,7 @@ public struct ProviderSet: Sendable {
             }
             extraRoots.append(pem)
         }
+        extraRoots += extraTrustRootsPEM
         var poolConfig = HTTP2PoolConfiguration()
         poolConfig.proxy = proxy
         if !proxy.isDirect {

@@ -1,0 +1,283 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOSSL
+import PushDispatch
+@_exported import PushgateCore
+import QueueStore
+import Server
+
+/// What went wrong, in one line.
+public enum PushgateError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The configuration value cannot be used: the key (`ios.key_id`, `queue.sqlite.path`,
+    /// `trustRootsPEM[0]`) and the problem. `description` is the YAML path's one-line error.
+    case invalidConfiguration(key: String, problem: String)
+    /// The request is refused as `/api/push` refuses it (400): gorush's message, and the field
+    /// (`notifications[0].collapse_id: …`) in `detail`.
+    case invalidNotification(message: String, detail: String?)
+    /// The queue (or the app's share of it) is full: nothing was queued; try again after `retryAfter` seconds.
+    case queueFull(retryAfter: Int, detail: String)
+    /// No such app is configured.
+    case unknownApp(String)
+    /// `shutdown()` was called.
+    case shutDown
+    /// The queue engine failed (a database error): the request was not queued.
+    case storage(String)
+
+    public var description: String {
+        switch self {
+        case .invalidConfiguration(let key, let problem): return "config error: \(key): \(problem)"
+        case .invalidNotification(let message, let detail): return detail.map { "\(message) (\($0))" } ?? message
+        case .queueFull(let retryAfter, let detail): return "queue full (retry after \(retryAfter) s): \(detail)"
+        case .unknownApp(let id): return "app \(id) is not configured"
+        case .shutDown: return "the gateway is shut down"
+        case .storage(let what): return "the queue engine failed: \(what)"
+        }
+    }
+}
+
+/// What `submit` answers at once.
+public struct Submission: Sendable, Equatable {
+    /// The `notif_id` of each notification, given or generated (`<requestID>-<index>`), in order:
+    /// what `status(notifID:)` takes.
+    public var notifIDs: [String]
+    /// Names the request.
+    public var requestID: String
+    /// gorush's `counts`: one per token (and topic) of the platforms served.
+    public var counts: Int
+}
+
+/// The final outcome of one delivery (one token of one notification).
+public struct TokenOutcome: Sendable, Equatable {
+    public enum Result: Sendable, Equatable {
+        /// Accepted by the provider, with its id (`apns-id`, FCM message `name`) when it gave one.
+        case delivered(providerID: String?)
+        /// Over for good. `tokenDead`: the provider says the token is gone (BadDeviceToken,
+        /// Unregistered, UNREGISTERED): delete it.
+        case failed(reason: String, tokenDead: Bool)
+        /// Not over when the wait ended: it goes on (follow it with `status(notifID:)`).
+        case pending
+        /// Not sent and not a failure: a `dedup_key` duplicate, or replaced in its coalescing window
+        /// (docs/delivery-controls.md).
+        case skipped(SkipReason)
+    }
+    public var notifID: String
+    public var platform: Platform
+    /// The token (Web Push endpoint, FCM topic) as you gave it: never masked.
+    public var token: String
+    public var result: Result
+    /// Attempts made (0: refused before sending, e.g. a payload too large).
+    public var attempts: Int
+
+    public var isDelivered: Bool { if case .delivered = result { return true } else { return false } }
+}
+
+/// The state of one delivery, as `GET /api/push/{notif_id}` reports it.
+public struct DeliveryStatus: Sendable, Equatable {
+    public enum State: String, Sendable { case queued, retrying, delivered, failed }
+    public var platform: Platform
+    /// Masked per `hideToken` (as the HTTP route does).
+    public var token: String
+    public var state: State
+    public var attempts: Int
+    public var nextTry: Date?
+    /// Retrying: the last error; failed: the reason.
+    public var error: String?
+    public var providerID: String?
+    public var finishedAt: Date?
+    public var app: String
+}
+
+/// Pushgate in-process: the gateway's queue, workers, providers, retries, feedback hook and delivery
+/// status, without its HTTP listener. Build it from a `PushgateConfiguration`, `submit` or `send`
+/// notifications (the gorush request model), read `status`, and `shutdown()` before exit.
+///
+/// ```swift
+/// let gateway = try await PushgateGateway(configuration: config)
+/// var n = PushNotification(platform: .ios, tokens: [token])
+/// n.message = "Hello"
+/// let outcomes = try await gateway.send([n])
+/// await gateway.shutdown()
+/// ```
+public final class PushgateGateway: Sendable {
+    let gateway: Gateway
+    private let logger: Logger
+    private let state = NIOLockedValueBox(RunState())
+
+    private struct RunState {
+        var accepting = true
+        var workers: Task<Void, Never>?
+        var feedback: Task<Void, Never>?
+        var shutdown: Task<Void, Never>?
+    }
+
+    /// Builds the providers and the queue from `configuration` and starts the workers. A durable queue
+    /// (sqlite, postgres) picks up what an earlier run left pending.
+    ///
+    /// - Throws: `PushgateError.invalidConfiguration` naming the key.
+    public init(configuration: PushgateConfiguration, logger: Logger = Logger(label: "pushgate")) async throws {
+        for key in configuration.settings.keys.sorted() where RawConfig.defaults[key] == nil {
+            throw PushgateError.invalidConfiguration(key: key, problem: "not a Pushgate configuration key")
+        }
+        for (i, pem) in configuration.trustRootsPEM.enumerated() {
+            let parsed = try? NIOSSLCertificate.fromPEMBytes(Array(pem.utf8))
+            if parsed?.isEmpty ?? true {
+                throw PushgateError.invalidConfiguration(key: "trustRootsPEM[\(i)]", problem: "holds no PEM certificate")
+            }
+        }
+        let environment = configuration.environment
+        let roots = configuration.trustRootsPEM
+        let log = logger
+        // Off the cooperative pool: building opens files and databases and may block a thread.
+        let built: Result<Gateway, any Error> = await withCheckedContinuation { c in
+            DispatchQueue.global().async {
+                c.resume(
+                    returning: Result {
+                        let raw = try RawConfig(tree: configuration.tree(), environment: environment)
+                        return try GatewayBuilder.build(raw: raw, logger: log, environment: environment, extraTrustRootsPEM: roots)
+                    })
+            }
+        }
+        do {
+            gateway = try built.get()
+        } catch let e as ConfigError {
+            throw PushgateError.invalidConfiguration(key: e.key, problem: e.problem)
+        } catch let e as BlockingStartup.TimedOut {
+            throw PushgateError.invalidConfiguration(key: "queue", problem: e.description)
+        }
+        self.logger = logger
+        let dispatcher = gateway.dispatcher
+        let feedback = gateway.feedback
+        state.withLockedValue { s in
+            s.workers = Task { await dispatcher.run() }
+            if let feedback { s.feedback = Task { await feedback.run() } }
+        }
+    }
+
+    /// The app ids configured (`"default"` and `apps[].id`).
+    public var apps: [String] { gateway.dispatcher.appIDs }
+
+    /// Queues the notifications and answers at once with their ids; the deliveries go on in the
+    /// background (retries, feedback hook, status records).
+    ///
+    /// - Throws: `PushgateError.invalidNotification` (nothing queued), `.queueFull`, `.unknownApp`, `.shutDown`, `.storage`.
+    @discardableResult
+    public func submit(_ notifications: [PushNotification], app: String = "default") async throws -> Submission {
+        let result = try await run(PushRequest(notifications: notifications), app: app, outcomes: false, timeout: nil)
+        return Submission(notifIDs: result.notifIDs, requestID: result.requestID, counts: result.counts)
+    }
+
+    /// Queues the notifications and waits for every delivery's final outcome (retries included), up to
+    /// `timeout` seconds (default `sendTimeout`, 60): deliveries still under way then are `.pending`.
+    /// The outcomes are in request order: notification by notification, token by token.
+    public func send(_ notifications: [PushNotification], app: String = "default", timeout: Double? = nil) async throws -> [TokenOutcome] {
+        try await send(PushRequest(notifications: notifications), app: app, timeout: timeout)
+    }
+
+    /// `send` for a request decoded with `PushgateGateway.decodeRequest` (its `app_id`, when set, is the app).
+    public func send(_ request: PushRequest, app: String? = nil, timeout: Double? = nil) async throws -> [TokenOutcome] {
+        let result = try await run(request, app: app ?? request.appID ?? "default", outcomes: true, timeout: timeout)
+        return result.outcomes.map { o in
+            let r: TokenOutcome.Result
+            switch o.result {
+            case .delivered(let id): r = .delivered(providerID: id)
+            case .failed(let reason, let dead): r = .failed(reason: reason, tokenDead: dead)
+            case .pending: r = .pending
+            case .skipped(let why): r = .skipped(why)
+            }
+            return TokenOutcome(notifID: o.notifID, platform: o.platform, token: o.token, result: r, attempts: o.attempts)
+        }
+    }
+
+    /// `submit` for a request decoded with `PushgateGateway.decodeRequest`.
+    @discardableResult
+    public func submit(_ request: PushRequest, app: String? = nil) async throws -> Submission {
+        let result = try await run(request, app: app ?? request.appID ?? "default", outcomes: false, timeout: nil)
+        return Submission(notifIDs: result.notifIDs, requestID: result.requestID, counts: result.counts)
+    }
+
+    /// A gorush `/api/push` body (`{"notifications":[…]}`) decoded and checked exactly as the HTTP route
+    /// does, with this gateway's limits (`core.max_notification`, …).
+    ///
+    /// - Throws: `PushgateError.invalidNotification` naming the field.
+    public func decodeRequest(_ json: [UInt8]) throws -> PushRequest {
+        do {
+            return try RequestParser.parse(json, limits: gateway.settings.limits)
+        } catch {
+            throw PushgateError.invalidNotification(message: error.message, detail: error.detail)
+        }
+    }
+
+    private func run(_ request: PushRequest, app: String, outcomes: Bool, timeout: Double?) async throws -> SubmitResult {
+        guard state.withLockedValue({ $0.accepting }) else { throw PushgateError.shutDown }
+        if let problem = IngestValidation.validate(request: request, limits: gateway.settings.limits) {
+            throw PushgateError.invalidNotification(message: problem.message, detail: problem.detail)
+        }
+        guard gateway.dispatcher.app(app) != nil else { throw PushgateError.unknownApp(app) }
+        do {
+            return try await gateway.dispatcher.submit(request, sync: false, app: app, outcomes: outcomes, timeout: timeout)
+        } catch let full as QueueFullError {
+            throw PushgateError.queueFull(retryAfter: full.retryAfter, detail: full.description)
+        } catch is QueueClosedError {
+            throw PushgateError.shutDown
+        } catch {
+            logger.error("push submission failed: \(error)")
+            throw PushgateError.storage(String(describing: error))
+        }
+    }
+
+    /// The deliveries of a notification, as `GET /api/push/{notif_id}` lists them; nil when unknown
+    /// (never seen, or older than `statusRetention`).
+    public func status(notifID: String) async throws -> [DeliveryStatus]? {
+        guard let source = gateway.dispatcher.statusSource else { return nil }
+        let records: [DeliveryStatusRecord]?
+        do {
+            records = try await source.deliveryStatus(notifID: notifID)
+        } catch {
+            throw PushgateError.storage(String(describing: error))
+        }
+        let hide = gateway.settings.hideToken
+        return records?.map { r in
+            DeliveryStatus(
+                platform: r.platform, token: TokenMask.apply(r.token, hide: hide), state: DeliveryStatus.State(rawValue: r.state.rawValue) ?? .queued,
+                attempts: r.attempts, nextTry: r.nextTry, error: r.error, providerID: r.providerID, finishedAt: r.finishedAt, app: r.app)
+        }
+    }
+
+    /// Deliveries accepted and not finished.
+    public var pendingCount: Int { gateway.dispatcher.queue.pendingCount }
+
+    /// Stops accepting (`submit` throws `.shutDown`), then as the server on SIGTERM: the memory queue
+    /// drains for up to `shutdownTimeout` seconds; a durable queue finishes the sends in flight and keeps
+    /// the rest for the next start. Then the feedback hook sends what it holds, and the providers'
+    /// connections close. Safe to call more than once (later calls wait for the first).
+    public func shutdown() async {
+        let task: Task<Void, Never> = state.withLockedValue { s in
+            s.accepting = false
+            if let t = s.shutdown { return t }
+            let workers = s.workers
+            let feedback = s.feedback
+            let gateway = self.gateway
+            let logger = self.logger
+            let t = Task {
+                let dispatcher = gateway.dispatcher
+                if !dispatcher.queue.isDurable {
+                    let deadline = Date().addingTimeInterval(Double(gateway.settings.shutdownTimeout))
+                    while dispatcher.queue.pendingCount > 0, Date() < deadline {
+                        try? await Task.sleep(for: .milliseconds(20))
+                    }
+                    let left = dispatcher.queue.pendingCount
+                    if left > 0 { logger.warning("shutdown timeout reached with \(left) deliveries pending") }
+                }
+                dispatcher.shutdown()
+                await workers?.value
+                gateway.feedback?.finish()
+                await feedback?.value
+                await gateway.runShutdownHooks()
+            }
+            s.shutdown = t
+            return t
+        }
+        await task.value
+    }
+}
