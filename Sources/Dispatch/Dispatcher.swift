@@ -413,13 +413,8 @@ public final class Dispatcher: Sendable {
         }
         // Duplicates (`dedup_key`) were not queued: they end here, not sent and not failed.
         var duplicates: [DeliveryEvent] = []
-        for (i, d) in dispositions.enumerated() where i < jobs.count {
-            switch d {
-            case .duplicate:
-                for case .emit(let e) in lifecycle.step(jobs[i], .skipped(.duplicate), now: t).effects { duplicates.append(e) }
-            case .queued(let notBefore):
-                jobs[i].notBefore = notBefore
-            }
+        for (i, d) in dispositions.enumerated() where i < jobs.count && d == .duplicate {
+            for case .emit(let e) in lifecycle.step(jobs[i], .skipped(.duplicate), now: t).effects { duplicates.append(e) }
         }
         publish(.submitted(counts: counts, queued: jobs.count - duplicates.count))
         for e in accepted { publish(e) }

@@ -1,6 +1,18 @@
 /// Hexadecimal digits, for the few places that read them from untrusted text (proxy URL
-/// percent-escapes, `sha256:` key digests).
+/// percent-escapes, `sha256:` key digests) or write digests as text.
 public enum Hex {
+    /// Lowercase hex digits of `bytes` (two per byte), e.g. a SHA-256 digest as stored or logged.
+    public static func encode<S: Sequence>(_ bytes: S) -> String where S.Element == UInt8 {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.underestimatedCount * 2)
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
     /// The value of one ASCII hex digit (either case), nil for anything else.
     @inlinable
     public static func nibble(_ c: UInt8) -> UInt8? {

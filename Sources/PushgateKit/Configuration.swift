@@ -1,4 +1,5 @@
 import Foundation
+import Server
 
 /// A secret string (a private key, a password, an app secret, a database URL): kept out of
 /// `description`, `debugDescription`, `dump` and logs.
@@ -298,20 +299,9 @@ extension PushgateConfiguration {
         // Further keys by their dotted name, into their section.
         for (key, value) in settings {
             let path = key.split(separator: ".").map(String.init)
-            Self.insert(&root, path: path, value: value)
+            RawConfig.insert(&root, path: path, value: value)
         }
         return root
-    }
-
-    static func insert(_ dict: inout [String: Any], path: [String], value: Any) {
-        guard let first = path.first else { return }
-        if path.count == 1 {
-            dict[first] = value
-            return
-        }
-        var sub = dict[first] as? [String: Any] ?? [:]
-        insert(&sub, path: Array(path.dropFirst()), value: value)
-        dict[first] = sub
     }
 
     static func providerSections(apns: APNs?, fcm: FCM?, webPush: WebPush?, unifiedPush: Bool, huawei: Huawei?) -> [String: [String: Any]] {

@@ -95,7 +95,7 @@ enum GuardKey {
             bytes += Array(part.utf8)
             bytes.append(0)
         }
-        return SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+        return Hex.encode(SHA256.hash(data: bytes))
     }
 }
 

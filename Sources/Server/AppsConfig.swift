@@ -38,15 +38,7 @@ public struct AppConfig: Sendable {
     public func providerConfig() -> ProviderConfig {
         var out: [String: SectionValues] = [:]
         for s in ProviderRegistry.sections {
-            let prefix = s.name + "."
-            var v: [String: ConfigValue] = [:]
-            var src: [String: String] = [:]
-            for (key, value) in values where key.hasPrefix(prefix) {
-                let k = String(key.dropFirst(prefix.count))
-                v[k] = value
-                src[k] = sources[key]
-            }
-            out[s.name] = SectionValues(name: "\(path).\(s.name)", values: v, sources: src)
+            out[s.name] = RawConfig.section(s.name, of: values, sources: sources, named: "\(path).\(s.name)")
         }
         return ProviderConfig(sections: out, environment: [:])
     }

@@ -248,7 +248,12 @@ public struct RawConfig: Sendable {
 
     /// The values of one section, for typed reading (`raw.section("core")[setting]`).
     public func section(_ name: String) -> SectionValues {
-        let prefix = name + "."
+        Self.section(name, of: values, sources: sources, named: name)
+    }
+
+    /// The keys under `section.` of flat `values` (and their sources), as section `name`.
+    static func section(_ section: String, of values: [String: ConfigValue], sources: [String: String], named name: String) -> SectionValues {
+        let prefix = section + "."
         var v: [String: ConfigValue] = [:]
         var src: [String: String] = [:]
         for (key, value) in values where key.hasPrefix(prefix) {
@@ -338,7 +343,8 @@ public struct RawConfig: Sendable {
         return (try? Yams.dump(object: root, sortKeys: true)) ?? ""
     }
 
-    static func insert(_ dict: inout [String: Any], path: [String], value: Any) {
+    /// Puts `value` at `path` in a nested configuration tree (sections as dictionaries).
+    package static func insert(_ dict: inout [String: Any], path: [String], value: Any) {
         guard let first = path.first else { return }
         if path.count == 1 {
             dict[first] = value

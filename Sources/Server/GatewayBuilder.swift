@@ -44,6 +44,13 @@ public enum GatewayBuilder {
                 maxPending: raw.section("core")[CoreConfig.appMaxPending],
                 shutdown: { for hook in defaultHooks { await hook() } })
         ]
+        /// On a startup failure: closes the providers built so far and the shared HTTP clients.
+        func closeOpened(_ opened: [AppProviders]) {
+            _ = try? BlockingStartup.run(timeout: 10, what: "closing the providers") {
+                for a in opened { await a.shutdown() }
+                await providers.httpClients.shutdown()
+            }
+        }
         // Every further app: its own providers from its own sections (own token caches and pools).
         do {
             for app in raw.apps {
@@ -53,11 +60,7 @@ public enum GatewayBuilder {
                     AppProviders(id: app.id, slots: built.slots, unavailable: built.unavailable, maxPending: app.maxPending, shutdown: built.close))
             }
         } catch {
-            let opened = apps
-            _ = try? BlockingStartup.run(timeout: 10, what: "closing the providers") {
-                for a in opened { await a.shutdown() }
-                await providers.httpClients.shutdown()
-            }
+            closeOpened(apps)
             throw error
         }
 
@@ -66,11 +69,7 @@ public enum GatewayBuilder {
             engine = try QueueWiring.make(raw: raw, settings: settings, logger: logger)
         } catch {
             // The providers and the HTTP client exist already: close them before failing startup.
-            let opened = apps
-            _ = try? BlockingStartup.run(timeout: 10, what: "closing the providers") {
-                for a in opened { await a.shutdown() }
-                await providers.httpClients.shutdown()
-            }
+            closeOpened(apps)
             throw error
         }
         let feedback =

@@ -43,7 +43,7 @@ extension Gateway {
                         message: "Invalid Idempotency-Key header.",
                         detail: "Idempotency-Key: one value of 1-\(Self.maxIdempotencyKeyBytes) visible ASCII characters (optionally quoted)")))
         }
-        let hash = SHA256.hash(data: body.readableBytesView).map { String(format: "%02x", $0) }.joined()
+        let hash = Hex.encode(SHA256.hash(data: body.readableBytesView))
         let claim: IdempotencyClaim
         do {
             claim = try await dispatcher.idempotency.claim(

@@ -102,7 +102,7 @@ public struct IngestAuth: Sendable {
     /// A short, non-reversible name for a key, safe for logs: the first 8 hex digits of SHA-256(SHA-256(key)).
     public static func fingerprint(_ key: String) -> String {
         let once = Array(SHA256.hash(data: Array(key.utf8)))
-        return SHA256.hash(data: once).prefix(4).map { String(format: "%02x", $0) }.joined()
+        return Hex.encode(SHA256.hash(data: once).prefix(4))
     }
 }
 

@@ -200,17 +200,10 @@ extension Gateway {
         let deliveries = Self.deliveryCount(parsed)
         if let limiter, let wait = limiter.take(deliveries) {
             if let idem { await dispatcher.idempotency.release(app: app, key: idem.key) }
-            var w = JSONWriter()
-            var first = true
-            w.raw("{")
-            w.key("code", first: &first)
-            w.int(429)
-            w.key("message", first: &first)
-            w.string("Too many requests, try again later.")
-            w.key("detail", first: &first)
-            w.string("app \(app) accepts \(limiter.rate) deliveries per second (rate_limit)")
-            w.raw("}")
-            return json(.tooManyRequests, w.bytes, extra: [(.retryAfter, String(wait))])
+            let e = RequestError(
+                status: 429, message: "Too many requests, try again later.",
+                detail: "app \(app) accepts \(limiter.rate) deliveries per second (rate_limit)")
+            return json(.tooManyRequests, e.json, extra: [(.retryAfter, String(wait))])
         }
         let sync = parsed.sync ?? settings.sync
         do {
@@ -277,17 +270,10 @@ extension Gateway {
         } catch let full as QueueFullError {
             limiter?.refund(deliveries)  // nothing was queued
             if let idem { await dispatcher.idempotency.release(app: app, key: idem.key) }
-            var w = JSONWriter()
-            var first = true
-            w.raw("{")
-            w.key("code", first: &first)
-            w.int(503)
-            w.key("message", first: &first)
-            w.string(full.app == nil ? "Queue is full, try again later." : "App's share of the queue is full, try again later.")
-            w.key("detail", first: &first)
-            w.string(full.description)
-            w.raw("}")
-            return json(.serviceUnavailable, w.bytes, extra: [(.retryAfter, String(full.retryAfter))])
+            let e = RequestError(
+                status: 503, message: full.app == nil ? "Queue is full, try again later." : "App's share of the queue is full, try again later.",
+                detail: full.description)
+            return json(.serviceUnavailable, e.json, extra: [(.retryAfter, String(full.retryAfter))])
         } catch {
             // The store's error stays in the log: it can name tables, paths or values of other requests.
             limiter?.refund(deliveries)
