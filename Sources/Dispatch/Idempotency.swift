@@ -19,6 +19,9 @@ public enum IdempotencyClaim: Sendable, Equatable {
 
 /// A kept answer.
 public struct IdempotentAnswer: Sendable, Equatable {
+    /// The statuses a kept answer may have (HTTP's; `HTTPResponse.Status(code:)` traps outside 0...999).
+    public static let statusRange = 100...599
+
     public var status: Int
     public var body: [UInt8]
     /// `X-Pushgate-Request-Id` of the first answer.

@@ -234,7 +234,9 @@ extension IdempotencyClaim {
     ) -> IdempotencyClaim? {
         guard expires > now else { return nil }  // expired: take it
         if storedHash != bodyHash { return .mismatch }
-        if let status, let body {
+        // A status outside HTTP's range (a damaged row, or one written by something else in a shared
+        // database) is treated as no answer (never served: `HTTPResponse.Status` would trap on it).
+        if let status, IdempotentAnswer.statusRange.contains(status), let body {
             return .replay(IdempotentAnswer(status: status, body: Array(body.utf8), requestID: requestID, notifIDs: notifIDs))
         }
         if claimedAt > abandonBefore { return .inProgress }
