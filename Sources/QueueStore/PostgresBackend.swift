@@ -381,7 +381,7 @@ struct PostgresStatements: QueueStatements {
             "SELECT window_end, held_job, seconds FROM pushgate_coalesce_windows WHERE k = \(k) FOR UPDATE", logger: logger)
         var out: CoalesceWindow?
         for try await (end, held, seconds) in rows.decode((Double, Int64?, Double).self) {
-            out = CoalesceWindow(end: end, held: held.map { UInt64($0) }, seconds: seconds)
+            out = CoalesceWindow(end: end, held: held.flatMap { UInt64(exactly: $0) }, seconds: seconds)
         }
         return out
     }

@@ -432,7 +432,7 @@ extension SQLiteBackend: QueueStatements {
         // The transaction is BEGIN IMMEDIATE: nobody else writes meanwhile.
         let rows = try await writer.query("SELECT window_end, held_job, seconds FROM coalesce_windows WHERE k = ?", [.text(k)])
         guard let r = rows.first, let end = r.column("window_end")?.double, let seconds = r.column("seconds")?.double else { return nil }
-        let held = r.column("held_job").flatMap { $0.isNull ? nil : $0.integer }.map { UInt64($0) }
+        let held = r.column("held_job").flatMap { $0.isNull ? nil : $0.integer }.flatMap { UInt64(exactly: $0) }
         return CoalesceWindow(end: end, held: held, seconds: seconds)
     }
 
