@@ -18,6 +18,9 @@ public struct APNsConfigurationError: Error, Sendable, Equatable, CustomStringCo
 public struct APNsConfiguration: Sendable {
     public static let productionURL = "https://api.push.apple.com"
     public static let sandboxURL = "https://api.sandbox.push.apple.com"
+    /// Apple's broadcast channel-management hosts (docs/apns-broadcast.md).
+    public static let channelsProductionURL = "https://api-manage-broadcast.push.apple.com:2196"
+    public static let channelsSandboxURL = "https://api-manage-broadcast.sandbox.push.apple.com:2195"
 
     /// How the gateway proves itself to APNs.
     public enum Credentials: Sendable {
@@ -57,6 +60,8 @@ public struct APNsConfiguration: Sendable {
     /// Per-environment overrides (take precedence over `endpoint`; mainly for tests and mocks).
     public var productionEndpoint: String?
     public var sandboxEndpoint: String?
+    /// `ios.channels_endpoint`: base URL of the channel-management API for both environments.
+    public private(set) var channelsEndpoint: String?
     /// `ios.max_retry`: retries after the first attempt (used by the dispatcher).
     public var maxRetry: Int
     /// Long-lived HTTP/2 connections per environment.
@@ -146,6 +151,23 @@ public struct APNsConfiguration: Sendable {
                 throw APNsConfigurationError(key: "ios.endpoint", "\"\(url)\" is not an http(s) base URL such as https://localhost:8443")
             }
         }
+    }
+
+    /// Sets `ios.channels_endpoint` ("" = Apple's hosts); `key` names it in the error.
+    public mutating func setChannelsEndpoint(_ url: String, key: String = "ios.channels_endpoint") throws(APNsConfigurationError) {
+        guard !url.isEmpty else {
+            channelsEndpoint = nil
+            return
+        }
+        guard HTTP2Target(url: url) != nil else {
+            throw APNsConfigurationError(key: key, "\"\(url)\" is not an http(s) base URL such as https://localhost:2195")
+        }
+        channelsEndpoint = url
+    }
+
+    /// Base URL of the channel-management API for an environment: `channels_endpoint`, else Apple's.
+    public func channelsBaseURL(production: Bool) -> String {
+        channelsEndpoint ?? (production ? Self.channelsProductionURL : Self.channelsSandboxURL)
     }
 
     /// Base URL for an environment: the per-environment override, else `endpoint`, else Apple's.

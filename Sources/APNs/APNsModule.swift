@@ -26,6 +26,9 @@ public struct APNsModule: ProviderModule {
         public static let connections = Setting<Int>("connections", 2, range: 1...1000)
         public static let topic = Setting<String>("topic", "")
         public static let endpoint = Setting<String>("endpoint", "")
+        /// Base URL of the broadcast channel-management API, for both environments (tests, proxies);
+        /// "" = Apple's (`api-manage-broadcast[.sandbox].push.apple.com`, ports 2196 / 2195).
+        public static let channelsEndpoint = Setting<String>("channels_endpoint", "")
     }
 
     public var platforms: [Platform] { [.ios] }
@@ -37,7 +40,7 @@ public struct APNsModule: ProviderModule {
                 keys: [
                     Keys.enabled.key, Keys.keyPath.key, Keys.keyBase64.key, Keys.keyType.key, Keys.keyID.key, Keys.teamID.key,
                     Keys.production.key, Keys.maxTokens.key, Keys.maxRetry.key, Keys.maxConcurrentPushes.key, Keys.connections.key,
-                    Keys.topic.key, Keys.endpoint.key, Keys.password.key,
+                    Keys.topic.key, Keys.endpoint.key, Keys.channelsEndpoint.key, Keys.password.key,
                 ])
         ]
     }
@@ -46,7 +49,7 @@ public struct APNsModule: ProviderModule {
         if let c = n.collapseID, c.utf8.count > 64 {
             return IngestProblem(message: "Invalid collapse_id.", detail: "collapse_id: apns-collapse-id is at most 64 bytes")
         }
-        return nil
+        return APNsBroadcast.check(n)
     }
 
     /// The key type `ios.key_type` / `key_path`'s extension / the bytes of `key_base64` name, and a
@@ -125,9 +128,10 @@ public struct APNsModule: ProviderModule {
                     )
                 }
             }
-            let configuration = try APNsConfiguration(
+            var configuration = try APNsConfiguration(
                 certificate: certificate, production: s[Keys.production], topic: s[Keys.topic], endpoint: s[Keys.endpoint],
                 maxRetry: s[Keys.maxRetry], connectionsPerEnvironment: s[Keys.connections], now: now, key: sourceKey)
+            try configuration.setChannelsEndpoint(s[Keys.channelsEndpoint], key: s.path(Keys.channelsEndpoint))
             return (configuration, warnings)
         }
         // The .p8 auth key: token auth.
@@ -137,9 +141,10 @@ public struct APNsModule: ProviderModule {
             throw APNsConfigurationError(key: sourceKey, "\(source) is not a P-256 PKCS#8 private key (an APNs .p8 auth key)")
         }
         do {
-            let configuration = try APNsConfiguration(
+            var configuration = try APNsConfiguration(
                 keyPEM: pem, keyID: s[Keys.keyID], teamID: s[Keys.teamID], production: s[Keys.production], topic: s[Keys.topic],
                 endpoint: s[Keys.endpoint], maxRetry: s[Keys.maxRetry], connectionsPerEnvironment: s[Keys.connections])
+            try configuration.setChannelsEndpoint(s[Keys.channelsEndpoint], key: s.path(Keys.channelsEndpoint))
             return (configuration, warnings)
         } catch  where error.key == "ios.key_path" {
             // The key's own problem: name where it came from.
@@ -223,4 +228,7 @@ public struct APNsModule: ProviderModule {
     }
 
     public func deliveredIDLabel(for platform: Platform) -> String { "apns-id" }
+
+    /// `POST/GET/DELETE /api/apns/channels`: broadcast channel management.
+    public var routes: [ProviderRoute] { APNsChannelRoutes.routes }
 }

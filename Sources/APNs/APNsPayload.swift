@@ -5,7 +5,8 @@ import PushgateCore
 /// `aps` keys (in this order, each only when set): `alert`, `badge`, `sound`, `thread-id`, `category`,
 /// `content-available`, `mutable-content`, `url-args`, `interruption-level`, `relevance-score`,
 /// live activity keys (`timestamp`, `event`, `content-state`, `stale-date`, `dismissal-date`,
-/// `attributes-type`, `attributes`). `data` keys follow `aps` at the root.
+/// `attributes-type`, `attributes`, `input-push-token`, `input-push-channel`). `data` keys follow
+/// `aps` at the root.
 ///
 /// `message` without `title` is `"alert":"message"`; with `title` it is `alert{title, body}`; the
 /// `alert` object's fields then override or extend the dictionary (a `message` without `title`
@@ -134,6 +135,14 @@ public enum APNsPayload {
         if let v = n.attributes {
             w.key("attributes", first: &first)
             w.write(v)
+        }
+        if n.inputPushToken == true {
+            w.key("input-push-token", first: &first)
+            w.int(1)
+        }
+        if let v = nonEmpty(n.inputPushChannel) {
+            w.key("input-push-channel", first: &first)
+            w.string(v)
         }
         w.raw("}")
 

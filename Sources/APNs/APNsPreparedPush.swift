@@ -22,6 +22,12 @@ public struct APNsPreparedPush: PreparedPush {
     public let headers: [(String, String)]
     /// The payload as a ByteBuffer, shared (copy-on-write) by every request.
     public let body: ByteBuffer
+    /// The app's bundle id (the topic without the push type's suffix): the broadcast path's.
+    public let bundleID: String
+    /// The headers of a broadcast to a channel (`apns-push-type: liveactivity` and, when set,
+    /// `apns-expiration`, `apns-priority`); `apns-channel-id` is added per channel. Empty when the
+    /// push type is not `liveactivity`.
+    public let broadcastHeaders: [(String, String)]
 
     /// The payload's size, which the push type's limit applies to.
     public var payloadBytes: Int? { payload.count }
@@ -46,6 +52,11 @@ public struct APNsPreparedPush: PreparedPush {
         }
         guard !base.contains(where: { $0 == "\r" || $0 == "\n" }) else { throw PushFailure("topic: contains a line break") }
         topic = type.topic(for: base)
+        if let suffix = type.topicSuffix, base.hasSuffix(suffix), base.utf8.count > suffix.utf8.count {
+            bundleID = String(base.dropLast(suffix.count))
+        } else {
+            bundleID = base
+        }
 
         if let forced = type.forcedPriority {
             priority = forced
@@ -83,8 +94,11 @@ public struct APNsPreparedPush: PreparedPush {
         production = n.productionOverride ?? defaultProduction
 
         let bytes = try APNsPayload.render(n, pushType: type)
-        guard bytes.count <= type.payloadLimit else {
-            throw PushFailure.payloadTooLarge(size: bytes.count, limit: type.payloadLimit)
+        // A broadcast carries up to 5 KB; a notification also sent to device tokens is held to their limit.
+        let broadcastOnly = n.allTokens.isEmpty && !(n.channels ?? []).isEmpty
+        let limit = broadcastOnly ? max(type.payloadLimit, APNsPushType.broadcastPayloadLimit) : type.payloadLimit
+        guard bytes.count <= limit else {
+            throw PushFailure.payloadTooLarge(size: bytes.count, limit: limit)
         }
         payload = bytes
         body = ByteBuffer(bytes: bytes)
@@ -94,5 +108,13 @@ public struct APNsPreparedPush: PreparedPush {
         if let priority { h.append(("apns-priority", String(priority))) }
         if let collapseID { h.append(("apns-collapse-id", collapseID)) }
         headers = h
+        if type == .liveactivity {
+            var b: [(String, String)] = [("apns-push-type", type.name)]
+            if let expiration { b.append(("apns-expiration", String(expiration))) }
+            if let priority { b.append(("apns-priority", String(priority))) }
+            broadcastHeaders = b
+        } else {
+            broadcastHeaders = []
+        }
     }
 }

@@ -19,6 +19,8 @@ public final class APNsProvider: PushProvider {
     public let tokens: APNsTokenManager?
     public let productionPool: HTTP2ConnectionPool
     public let sandboxPool: HTTP2ConnectionPool
+    /// Broadcast channel management (`POST/GET/DELETE /api/apns/channels`), with the same credentials.
+    public let channels: APNsChannels
     private let logger: Logger
     /// Keeps `pushgate_apns_certificate_expiry_days` current (certificate auth only).
     private let expiryGaugeTask: RepeatedTask?
@@ -65,6 +67,8 @@ public final class APNsProvider: PushProvider {
         self.productionPool = HTTP2ConnectionPool(
             target: productionTarget, configuration: pc, eventLoopGroup: eventLoopGroup, logger: productionLogger)
         self.sandboxPool = HTTP2ConnectionPool(target: sandboxTarget, configuration: pc, eventLoopGroup: eventLoopGroup, logger: sandboxLogger)
+        self.channels = APNsChannels(
+            configuration: configuration, tokens: self.tokens, poolConfiguration: pc, eventLoopGroup: eventLoopGroup, logger: logger)
     }
 
     public func pool(production: Bool) -> HTTP2ConnectionPool { production ? productionPool : sandboxPool }
@@ -74,16 +78,26 @@ public final class APNsProvider: PushProvider {
     }
 
     public func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure? {
-        guard case .token = target else { return PushFailure("APNs delivers to device tokens only") }
-        return nil
+        switch target {
+        case .token: return nil
+        case .channel(let id):
+            guard let push = prepared as? APNsPreparedPush, push.pushType == .liveactivity else {
+                return PushFailure("push_type: a broadcast channel takes Live Activity updates (push_type liveactivity)")
+            }
+            return APNsBroadcast.isValidChannelID(id) ? nil : PushFailure("BadChannelId")
+        default: return PushFailure("APNs delivers to device tokens and broadcast channels only")
+        }
     }
 
     public func send(_ prepared: any PreparedPush, to target: PushTarget, context: DeliveryContext) async -> SendOutcome {
         guard let push = prepared as? APNsPreparedPush else {
             return .permanent(reason: "internal error: not an APNs notification", status: nil)
         }
-        guard case .token(let token) = target else {
-            return .permanent(reason: "APNs delivers to device tokens only", status: nil)
+        let token: String
+        switch target {
+        case .token(let t): token = t
+        case .channel(let id): return await broadcast(push, channel: id, context: context)
+        default: return .permanent(reason: "APNs delivers to device tokens and broadcast channels only", status: nil)
         }
         if token.isEmpty { return .permanent(reason: "MissingDeviceToken", status: nil) }
         // The token goes into the request path: anything but hex digits is what APNs calls BadDeviceToken.
@@ -103,8 +117,40 @@ public final class APNsProvider: PushProvider {
         headers.append(("apns-id", context.messageID))
         headers.append(contentsOf: push.headers)
         let request = HTTP2Request(method: "POST", path: "/3/device/" + token, headers: headers, body: push.body)
-        let pool = push.production ? productionPool : sandboxPool
+        return await execute(request, push: push, auth: auth, context: context, idHeader: "apns-id")
+    }
 
+    /// One broadcast: `POST /4/broadcasts/apps/<bundle id>` with `apns-channel-id`, on the same
+    /// connections as device pushes (Apple's broadcast endpoint is the push host).
+    func broadcast(_ push: APNsPreparedPush, channel: String, context: DeliveryContext) async -> SendOutcome {
+        guard push.pushType == .liveactivity else {
+            return .permanent(reason: "push_type: a broadcast channel takes Live Activity updates (push_type liveactivity)", status: nil)
+        }
+        guard APNsBroadcast.isValidChannelID(channel) else { return .permanent(reason: "BadChannelId", status: nil) }
+        var auth: APNsTokenManager.Token?
+        if let tokens {
+            do {
+                auth = try tokens.token()
+            } catch {
+                return .permanent(reason: "cannot sign the APNs provider token: \(error)", status: nil)
+            }
+        }
+        var headers: [(String, String)] = []
+        headers.reserveCapacity(push.broadcastHeaders.count + 3)
+        if let auth { headers.append(("authorization", auth.authorization)) }
+        headers.append(("apns-request-id", context.messageID))
+        headers.append(("apns-channel-id", channel))
+        headers.append(contentsOf: push.broadcastHeaders)
+        let request = HTTP2Request(method: "POST", path: "/4/broadcasts/apps/" + push.bundleID, headers: headers, body: push.body)
+        return await execute(request, push: push, auth: auth, context: context, idHeader: "apns-request-id")
+    }
+
+    /// Sends `request` on the notification's environment and classifies the answer; `idHeader` is
+    /// the response header naming the message (`apns-id`, `apns-request-id` for broadcasts).
+    func execute(
+        _ request: HTTP2Request, push: APNsPreparedPush, auth: APNsTokenManager.Token?, context: DeliveryContext, idHeader: String
+    ) async -> SendOutcome {
+        let pool = push.production ? productionPool : sandboxPool
         let response: HTTP2Response
         do {
             response = try await pool.execute(request)
@@ -116,11 +162,11 @@ public final class APNsProvider: PushProvider {
         }
 
         if response.status == 200 {
-            return .delivered(providerID: response.header("apns-id"))
+            return .delivered(providerID: response.header(idHeader))
         }
         let outcome = APNsResponseClassifier.classify(
             status: response.status,
-            apnsID: response.header("apns-id"),
+            apnsID: response.header(idHeader),
             retryAfter: response.header("retry-after"),
             body: Array(response.body.readableBytesView))
         if case .credentials = outcome, let tokens, let auth {
@@ -138,6 +184,7 @@ public final class APNsProvider: PushProvider {
         expiryGaugeTask?.cancel()
         await productionPool.shutdown()
         await sandboxPool.shutdown()
+        await channels.shutdown()
     }
 
     @inline(__always) static func isHexDigit(_ b: UInt8) -> Bool {

@@ -30,6 +30,8 @@ public struct APNsPushType: Sendable, Hashable, CustomStringConvertible {
 
     public static let defaultPayloadLimit = 4096
     public static let voipPayloadLimit = 5120
+    /// A broadcast (`POST /4/broadcasts/apps/<bundle id>`) carries up to 5 KB (docs/apns-broadcast.md).
+    public static let broadcastPayloadLimit = 5120
 
     public static let alert = APNsPushType(name: "alert")
     public static let background = APNsPushType(name: "background", forcedPriority: 5, forcesContentAvailable: true)
@@ -55,8 +57,11 @@ public struct APNsPushType: Sendable, Hashable, CustomStringConvertible {
 
     /// The push type a notification asks for: `push_type`, default `alert` (gorush's default).
     /// Throws a `PushFailure` naming the field for an unknown value.
+    /// A notification with broadcast `channels` and no `push_type` is a Live Activity update.
     public static func of(_ notification: PushNotification) throws(PushFailure) -> APNsPushType {
-        guard let raw = notification.pushType, !raw.isEmpty else { return .alert }
+        guard let raw = notification.pushType, !raw.isEmpty else {
+            return (notification.channels?.isEmpty ?? true) ? .alert : .liveactivity
+        }
         guard let type = named(raw) else {
             throw PushFailure("push_type: unknown APNs push type \"\(raw)\" (expected one of \(all.map(\.name).joined(separator: ", ")))")
         }

@@ -34,7 +34,7 @@ public struct FCMPreparedMessage: PreparedPush {
         case .topic:
             guard let t = topicTarget else { return nil }
             return body(key: t.key, value: t.value)
-        case .subscription:
+        case .subscription, .channel:
             return nil
         }
     }

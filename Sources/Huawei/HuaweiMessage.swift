@@ -37,7 +37,7 @@ public struct HuaweiPreparedMessage: PreparedPush {
             w.raw(":")
             w.string(t.value)
             return splice(w.bytes)
-        case .subscription:
+        case .subscription, .channel:
             return nil
         }
     }

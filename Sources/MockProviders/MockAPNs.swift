@@ -100,6 +100,8 @@ public final class MockAPNs: Sendable {
         public var path: String
         /// The device token from the path (empty when the path was not `/3/device/<token>`).
         public var token: String
+        /// The `apns-channel-id` of a broadcast or channel-management request (nil otherwise).
+        public var channelID: String?
         public var headers: [(String, String)]
         public var body: [UInt8]
         public var connectionID: Int
@@ -178,6 +180,8 @@ public final class MockAPNs: Sendable {
         /// checks, with the device token and the payload bytes; a non-nil answer replaces the
         /// scripted / default one (scripted failure rates, per-token counting in load tests).
         public var hook: (@Sendable (_ token: String, _ body: [UInt8]) -> Reply?)? = nil
+        /// Port of the channel-management listener (0: any free port).
+        public var channelsPort: Int = 0
 
         public init(publicKey: P256.Signing.PublicKey, keyID: String? = nil, teamID: String? = nil, tls: TLSConfiguration?) {
             self.publicKey = publicKey
@@ -192,6 +196,9 @@ public final class MockAPNs: Sendable {
     }
 
     struct State {
+        /// Broadcast channels per bundle id: id -> message storage policy.
+        var channels: [String: [String: Int]] = [:]
+        var channelsCreated = 0
         var scripts: [String: [Reply]] = [:]
         var defaultReply: Reply = .ok
         var requests: [RecordedRequest] = []
@@ -223,9 +230,16 @@ public final class MockAPNs: Sendable {
         "widgets": ".push-type.widgets",
     ]
 
+    /// Channels Apple keeps per app and environment.
+    public static let maxChannelsPerApp = 10_000
+    /// A broadcast carries up to 5 KB.
+    public static let broadcastPayloadLimit = 5120
+
     public let options: Options
     let state = NIOLockedValueBox(State())
     let serverBox = NIOLockedValueBox<MockHTTPServer?>(nil)
+    /// Apple's channel-management host (`api-manage-broadcast…`), a listener of its own.
+    let channelServerBox = NIOLockedValueBox<MockHTTPServer?>(nil)
 
     public init(options: Options, eventLoopGroup: any EventLoopGroup) {
         self.options = options
@@ -248,15 +262,33 @@ public final class MockAPNs: Sendable {
                 return self.handle(request)
             })
         serverBox.withLockedValue { $0 = server }
+        var channelOptions = serverOptions
+        channelOptions.port = options.channelsPort
+        let channelServer = MockHTTPServer(
+            options: channelOptions, eventLoopGroup: eventLoopGroup,
+            syncHandler: { [weak self] request in
+                guard let self else { return MockResponse(status: 503, headers: [], body: []) }
+                return self.handleChannelManagement(request)
+            })
+        channelServerBox.withLockedValue { $0 = channelServer }
     }
 
     public var server: MockHTTPServer { serverBox.withLockedValue { $0! } }
+    public var channelServer: MockHTTPServer { channelServerBox.withLockedValue { $0! } }
 
-    public func start() async throws { try await server.start() }
-    public func stop() async throws { try await server.stop() }
+    public func start() async throws {
+        try await server.start()
+        try await channelServer.start()
+    }
+    public func stop() async throws {
+        try await server.stop()
+        try await channelServer.stop()
+    }
     public var port: Int { server.port }
     /// `https://127.0.0.1:<port>`: the APNs `endpoint`.
     public var baseURL: String { server.baseURL }
+    /// The channel-management host: `ios.channels_endpoint`.
+    public var channelsBaseURL: String { channelServer.baseURL }
     public var connectionsAccepted: Int { server.connectionsAccepted }
 
     // MARK: scripting
@@ -285,6 +317,12 @@ public final class MockAPNs: Sendable {
     public var certificateRequests: [RecordedRequest] { state.withLockedValue { $0.requests.filter { $0.clientCertificateSubject != nil } } }
     /// Distinct provider tokens (JWTs) that verified, in the order first seen.
     public var providerTokensSeen: [String] { state.withLockedValue { $0.providerTokensSeen } }
+    /// Broadcasts (`POST /4/broadcasts/apps/<bundle id>`) received, accepted or not.
+    public var broadcasts: [RecordedRequest] { state.withLockedValue { $0.requests.filter { $0.path.hasPrefix("/4/broadcasts/") } } }
+    /// Channel-management requests (`/1/apps/...` on the management listener) received.
+    public var channelRequests: [RecordedRequest] { state.withLockedValue { $0.requests.filter { $0.path.hasPrefix("/1/apps/") } } }
+    /// The channels of a bundle id and their message storage policies.
+    public func channels(of bundleID: String) -> [String: Int] { state.withLockedValue { $0.channels[bundleID] ?? [:] } }
     /// Requests refused by the checks (not by a script), as "status reason".
     public var rejections: [String] {
         state.withLockedValue { $0.requests.filter { !$0.scripted }.map { "\($0.status) \($0.reason ?? "")" } }
@@ -314,11 +352,12 @@ public final class MockAPNs: Sendable {
     func handle(_ request: MockRequest) -> MockResponse {
         let received = Date()
         var token = ""
+        var channelID: String?
         let apnsID = request.header("apns-id") ?? UUID().uuidString
         let identity = request.clientCertificate.map { clientIdentity($0) }
         func answer(_ status: Int, _ reason: String?, retryAfter: Int? = nil, scripted: Bool = false) -> MockResponse {
             let record = RecordedRequest(
-                receivedAt: received, method: request.method, path: request.path, token: token,
+                receivedAt: received, method: request.method, path: request.path, token: token, channelID: channelID,
                 headers: request.headers, body: request.body, connectionID: request.connectionID,
                 clientCertificateSubject: identity?.subject, clientCertificateTopics: identity?.topics ?? [],
                 status: status, reason: reason, scripted: scripted)
@@ -336,6 +375,17 @@ public final class MockAPNs: Sendable {
         }
 
         guard request.method == "POST" else { return answer(405, "MethodNotAllowed") }
+        if request.path.hasPrefix(Self.broadcastPrefix) {
+            channelID = request.header("apns-channel-id")
+            let (status, reason, requestID) = broadcast(request, identity: identity)
+            let record = RecordedRequest(
+                receivedAt: received, method: request.method, path: request.path, token: "", channelID: channelID,
+                headers: request.headers, body: request.body, connectionID: request.connectionID,
+                clientCertificateSubject: identity?.subject, clientCertificateTopics: identity?.topics ?? [],
+                status: status, reason: reason, scripted: reason == nil)
+            if options.recordRequests { state.withLockedValue { $0.requests.append(record) } }
+            return Self.managementAnswer(status, reason, requestID: requestID)
+        }
         let prefix = "/3/device/"
         guard request.path.hasPrefix(prefix) else { return answer(404, "BadPath") }
         let rawToken = request.path.dropFirst(prefix.count)
@@ -405,6 +455,160 @@ public final class MockAPNs: Sendable {
         }
         let (status, reason) = reply.statusAndReason
         return answer(status, reason, retryAfter: reply.retryAfter, scripted: true)
+    }
+
+    // MARK: broadcast channels (iOS 18)
+
+    static let broadcastPrefix = "/4/broadcasts/apps/"
+
+    /// An answer of the broadcast or channel-management API: `apns-request-id` always, the reason
+    /// as `{"reason":…}` on errors.
+    static func managementAnswer(_ status: Int, _ reason: String?, requestID: String, extra: [(String, String)] = [], body: String? = nil)
+        -> MockResponse
+    {
+        var headers: [(String, String)] = [("apns-request-id", requestID)]
+        headers.append(contentsOf: extra)
+        if let reason {
+            headers.append(("content-type", "application/json"))
+            return MockResponse(status: status, headers: headers, body: Array(#"{"reason":"\#(reason)"}"#.utf8))
+        }
+        if let body {
+            headers.append(("content-type", "application/json"))
+            return MockResponse(status: status, headers: headers, body: Array(body.utf8))
+        }
+        return MockResponse(status: status, headers: headers)
+    }
+
+    /// Whether `id` is shaped like a channel id (base64, at most 256 bytes).
+    static func isChannelID(_ id: String) -> Bool {
+        let u = id.utf8
+        guard !u.isEmpty, u.count <= 256 else { return false }
+        return u.allSatisfy { b in
+            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2B || b == 0x2F || b == 0x3D
+                || b == 0x2D || b == 0x5F
+        }
+    }
+
+    /// Authentication of a broadcast or channel request for `bundleID`: the provider token, or a
+    /// client certificate for this environment whose topics include the bundle id. nil when good.
+    func authorize(_ request: MockRequest, identity: ClientIdentity?, bundleID: String) -> (Int, String)? {
+        if let identity {
+            if let production = options.production, identity.development || identity.production,
+                production ? !identity.production : !identity.development
+            {
+                return (403, "BadCertificateEnvironment")
+            }
+            return identity.topics.contains(bundleID) ? nil : (400, "TopicDisallowed")
+        }
+        if let refused = checkProviderToken(request.header("authorization")) { return (403, refused) }
+        return nil
+    }
+
+    /// The request id a client gave (`apns-request-id`, a UUID), else one made up; nil when it is not a UUID.
+    static func requestID(_ request: MockRequest) -> String? {
+        guard let given = request.header("apns-request-id") else { return UUID().uuidString.lowercased() }
+        return UUID(uuidString: given) == nil ? nil : given
+    }
+
+    /// `POST /4/broadcasts/apps/<bundle id>` on the push host: the channel must exist for the bundle
+    /// id, the push type is `liveactivity`, `apns-expiration` is 0 on a No Messages Stored channel,
+    /// the payload a Live Activity `update` or `end` of at most 5 KB.
+    func broadcast(_ request: MockRequest, identity: ClientIdentity?) -> (status: Int, reason: String?, requestID: String) {
+        guard let requestID = Self.requestID(request) else { return (400, "BadRequestId", UUID().uuidString.lowercased()) }
+        let bundleID = String(request.path.dropFirst(Self.broadcastPrefix.count))
+        guard !bundleID.isEmpty, !bundleID.contains("/") else { return (404, "BadPath", requestID) }
+        if let refused = authorize(request, identity: identity, bundleID: bundleID) { return (refused.0, refused.1, requestID) }
+        guard let channel = request.header("apns-channel-id") else { return (400, "MissingChannelId", requestID) }
+        guard Self.isChannelID(channel) else { return (400, "BadChannelId", requestID) }
+        guard let policy = state.withLockedValue({ $0.channels[bundleID]?[channel] }) else { return (400, "ChannelNotRegistered", requestID) }
+        guard let pushType = request.header("apns-push-type") else { return (400, "MissingPushType", requestID) }
+        guard pushType == "liveactivity" else { return (400, "InvalidPushType", requestID) }
+        if let p = request.header("apns-priority"), !["1", "5", "10"].contains(p) { return (400, "BadPriority", requestID) }
+        if let e = request.header("apns-expiration") {
+            guard let v = Int64(e), v >= 0 else { return (400, "BadExpirationDate", requestID) }
+            if policy == 0 && v != 0 { return (400, "BadExpirationDate", requestID) }
+        }
+        if request.body.isEmpty { return (400, "PayloadEmpty", requestID) }
+        if request.body.count > Self.broadcastPayloadLimit { return (413, "PayloadTooLarge", requestID) }
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(request.body))) as? [String: Any],
+            let aps = object["aps"] as? [String: Any],
+            let event = aps["event"] as? String, event == "update" || event == "end",
+            aps["timestamp"] is NSNumber,
+            event == "end" || aps["content-state"] is [String: Any]
+        else { return (400, "BadPayload", requestID) }
+        return (200, nil, requestID)
+    }
+
+    /// Apple's channel-management API on its own listener: `POST /1/apps/<bundle id>/channels`
+    /// (create), `GET` it with `apns-channel-id` (read), `GET /1/apps/<bundle id>/all-channels`,
+    /// `DELETE /1/apps/<bundle id>/channels` with `apns-channel-id` (204).
+    func handleChannelManagement(_ request: MockRequest) -> MockResponse {
+        let received = Date()
+        let identity = request.clientCertificate.map { clientIdentity($0) }
+        var channelID = request.header("apns-channel-id")
+        let requestID = Self.requestID(request)
+        func answer(_ status: Int, _ reason: String?, extra: [(String, String)] = [], body: String? = nil) -> MockResponse {
+            let record = RecordedRequest(
+                receivedAt: received, method: request.method, path: request.path, token: "", channelID: channelID,
+                headers: request.headers, body: request.body, connectionID: request.connectionID,
+                clientCertificateSubject: identity?.subject, clientCertificateTopics: identity?.topics ?? [],
+                status: status, reason: reason, scripted: reason == nil)
+            if options.recordRequests { state.withLockedValue { $0.requests.append(record) } }
+            return Self.managementAnswer(status, reason, requestID: requestID ?? UUID().uuidString.lowercased(), extra: extra, body: body)
+        }
+        guard requestID != nil else { return answer(400, "BadRequestId") }
+        let prefix = "/1/apps/"
+        guard request.path.hasPrefix(prefix) else { return answer(404, "BadPath") }
+        let rest = request.path.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
+        guard rest.count == 2, !rest[0].isEmpty, rest[1] == "channels" || rest[1] == "all-channels" else { return answer(404, "BadPath") }
+        let bundleID = String(rest[0])
+        if let refused = authorize(request, identity: identity, bundleID: bundleID) { return answer(refused.0, refused.1) }
+
+        if rest[1] == "all-channels" {
+            guard request.method == "GET" else { return answer(405, "MethodNotAllowed") }
+            let ids = state.withLockedValue { Array(($0.channels[bundleID] ?? [:]).keys).sorted() }
+            let list = ids.map { "\"\($0)\"" }.joined(separator: ",")
+            return answer(200, nil, body: #"{"channels":[\#(list)]}"#)
+        }
+        switch request.method {
+        case "POST":
+            guard let object = (try? JSONSerialization.jsonObject(with: Data(request.body))) as? [String: Any] else {
+                return answer(400, "BadRequest")
+            }
+            guard let pushType = object["push-type"] else { return answer(400, "MissingPushType") }
+            guard pushType as? String == "LiveActivity" else { return answer(400, "InvalidPushType") }
+            // An integer 0 or 1 (not true, not 0.5, not "1").
+            struct Policy: Decodable {
+                let policy: Int
+                enum CodingKeys: String, CodingKey { case policy = "message-storage-policy" }
+            }
+            guard object["message-storage-policy"] != nil, let policy = try? JSONDecoder().decode(Policy.self, from: Data(request.body)).policy,
+                policy == 0 || policy == 1
+            else { return answer(400, "BadMessageStoragePolicy") }
+            var bytes = [UInt8](repeating: 0, count: 16)
+            for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
+            let id = Data(bytes).base64EncodedString()
+            let created: Bool = state.withLockedValue { s in
+                guard (s.channels[bundleID]?.count ?? 0) < Self.maxChannelsPerApp else { return false }
+                s.channels[bundleID, default: [:]][id] = policy
+                s.channelsCreated += 1
+                return true
+            }
+            guard created else { return answer(400, "CannotCreateChannelConfig") }
+            channelID = id
+            return answer(201, nil, extra: [("apns-channel-id", id)])
+        case "GET", "DELETE":
+            guard let id = request.header("apns-channel-id") else { return answer(400, "MissingChannelId") }
+            guard Self.isChannelID(id) else { return answer(400, "BadChannelId") }
+            if request.method == "GET" {
+                guard let policy = state.withLockedValue({ $0.channels[bundleID]?[id] }) else { return answer(404, "ChannelNotRegistered") }
+                return answer(200, nil, body: #"{"message-storage-policy":\#(policy),"push-type":"LiveActivity"}"#)
+            }
+            let removed = state.withLockedValue { $0.channels[bundleID]?.removeValue(forKey: id) != nil }
+            return removed ? answer(204, nil) : answer(404, "ChannelNotRegistered")
+        default:
+            return answer(405, "MethodNotAllowed")
+        }
     }
 
     /// The subject, UID and topics of a client certificate (parsed once per certificate).

@@ -215,6 +215,7 @@ public struct RunningMockAPNs: RunningProviderMock {
             ("ios.key_id", .string(key.keyID)),
             ("ios.team_id", .string(key.teamID)),
             ("ios.endpoint", .string(mock.baseURL)),
+            ("ios.channels_endpoint", .string(mock.channelsBaseURL)),
         ]
     }
 
@@ -228,13 +229,14 @@ public struct RunningMockAPNs: RunningProviderMock {
           key_id: "\(key.keyID)"
           team_id: "\(key.teamID)"
           endpoint: "\(mock.baseURL)"
+          channels_endpoint: "\(mock.channelsBaseURL)"
           topic: "com.example.app"
 
         """
     }
 
     public var bannerLine: String {
-        "  APNs       \(mock.baseURL)   (key id \(key.keyID), team \(key.teamID), key \(directory)/mock-apns.p8)"
+        "  APNs       \(mock.baseURL)   (key id \(key.keyID), team \(key.teamID), key \(directory)/mock-apns.p8; broadcast channels \(mock.channelsBaseURL))"
     }
 
     public func stop() async throws { try await mock.stop() }

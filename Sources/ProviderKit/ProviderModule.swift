@@ -111,6 +111,8 @@ public protocol ProviderModule: Sendable {
     func deliveredIDLabel(for platform: Platform) -> String
     /// Command-line helpers.
     var tools: [ProviderTool] { get }
+    /// HTTP routes it adds to the gateway's API (APNs broadcast channels).
+    var routes: [ProviderRoute] { get }
 }
 
 extension ProviderModule {
@@ -118,6 +120,7 @@ extension ProviderModule {
     public func sendOverrides(for platform: Platform, config: ProviderConfig) -> [(key: String, value: ConfigValue)] { [] }
     public func deliveredIDLabel(for platform: Platform) -> String { "id" }
     public var tools: [ProviderTool] { [] }
+    public var routes: [ProviderRoute] { [] }
 }
 
 /// A gorush platform Pushgate accepts in requests and config but does not send to:
@@ -146,4 +149,66 @@ public struct UnsupportedProviderModule: ProviderModule {
 
     /// The one line `pushgate send` prints for this platform.
     public var sendError: ConfigError { ConfigError(key: platform.name, problem: "\(reason) is not supported by Pushgate") }
+}
+
+/// An HTTP route a provider module adds to the gateway's API (`POST /api/apns/channels`): the
+/// server registers it (behind the same API keys as `/api/push`) and hands the handler the request
+/// and a way to reach the provider of the app the request is for.
+public struct ProviderRoute: Sendable {
+    /// "GET", "POST", "PUT", "DELETE".
+    public var method: String
+    /// The path, with `:name` segments for parameters (`/api/apns/channels/:channel_id`).
+    public var path: String
+    /// Largest body read (a bigger one is answered 413 before the handler runs).
+    public var maxBodyBytes: Int
+    public var handle: @Sendable (ProviderRouteRequest) async -> ProviderRouteResponse
+
+    public init(
+        method: String, path: String, maxBodyBytes: Int = 4096, handle: @escaping @Sendable (ProviderRouteRequest) async -> ProviderRouteResponse
+    ) {
+        self.method = method
+        self.path = path
+        self.maxBodyBytes = maxBodyBytes
+        self.handle = handle
+    }
+}
+
+/// What a provider route's handler gets.
+public struct ProviderRouteRequest: Sendable {
+    public var body: [UInt8]
+    /// Path parameters as they came (percent-encoded), by name.
+    public var parameters: [String: String]
+    /// Query parameters (first value of each), percent-decoded.
+    public var query: [String: String]
+    /// The provider of the module's platform for an app: `app_id` (nil: the API key's app, else the
+    /// default app), resolved and authorised as `/api/push` does; else the error to answer.
+    public var provider: @Sendable (_ platform: Platform, _ appID: String?) -> Result<any PushProvider, RequestError>
+
+    public init(
+        body: [UInt8], parameters: [String: String], query: [String: String],
+        provider: @escaping @Sendable (_ platform: Platform, _ appID: String?) -> Result<any PushProvider, RequestError>
+    ) {
+        self.body = body
+        self.parameters = parameters
+        self.query = query
+        self.provider = provider
+    }
+}
+
+/// A provider route's answer: JSON `body` (empty for 204), extra headers (`Retry-After`).
+public struct ProviderRouteResponse: Sendable {
+    public var status: Int
+    public var body: [UInt8]
+    public var headers: [(String, String)]
+
+    public init(status: Int, body: [UInt8] = [], headers: [(String, String)] = []) {
+        self.status = status
+        self.body = body
+        self.headers = headers
+    }
+
+    /// The gateway's error answer `{"code":…,"message":…,"detail":…}`.
+    public init(_ error: RequestError, headers: [(String, String)] = []) {
+        self.init(status: error.status, body: error.json, headers: headers)
+    }
 }

@@ -141,6 +141,13 @@ public struct PushNotification: Sendable, Codable, Equatable {
     public var timestamp: Int64?
     public var attributesType: String?
     public var attributes: JSONObject?
+    /// `input-push-token` (Live Activity start): asks the started activity for a push token (`aps.input-push-token: 1`).
+    public var inputPushToken: Bool?
+    /// `input-push-channel` (Live Activity start): subscribes the started activity to this broadcast channel.
+    public var inputPushChannel: String?
+    /// `channels` (iOS, push type `liveactivity`): APNs broadcast channel ids, one broadcast each
+    /// (`POST /4/broadcasts/apps/<bundle id>` with `apns-channel-id`).
+    public var channels: [String]?
     public var production: Bool?
     public var development: Bool?
     public var retry: Int?
@@ -212,6 +219,9 @@ public struct PushNotification: Sendable, Codable, Equatable {
         case event, timestamp
         case attributesType = "attributes-type"
         case attributes, production, development, retry, image, condition, to
+        case inputPushToken = "input-push-token"
+        case inputPushChannel = "input-push-channel"
+        case channels
         case dryRun = "dry_run"
         case fcmNotification = "notification"
         case android, apns, webpush
@@ -275,6 +285,9 @@ public struct PushNotification: Sendable, Codable, Equatable {
         timestamp = try c.decodeIfPresent(Int64.self, forKey: .timestamp)
         attributesType = try c.decodeIfPresent(String.self, forKey: .attributesType)
         attributes = try c.decodeIfPresent(JSONObject.self, forKey: .attributes)
+        inputPushToken = try c.decodeIfPresent(Bool.self, forKey: .inputPushToken)
+        inputPushChannel = try c.decodeIfPresent(String.self, forKey: .inputPushChannel)
+        channels = try c.decodeIfPresent([String].self, forKey: .channels)
         production = try c.decodeIfPresent(Bool.self, forKey: .production)
         development = try c.decodeIfPresent(Bool.self, forKey: .development)
         retry = try c.decodeIfPresent(Int.self, forKey: .retry)
@@ -313,6 +326,7 @@ public struct PushNotification: Sendable, Codable, Equatable {
         to = other.to
         condition = other.condition
         subscriptions = other.subscriptions
+        channels = other.channels
         platform = other.platform
         fallback = nil
     }
@@ -353,14 +367,15 @@ public struct PushNotification: Sendable, Codable, Equatable {
     /// Number of deliveries gorush counts for this notification: one per token, plus one for an FCM
     /// topic/condition send. Pushgate also counts Web Push subscriptions.
     public var deliveryCount: Int {
-        allTokens.count + (subscriptions?.count ?? 0) + (isTopicSend ? 1 : 0)
+        allTokens.count + (subscriptions?.count ?? 0) + (channels?.count ?? 0) + (isTopicSend ? 1 : 0)
     }
 
     /// gorush's `counts` for this notification (its router's `countNotificationTargets`): one per entry
     /// of `tokens`, plus one when `topic` is set, whatever the platform (an iOS `topic` counts too);
-    /// `to` and `condition` are not counted. Pushgate adds one per Web Push subscription.
+    /// `to` and `condition` are not counted. Pushgate adds one per Web Push subscription and one per
+    /// APNs broadcast channel.
     public var gorushCount: Int {
-        tokens.count + (subscriptions?.count ?? 0) + ((topic?.isEmpty ?? true) ? 0 : 1)
+        tokens.count + (subscriptions?.count ?? 0) + (channels?.count ?? 0) + ((topic?.isEmpty ?? true) ? 0 : 1)
     }
 
     /// Web Push / UnifiedPush `expiration` values below this are relative seconds, above a UNIX time.

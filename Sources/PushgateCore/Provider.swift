@@ -8,6 +8,8 @@ public enum PushTarget: Sendable, Codable, Equatable, Hashable {
     case topic
     /// A Web Push / UnifiedPush subscription.
     case subscription(WebPushSubscription)
+    /// An APNs broadcast channel id (iOS 18 Live Activities).
+    case channel(String)
 
     /// The string reported in log entries and feedback.
     public var reportedToken: String {
@@ -15,6 +17,7 @@ public enum PushTarget: Sendable, Codable, Equatable, Hashable {
         case .token(let t): return t
         case .topic: return ""
         case .subscription(let s): return s.endpoint
+        case .channel(let id): return id
         }
     }
 }
@@ -24,6 +27,7 @@ extension PushNotification {
     public var targets: [PushTarget] {
         var out: [PushTarget] = allTokens.map { .token($0) }
         if let subs = subscriptions { out += subs.map { .subscription($0) } }
+        if let channels { out += channels.map { .channel($0) } }
         if isTopicSend { out.append(.topic) }
         return out
     }

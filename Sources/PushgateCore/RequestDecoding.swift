@@ -145,6 +145,20 @@ struct PushRequestDecoder {
         n.timestamp = try f.int("timestamp", in: 0...Int64(Int32.max) * 4)
         n.attributesType = try f.string("attributes-type", .field)
         n.attributes = try f.object("attributes")
+        // Live Activity start (`input-push-token: 1` as Apple writes it, or true) and broadcast channels.
+        if let v = f.present("input-push-token"), v != .null {
+            switch v {
+            case .bool(let b): n.inputPushToken = b
+            case .int(0): n.inputPushToken = false
+            case .int(1): n.inputPushToken = true
+            default: throw Failure(field: path + ".input-push-token", problem: "expected 1 or true (0 or false: not asked)")
+            }
+        }
+        n.inputPushChannel = try f.string("input-push-channel", .field)
+        n.channels = try f.strings("channels", .field)
+        if let channels = n.channels, !channels.isEmpty, platform != nil, n.platform != .ios {
+            throw Failure(field: path + ".channels", problem: "APNs broadcast channels are for platform 1 (ios) only")
+        }
         n.production = try f.bool("production")
         n.development = try f.bool("development")
         n.retry = try f.int("retry", in: -1_000_000...1_000_000).map { Int($0) }
@@ -189,12 +203,13 @@ struct PushRequestDecoder {
             throw Failure(field: path + ".time_to_live", problem: "out of range: must be between 0 and \(Int(Self.maxFCMTTL)) seconds (4 weeks)")
         }
 
-        let targets = n.allTokens.count + (n.subscriptions?.count ?? 0)
+        let targets = n.allTokens.count + (n.subscriptions?.count ?? 0) + (n.channels?.count ?? 0)
         let cap = limits.maxTokens(for: n.platform)
         if targets > cap {
             throw Failure(
                 field: path + ".tokens",
-                problem: "\(targets) tokens and subscriptions, over the limit of \(cap) for \(n.platform.name)",
+                problem:
+                    "\(targets) \((n.channels?.isEmpty ?? true) ? "tokens and subscriptions" : "tokens, subscriptions and channels"), over the limit of \(cap) for \(n.platform.name)",
                 limit: "\(n.platform.name).max_tokens")
         }
         return .decoded(n)
@@ -203,7 +218,7 @@ struct PushRequestDecoder {
     /// Members a `fallback` may not set: what changes the targets or the notification's identity,
     /// and another fallback.
     static let fallbackForbidden: Set<String> = [
-        "platform", "tokens", "to", "condition", "subscriptions", "notif_id", "fallback", "dedup_key", "coalesce_seconds", "app_id",
+        "platform", "tokens", "to", "condition", "subscriptions", "channels", "notif_id", "fallback", "dedup_key", "coalesce_seconds", "app_id",
     ]
 
     /// The notification `o` with the members of its `fallback` `fo` in place of its own of the same

@@ -311,7 +311,8 @@ extension WriteBatch {
     }
 }
 
-/// Target encoding: kind 0 token, 1 topic, 2 subscription (value = endpoint, keys = JSON or nil).
+/// Target encoding: kind 0 token, 1 topic, 2 subscription (value = endpoint, keys = JSON or nil),
+/// 3 APNs broadcast channel (value = channel id).
 enum TargetCodec {
     static func encode(_ t: PushTarget) -> (kind: Int, value: String, keys: String?) {
         switch t {
@@ -321,6 +322,7 @@ enum TargetCodec {
             var keys: String?
             if let k = s.keys, let d = try? JSONEncoder().encode(k) { keys = String(decoding: d, as: UTF8.self) }
             return (2, s.endpoint, keys)
+        case .channel(let id): return (3, id, nil)
         }
     }
 
@@ -330,6 +332,7 @@ enum TargetCodec {
         case 2:
             let k = keys.flatMap { try? JSONDecoder().decode(WebPushSubscription.Keys.self, from: Data($0.utf8)) }
             return .subscription(WebPushSubscription(endpoint: value, keys: k))
+        case 3: return .channel(value)
         default: return .token(value)
         }
     }

@@ -131,6 +131,7 @@ extension Gateway {
             }
         }
         registerStatusRoutes(router)
+        registerProviderRoutes(router)
         return router
     }
 
@@ -140,8 +141,12 @@ extension Gateway {
     /// The app a push is for: the key's app (a different `app_id` is 403), or with an admin key (or
     /// no keys configured) `app_id` when given, else the default app.
     func resolveApp(_ request: Request, requested: String?) -> Result<String, RequestError> {
+        resolveApp(headers: request.headers, requested: requested)
+    }
+
+    func resolveApp(headers: HTTPFields, requested: String?) -> Result<String, RequestError> {
         let auth = self.auth
-        if auth.enabled, case .app(let own)? = auth.identify(request.headers) {
+        if auth.enabled, case .app(let own)? = auth.identify(headers) {
             if let requested, requested != own {
                 return .failure(
                     RequestError(
@@ -472,7 +477,7 @@ extension IngestValidation {
                     message: "data.aps is reserved",
                     detail: "notifications[\(i)].data.aps: the key \"aps\" is reserved for the APNs payload; use the notification fields instead")
             }
-            let tokens = n.tokens.count + (n.subscriptions?.count ?? 0)
+            let tokens = n.tokens.count + (n.subscriptions?.count ?? 0) + (n.channels?.count ?? 0)
             let maxTokens = limits.maxTokens(for: n.platform)
             if tokens > maxTokens {
                 return RequestError(

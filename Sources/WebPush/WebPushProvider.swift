@@ -97,6 +97,8 @@ public final class WebPushEngine: Sendable {
         switch target {
         case .topic:
             return .failure(PushFailure("\(platform.name) has no topic sends"))
+        case .channel:
+            return .failure(PushFailure("\(platform.name) has no broadcast channels"))
         case .token(let t):
             guard platform == .unifiedpush else {
                 return .failure(PushFailure("Web Push needs a subscription with keys (p256dh, auth), not a bare endpoint"))

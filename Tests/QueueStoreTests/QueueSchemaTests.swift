@@ -101,6 +101,18 @@ final class QueueSchemaTests: XCTestCase {
         ]
     }
 
+    /// Every target kind survives the store: a broadcast channel comes back a channel (kind 3), not a token.
+    func testTargetCodecRoundTripsEveryKind() {
+        let targets: [PushTarget] = [
+            .token("abc"), .topic, .subscription(WebPushSubscription(endpoint: "https://push.example/x", keys: nil)), .channel("dHN0LWNobmw="),
+        ]
+        for t in targets {
+            let e = TargetCodec.encode(t)
+            XCTAssertEqual(TargetCodec.decode(kind: e.kind, value: e.value, keys: e.keys), t)
+        }
+        XCTAssertEqual(TargetCodec.encode(.channel("dHN0LWNobmw=")).kind, 3)
+    }
+
     func testSchemaIsVersionOnePlusTheAddedColumnsAndTheGuardTablesForBothStores() {
         XCTAssertEqual(
             normalized(QueueSchema.sqlite.statements), normalized(Self.version3(Self.oldSQLite, prefix: "", integer: "INTEGER", real: "REAL")))

@@ -56,6 +56,39 @@ final class MultiAppTests: XCTestCase {
         }
     }
 
+    /// APNs broadcast channels are per app: an app's key manages its own app's channels (with its APNs
+    /// key, under its bundle id), the admin key any app's.
+    func testEachAppManagesItsOwnBroadcastChannels() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        let yaml = Self.appsYAML(env, extraIOS: ", channels_endpoint: \"\(env.apns.channelsBaseURL)\"")
+        try await env.withGateway(yaml, environment: Self.keys) { client, _ in
+            let create = ByteBuffer(string: #"{"message_storage_policy":0}"#)
+            let none = try await Self.call(client, "/api/apns/channels", .post, body: create)
+            XCTAssertEqual(none.status, 401)
+            let chat = try await Self.call(client, "/api/apns/channels", .post, key: Self.chatKey, body: create)
+            XCTAssertEqual(chat.status, 201, chat.body)
+            let chatID = try XCTUnwrap(jsonObject(chat.body)["channel_id"] as? String)
+            XCTAssertEqual(env.apns.channels(of: "com.example.chat"), [chatID: 0])
+            XCTAssertEqual(env.apns.channelRequests.last?.providerKeyID, "CHATKEY001")
+            let cross = try await Self.call(
+                client, "/api/apns/channels", .post, key: Self.chatKey, body: ByteBuffer(string: #"{"message_storage_policy":0,"app_id":"wallet"}"#))
+            XCTAssertEqual(cross.status, 403, cross.body)
+            let admin = try await Self.call(
+                client, "/api/apns/channels", .post, key: Self.adminKey, body: ByteBuffer(string: #"{"message_storage_policy":1,"app_id":"wallet"}"#))
+            XCTAssertEqual(admin.status, 201, admin.body)
+            let walletID = try XCTUnwrap(jsonObject(admin.body)["channel_id"] as? String)
+            XCTAssertEqual(env.apns.channels(of: "com.example.wallet"), [walletID: 1])
+            XCTAssertEqual(env.apns.channelRequests.last?.providerKeyID, "WALLETKEY1")
+            let chatList = try await Self.call(client, "/api/apns/channels", key: Self.chatKey)
+            XCTAssertEqual(jsonObject(chatList.body)["channels"] as? [String], [chatID], chatList.body)
+            let walletList = try await Self.call(client, "/api/apns/channels?app_id=wallet", key: Self.walletKey)
+            XCTAssertEqual(jsonObject(walletList.body)["channels"] as? [String], [walletID], walletList.body)
+            let crossList = try await Self.call(client, "/api/apns/channels?app_id=wallet", key: Self.chatKey)
+            XCTAssertEqual(crossList.status, 403, crossList.body)
+        }
+    }
+
     func testEachAppSendsWithItsOwnCredentialsAndSeesOnlyItsOwnStatus() async throws {
         let env = try await TestEnvironment.start()
         defer { Task { await env.stop() } }

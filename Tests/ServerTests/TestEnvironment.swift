@@ -116,6 +116,7 @@ final class TestEnvironment: Sendable {
           key_id: "\(apnsKey.keyID)"
           team_id: "\(apnsKey.teamID)"
           endpoint: "\(apns.baseURL)"
+          channels_endpoint: "\(apns.channelsBaseURL)"
           topic: "com.example.app"
         android:
           enabled: true
