@@ -23,8 +23,12 @@ public struct DurableQueueOptions: Sendable {
     public var leaseOnEnqueue: Bool = true
     public var statsInterval: TimeInterval = 1
     public var pruneInterval: TimeInterval = 60
-    /// Timer resolution for retries coming due.
+    /// Timer resolution for retries coming due: the shortest sleep of the timer. It sleeps until the
+    /// next thing due (a retry, a poll of the store, a heartbeat, the counters, pruning) and a job
+    /// placed with an earlier due time wakes it, so an idle queue wakes about once a second.
     public var tick: Duration = .milliseconds(10)
+    /// The timer's longest sleep.
+    public var maxSleep: TimeInterval = 1
     /// How long a `dedup_key` claim holds (`core.idempotency_ttl`).
     public var dedupTTL: TimeInterval = 86_400
 
@@ -87,6 +91,9 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         var lastStats: Double = 0
         var lastPrune: Double = 0
         var stats: Stats?
+        /// When the sleeping timer wakes (0 while it is awake), and its sleep to cut short.
+        var tickerWake: Double = 0
+        var tickerSleeper: Task<Void, Never>?
     }
 
     private let state = NIOLockedValueBox(State())
@@ -428,6 +435,26 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             resume.append((handed, job))
             s.outstanding += 1
         }
+        // A retry due before the sleeping timer wakes: wake it now (it sleeps again until then).
+        let due = job.notBefore.timeIntervalSince1970
+        if due > t.timeIntervalSince1970, s.tickerWake > 0, due < s.tickerWake {
+            s.tickerWake = 0
+            s.tickerSleeper?.cancel()
+        }
+    }
+
+    /// When the timer has something to do next (call with the lock held).
+    private func nextTimerDue(_ s: State, heartbeatEvery: Double) -> Double {
+        var due = min(s.lastHeartbeat + heartbeatEvery, s.lastPrune + options.pruneInterval)
+        if s.stats != nil { due = min(due, s.lastStats + options.statsInterval) }
+        for ps in s.platforms.values {
+            if let top = ps.jobs.delayed.peek { due = min(due, top.notBefore.timeIntervalSince1970) }
+            // A poll of the store for workers waiting with nothing held.
+            if !ps.fetching, !ps.jobs.waiters.isEmpty, ps.jobs.ready.count == 0 {
+                due = min(due, ps.storeMayHaveWork ? 0 : ps.lastPoll + options.pollInterval)
+            }
+        }
+        return due
     }
 
     /// Adds a lease request for `platform` to the next transaction when workers wait and the store may have jobs.
@@ -695,13 +722,32 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
 
     private func tickerLoop() async {
         let heartbeatEvery = max(0.05, options.leaseTimeout / 4)
+        let tick = Double(options.tick.components.seconds) + Double(options.tick.components.attoseconds) / 1e18
         while !Task.isCancelled {
-            try? await Task.sleep(for: options.tick)
+            // Sleep until the next thing due (at least `tick`, at most `maxSleep`); `place` cuts the
+            // sleep short for a retry due earlier.
+            let sleeper: Task<Void, Never>? = state.withLockedValue { s in
+                if s.finalized || s.finalizeRequested { return nil }
+                let t = now().timeIntervalSince1970
+                let wait = min(max(nextTimerDue(s, heartbeatEvery: heartbeatEvery) - t, tick), max(tick, options.maxSleep))
+                s.tickerWake = t + wait
+                let task = Task { _ = try? await Task.sleep(nanoseconds: UInt64(wait * 1e9)) }
+                s.tickerSleeper = task
+                return task
+            }
+            guard let sleeper else { return }
+            await withTaskCancellationHandler {
+                await sleeper.value
+            } onCancel: {
+                sleeper.cancel()
+            }
             let tNow = now()
             let t = tNow.timeIntervalSince1970
             var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
             var refreshPending = false
             let (stop, go): (Bool, Bool) = state.withLockedValue { s in
+                s.tickerWake = 0
+                s.tickerSleeper = nil
                 if s.finalized || s.finalizeRequested { return (true, false) }
                 var go = false
                 if !s.shutdown {

@@ -530,6 +530,9 @@ final class WALCheckpointer: Sendable {
     private struct State {
         var phase = Phase.background
         var task: Task<Void, Never>?
+        /// A transaction committed since the last background checkpoint (none: nothing to copy, and
+        /// an idle gateway makes no query).
+        var written = true
     }
 
     private let connection: SQLiteConnection
@@ -572,7 +575,12 @@ final class WALCheckpointer: Sendable {
         while !Task.isCancelled {
             try? await Task.sleep(for: interval)
             if Task.isCancelled { break }
-            guard state.withLockedValue({ $0.phase == .background }) else { continue }
+            let due = state.withLockedValue { s -> Bool in
+                guard s.phase == .background, s.written else { return false }
+                s.written = false
+                return true
+            }
+            guard due else { continue }
             do {
                 // one row: busy, frames in the WAL (`log`), frames copied into the database
                 let row = try await connection.query("PRAGMA wal_checkpoint(PASSIVE)").first
@@ -585,10 +593,12 @@ final class WALCheckpointer: Sendable {
         }
     }
 
-    /// True once after a background checkpoint left a long WAL; the caller then checkpoints with
-    /// RESTART on the writer connection and calls `finished()`.
+    /// Called after every commit (which marks the WAL written). True once after a background
+    /// checkpoint left a long WAL; the caller then checkpoints with RESTART on the writer connection
+    /// and calls `finished()`.
     func takeFinishRequest() -> Bool {
         state.withLockedValue { s in
+            s.written = true
             guard s.phase == .finishRequested else { return false }
             s.phase = .writerFinishing
             return true
