@@ -867,6 +867,24 @@ def cases(t, run, args):
                                                   ["notifications[0].subscriptions[0].keys"]))
     t.case("webpush auth of 1 MB", wp({"endpoint": subs[3]["endpoint"], "keys": {"p256dh": keys["p256dh"], "auth": "A" * MB}},
                                       ["notifications[0].subscriptions[0].keys"]))
+    # Declarative Web Push (issue 16): hostile navigate URLs and members on the wrong platform
+    decl = {"platform": 4, "subscriptions": [subs[2]], "declarative": True, "title": "t"}
+    for label, extra, names in [
+        ("navigate javascript:", {"navigate": "javascript:alert(1)"}, ["notifications[0].navigate"]),
+        ("navigate with CR LF", {"navigate": "https://a.example/\r\nx: y"}, ["notifications[0].navigate"]),
+        ("navigate with user info", {"navigate": "https://user:pw@a.example/"}, ["notifications[0].navigate"]),
+        ("navigate of 1 MB", {"navigate": "https://a.example/" + "n" * MB}, ["notifications[0].navigate"]),
+        ("no navigate, data.url an object", {"data": {"url": {"u": 1}}}, ["notifications[0].data.url"]),
+        ("badge -1", {"navigate": "https://a.example/", "badge": -1}, ["notifications[0].badge"]),
+        ("declarative \"true\"", {"declarative": "true", "navigate": "https://a.example/"}, ["notifications[0].declarative"]),
+        ("fallback navigate relative", {"navigate": "https://a.example/", "fallback": {"navigate": "/x"}},
+         ["notifications[0].fallback.navigate"]),
+    ]:
+        t.case(f"declarative webpush: {label}", lambda g, n=dict(decl, **extra), names=names: (lambda a: (a, api_error(a, {400}, names)))(
+            push(g.port, one(n))))
+    t.case("declarative on iOS", lambda g: (lambda a: (a, api_error(a, {400}, ["notifications[0].declarative"])))(
+        push(g.port, one(dict(ios, declarative=True)))))
+
     closed = _closed_port()
     t.case("webpush 1,000 refused subscriptions (async)", lambda g: (lambda a: (a, accepted_or_error(a, limit=True)))(
         push(g.port, one({"platform": 4, "message": "m", "subscriptions": [{"endpoint": f"https://127.0.0.1:{closed}/p/{i}", "keys": keys}

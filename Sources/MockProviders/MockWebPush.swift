@@ -71,6 +71,10 @@ public final class MockWebPush: Sendable {
         public var connectionID: Int
         /// When the request arrived.
         public var receivedAt: Date = Date()
+        /// The mock's reading of a plaintext that is a JSON object with a `web_push` member (a declarative
+        /// push message, or an attempt at one); nil for any other plaintext. A push service cannot read
+        /// the encrypted payload, so the answer does not depend on it: tests read the verdict here.
+        public var declarative: DeclarativeVerdict? = nil
 
         public var plaintextString: String { String(decoding: plaintext, as: UTF8.self) }
         public func header(_ name: String) -> String? {
@@ -201,6 +205,10 @@ public final class MockWebPush: Sendable {
     /// Why requests were refused before recording (bad VAPID, undecryptable body, missing TTL, ...).
     public var rejections: [String] { state.withLockedValue { $0.rejections } }
     public var pushes: [RecordedPush] { state.withLockedValue { $0.pushes } }
+    /// Why recorded declarative push messages are not valid ones (see `DeclarativeVerdict`).
+    public var declarativeProblems: [String] {
+        pushes.compactMap { if case .invalid(let why) = $0.declarative { return why } else { return nil } }
+    }
     public func pushes(id: String) -> [RecordedPush] { pushes.filter { $0.subscriptionID == id } }
 
     // MARK: handling
@@ -254,6 +262,7 @@ public final class MockWebPush: Sendable {
             guard !request.body.isEmpty else { return reject(400, "empty legacy message") }
             record.plaintext = request.body
         }
+        record.declarative = Self.declarativeVerdict(record.plaintext)
         let hooked = options.hook?(id, record.plaintext)
         let reply: Reply = state.withLockedValue { s in
             if let hooked { return hooked }
@@ -377,6 +386,115 @@ public final class MockWebPush: Sendable {
     /// RFC 8291 aes128gcm decryption with the gateway's own decryptor (WebPushCrypto).
     static func decrypt(_ body: [UInt8], privateKey: P256.KeyAgreement.PrivateKey, authSecret: [UInt8]) throws -> [UInt8] {
         try WebPushCrypto.decrypt(body, receiverPrivateKey: privateKey, authSecret: authSecret)
+    }
+}
+
+/// A declarative push message as a user agent reads it (W3C Push API "declarative push message";
+/// docs/declarative-web-push.md lists the members and their sources).
+public struct DeclarativePushMessage: Sendable, Equatable {
+    public var title: String
+    public var navigate: String
+    public var body: String?
+    public var tag: String?
+    public var lang: String?
+    public var dir: String?
+    public var silent: Bool?
+    /// `notification.data`, as JSON.
+    public var data: JSONValue?
+    /// The top-level `app_badge`.
+    public var appBadge: Int64?
+    /// The top-level `mutable`.
+    public var mutable: Bool?
+}
+
+/// The mock's verdict on a plaintext that is a JSON object with a `web_push` member.
+public enum DeclarativeVerdict: Sendable, Equatable {
+    case valid(DeclarativePushMessage)
+    /// Why it is not a valid declarative push message, naming the member (`notification.navigate: ...`).
+    case invalid(String)
+
+    public var message: DeclarativePushMessage? { if case .valid(let m) = self { return m } else { return nil } }
+}
+
+extension MockWebPush {
+    /// Reads `plaintext` as a declarative push message, stricter than a browser (which falls back to a
+    /// `push` event on failure): `web_push` the integer 8030, `notification` an object with a non-empty
+    /// string `title` and an absolute http(s) URL `navigate`, and every other known member of its JSON type
+    /// (`dir` one of auto, ltr, rtl; URL members absolute; `app_badge` an integer 0 or more; `mutable`,
+    /// `silent`, `renotify`, `requireInteraction` booleans; `timestamp` an integer 0 or more; `actions`
+    /// objects with `action`, `title` and `navigate`). Unknown members are ignored, as a browser does.
+    /// nil when the plaintext is not a JSON object with a `web_push` member.
+    public static func declarativeVerdict(_ plaintext: [UInt8]) -> DeclarativeVerdict? {
+        // Cheap test first: the load tools' plaintexts never name web_push.
+        let marker = Array("\"web_push\"".utf8)
+        guard plaintext.count >= marker.count,
+            (0...(plaintext.count - marker.count)).contains(where: { plaintext[$0..<($0 + marker.count)].elementsEqual(marker) })
+        else { return nil }
+        guard case .object(let top)? = try? JSONParser.parse(plaintext), let marked = top["web_push"] else { return nil }
+        guard case .int(8030) = marked else { return .invalid("web_push: must be the integer 8030, got \(marked.jsonString.prefix(40))") }
+        guard case .object(let n)? = top["notification"] else { return .invalid("notification: required, an object") }
+        func string(_ key: String) throws(DeclarativeProblem) -> String? {
+            guard let v = n[key] else { return nil }
+            guard case .string(let s) = v else { throw DeclarativeProblem("notification.\(key): must be a string") }
+            return s
+        }
+        func url(_ value: String?, _ name: String) throws(DeclarativeProblem) {
+            guard let value else { return }
+            guard let u = URL(string: value), let scheme = u.scheme?.lowercased(), scheme == "https" || scheme == "http",
+                let host = u.host, !host.isEmpty
+            else { throw DeclarativeProblem("\(name): must be an absolute http(s) URL, got \"\(value.prefix(80))\"") }
+        }
+        func bool(_ o: JSONObject, _ key: String, _ name: String) throws(DeclarativeProblem) -> Bool? {
+            guard let v = o[key] else { return nil }
+            guard case .bool(let b) = v else { throw DeclarativeProblem("\(name): must be a boolean") }
+            return b
+        }
+        func unsigned(_ o: JSONObject, _ key: String, _ name: String) throws(DeclarativeProblem) -> Int64? {
+            guard let v = o[key] else { return nil }
+            guard case .int(let i) = v, i >= 0 else { throw DeclarativeProblem("\(name): must be an integer 0 or more") }
+            return i
+        }
+        do throws(DeclarativeProblem) {
+            guard let title = try string("title"), !title.isEmpty else {
+                throw DeclarativeProblem("notification.title: required, a non-empty string")
+            }
+            guard let navigate = try string("navigate") else { throw DeclarativeProblem("notification.navigate: required, a URL string") }
+            try url(navigate, "notification.navigate")
+            var m = DeclarativePushMessage(title: title, navigate: navigate)
+            m.body = try string("body")
+            m.tag = try string("tag")
+            m.lang = try string("lang")
+            m.dir = try string("dir")
+            if let d = m.dir, !["auto", "ltr", "rtl"].contains(d) { throw DeclarativeProblem("notification.dir: must be auto, ltr or rtl") }
+            for key in ["icon", "image", "badge"] { try url(try string(key), "notification.\(key)") }
+            m.silent = try bool(n, "silent", "notification.silent")
+            for key in ["renotify", "requireInteraction"] { _ = try bool(n, key, "notification.\(key)") }
+            _ = try unsigned(n, "timestamp", "notification.timestamp")
+            if let v = n["vibrate"] {
+                guard case .array(let list) = v,
+                    list.allSatisfy({ if case .int(let i) = $0 { return (0...Int64(UInt32.max)).contains(i) } else { return false } })
+                else { throw DeclarativeProblem("notification.vibrate: must be an array of integers 0 to 4294967295") }
+            }
+            if let v = n["actions"] {
+                guard case .array(let list) = v else { throw DeclarativeProblem("notification.actions: must be an array") }
+                for (i, a) in list.enumerated() {
+                    guard case .object(let ao) = a, case .string? = ao["action"], case .string? = ao["title"], case .string(let nav)? = ao["navigate"]
+                    else { throw DeclarativeProblem("notification.actions[\(i)]: must be an object with string action, title and navigate") }
+                    try url(nav, "notification.actions[\(i)].navigate")
+                }
+            }
+            m.data = n["data"]
+            m.appBadge = try unsigned(top, "app_badge", "app_badge")
+            m.mutable = try bool(top, "mutable", "mutable")
+            return .valid(m)
+        } catch {
+            return .invalid(error.reason)
+        }
+    }
+
+    struct DeclarativeProblem: Error {
+        var reason: String
+        init(_ reason: String) { self.reason = reason }
     }
 }
 

@@ -166,6 +166,14 @@ public struct PushNotification: Sendable, Codable, Equatable {
     public var payload: String?
     public var timeToLive: Int64?
     public var urgency: String?
+    // Declarative Web Push (platform webpush only; docs/declarative-web-push.md)
+    /// `declarative`: send the declarative push message (`"web_push": 8030`) a browser shows without a
+    /// service worker instead of the plain payload; nil = the `webpush.declarative` default.
+    public var declarative: Bool?
+    /// `navigate`: the absolute http(s) URL the declarative message opens when clicked (else `data.url`).
+    public var navigate: String?
+    /// `silent`: the declarative message's `notification.silent`.
+    public var silent: Bool?
     // Huawei HMS (gorush's fields; its per-request `app_id` / `app_secret` are read and dropped, as
     // gorush v1.22 never uses them)
     /// `huawei_notification`: HMS `android.notification`, passed through.
@@ -229,6 +237,7 @@ public struct PushNotification: Sendable, Codable, Equatable {
         case subscriptions, payload
         case timeToLive = "time_to_live"
         case urgency
+        case declarative, navigate, silent
         case huaweiNotification = "huawei_notification"
         case huaweiData = "huawei_data"
         case huaweiCollapseKey = "huawei_collapse_key"
@@ -304,6 +313,9 @@ public struct PushNotification: Sendable, Codable, Equatable {
         payload = try c.decodeIfPresent(String.self, forKey: .payload)
         timeToLive = try c.decodeIfPresent(Int64.self, forKey: .timeToLive)
         urgency = try c.decodeIfPresent(String.self, forKey: .urgency)
+        declarative = try c.decodeIfPresent(Bool.self, forKey: .declarative)
+        navigate = try c.decodeIfPresent(String.self, forKey: .navigate)
+        silent = try c.decodeIfPresent(Bool.self, forKey: .silent)
         huaweiNotification = try c.decodeIfPresent(JSONObject.self, forKey: .huaweiNotification)
         huaweiData = try c.decodeIfPresent(String.self, forKey: .huaweiData)
         huaweiCollapseKey = try c.decodeIfPresent(Int.self, forKey: .huaweiCollapseKey)

@@ -182,6 +182,9 @@ struct PushRequestDecoder {
         n.payload = try f.string("payload", .message)
         n.timeToLive = try f.int("time_to_live", in: 0...Int64(Int32.max))
         n.urgency = try f.string("urgency", .field)
+        n.declarative = try f.bool("declarative")
+        n.navigate = try f.string("navigate", .token)
+        n.silent = try f.bool("silent")
         try huawei(f, into: &n, at: path)
         n.dedupKey = try f.string("dedup_key", .field)
         if let k = n.dedupKey, k.isEmpty { throw Failure(field: path + ".dedup_key", problem: "must not be empty") }
@@ -198,6 +201,12 @@ struct PushRequestDecoder {
             }
         }
         if let skipReason { return .skipped(reason: skipReason, notifID: n.notifID) }
+        // Declarative Web Push is a browser feature: its members on another platform would do nothing.
+        if n.platform != .webpush, n.declarative != nil || n.navigate != nil || n.silent != nil {
+            let key = n.declarative != nil ? "declarative" : n.navigate != nil ? "navigate" : "silent"
+            throw Failure(
+                field: path + "." + key, problem: "only for platform webpush (a Declarative Web Push message); \(n.platform.name) has no such field")
+        }
         // gorush's CheckMessage: FCM keeps a message at most 4 weeks.
         if let ttl = n.timeToLive, n.platform == .android || n.platform == .huawei, Double(ttl) > Self.maxFCMTTL {
             throw Failure(field: path + ".time_to_live", problem: "out of range: must be between 0 and \(Int(Self.maxFCMTTL)) seconds (4 weeks)")

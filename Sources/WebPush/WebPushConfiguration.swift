@@ -10,6 +10,7 @@ import Foundation
 /// | `allow_private_endpoints` | false   | allow endpoints resolving to loopback/private/link-local/... addresses |
 /// | `host_allowlist`          | none    | when set, only these hosts (`push.example.com`, or `*.example.com` for subdomains) |
 /// | `default_ttl`             | 86400   | `TTL` (seconds) when a notification has neither `time_to_live` nor `expiration` |
+/// | `declarative`             | false   | Web Push notifications without `"declarative"` or `payload` are sent as declarative push messages |
 /// | `max_retry`               | 3       | retries of a transient failure (429/5xx/connection), done by the dispatcher |
 /// | `timeout`                 | 30      | per-request timeout in seconds |
 /// | `connections_per_origin`  | 2       | HTTP/2 connections per push-service origin |
@@ -21,6 +22,9 @@ public struct WebPushConfiguration: Sendable, Equatable {
     public var hostAllowlist: [String]? = nil
     /// `TTL` when the notification gives neither `time_to_live` nor `expiration`: one day.
     public var defaultTTL: Int = WebPushConfiguration.standardDefaultTTL
+    /// Platform webpush notifications that say neither `"declarative"` nor `payload` are rendered as a
+    /// declarative push message (docs/declarative-web-push.md); UnifiedPush never is.
+    public var declarative: Bool = false
     public var maxRetry: Int = 3
     public var requestTimeoutSeconds: Double = 30
     public var connectionsPerOrigin: Int = 2
@@ -37,6 +41,7 @@ public struct WebPushConfiguration: Sendable, Equatable {
         public static let allowPrivateEndpoints = "allow_private_endpoints"
         public static let hostAllowlist = "host_allowlist"
         public static let defaultTTL = "default_ttl"
+        public static let declarative = "declarative"
         public static let maxRetry = "max_retry"
         public static let timeout = "timeout"
         public static let connectionsPerOrigin = "connections_per_origin"

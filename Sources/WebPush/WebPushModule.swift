@@ -17,6 +17,7 @@ public struct WebPushModule: ProviderModule {
         public static let allowPrivateEndpoints = Setting<Bool>(K.allowPrivateEndpoints, false)
         public static let hostAllowlist = Setting<[String]>(K.hostAllowlist, [])
         public static let defaultTTL = Setting<Int>(K.defaultTTL, WebPushConfiguration.standardDefaultTTL, range: 0...Int(Int32.max))
+        public static let declarative = Setting<Bool>(K.declarative, false)
         public static let maxTokens = ProviderSettings.maxTokens(1000)
         public static let maxRetry = Setting<Int>(K.maxRetry, 3, range: 0...100)
         public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(256)
@@ -39,7 +40,8 @@ public struct WebPushModule: ProviderModule {
                 "webpush",
                 keys: [
                     Keys.enabled.key, Keys.vapidPrivateKey.key, Keys.vapidSubject.key, Keys.allowHTTP.key, Keys.allowPrivateEndpoints.key,
-                    Keys.hostAllowlist.key, Keys.defaultTTL.key, Keys.maxTokens.key, Keys.maxRetry.key, Keys.maxConcurrentPushes.key,
+                    Keys.hostAllowlist.key, Keys.defaultTTL.key, Keys.declarative.key, Keys.maxTokens.key, Keys.maxRetry.key,
+                    Keys.maxConcurrentPushes.key,
                     Keys.timeout.key, Keys.connectionsPerOrigin.key,
                 ]),
             ConfigSection("unifiedpush", keys: [UnifiedPushKeys.enabled.key, UnifiedPushKeys.maxTokens.key, UnifiedPushKeys.maxRetry.key]),
@@ -58,6 +60,7 @@ public struct WebPushModule: ProviderModule {
         let allow = s[Keys.hostAllowlist]
         config.hostAllowlist = allow.isEmpty ? nil : allow
         config.defaultTTL = s[Keys.defaultTTL]
+        config.declarative = s[Keys.declarative]
         config.maxRetry = s[Keys.maxRetry]
         config.requestTimeoutSeconds = Double(s[Keys.timeout])
         config.connectionsPerOrigin = s[Keys.connectionsPerOrigin]

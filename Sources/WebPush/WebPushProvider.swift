@@ -82,7 +82,7 @@ public final class WebPushEngine: Sendable {
     // MARK: prepare / validate
 
     public func prepare(_ notification: PushNotification) throws -> PreparedWebPush {
-        try WebPushRequestValidator.prepare(notification, defaultTTL: configuration.defaultTTL)
+        try WebPushRequestValidator.prepare(notification, defaultTTL: configuration.defaultTTL, declarativeDefault: configuration.declarative)
     }
 
     /// What one target resolves to before any network call.

@@ -55,6 +55,10 @@ public enum WebPushRequestValidator {
     public static func validate(_ n: PushNotification) -> String? {
         guard n.platform == .webpush || n.platform == .unifiedpush else { return nil }
         if let why = checkHeaders(n) { return why }
+        if n.platform == .webpush {
+            if let why = checkDeclarative(n) { return why }
+            if let f = n.fallback?.notification, let why = checkDeclarative(f) { return "fallback." + why }
+        }
         if n.platform == .webpush, !n.tokens.isEmpty {
             return
                 "tokens: platform webpush takes \"subscriptions\" ({\"endpoint\",\"keys\":{\"p256dh\",\"auth\"}}); bare endpoint URLs are only accepted for platform unifiedpush"
@@ -128,13 +132,172 @@ public enum WebPushRequestValidator {
         return w.bytes
     }
 
-    /// Renders the notification (headers checked, plaintext built, size limit applied).
+    // MARK: Declarative Web Push (docs/declarative-web-push.md)
+
+    /// The `web_push` member of a declarative push message (W3C Push API, "declarative push message").
+    public static let declarativeMarker = 8030
+
+    /// Whether `n` is sent as a declarative push message: platform webpush and `"declarative": true`, or
+    /// neither `declarative` nor `payload` given and `webpush.declarative` (`byDefault`) on.
+    public static func isDeclarative(_ n: PushNotification, byDefault: Bool) -> Bool {
+        guard n.platform == .webpush else { return false }
+        if let explicit = n.declarative { return explicit }
+        return byDefault && n.payload == nil
+    }
+
+    /// Ingest checks of the declarative members of a platform webpush notification (the `webpush.declarative`
+    /// default is the app's, unknown here: a notification that leaves `declarative` out is checked when sent).
+    static func checkDeclarative(_ n: PushNotification) -> String? {
+        let extra = n.navigate != nil ? "navigate" : n.silent != nil ? "silent" : nil
+        if n.payload != nil {
+            if n.declarative == true {
+                return
+                    "payload: not with \"declarative\": true (Pushgate renders the declarative message from title, message, navigate or data.url, badge, silent, collapse_id and data)"
+            }
+            if let extra { return "\(extra): only for a declarative Web Push message, not with payload (sent byte for byte)" }
+        }
+        if n.declarative == false, let extra { return "\(extra): only for a declarative Web Push message, and \"declarative\" is false" }
+        if n.declarative == true, case .failure(let f) = declarativeNavigate(n) { return f.reason }
+        if let url = n.navigate, let why = urlProblem(url) { return "navigate: " + why }
+        return nil
+    }
+
+    /// The URL a click on `n`'s declarative message opens (`navigate`, else `data.url`), or why `n`
+    /// cannot be a declarative message: a one-line message naming the field (title, navigate, data.url, badge).
+    public static func declarativeNavigate(_ n: PushNotification) -> Result<String, PushFailure> {
+        guard let title = n.title, !title.isEmpty else {
+            return .failure(PushFailure("title: required (a non-empty string) for a declarative Web Push message"))
+        }
+        let url: String
+        if let navigate = n.navigate {
+            if let why = urlProblem(navigate) { return .failure(PushFailure("navigate: " + why)) }
+            url = navigate
+        } else if let fromData = n.data?["url"], fromData != .null {
+            guard case .string(let s) = fromData else {
+                return .failure(PushFailure("data.url: must be a string (the URL a declarative Web Push message opens)"))
+            }
+            if let why = urlProblem(s) { return .failure(PushFailure("data.url: " + why)) }
+            url = s
+        } else {
+            return .failure(
+                PushFailure("navigate: required for a declarative Web Push message (the URL a click opens): give navigate or data.url"))
+        }
+        if let badge = n.badge, badge < 0 {
+            return .failure(PushFailure("badge: must be 0 or more for a declarative Web Push message's app_badge (got \(badge))"))
+        }
+        return .success(url)
+    }
+
+    /// Why `s` is not an absolute http(s) URL (no user info, no spaces or control characters), or nil.
+    /// Absolute: Safari parses `navigate` without a base URL, so a relative one would not open anything.
+    static func urlProblem(_ s: String) -> String? {
+        if isAbsoluteHTTPURL(s) { return nil }
+        return
+            "must be an absolute http or https URL such as https://example.com/inbox (no user info, spaces or control characters), got \"\(s.prefix(80))\""
+    }
+
+    /// `http://` or `https://` (any case), then a host (a name, an IPv4 address or a bracketed IPv6 one;
+    /// non-ASCII names allowed), an optional port 1-65535, then anything up to the end: no user info and
+    /// no byte below 0x21 or 0x7F anywhere. Linear in the bytes.
+    static func isAbsoluteHTTPURL(_ s: String) -> Bool {
+        let u = Array(s.utf8)
+        if u.contains(where: { $0 <= 0x20 || $0 == 0x7F }) { return false }
+        func lower(_ b: UInt8) -> UInt8 { b >= 0x41 && b <= 0x5A ? b | 0x20 : b }
+        let prefix: Int
+        if u.count > 8, u[0..<8].map(lower).elementsEqual("https://".utf8) {
+            prefix = 8
+        } else if u.count > 7, u[0..<7].map(lower).elementsEqual("http://".utf8) {
+            prefix = 7
+        } else {
+            return false
+        }
+        var end = prefix
+        while end < u.count, u[end] != UInt8(ascii: "/"), u[end] != UInt8(ascii: "?"), u[end] != UInt8(ascii: "#") { end += 1 }
+        let authority = u[prefix..<end]
+        if authority.isEmpty || authority.contains(UInt8(ascii: "@")) || authority.contains(UInt8(ascii: "\\")) { return false }
+        var host = authority
+        var port: ArraySlice<UInt8>?
+        if authority.first == UInt8(ascii: "[") {
+            guard let close = authority.firstIndex(of: UInt8(ascii: "]")), close > authority.startIndex + 1 else { return false }
+            host = authority[authority.startIndex...close]
+            let after = authority[(close + 1)...]
+            if !after.isEmpty {
+                guard after.first == UInt8(ascii: ":") else { return false }
+                port = after.dropFirst()
+            }
+        } else if let colon = authority.lastIndex(of: UInt8(ascii: ":")) {
+            host = authority[..<colon]
+            port = authority[(colon + 1)...]
+        }
+        if host.isEmpty { return false }
+        if let port {
+            guard (1...5).contains(port.count), port.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return false }
+            let value = port.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+            guard (1...65535).contains(value) else { return false }
+        }
+        return true
+    }
+
+    /// The declarative push message of `n` opening `navigate` (from `declarativeNavigate`):
+    /// `{"web_push":8030,"notification":{"title","body","navigate","tag","silent","data"},"app_badge":N}`
+    /// with `body` from `message`, `tag` from `collapse_id`, `app_badge` from `badge`, only the members set.
+    public static func declarativePlaintext(of n: PushNotification, navigate: String) -> [UInt8] {
+        var w = JSONWriter(reservingCapacity: 256)
+        var first = true
+        w.raw("{\"web_push\":")
+        w.int(declarativeMarker)
+        w.raw(",\"notification\":{")
+        w.key("title", first: &first)
+        w.string(n.title ?? "")
+        if let m = n.message {
+            w.key("body", first: &first)
+            w.string(m)
+        }
+        w.key("navigate", first: &first)
+        w.string(navigate)
+        if let tag = n.collapseID {
+            w.key("tag", first: &first)
+            w.string(tag)
+        }
+        if let silent = n.silent {
+            w.key("silent", first: &first)
+            if silent { w.raw("true") } else { w.raw("false") }
+        }
+        if let d = n.data {
+            w.key("data", first: &first)
+            w.write(d)
+        }
+        w.raw("}")
+        if let badge = n.badge {
+            w.raw(",\"app_badge\":")
+            w.int(badge)
+        }
+        w.raw("}")
+        return w.bytes
+    }
+
+    /// Renders the notification (headers checked, plaintext built, size limit applied): the declarative
+    /// push message when `isDeclarative(n, byDefault: declarativeDefault)`, else `plaintext(of:)`.
     /// Throws `PushFailure` (naming the field, or `PayloadTooLarge (N > 3993 bytes)`).
-    public static func prepare(_ n: PushNotification, defaultTTL: Int = WebPushConfiguration.standardDefaultTTL) throws(PushFailure)
-        -> PreparedWebPush
-    {
+    public static func prepare(
+        _ n: PushNotification, defaultTTL: Int = WebPushConfiguration.standardDefaultTTL, declarativeDefault: Bool = false
+    ) throws(PushFailure) -> PreparedWebPush {
         if let why = checkHeaders(n) { throw PushFailure(why) }
-        let plaintext = plaintext(of: n)
+        let plaintext: [UInt8]
+        if isDeclarative(n, byDefault: declarativeDefault) {
+            if n.payload != nil { throw PushFailure("payload: not with \"declarative\": true") }
+            switch declarativeNavigate(n) {
+            case .failure(let f): throw f
+            case .success(let url): plaintext = declarativePlaintext(of: n, navigate: url)
+            }
+        } else {
+            if n.platform == .webpush, n.navigate != nil || n.silent != nil {
+                throw PushFailure(
+                    "\(n.navigate != nil ? "navigate" : "silent"): only for a declarative Web Push message: set \"declarative\": true (or webpush.declarative: true)"
+                )
+            }
+            plaintext = Self.plaintext(of: n)
+        }
         // Encrypted subscriptions fit 3993 bytes; a UnifiedPush request with only bare (legacy) endpoints 4096.
         let anyEncrypted = n.platform == .webpush || (n.subscriptions ?? []).contains { $0.keys != nil }
         let limit = anyEncrypted ? WebPushCrypto.maxPlaintextSize : maxLegacyBodySize

@@ -32,12 +32,13 @@ struct Bench: AsyncParsableCommand {
     var mockURL: String?
 
     // Mix.
-    @Option(help: "Platforms, comma-separated, taken in turn per request: ios, android, webpush, unifiedpush.")
+    @Option(help: "Platforms, comma-separated, taken in turn per request: ios, android, huawei, webpush, unifiedpush.")
     var platforms: String = "ios"
     @Option(help: "Tokens per notification.") var tokens: Int = 1
     @Option(help: "Notifications per request.") var notifications: Int = 1
     @Option(help: "Approximate size of the message text in bytes (the payload grows by this much).") var payloadBytes: Int = 32
-    @Option(help: "Fraction (0..1) of tokens the mock answers as dead (410 Unregistered / UNREGISTERED).") var errorRate: Double = 0
+    @Option(help: "Fraction (0..1) of tokens the mock answers as dead (410 Unregistered / UNREGISTERED / HMS 80300007 / 410 Gone).")
+    var errorRate: Double = 0
     @Flag(help: "Send with \"sync\": true (the request waits for its deliveries).") var sync = false
 
     // Load shape.
@@ -66,12 +67,15 @@ struct Bench: AsyncParsableCommand {
         if tokens < 1 || notifications < 1 { throw ValidationError("--tokens and --notifications must be >= 1") }
         if concurrency < 1 { throw ValidationError("--concurrency must be >= 1") }
         if !(0...1).contains(errorRate) { throw ValidationError("--error-rate is a fraction 0..1") }
-        for p in platformList where ![Platform.ios, .android, .webpush, .unifiedpush].contains(p) {
+        for p in platformList where !Self.benchPlatforms.contains(p) {
             throw ValidationError("--platforms: \(p.name) is not supported by the bench")
         }
-        if platformList.isEmpty { throw ValidationError("--platforms: give at least one of ios, android, webpush, unifiedpush") }
+        if platformList.isEmpty { throw ValidationError("--platforms: give at least one of ios, android, huawei, webpush, unifiedpush") }
         if let app, !AppID.isValid(app) { throw ValidationError("--app: 1-64 characters of A-Z a-z 0-9 . _ -") }
     }
+
+    /// Every platform has a mock that counts bench tokens (`MockRegistry`): apns, fcm, hms, webpush.
+    static let benchPlatforms: [Platform] = [.ios, .android, .huawei, .webpush, .unifiedpush]
 
     var platformList: [Platform] {
         platforms.split(separator: ",").compactMap { Platform(name: $0.trimmingCharacters(in: .whitespaces).lowercased()) }

@@ -17,7 +17,7 @@ import NIOConcurrencyHelpers
 
 /// Bench token layout (hex, so valid for APNs, and also used for FCM tokens and Web Push ids):
 /// 8-char marker, 40 zero/pad chars, 16-char sequence number. `bbbbbbbb`: deliver; `dddddddd`:
-/// the mock answers "token dead" (410 Unregistered / FCM UNREGISTERED / Web Push 410).
+/// the mock answers "token dead" (410 Unregistered / FCM UNREGISTERED / HMS 80300007 / Web Push 410).
 enum BenchToken {
     static let liveMarker = "bbbbbbbb"
     static let deadMarker = "dddddddd"
@@ -133,30 +133,33 @@ final class MockRecorder: Sendable {
         failureBox.withLockedValue { $0[provider] = failure }
     }
 
-    static let marker: [UInt8] = Array("\"pgbt\":".utf8)
-
-    /// The `"pgbt":123` or `"pgbt":"123"` value in a payload.
+    /// The `"pgbt":123` or `"pgbt":"123"` value in a payload, also inside a JSON string (HMS sends `data`
+    /// as JSON text: `"data":"{\"pgbt\":123}"`).
     static func sendTimestamp(_ body: [UInt8]) -> UInt64? {
-        let m = marker
         let n = body.count
-        guard n >= m.count + 1 else { return nil }
+        guard n >= 8 else { return nil }
         return body.withUnsafeBufferPointer { p -> UInt64? in
-            var i = 0
-            let last = n - m.count
-            while i <= last {
-                if p[i] == 0x22 && p[i + 1] == 0x70 && p[i + 2] == 0x67 && p[i + 3] == 0x62 && p[i + 4] == 0x74
-                    && p[i + 5] == 0x22 && p[i + 6] == 0x3A
-                {
-                    var j = i + m.count
-                    if j < n && p[j] == 0x22 { j += 1 }
-                    var v: UInt64 = 0
-                    var digits = 0
-                    while j < n, p[j] >= 0x30, p[j] <= 0x39 {
-                        v = v &* 10 &+ UInt64(p[j] - 0x30)
-                        j += 1
-                        digits += 1
+            let quote: UInt8 = 0x22
+            let backslash: UInt8 = 0x5C
+            var i = 1
+            while i + 4 < n {
+                // pgbt, just after a quote
+                if p[i] == 0x70 && p[i + 1] == 0x67 && p[i + 2] == 0x62 && p[i + 3] == 0x74 && p[i - 1] == quote {
+                    var j = i + 4
+                    if j < n && p[j] == backslash { j += 1 }
+                    if j + 1 < n && p[j] == quote && p[j + 1] == 0x3A {
+                        j += 2
+                        if j < n && p[j] == backslash { j += 1 }
+                        if j < n && p[j] == quote { j += 1 }
+                        var v: UInt64 = 0
+                        var digits = 0
+                        while j < n, p[j] >= 0x30, p[j] <= 0x39 {
+                            v = v &* 10 &+ UInt64(p[j] - 0x30)
+                            j += 1
+                            digits += 1
+                        }
+                        return digits > 0 ? v : nil
                     }
-                    return digits > 0 ? v : nil
                 }
                 i += 1
             }

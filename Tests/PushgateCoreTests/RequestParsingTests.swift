@@ -33,6 +33,41 @@ final class RequestParsingTests: XCTestCase {
         XCTAssertEqual(n.deliveryCount, 1)
     }
 
+    func testDeclarativeWebPushMembers() throws {
+        let n = try parse(
+            #"{"notifications":[{"platform":"webpush","Declarative":true,"navigate":"https://a.example/","silent":false,"title":"T"}]}"#
+        ).notifications[0]
+        XCTAssertEqual(n.declarative, true, "matched case-insensitively, as gorush's fields are")
+        XCTAssertEqual(n.navigate, "https://a.example/")
+        XCTAssertEqual(n.silent, false)
+        // Stored and read back (the durable queue keeps notifications as JSON).
+        let back = try JSONDecoder().decode(PushNotification.self, from: try JSONEncoder().encode(n))
+        XCTAssertEqual(back, n)
+        for (body, detail) in [
+            (#"{"platform":4,"declarative":"true"}"#, "notifications[0].declarative: expected a boolean"),
+            (#"{"platform":4,"silent":0}"#, "notifications[0].silent: expected a boolean"),
+            (#"{"platform":4,"navigate":["https://a.example/"]}"#, "notifications[0].navigate: expected a string"),
+            (#"{"platform":1,"tokens":["t"],"declarative":false}"#, "notifications[0].declarative: only for platform webpush"),
+            (#"{"platform":2,"tokens":["t"],"silent":true}"#, "notifications[0].silent: only for platform webpush"),
+            (
+                #"{"platform":5,"tokens":["https://up.example/x"],"navigate":"https://a.example/"}"#,
+                "notifications[0].navigate: only for platform webpush"
+            ),
+            (#"{"platform":4,"fallback":{"platform":4}}"#, "notifications[0].fallback.platform"),
+            (#"{"platform":1,"tokens":["t"],"fallback":{"silent":true}}"#, "notifications[0].fallback.silent: only for platform webpush"),
+        ] {
+            do {
+                _ = try parse(#"{"notifications":[\#(body)]}"#)
+                XCTFail("\(body) was accepted")
+            } catch {
+                XCTAssertEqual(error.status, 400)
+                XCTAssertTrue(error.detail?.hasPrefix(detail) == true, "\(body): \(error.detail ?? "nil")")
+            }
+        }
+        // An unknown platform is skipped before its members are judged (gorush's router drops it).
+        XCTAssertEqual(try parse(#"{"notifications":[{"platform":9,"silent":true},{"platform":4,"title":"x"}]}"#).notifications.count, 1)
+    }
+
     func testGorushErrors() {
         assertError("", message: "Missing notifications field.")
         assertError("{", message: "Missing notifications field.", detailContains: "not valid JSON")

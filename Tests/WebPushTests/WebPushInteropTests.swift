@@ -158,4 +158,50 @@ final class WebPushInteropTests: XCTestCase {
         XCTAssertEqual(dec, 0, decErr)
         XCTAssertEqual(String(decoding: plain, as: UTF8.self), "interop")
     }
+
+    /// Issue 16: a declarative message as the gateway renders and sends it, taken from the bytes the
+    /// mock push service received and decrypted by http_ece: a document with "web_push": 8030 and the
+    /// notification's title, body and navigate URL.
+    func testDeclarativeMessageDecryptsWithHTTPECE() async throws {
+        _ = try python()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let pki = try TestPKI.generate()
+        let mock = MockWebPush(options: .init(tls: try pki.serverTLSConfiguration()), eventLoopGroup: group)
+        try await mock.start()
+        let keys = VAPIDKeys.generate()
+        var config = WebPushConfiguration(vapidPrivateKey: keys.privateKeyBase64URL, vapidSubject: "mailto:interop@pushgate.test")
+        config.allowPrivateEndpoints = true
+        config.declarative = true  // the webpush.declarative default: no "declarative" on the notification
+        let engine = try WebPushEngine(configuration: config, tlsConfiguration: try pki.clientTLSConfiguration(), eventLoopGroup: group)
+        let (sub, subscriber) = mock.makeSubscription()
+        var n = PushNotification(platform: .webpush)
+        n.title = "Déclaratif \"1\""
+        n.message = "Body ✓"
+        n.data = JSONObject([("url", .string("https://example.com/inbox?x=1&y=é"))])
+        n.badge = 7
+        n.collapseID = "t1"
+        let outcome = await WebPushProvider(engine: engine).send(
+            try engine.prepare(n), to: .subscription(sub), context: DeliveryContext(messageID: "d"))
+        await engine.shutdown()
+        try await mock.stop()
+        try await group.shutdownGracefully()
+        XCTAssertTrue(outcome.isDelivered, "\(outcome)")
+        let push = try XCTUnwrap(mock.pushes.first)
+        XCTAssertEqual(push.header("content-encoding"), "aes128gcm")
+
+        let (status, out, err) = try run(
+            "webpush_decrypt.py",
+            ["--private-key", Base64URL.encode(subscriber.privateKey.rawRepresentation), "--auth", subscriber.auth], stdin: push.body)
+        XCTAssertEqual(status, 0, err)
+        let doc = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(out)) as? [String: Any], String(decoding: out, as: UTF8.self))
+        XCTAssertEqual(doc["web_push"] as? Int, 8030)
+        XCTAssertEqual(doc["app_badge"] as? Int, 7)
+        let notification = try XCTUnwrap(doc["notification"] as? [String: Any])
+        XCTAssertEqual(notification["title"] as? String, "Déclaratif \"1\"")
+        XCTAssertEqual(notification["body"] as? String, "Body ✓")
+        XCTAssertEqual(notification["navigate"] as? String, "https://example.com/inbox?x=1&y=é")
+        XCTAssertEqual(notification["tag"] as? String, "t1")
+        // The mock's reader agrees.
+        XCTAssertEqual(push.declarative?.message?.navigate, "https://example.com/inbox?x=1&y=é")
+    }
 }

@@ -2,6 +2,7 @@ import Foundation
 import PushgateCore
 import XCTest
 
+@testable import MockProviders
 @testable import WebPush
 
 final class WebPushRequestTests: XCTestCase {
@@ -90,6 +91,119 @@ final class WebPushRequestTests: XCTestCase {
         var ios = PushNotification(platform: .ios, tokens: ["x"])
         ios.collapseID = String(repeating: "z", count: 64)
         XCTAssertNil(WebPushRequestValidator.validate(ios))
+    }
+
+    func testDeclarativeRendering() throws {
+        let n = try decode(
+            #"{"platform":"webpush","declarative":true,"title":"Hi \"you\"","message":"Body","navigate":"https://a.example/x?y=1","#
+                + #""collapse_id":"tag-1","silent":false,"badge":0,"data":{"k":"v"}}"#)
+        let p = try WebPushRequestValidator.prepare(n)
+        XCTAssertEqual(
+            String(decoding: p.plaintext, as: UTF8.self),
+            #"{"web_push":8030,"notification":{"title":"Hi \"you\"","body":"Body","navigate":"https://a.example/x?y=1","tag":"tag-1","#
+                + #""silent":false,"data":{"k":"v"}},"app_badge":0}"#)
+        XCTAssertEqual(p.topic, "tag-1", "collapse_id is still the Topic header")
+        // Only what is set; navigate from data.url.
+        let m = try decode(#"{"platform":4,"declarative":true,"title":"T","data":{"url":"http://[::1]:8080/p"}}"#)
+        XCTAssertEqual(
+            String(decoding: try WebPushRequestValidator.prepare(m).plaintext, as: UTF8.self),
+            #"{"web_push":8030,"notification":{"title":"T","navigate":"http://[::1]:8080/p","data":{"url":"http://[::1]:8080/p"}}}"#)
+        // The mock's strict reader accepts both.
+        XCTAssertEqual(MockWebPush.declarativeVerdict(p.plaintext)?.message?.appBadge, 0)
+        XCTAssertEqual(MockWebPush.declarativeVerdict(try WebPushRequestValidator.prepare(m).plaintext)?.message?.title, "T")
+    }
+
+    func testDeclarativeChoiceAndChecks() throws {
+        var n = PushNotification(platform: .webpush)
+        n.title = "T"
+        n.message = "m"
+        // No "declarative": the webpush.declarative default decides; payload always means plain.
+        XCTAssertFalse(WebPushRequestValidator.isDeclarative(n, byDefault: false))
+        XCTAssertTrue(WebPushRequestValidator.isDeclarative(n, byDefault: true))
+        XCTAssertThrowsError(try WebPushRequestValidator.prepare(n, declarativeDefault: true)) {
+            XCTAssertTrue(($0 as? PushFailure)?.reason.hasPrefix("navigate: required") == true, "\($0)")
+        }
+        XCTAssertNil(WebPushRequestValidator.validate(n), "at ingest the default is unknown")
+        n.payload = "raw"
+        XCTAssertFalse(WebPushRequestValidator.isDeclarative(n, byDefault: true))
+        XCTAssertEqual(try WebPushRequestValidator.prepare(n, declarativeDefault: true).plaintext, Array("raw".utf8))
+        n.payload = nil
+        n.declarative = false
+        XCTAssertFalse(WebPushRequestValidator.isDeclarative(n, byDefault: true))
+        var up = PushNotification(platform: .unifiedpush, tokens: ["https://ntfy.example.com/up"])
+        up.declarative = true
+        XCTAssertFalse(WebPushRequestValidator.isDeclarative(up, byDefault: true), "never UnifiedPush")
+
+        n.declarative = true
+        XCTAssertTrue(WebPushRequestValidator.validate(n)?.hasPrefix("navigate: required") == true)
+        for good in [
+            "https://a.example", "HTTPS://A.EXAMPLE/x", "http://127.0.0.1:8080/", "https://[2001:db8::1]/p#frag",
+            "https://bücher.example/straße?q=ü", "https://a.example:443?x",
+        ] {
+            n.navigate = good
+            XCTAssertNil(WebPushRequestValidator.validate(n), good)
+        }
+        for bad in [
+            "", "/inbox", "inbox", "//a.example/x", "javascript:alert(1)", "ftp://a.example/", "https://", "https:///x", "https://u@a.example/",
+            "https://a.example:0/", "https://a.example:65536/", "https://a.example:/", "https://a.example:8o/", "https://a b.example/",
+            "https://a.example/\u{7F}", "https://[::1/", "https://[]/", "https://[::1]x/", "https://a\\b.example/", "mailto:x@a.example",
+        ] {
+            n.navigate = bad
+            XCTAssertTrue(WebPushRequestValidator.validate(n)?.hasPrefix("navigate: must be an absolute http or https URL") == true, bad)
+            XCTAssertThrowsError(try WebPushRequestValidator.prepare(n), bad)
+        }
+        n.navigate = "https://a.example/"
+        n.badge = -1
+        XCTAssertTrue(WebPushRequestValidator.validate(n)?.hasPrefix("badge: must be 0 or more") == true)
+        n.badge = Int(Int32.max)
+        XCTAssertNil(WebPushRequestValidator.validate(n))
+        n.title = ""
+        XCTAssertTrue(WebPushRequestValidator.validate(n)?.hasPrefix("title: required") == true)
+        n.title = "T"
+        // A fallback is checked as the notification it becomes.
+        var f = n
+        f.navigate = "nope"
+        n.fallback = FallbackNotification(f)
+        XCTAssertTrue(WebPushRequestValidator.validate(n)?.hasPrefix("fallback.navigate: must be") == true)
+        // An oversize declarative message is PayloadTooLarge (a fallback can then be sent).
+        n.fallback = nil
+        n.message = String(repeating: "x", count: 4000)
+        XCTAssertThrowsError(try WebPushRequestValidator.prepare(n)) { XCTAssertTrue(($0 as? PushFailure)?.isPayloadTooLarge == true) }
+    }
+
+    /// The mock's reader refuses what is not a declarative push message (its checks can fail).
+    func testMockDeclarativeVerdict() {
+        func verdict(_ s: String) -> DeclarativeVerdict? { MockWebPush.declarativeVerdict(Array(s.utf8)) }
+        XCTAssertNil(verdict(#"{"title":"plain"}"#))
+        XCTAssertNil(verdict("not json \"web_push\""))
+        XCTAssertNotNil(verdict(#"{"web_push":8030,"notification":{"title":"T","navigate":"https://a.example/"}}"#)?.message)
+        let bad: [(String, String)] = [
+            (#"{"web_push":"8030","notification":{"title":"T","navigate":"https://a.example/"}}"#, "web_push"),
+            (#"{"web_push":9001,"notification":{"title":"T","navigate":"https://a.example/"}}"#, "web_push"),
+            (#"{"web_push":8030}"#, "notification"),
+            (#"{"web_push":8030,"notification":[]}"#, "notification"),
+            (#"{"web_push":8030,"notification":{"navigate":"https://a.example/"}}"#, "notification.title"),
+            (#"{"web_push":8030,"notification":{"title":"","navigate":"https://a.example/"}}"#, "notification.title"),
+            (#"{"web_push":8030,"notification":{"title":"T"}}"#, "notification.navigate"),
+            (#"{"web_push":8030,"notification":{"title":"T","navigate":"/relative"}}"#, "notification.navigate"),
+            (#"{"web_push":8030,"notification":{"title":"T","navigate":"https://a.example/","dir":"up"}}"#, "notification.dir"),
+            (#"{"web_push":8030,"notification":{"title":"T","navigate":"https://a.example/","silent":1}}"#, "notification.silent"),
+            (#"{"web_push":8030,"notification":{"title":"T","navigate":"https://a.example/","body":2}}"#, "notification.body"),
+            (#"{"web_push":8030,"notification":{"title":"T","navigate":"https://a.example/"},"app_badge":-1}"#, "app_badge"),
+            (#"{"web_push":8030,"notification":{"title":"T","navigate":"https://a.example/"},"app_badge":"3"}"#, "app_badge"),
+            (#"{"web_push":8030,"notification":{"title":"T","navigate":"https://a.example/"},"mutable":"yes"}"#, "mutable"),
+            (
+                #"{"web_push":8030,"notification":{"title":"T","navigate":"https://a.example/","actions":[{"action":"a","title":"t"}]}}"#,
+                "notification.actions[0]"
+            ),
+        ]
+        for (doc, member) in bad {
+            guard case .invalid(let why)? = verdict(doc) else {
+                XCTFail("\(doc) was not refused")
+                continue
+            }
+            XCTAssertTrue(why.hasPrefix(member + ":"), "\(doc): \(why)")
+        }
     }
 
     func testSizeLimits() throws {
