@@ -10,7 +10,13 @@ public final class MemoryQueue: QueueDriver {
         var pending = 0
         var shutdown = false
         var guards: MemoryGuards
+        /// When the sleeping timer wakes (nil while it is awake), and its sleep to cut short.
+        var timerWake: Date?
+        var sleeper: Task<Void, Never>?
     }
+
+    /// The timer's longest sleep when no retry is waiting (a placed retry wakes it sooner).
+    static let idleSleep: Double = 3600
 
     private let state: NIOLockedValueBox<State>
 
@@ -32,9 +38,16 @@ public final class MemoryQueue: QueueDriver {
         self.capacity = capacity
         self.now = now
         self.pollInterval = pollInterval
+        // The timer sleeps until the earliest retry is due (at least `pollInterval`), or until a
+        // retry due earlier is placed: an idle queue does not wake.
         let task = Task { [weak self] in
             while !Task.isCancelled {
-                try? await Task.sleep(for: pollInterval)
+                guard let sleeper = self?.armTimer() else { return }
+                await withTaskCancellationHandler {
+                    await sleeper.value
+                } onCancel: {
+                    sleeper.cancel()
+                }
                 guard let self else { return }
                 if self.promoteDue() { return }
             }
@@ -69,6 +82,7 @@ public final class MemoryQueue: QueueDriver {
                 if let w = Self.withQueue(&s, job.platform, { $0.place(job, now: t) }) {
                     toResume.append((w, job))
                 }
+                Self.wakeTimerIfEarlier(job, now: t, in: &s)
             }
             return d
         }
@@ -99,6 +113,7 @@ public final class MemoryQueue: QueueDriver {
         let t = now()
         state.withLockedValue { s in
             resume = Self.withQueue(&s, job.platform) { $0.place(job, now: t) }
+            Self.wakeTimerIfEarlier(job, now: t, in: &s)
         }
         resume?.resume(returning: job)
     }
@@ -107,11 +122,36 @@ public final class MemoryQueue: QueueDriver {
         state.withLockedValue { $0.pending -= 1 }
     }
 
+    /// Starts the timer's sleep until the earliest delayed job is due; nil once shut down.
+    private func armTimer() -> Task<Void, Never>? {
+        state.withLockedValue { s in
+            if s.shutdown { return nil }
+            let t = now()
+            var due = t.addingTimeInterval(Self.idleSleep)
+            for q in s.queues.values { if let top = q.delayed.peek, top.notBefore < due { due = top.notBefore } }
+            let minimum = Double(pollInterval.components.seconds) + Double(pollInterval.components.attoseconds) / 1e18
+            let wait = max(minimum, due.timeIntervalSince(t))
+            s.timerWake = t.addingTimeInterval(wait)
+            let task = Task { _ = try? await Task.sleep(nanoseconds: UInt64(wait * 1e9)) }
+            s.sleeper = task
+            return task
+        }
+    }
+
+    /// After placing `job` (lock held): a job delayed past now but due before the timer wakes wakes it.
+    private static func wakeTimerIfEarlier(_ job: DeliveryJob, now t: Date, in s: inout State) {
+        guard job.notBefore > t, let wake = s.timerWake, job.notBefore < wake else { return }
+        s.timerWake = nil
+        s.sleeper?.cancel()
+    }
+
     /// Moves due retries to the ready lists. Returns true once shut down.
     @discardableResult
     func promoteDue() -> Bool {
         var toResume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
         let stop: Bool = state.withLockedValue { s in
+            s.timerWake = nil
+            s.sleeper = nil
             if s.shutdown { return true }
             let t = now()
             for platform in Array(s.queues.keys) {
@@ -133,6 +173,7 @@ public final class MemoryQueue: QueueDriver {
         }
         for w in waiters { w.resume(returning: nil) }
         timerTask.withLockedValue { $0?.cancel() }
+        state.withLockedValue { $0.sleeper?.cancel() }
     }
 
     /// Ready + delayed jobs per platform (for stats and tests).

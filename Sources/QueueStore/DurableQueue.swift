@@ -443,6 +443,9 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         }
     }
 
+    /// Whether the store has unfinished jobs this process does not hold.
+    private static func storeHoldsMore(_ s: State) -> Bool { s.pendingBase + s.pendingDelta > s.held }
+
     /// When the timer has something to do next (call with the lock held).
     private func nextTimerDue(_ s: State, heartbeatEvery: Double) -> Double {
         var due = min(s.lastHeartbeat + heartbeatEvery, s.lastPrune + options.pruneInterval)
@@ -451,7 +454,11 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             if let top = ps.jobs.delayed.peek { due = min(due, top.notBefore.timeIntervalSince1970) }
             // A poll of the store for workers waiting with nothing held.
             if !ps.fetching, !ps.jobs.waiters.isEmpty, ps.jobs.ready.count == 0 {
-                due = min(due, ps.storeMayHaveWork ? 0 : ps.lastPoll + options.pollInterval)
+                if ps.storeMayHaveWork {
+                    due = 0
+                } else if !backend.exclusive || Self.storeHoldsMore(s) {
+                    due = min(due, ps.lastPoll + options.pollInterval)
+                }
             }
         }
         return due
@@ -461,7 +468,12 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     private func requestLeaseIfNeeded(_ platform: Platform, in s: inout State, now t: Double) -> Bool {
         guard !s.shutdown, !s.finalizeRequested, let ps = s.platforms[platform] else { return false }
         guard !ps.fetching, !ps.jobs.waiters.isEmpty, ps.jobs.ready.count == 0 else { return false }
-        guard ps.storeMayHaveWork || t - ps.lastPoll >= options.pollInterval else { return false }
+        // A store this process alone uses (SQLite with its lock) gets jobs only from here: it is
+        // polled only while it holds jobs this process does not (retries left by the last run, not
+        // yet due), so an idle gateway makes no query.
+        guard ps.storeMayHaveWork || ((!backend.exclusive || Self.storeHoldsMore(s)) && t - ps.lastPoll >= options.pollInterval) else {
+            return false
+        }
         // One lease of up to `leaseBatch` rows: the dispatcher waits here with one feed loop per
         // platform (not one waiter per worker), so the waiter count says nothing about its free capacity.
         let limit = options.leaseBatch

@@ -572,15 +572,23 @@ final class WALCheckpointer: Sendable {
     }
 
     private func loop(logger: Logger) async {
+        // Every `interval` while transactions are committed; while none are, the sleep doubles up to
+        // 5 s (an idle gateway barely wakes; the first commit after is checkpointed within that).
+        var sleep = interval
+        let longest = max(interval, .seconds(5))
         while !Task.isCancelled {
-            try? await Task.sleep(for: interval)
+            try? await Task.sleep(for: sleep)
             if Task.isCancelled { break }
             let due = state.withLockedValue { s -> Bool in
                 guard s.phase == .background, s.written else { return false }
                 s.written = false
                 return true
             }
-            guard due else { continue }
+            guard due else {
+                sleep = min(sleep * 2, longest)
+                continue
+            }
+            sleep = interval
             do {
                 // one row: busy, frames in the WAL (`log`), frames copied into the database
                 let row = try await connection.query("PRAGMA wal_checkpoint(PASSIVE)").first
