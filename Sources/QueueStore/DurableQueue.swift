@@ -31,6 +31,13 @@ public struct DurableQueueOptions: Sendable {
     public var maxSleep: TimeInterval = 1
     /// How long a `dedup_key` claim holds (`core.idempotency_ttl`).
     public var dedupTTL: TimeInterval = 86_400
+    /// Most jobs this process holds in memory (leased: ready, in flight, retrying). Async jobs
+    /// enqueued beyond it stay in the store and are leased in batches as workers free up, so a
+    /// backlog of millions costs disk, not memory. Sync-mode jobs are always held (their waiter is here).
+    public var maxHeld: Int = 10_000
+    /// Most notification renderings kept for jobs left in the store (beyond it a leased job's
+    /// notification is read back from the store).
+    public var maxCachedNotifications: Int = 2_000
 
     public init(capacity: Int) { self.capacity = max(1, capacity) }
 }
@@ -152,12 +159,16 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     public func enqueue(_ jobs: [DeliveryJob]) async throws -> [EnqueueDisposition] {
         guard !jobs.isEmpty else { return [] }
         let n = jobs.count
-        try state.withLockedValue { s in
+        // Room in memory for leasing on enqueue (approximate across concurrent enqueues: the
+        // window is a memory bound, not an exact count).
+        let room: Int = try state.withLockedValue { s in
             if s.finalized || s.finalizeRequested { throw QueueClosedError() }
             let pending = max(0, s.pendingBase + s.pendingDelta)
             if pending + n > options.capacity { throw QueueFullError(pending: pending, capacity: options.capacity) }
             s.pendingDelta += n
+            return max(0, options.maxHeld - s.held)
         }
+        var leasing = 0
         let t = now().timeIntervalSince1970
         let inserts: [NotificationInsert]
         let groups: [(accepted: AcceptedNotification, jobs: [Int])]
@@ -167,7 +178,8 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                 var row = JobInsert(
                     target: j.target, messageID: j.messageID, attempts: j.attempts, maxAttempts: j.maxAttempts,
                     notBefore: j.notBefore.timeIntervalSince1970, enqueuedAt: j.enqueuedAt.timeIntervalSince1970,
-                    leased: options.leaseOnEnqueue || j.waiterID != nil)
+                    leased: j.waiterID != nil || (options.leaseOnEnqueue && leasing < room))
+                if row.leased { leasing += 1 }
                 row.dedupKey = j.dedupKey
                 row.dedupUntil = dedupUntil
                 row.coalesceSeconds = j.coalesceSeconds
@@ -216,8 +228,9 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                     }
                 }
                 if leftInStore {
-                    // Keep the rendering for when a worker here leases these jobs back.
-                    s.notifications[notifRow] = (g.accepted, t)
+                    // Keep the rendering for when a worker here leases these jobs back (a bounded
+                    // number: beyond it the lease reads the notification back from the store).
+                    if s.notifications.count < options.maxCachedNotifications { s.notifications[notifRow] = (g.accepted, t) }
                     s.platforms[g.accepted.notification.platform, default: PlatformState()].storeMayHaveWork = true
                     if requestLeaseIfNeeded(g.accepted.notification.platform, in: &s, now: t) { fetch = true }
                 }
@@ -659,7 +672,9 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                         loaded[row] = AcceptedNotification(notifID: stored.notifID, notification: n, prepared: nil, app: stored.app)
                     }
                 }
-                state.withLockedValue { s in for (row, a) in loaded { s.notifications[row] = (a, t) } }
+                state.withLockedValue { s in
+                    for (row, a) in loaded where s.notifications.count < options.maxCachedNotifications { s.notifications[row] = (a, t) }
+                }
                 accepted.merge(loaded) { a, _ in a }
             } catch {
                 logger.error("cannot load stored notifications: \(error)")

@@ -533,6 +533,8 @@ final class WALCheckpointer: Sendable {
         /// A transaction committed since the last background checkpoint (none: nothing to copy, and
         /// an idle gateway makes no query).
         var written = true
+        /// The loop's sleep while it backs off (idle): a commit cuts it short.
+        var idleSleep: Task<Void, Never>?
     }
 
     private let connection: SQLiteConnection
@@ -573,11 +575,29 @@ final class WALCheckpointer: Sendable {
 
     private func loop(logger: Logger) async {
         // Every `interval` while transactions are committed; while none are, the sleep doubles up to
-        // 5 s (an idle gateway barely wakes; the first commit after is checkpointed within that).
-        var sleep = interval
+        // 5 s and a commit cuts it short (an idle gateway barely wakes, a busy one checkpoints as before).
+        var backoff = interval
         let longest = max(interval, .seconds(5))
         while !Task.isCancelled {
-            try? await Task.sleep(for: sleep)
+            if backoff > interval {
+                let nap = backoff
+                let sleeper: Task<Void, Never>? = state.withLockedValue { s in
+                    if s.written { return nil }
+                    let t = Task { _ = try? await Task.sleep(for: nap) }
+                    s.idleSleep = t
+                    return t
+                }
+                if let sleeper {
+                    await withTaskCancellationHandler {
+                        await sleeper.value
+                    } onCancel: {
+                        sleeper.cancel()
+                    }
+                    state.withLockedValue { $0.idleSleep = nil }
+                }
+            } else {
+                try? await Task.sleep(for: interval)
+            }
             if Task.isCancelled { break }
             let due = state.withLockedValue { s -> Bool in
                 guard s.phase == .background, s.written else { return false }
@@ -585,10 +605,10 @@ final class WALCheckpointer: Sendable {
                 return true
             }
             guard due else {
-                sleep = min(sleep * 2, longest)
+                backoff = min(backoff * 2, longest)
                 continue
             }
-            sleep = interval
+            backoff = interval
             do {
                 // one row: busy, frames in the WAL (`log`), frames copied into the database
                 let row = try await connection.query("PRAGMA wal_checkpoint(PASSIVE)").first
@@ -607,6 +627,10 @@ final class WALCheckpointer: Sendable {
     func takeFinishRequest() -> Bool {
         state.withLockedValue { s in
             s.written = true
+            if let nap = s.idleSleep {
+                s.idleSleep = nil
+                nap.cancel()
+            }
             guard s.phase == .finishRequested else { return false }
             s.phase = .writerFinishing
             return true

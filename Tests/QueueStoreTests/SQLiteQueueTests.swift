@@ -191,6 +191,33 @@ final class SQLiteQueueTests: XCTestCase {
         await b.close()
     }
 
+    /// A backlog stays in the store: at most `maxHeld` jobs are held in memory, the rest are leased
+    /// in batches as they are completed, and every one is handed out exactly once.
+    func testBacklogBeyondTheMemoryWindowStaysInTheStore() async throws {
+        var o = options()
+        o.maxHeld = 20
+        o.leaseBatch = 16
+        o.maxCachedNotifications = 2
+        let q = try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: o)
+        for k in 0..<10 { try await q.enqueue(makeJobs(30, notifID: "n-\(k)")) }
+        XCTAssertEqual(q.pendingCount, 300)
+        XCTAssertLessThanOrEqual(q.heldCount, 20, "only the window is held in memory")
+        var seen = Set<UInt64>()
+        var maxHeld = 0
+        for _ in 0..<300 {
+            let j = try await take(q)
+            XCTAssertTrue(seen.insert(j.id).inserted, "job \(j.id) handed out twice")
+            XCTAssertEqual(j.accepted.notification.message, "hello", "the notification read back from the store")
+            maxHeld = max(maxHeld, q.heldCount)
+            await q.complete(j, outcome: .delivered(providerID: nil))
+        }
+        XCTAssertEqual(seen.count, 300)
+        XCTAssertLessThanOrEqual(maxHeld, 20 + 16, "the window plus one lease batch")
+        for _ in 0..<500 where q.pendingCount > 0 { try await Task.sleep(for: .milliseconds(10)) }
+        XCTAssertEqual(q.pendingCount, 0)
+        await q.close()
+    }
+
     func testCapacityAndQueueFull() async throws {
         let q = try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: options(3))
         try await q.enqueue(makeJobs(2))
