@@ -30,7 +30,7 @@ public final class Gateway: Sendable {
     public let startedAt = Date()
     let requestCounters = RequestCounters()
     private let shutdownHooks: [@Sendable () async -> Void]
-    let logger: Logger
+    public let logger: Logger
     /// What a reload replaces, and the per-app rate limiters.
     let runtime: NIOLockedValueBox<GatewayRuntime>
     /// What further apps are built with (shared pool settings and HTTP clients); nil: no reload.
@@ -39,6 +39,8 @@ public final class Gateway: Sendable {
     let reloadSource: (@Sendable () throws -> RawConfig)?
     /// One reload at a time.
     let reloading = NIOLockedValueBox(false)
+    /// Set when graceful shutdown starts (`isDraining`).
+    let draining = NIOLockedValueBox(false)
 
     public init(
         raw: RawConfig, settings: GatewaySettings, dispatcher: Dispatcher, feedback: FeedbackSender?, logger: Logger,
@@ -60,18 +62,27 @@ public final class Gateway: Sendable {
     public var auth: IngestAuth { runtime.withLockedValue { $0.auth } }
 
     /// Services to run beside the HTTP server: workers (drained on graceful shutdown) and the feedback sender.
-    public var services: [any Service] {
-        // Started in order, shut down in reverse: the HTTP server stops first, then the workers
-        // drain, then the feedback sender empties its queue, then shared clients are closed.
+    public var services: [any Service] { services(extra: []) }
+
+    /// The services with `extra` (further ingest servers: gRPC) among them.
+    public func services(extra: [any Service]) -> [any Service] {
+        // Started in order, shut down in reverse: the HTTP server stops first, then the gateway is
+        // marked draining, then the workers drain, then the extra services stop (gRPC answers
+        // NOT_SERVING until then), then the feedback sender empties its queue, then shared clients are closed.
         var s: [any Service] = [ResourcesService(gateway: self)]
         if let feedback { s.append(FeedbackService(sender: feedback)) }
+        s += extra
         s.append(DispatcherService(gateway: self))
+        s.append(DrainSignalService(gateway: self))
         return s
     }
 
     /// Builds the Hummingbird application serving the gorush API: plain HTTP/1.1, or with `core.ssl`
     /// HTTP/1.1 and HTTP/2 over TLS (ALPN). `core.address: ""` listens on IPv6 and IPv4 like gorush's `:port`.
-    public func makeApplication(onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }) throws -> some ApplicationProtocol {
+    /// - Parameter extraServices: further ingest servers (gRPC), stopped after the HTTP server (see `services(extra:)`).
+    public func makeApplication(
+        extraServices: [any Service] = [], onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
+    ) throws -> some ApplicationProtocol {
         let readTimeout = TimeAmount.seconds(Int64(settings.readTimeout))
         let maxBody = settings.maxBodyBytes
         let idle = Duration.seconds(settings.idleTimeout)
@@ -105,13 +116,13 @@ public final class Gateway: Sendable {
             onServerRunning: onServerRunning,
             logger: logger
         )
-        app.addServices(services)
+        app.addServices(services(extra: extraServices))
         return app
     }
 
     /// `core.address`: empty means every address, IPv6 and IPv4 (`::` is dual-stack on Linux), or
     /// IPv4 only on a host without IPv6.
-    static func bindHost(_ address: String) -> String {
+    public static func bindHost(_ address: String) -> String {
         guard address.isEmpty else { return address }
         return ipv6Available ? "::" : "0.0.0.0"
     }

@@ -69,17 +69,27 @@ public struct IngestAuth: Sendable {
 
     /// The key a request presents: `Authorization: Bearer <key>` or `X-API-Key: <key>`.
     static func presentedKey(_ headers: HTTPFields) -> String? {
-        if let auth = headers[.authorization] {
-            let parts = auth.split(separator: " ", maxSplits: 1)
+        presentedKey(authorization: headers[.authorization], apiKey: HTTPField.Name("X-API-Key").flatMap { headers[$0] })
+    }
+
+    /// The key in an `Authorization: Bearer <key>` or an `X-API-Key: <key>` value (HTTP headers, gRPC metadata).
+    public static func presentedKey(authorization: String?, apiKey: String?) -> String? {
+        if let authorization {
+            let parts = authorization.split(separator: " ", maxSplits: 1)
             if parts.count == 2, parts[0].lowercased() == "bearer" { return String(parts[1]).trimmingCharacters(in: .whitespaces) }
         }
-        if let name = HTTPField.Name("X-API-Key"), let key = headers[name] { return key.trimmingCharacters(in: .whitespaces) }
+        if let apiKey { return apiKey.trimmingCharacters(in: .whitespaces) }
         return nil
     }
 
     /// The role of the presented key, nil when none matches (or none was presented).
     public func identify(_ headers: HTTPFields) -> Role? {
-        guard let presented = Self.presentedKey(headers), !presented.isEmpty, presented.utf8.count <= 4096 else { return nil }
+        identify(presented: Self.presentedKey(headers))
+    }
+
+    /// The role of a key already taken from its header (`presentedKey(authorization:apiKey:)`).
+    public func identify(presented: String?) -> Role? {
+        guard let presented, !presented.isEmpty, presented.utf8.count <= 4096 else { return nil }
         let digest = Array(SHA256.hash(data: Array(presented.utf8)))
         var found: Role?
         for key in keys {

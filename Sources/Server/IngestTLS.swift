@@ -10,6 +10,9 @@ public struct IngestTLS: Sendable {
     public var configuration: TLSConfiguration
     /// The leaf certificate's subject and expiry, for the start log.
     public var summary: String
+    /// The PEM certificate chain and key as loaded (checked to match), for the gRPC listener.
+    public var certificatePEM: [UInt8] = []
+    public var keyPEM: [UInt8] = []
 
     static func load(_ core: SectionValues) throws -> IngestTLS? {
         typealias C = CoreConfig
@@ -44,7 +47,8 @@ public struct IngestTLS: Sendable {
         }
         let days = Int(notAfter.timeIntervalSinceNow / 86_400)
         return IngestTLS(
-            configuration: configuration, summary: "certificate valid until \(ISO8601DateFormatter().string(from: notAfter)) (\(days) days)")
+            configuration: configuration, summary: "certificate valid until \(ISO8601DateFormatter().string(from: notAfter)) (\(days) days)",
+            certificatePEM: certPEM, keyPEM: keyPEM)
     }
 
     private static func pem(_ core: SectionValues, base64: Setting<String>, path: Setting<String>, what: String) throws -> [UInt8] {

@@ -146,7 +146,12 @@ extension Gateway {
 
     func resolveApp(headers: HTTPFields, requested: String?) -> Result<String, RequestError> {
         let auth = self.auth
-        if auth.enabled, case .app(let own)? = auth.identify(headers) {
+        return resolveApp(role: auth.enabled ? auth.identify(headers) : nil, requested: requested)
+    }
+
+    /// The same choice for the role a key was already identified as (nil: no keys configured).
+    public func resolveApp(role: IngestAuth.Role?, requested: String?) -> Result<String, RequestError> {
+        if case .app(let own)? = role {
             if let requested, requested != own {
                 return .failure(
                     RequestError(
@@ -185,11 +190,7 @@ extension Gateway {
         } catch {
             return self.error(error)
         }
-        for (i, n) in parsed.notifications.enumerated() {
-            if let problem = IngestValidation.validate(n) {
-                return self.error(RequestError(message: problem.message, detail: "notifications[\(i)].\(problem.detail)"))
-            }
-        }
+        if let problem = Self.fieldProblem(parsed) { return self.error(problem) }
         let app: String
         switch resolveApp(request, requested: parsed.appID) {
         case .success(let id): app = id
@@ -201,93 +202,75 @@ extension Gateway {
         case .proceed(let claimed): idem = claimed
         case .answer(let response): return response
         }
-        let limiter = runtime.withLockedValue { $0.limiters[app] }
-        let deliveries = Self.deliveryCount(parsed)
-        if let limiter, let wait = limiter.take(deliveries) {
-            if let idem { await dispatcher.idempotency.release(app: app, key: idem.key) }
-            let e = RequestError(
-                status: 429, message: "Too many requests, try again later.",
-                detail: "app \(app) accepts \(limiter.rate) deliveries per second (rate_limit)")
-            return json(.tooManyRequests, e.json, extra: [(.retryAfter, String(wait))])
-        }
         let sync = parsed.sync ?? settings.sync
-        do {
-            let result = try await dispatcher.submit(parsed, sync: sync, app: app, requestID: idem?.requestID)
-            var w = JSONWriter(reservingCapacity: 64 + result.logs.count * 160)
-            w.raw(#"{"counts":"#)
-            w.int(result.counts)
-            w.raw(#","logs":["#)
-            for (i, e) in result.logs.enumerated() {
+        let result: SubmitResult
+        switch await admit(parsed, app: app, sync: sync, requestID: idem?.requestID) {
+        case .success(let r): result = r
+        case .failure(let refused):
+            if let idem { await dispatcher.idempotency.release(app: app, key: idem.key) }
+            return json(
+                HTTPResponse.Status(code: refused.error.status), refused.error.json,
+                extra: refused.retryAfter.map { [(.retryAfter, String($0))] } ?? [])
+        }
+        var w = JSONWriter(reservingCapacity: 64 + result.logs.count * 160)
+        w.raw(#"{"counts":"#)
+        w.int(result.counts)
+        w.raw(#","logs":["#)
+        for (i, e) in result.logs.enumerated() {
+            if i > 0 { w.raw(",") }
+            e.write(into: &w)
+        }
+        w.raw("]")
+        // Pushgate additions, only when they say something: failures left out of the capped answer
+        // (core.max_sync_answer_bytes), and deliveries still under way at core.sync_timeout.
+        if result.omittedLogs > 0 {
+            w.raw(#","logs_omitted":"#)
+            w.int(result.omittedLogs)
+        }
+        if result.pending > 0 {
+            w.raw(#","pending":"#)
+            w.int(result.pending)
+        }
+        // Notifications over the provider's limit sent as their `fallback` (decided at ingest, so
+        // in async mode too).
+        if !result.fallbacks.isEmpty {
+            w.raw(#","fallbacks":["#)
+            for (i, u) in result.fallbacks.enumerated() {
                 if i > 0 { w.raw(",") }
-                e.write(into: &w)
+                var first = true
+                w.raw("{")
+                w.key("notif_id", first: &first)
+                w.string(u.notifID)
+                w.key("platform", first: &first)
+                w.string(u.platform.name)
+                w.key("payload_bytes", first: &first)
+                w.int(u.info.payloadBytes)
+                w.key("limit", first: &first)
+                w.int(u.info.limit)
+                w.key("fallback_bytes", first: &first)
+                w.int(u.info.fallbackBytes)
+                w.raw("}")
             }
             w.raw("]")
-            // Pushgate additions, only when they say something: failures left out of the capped answer
-            // (core.max_sync_answer_bytes), and deliveries still under way at core.sync_timeout.
-            if result.omittedLogs > 0 {
-                w.raw(#","logs_omitted":"#)
-                w.int(result.omittedLogs)
-            }
-            if result.pending > 0 {
-                w.raw(#","pending":"#)
-                w.int(result.pending)
-            }
-            // Notifications over the provider's limit sent as their `fallback` (decided at ingest, so
-            // in async mode too).
-            if !result.fallbacks.isEmpty {
-                w.raw(#","fallbacks":["#)
-                for (i, u) in result.fallbacks.enumerated() {
-                    if i > 0 { w.raw(",") }
-                    var first = true
-                    w.raw("{")
-                    w.key("notif_id", first: &first)
-                    w.string(u.notifID)
-                    w.key("platform", first: &first)
-                    w.string(u.platform.name)
-                    w.key("payload_bytes", first: &first)
-                    w.int(u.info.payloadBytes)
-                    w.key("limit", first: &first)
-                    w.int(u.info.limit)
-                    w.key("fallback_bytes", first: &first)
-                    w.int(u.info.fallbackBytes)
-                    w.raw("}")
-                }
-                w.raw("]")
-            }
-            if result.omittedFallbacks > 0 {
-                w.raw(#","fallbacks_omitted":"#)
-                w.int(result.omittedFallbacks)
-            }
-            w.raw(#","success":"ok"}"#)
-            // The body stays byte-compatible with gorush; the notif_ids (given or generated) for
-            // GET /api/push/{notif_id} ride in headers: generated ids are "<request id>-<index>".
-            var extra: [(HTTPField.Name, String)] = [(Self.requestIDHeader, result.requestID)]
-            // Comma-separated; in a client's own notif_id every byte outside visible ASCII, and "%" and
-            // ",", is percent-encoded (so the header carries the exact id, CR/LF included).
-            let ids = result.notifIDs.map(Self.headerEncoded).joined(separator: ",")
-            if ids.utf8.count <= Self.maxNotifIDsHeader { extra.append((Self.notifIDsHeader, ids)) }
-            if let idem {
-                let kept = IdempotentAnswer(
-                    status: 200, body: w.bytes, requestID: result.requestID, notifIDs: ids.utf8.count <= Self.maxNotifIDsHeader ? ids : "")
-                await keepIdempotentAnswer(app: app, key: idem.key, kept)
-            }
-            return json(.ok, w.bytes, extra: extra)
-        } catch let full as QueueFullError {
-            limiter?.refund(deliveries)  // nothing was queued
-            if let idem { await dispatcher.idempotency.release(app: app, key: idem.key) }
-            let e = RequestError(
-                status: 503, message: full.app == nil ? "Queue is full, try again later." : "App's share of the queue is full, try again later.",
-                detail: full.description)
-            return json(.serviceUnavailable, e.json, extra: [(.retryAfter, String(full.retryAfter))])
-        } catch {
-            // The store's error stays in the log: it can name tables, paths or values of other requests.
-            limiter?.refund(deliveries)
-            if let idem { await dispatcher.idempotency.release(app: app, key: idem.key) }
-            logger.error("push submission failed: \(error)")
-            return json(
-                .internalServerError,
-                RequestError(status: 500, message: "Internal error.", detail: "the request was not queued; see the gateway log").json)
         }
+        if result.omittedFallbacks > 0 {
+            w.raw(#","fallbacks_omitted":"#)
+            w.int(result.omittedFallbacks)
+        }
+        w.raw(#","success":"ok"}"#)
+        // The body stays byte-compatible with gorush; the notif_ids (given or generated) for
+        // GET /api/push/{notif_id} ride in headers: generated ids are "<request id>-<index>".
+        var extra: [(HTTPField.Name, String)] = [(Self.requestIDHeader, result.requestID)]
+        // Comma-separated; in a client's own notif_id every byte outside visible ASCII, and "%" and
+        // ",", is percent-encoded (so the header carries the exact id, CR/LF included).
+        let ids = result.notifIDs.map(Self.headerEncoded).joined(separator: ",")
+        if ids.utf8.count <= Self.maxNotifIDsHeader { extra.append((Self.notifIDsHeader, ids)) }
+        if let idem {
+            let kept = IdempotentAnswer(
+                status: 200, body: w.bytes, requestID: result.requestID, notifIDs: ids.utf8.count <= Self.maxNotifIDsHeader ? ids : "")
+            await keepIdempotentAnswer(app: app, key: idem.key, kept)
+        }
+        return json(.ok, w.bytes, extra: extra)
     }
 
     func appStatsJSON() -> [UInt8] {
