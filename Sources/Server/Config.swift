@@ -33,6 +33,7 @@ public struct RawConfig: Sendable {
     public static let sections: [ConfigSection] =
         [
             CoreConfig.section, APIConfig.section, LogConfig.section, QueueConfig.section, StatConfig.section, MockConfig.section,
+            GRPCConfig.section,
         ] + ProviderRegistry.sections
 
     /// The accepted range of every integer key: a value outside is a one-line error at start, never a
@@ -50,7 +51,6 @@ public struct RawConfig: Sendable {
     public static let notActedOn: [(prefix: String, why: String)] =
         [
             ("core.auto_tls.", "Let's Encrypt auto TLS is not supported; serve TLS with core.ssl and a certificate (e.g. from certbot)"),
-            ("grpc.", "gRPC ingest is not implemented yet; clients must use the HTTP API"),
             ("queue.nsq.", "NSQ is not a Pushgate queue engine"), ("queue.nats.", "NATS is not a Pushgate queue engine"),
             ("queue.redis.", "Redis is not a Pushgate queue engine"),
             ("stat.redis.", "stat backends are not used: counters live in memory and deliveries' status in the queue engine"),
@@ -406,6 +406,8 @@ public struct GatewaySettings: Sendable {
     public var maxConnections: Int
     /// `core.idempotency_ttl`: how long an `Idempotency-Key`'s answer and a `dedup_key` hold (seconds).
     public var idempotencyTTL: Double
+    /// `grpc.enabled` / `grpc.port`: gorush's gRPC ingest (nil: off).
+    public var grpcPort: Int?
 
     public struct Routes: Sendable {
         public var push, statGo, statApp, config, sysStats, metrics, health: String
@@ -481,6 +483,11 @@ public struct GatewaySettings: Sendable {
         readTimeout = core[C.readTimeout]
         idleTimeout = core[C.idleTimeout]
         maxConnections = core[C.maxConnections]
+        let grpc = raw.section("grpc")
+        grpcPort = grpc[GRPCConfig.enabled] ? grpc[GRPCConfig.port] : nil
+        if let grpcPort, grpcPort != 0, grpcPort == port {
+            throw ConfigError(key: grpc.path(GRPCConfig.port), problem: "\(grpcPort) is also core.port; gRPC needs a port of its own")
+        }
         routes = Routes(
             push: api[APIConfig.pushURI], statGo: api[APIConfig.statGoURI], statApp: api[APIConfig.statAppURI],
             config: api[APIConfig.configURI], sysStats: api[APIConfig.sysStatURI], metrics: api[APIConfig.metricURI],
@@ -646,6 +653,15 @@ public enum StatConfig {
         keys: [
             engine.key
         ])
+}
+
+/// The `grpc:` section: gorush's gRPC ingest (`proto.Gorush/Send`, `proto.Health/Check`), keys and defaults as gorush's.
+public enum GRPCConfig {
+    public static let enabled = Setting<Bool>("enabled", false)
+    /// gorush writes it as a string ("9000"); a number is read either way.
+    public static let port = Setting<Int>("port", 9000, range: 0...65535)
+
+    public static let section = ConfigSection("grpc", keys: [enabled.key, port.key])
 }
 
 /// The `mock:` section.

@@ -128,14 +128,15 @@ final class GorushDropInTests: XCTestCase {
         XCTAssertEqual(settings.queueEngine, "memory", "queue.engine local is the memory engine")
         XCTAssertEqual(settings.maxNotification, 100)
         XCTAssertNil(settings.tls)
+        XCTAssertNil(settings.grpcPort, "grpc.enabled: false")
         XCTAssertFalse(raw.warnings.contains { $0.hasPrefix("unknown config key") }, "\(raw.warnings)")
         // One warning per group of keys Pushgate accepts and does not act on, each naming its keys.
-        for group in ["core.auto_tls.*", "grpc.*", "queue.nsq.*", "queue.nats.*", "queue.redis.*", "stat.redis.*", "stat.boltdb.*"] {
+        for group in ["core.auto_tls.*", "queue.nsq.*", "queue.nats.*", "queue.redis.*", "stat.redis.*", "stat.boltdb.*"] {
             XCTAssertTrue(raw.warnings.contains { $0.hasPrefix(group + " accepted but not acted on") }, "no warning for \(group): \(raw.warnings)")
         }
         XCTAssertTrue(raw.warnings.contains { $0.contains("queue.redis.password") })
         // Keys that matter and are acted on give no warning.
-        for key in ["core.ssl", "core.pid", "log.format", "log.access_log", "log.hide_messages", "api.push_uri"] {
+        for key in ["core.ssl", "core.pid", "log.format", "log.access_log", "log.hide_messages", "api.push_uri", "grpc"] {
             XCTAssertFalse(raw.warnings.contains { $0.hasPrefix(key) || $0.contains("(\(key)") }, "\(key) is acted on: \(raw.warnings)")
         }
         // Set to a value that would matter in gorush: warned.
@@ -146,6 +147,18 @@ final class GorushDropInTests: XCTestCase {
             yaml: Self.gorushConfig.replacingOccurrences(of: "  hide_messages: false", with: "  hide_messages: false\n  brand_new_key: 1"),
             environment: [:])
         XCTAssertEqual(unknown.warnings.filter { $0.hasPrefix("unknown") }, ["unknown config key log.brand_new_key ignored"])
+    }
+
+    /// gorush's `grpc.enabled` / `grpc.port` (a string in gorush's config, default "9000") are acted on.
+    func testGRPCKeysAreGorushs() throws {
+        let on = try GatewaySettings(try RawConfig(yaml: "grpc:\n  enabled: true\n  port: \"9001\"\n", environment: [:]))
+        XCTAssertEqual(on.grpcPort, 9001)
+        let byDefault = try GatewaySettings(try RawConfig(yaml: nil, environment: ["GORUSH_GRPC_ENABLED": "true"]))
+        XCTAssertEqual(byDefault.grpcPort, 9000)
+        XCTAssertThrowsError(try GatewaySettings(try RawConfig(yaml: "core:\n  port: 9000\ngrpc:\n  enabled: true\n", environment: [:]))) {
+            XCTAssertEqual("\($0)", "config error: grpc.port: 9000 is also core.port; gRPC needs a port of its own")
+        }
+        XCTAssertThrowsError(try RawConfig(yaml: "grpc:\n  port: 70000\n", environment: [:]))
     }
 
     func testUnsupportedGorushEnginesAndAutoTLSAreOneLineErrors() throws {
