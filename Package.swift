@@ -35,6 +35,11 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        // gRPC ingest (gorush.proto): the GorushRPC target only.
+        .package(url: "https://github.com/grpc/grpc-swift-2.git", from: "2.4.3"),
+        .package(url: "https://github.com/grpc/grpc-swift-nio-transport.git", from: "2.9.2"),
+        .package(url: "https://github.com/grpc/grpc-swift-protobuf.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
     ],
     targets: [
         // Request model, gorush JSON, outcomes, error classes. No I/O.
@@ -157,6 +162,21 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // gorush's gRPC ingest (gorush.proto): the generated code (scripts/generate-grpc.sh) and the services.
+        .target(
+            name: "GorushRPC",
+            dependencies: [
+                "Server", "PushgateCore", "PushDispatch",
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),
+                .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            exclude: ["Proto"]),
         // The embedding API: a gateway built from a configuration value, run in-process (no HTTP listener).
         .target(
             name: "PushgateKit",
@@ -188,7 +208,7 @@ let package = Package(
         .executableTarget(
             name: "pushgate",
             dependencies: [
-                "Server", "MockProviders", "PushgateCore", "PushDispatch", "Signing",
+                "Server", "GorushRPC", "MockProviders", "PushgateCore", "PushDispatch", "Signing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -250,8 +270,11 @@ let package = Package(
             name: "ServerTests",
             dependencies: [
                 "TestSupport",
-                "Server", "MockProviders", "PushgateCore", "PushDispatch",
+                "Server", "GorushRPC", "MockProviders", "PushgateCore", "PushDispatch",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),

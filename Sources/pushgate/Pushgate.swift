@@ -1,12 +1,14 @@
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation
+import GorushRPC
 import Hummingbird
 import Logging
 import NIOCore
 import NIOSSL
 import PushgateCore
 import Server
+import ServiceLifecycle
 
 @main
 struct Pushgate: AsyncParsableCommand {
@@ -149,13 +151,21 @@ struct Serve: AsyncParsableCommand {
         }
         let scheme = gateway.settings.tls == nil ? "http" : "https"
         if let tls = gateway.settings.tls { logger.info("TLS on ingest (HTTP/1.1 and HTTP/2): \(tls.summary)") }
-        let app = try gateway.makeApplication(onServerRunning: { channel in
-            let listening = channel.localAddress.map { a in
-                let ip = a.ipAddress.map { $0.contains(":") ? "[\($0)]" : $0 } ?? "?"
-                return "\(ip):\(a.port ?? 0)"
-            }
-            logger.info("pushgate \(PushgateVersion.version) listening on \(scheme)://\(listening ?? "?")")
-        })
+        let grpc: [any Service]
+        do {
+            grpc = try GorushRPCServer.services(gateway: gateway)
+        } catch {
+            fail("config error: grpc.port: cannot listen there: \(error)")
+        }
+        let app = try gateway.makeApplication(
+            extraServices: grpc,
+            onServerRunning: { channel in
+                let listening = channel.localAddress.map { a in
+                    let ip = a.ipAddress.map { $0.contains(":") ? "[\($0)]" : $0 } ?? "?"
+                    return "\(ip):\(a.port ?? 0)"
+                }
+                logger.info("pushgate \(PushgateVersion.version) listening on \(scheme)://\(listening ?? "?")")
+            })
         let hangups = Self.reloadOnHangup(gateway)
         try await app.runService()
         hangups.cancel()

@@ -1,0 +1,127 @@
+import GRPCCore
+import GRPCNIOTransportHTTP2Posix
+import Logging
+import Metrics
+import NIOCore
+import Server
+import ServiceLifecycle
+
+/// gorush's gRPC ingest (`grpc.enabled`, `grpc.port`): `proto.Gorush/Send` and `proto.Health/Check`
+/// of gorush.proto over HTTP/2, TLS with `core.ssl`'s certificate when it is on. Runs beside the
+/// HTTP server as one of the gateway's services (`Gateway.makeApplication(extraServices:)`): it
+/// answers NOT_SERVING from the start of a graceful shutdown and stops after the workers drained.
+@available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *)
+public struct GorushRPCServer: Service {
+    let server: GRPCServer<HTTP2ServerTransport.Posix>
+    let transport: HTTP2ServerTransport.Posix
+    let logger: Logger
+
+    /// The gRPC server of `gateway`'s settings; nil when `grpc.enabled` is false.
+    public static func make(gateway: Gateway) throws -> GorushRPCServer? {
+        guard let port = gateway.settings.grpcPort else { return nil }
+        return try GorushRPCServer(gateway: gateway, port: port)
+    }
+
+    /// The services to pass to `makeApplication(extraServices:)`: this server, or none.
+    public static func services(gateway: Gateway) throws -> [any Service] {
+        try make(gateway: gateway).map { [$0] } ?? []
+    }
+
+    init(gateway: Gateway, port: Int) throws {
+        let settings = gateway.settings
+        let security: HTTP2ServerTransport.Posix.TransportSecurity
+        if let tls = settings.tls {
+            security = .tls(certificateChain: [.bytes(tls.certificatePEM, format: .pem)], privateKey: .bytes(tls.keyPEM, format: .pem))
+        } else {
+            security = .plaintext
+        }
+        let config = HTTP2ServerTransport.Posix.Config.defaults { c in
+            // A request message is held to core.max_body_bytes, as a /api/push body is.
+            c.rpc.maxRequestPayloadSize = settings.maxBodyBytes
+            c.connection.maxIdleTime = .seconds(settings.idleTimeout)
+        }
+        transport = HTTP2ServerTransport.Posix(
+            address: try Self.address(host: Gateway.bindHost(settings.address), port: port), transportSecurity: security, config: config)
+        server = GRPCServer(
+            transport: transport,
+            services: [GorushSendService(gateway: gateway), GorushHealthService(gateway: gateway)],
+            interceptors: [RequestMetricsInterceptor()])
+        logger = gateway.logger
+    }
+
+    /// `core.address` as a socket address: an IP literal as it is, a host name resolved.
+    static func address(host: String, port: Int) throws -> GRPCNIOTransportCore.SocketAddress {
+        if host.contains(":") { return .ipv6(host: host, port: port) }
+        let resolved = try NIOCore.SocketAddress.makeAddressResolvingHost(host, port: port)
+        switch resolved {
+        case .v6: return .ipv6(host: resolved.ipAddress ?? host, port: port)
+        default: return .ipv4(host: resolved.ipAddress ?? host, port: port)
+        }
+    }
+
+    /// The port the server listens on (the bound one when `grpc.port` is 0); waits until it listens.
+    public var listeningPort: Int {
+        get async throws {
+            let address = try await transport.listeningAddress
+            return address.ipv4?.port ?? address.ipv6?.port ?? 0
+        }
+    }
+
+    public func run() async throws {
+        let logger = self.logger
+        let transport = self.transport
+        let server = self.server
+        let announce = Task {
+            guard let address = try? await transport.listeningAddress else { return }
+            let shown = address.ipv4.map { "\($0.host):\($0.port)" } ?? address.ipv6.map { "[\($0.host)]:\($0.port)" } ?? "\(address)"
+            logger.info("gRPC server is running on \(shown) (proto.Gorush, proto.Health)")
+        }
+        defer { announce.cancel() }
+        try await withGracefulShutdownHandler {
+            try await server.serve()
+        } onGracefulShutdown: {
+            server.beginGracefulShutdown()
+        }
+    }
+}
+
+/// `pushgate_grpc_requests_total{method,code}`: every RPC by its full method name and gRPC status name.
+@available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *)
+struct RequestMetricsInterceptor: ServerInterceptor {
+    static let label = "pushgate_grpc_requests_total"
+
+    func intercept<Input: Sendable, Output: Sendable>(
+        request: StreamingServerRequest<Input>, context: ServerContext,
+        next: @Sendable (StreamingServerRequest<Input>, ServerContext) async throws -> StreamingServerResponse<Output>
+    ) async throws -> StreamingServerResponse<Output> {
+        let method = context.descriptor.fullyQualifiedMethod
+        do {
+            let response = try await next(request, context)
+            switch response.accepted {
+            case .success: Self.count(method, "OK")
+            case .failure(let e): Self.count(method, Self.name(e.code))
+            }
+            return response
+        } catch let e as RPCError {
+            Self.count(method, Self.name(e.code))
+            throw e
+        } catch {
+            Self.count(method, "UNKNOWN")
+            throw error
+        }
+    }
+
+    static func count(_ method: String, _ code: String) {
+        Counter(label: label, dimensions: [("method", method), ("code", code)]).increment()
+    }
+
+    /// The canonical status names (`grpc/status.h`).
+    static func name(_ code: RPCError.Code) -> String {
+        let names = [
+            "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
+            "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+            "UNAUTHENTICATED",
+        ]
+        return names.indices.contains(code.rawValue) ? names[code.rawValue] : "UNKNOWN"
+    }
+}
