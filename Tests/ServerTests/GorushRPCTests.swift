@@ -1,0 +1,464 @@
+import Foundation
+import GRPCCore
+import GRPCNIOTransportHTTP2Posix
+import HummingbirdTesting
+import Logging
+import MockProviders
+import PushgateCore
+import ServiceLifecycle
+import SwiftProtobuf
+import TestSupport
+import XCTest
+
+@testable import GorushRPC
+@testable import Server
+
+/// gorush's gRPC API end to end: a grpc-swift client -> Pushgate's gRPC listener (real socket) ->
+/// the same queue as `POST /api/push` -> the TLS HTTP/2 mock APNs / FCM.
+final class GorushRPCTests: XCTestCase {
+    let token1 = String(repeating: "a1", count: 32)
+    let token2 = String(repeating: "b2", count: 32)
+
+    typealias Client = GRPCClient<HTTP2ClientTransport.Posix>
+
+    /// A live gateway with `grpc.enabled` on a free port, and a gRPC client connected to it.
+    func withRPC(
+        _ env: TestEnvironment, _ extraYAML: String = "", environment: [String: String] = [:], caPEM: String? = nil,
+        _ body: @escaping @Sendable (Client, any TestClientProtocol, Gateway) async throws -> Void
+    ) async throws {
+        let env2 = ["PUSHGATE_QUEUE_ENGINE": "memory", "PUSHGATE_GRPC_ENABLED": "true", "PUSHGATE_GRPC_PORT": "0"].merging(environment) { _, n in n }
+        let raw = try RawConfig(yaml: env.merge(env.yaml(), extraYAML), environment: env2)
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        let gateway = try GatewayBuilder.build(raw: raw, logger: logger)
+        let server = try XCTUnwrap(try GorushRPCServer.make(gateway: gateway))
+        let app = try gateway.makeApplication(extraServices: [server])
+        try await app.test(.live) { http in
+            let port = try await server.listeningPort
+            try await withGRPCClient(transport: try Self.transport(port: port, caPEM: caPEM)) { client in
+                try await body(client, http, gateway)
+            }
+        }
+    }
+
+    static func transport(port: Int, caPEM: String?) throws -> HTTP2ClientTransport.Posix {
+        let security: HTTP2ClientTransport.Posix.TransportSecurity
+        if let caPEM {
+            security = .tls { $0.trustRoots = .certificates([.bytes(Array(caPEM.utf8), format: .pem)]) }
+        } else {
+            security = .plaintext
+        }
+        return try HTTP2ClientTransport.Posix(target: .ipv4(address: "127.0.0.1", port: port), transportSecurity: security)
+    }
+
+    static func health(_ client: Client, service: String = "") async throws -> Proto_HealthCheckResponse.ServingStatus {
+        var request = Proto_HealthCheckRequest()
+        request.service = service
+        return try await Proto_Health.Client(wrapping: client).check(request).status
+    }
+
+    /// `Send`: the reply and the response metadata, or the RPC error.
+    static func send(_ client: Client, _ request: Proto_NotificationRequest, metadata: Metadata = [:]) async throws
+        -> (reply: Proto_NotificationReply, metadata: Metadata)
+    {
+        try await Proto_Gorush.Client(wrapping: client).send(request, metadata: metadata) { response in
+            (try response.message, response.metadata)
+        }
+    }
+
+    static func sendError(_ client: Client, _ request: Proto_NotificationRequest, metadata: Metadata = [:]) async -> RPCError? {
+        do {
+            _ = try await send(client, request, metadata: metadata)
+            return nil
+        } catch let e as RPCError {
+            return e
+        } catch {
+            return RPCError(code: .unknown, message: "\(error)")
+        }
+    }
+
+    static func data(_ json: String) throws -> Google_Protobuf_Struct {
+        try Google_Protobuf_Struct(jsonString: json)
+    }
+
+    /// An iOS request with every field gorush's `Send` maps.
+    func iosRequest(token: String) throws -> Proto_NotificationRequest {
+        var r = Proto_NotificationRequest()
+        r.tokens = [token]
+        r.platform = 1
+        r.message = "Hello"
+        r.title = "Hi"
+        r.topic = "com.example.app"
+        r.badge = 3
+        r.category = "CHAT"
+        r.sound = "default"
+        r.threadID = "th-1"
+        r.mutableContent = true
+        r.id = "rpc-ios-\(token.prefix(4))"
+        var alert = Proto_Alert()
+        alert.title = "Alert title"
+        alert.body = "Alert body"
+        alert.subtitle = "Sub"
+        alert.action = "OPEN"
+        alert.actionLocKey = "ignored by gorush"
+        alert.locKey = "LK"
+        alert.locArgs = ["a", "b"]
+        r.alert = alert
+        r.data = try Self.data(#"{"chatId":"42","n":7,"ratio":0.5,"nested":{"b":true,"l":[1,"x",null]}}"#)
+        return r
+    }
+
+    /// The gorush JSON of `iosRequest` (what gorush's `rpc/server.go` builds): priority "normal",
+    /// `action` also as `action-loc-key`, `data` keys sorted.
+    func iosJSON(token: String) -> String {
+        #"""
+        {"notifications":[{"notif_id":"http-ios","tokens":["\#(token)"],"platform":1,"message":"Hello","title":"Hi","topic":"com.example.app","badge":3,"category":"CHAT","sound":"default","thread-id":"th-1","mutable_content":true,"priority":"normal","alert":{"title":"Alert title","body":"Alert body","subtitle":"Sub","action":"OPEN","action-loc-key":"OPEN","loc-key":"LK","loc-args":["a","b"]},"data":{"chatId":"42","n":7,"nested":{"b":true,"l":[1,"x",null]},"ratio":0.5}}]}
+        """#
+    }
+
+    /// gorush's `rpc/server.go` mapping, as the gorush JSON it amounts to.
+    func testMappingIsGorushs() throws {
+        var r = try iosRequest(token: "tok")
+        r.data = try Self.data(#"{"b":1,"a":{"z":null,"y":[true,"s",1e300]},"B":-2.5}"#)
+        XCTAssertEqual(
+            String(decoding: try GorushMapping.body(r), as: UTF8.self),
+            #"{"notifications":[{"notif_id":"rpc-ios-tok","platform":1,"tokens":["tok"],"message":"Hello","title":"Hi","topic":"com.example.app","#
+                + #""category":"CHAT","sound":"default","thread-id":"th-1","mutable_content":true,"badge":3,"priority":"normal","alert":{"title":"Alert title","#
+                + #""body":"Alert body","subtitle":"Sub","action":"OPEN","action-loc-key":"OPEN","loc-key":"LK","loc-args":["a","b"]},"#
+                + #""data":{"B":-2.5,"a":{"y":[true,"s",1e+300],"z":null},"b":1}}]}"#)
+        // Zero values are gorush's "not set"; an unknown priority is named by its number; an empty alert is left out.
+        var bare = Proto_NotificationRequest()
+        bare.platform = 2
+        bare.badge = -4
+        bare.priority = .UNRECOGNIZED(7)
+        bare.alert = Proto_Alert()
+        XCTAssertEqual(
+            String(decoding: try GorushMapping.body(bare), as: UTF8.self), #"{"notifications":[{"platform":2,"tokens":[],"priority":"7"}]}"#)
+        // JSON has no NaN: refused naming the field.
+        var nan = Proto_NotificationRequest()
+        var value = Google_Protobuf_Value()
+        value.numberValue = .nan
+        nan.data.fields["x"] = value
+        XCTAssertThrowsError(try GorushMapping.body(nan)) {
+            XCTAssertEqual("\($0)", "Missing notifications field. (notifications[0].data.x: nan is not a JSON number)")
+        }
+    }
+
+    func testHealthServingAndIOSSendDeliversWhatHTTPDelivers() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        let (t1, t2) = (token1, token2)
+        let request = try iosRequest(token: t1)
+        let json = iosJSON(token: t2)
+        try await withRPC(env) { client, http, _ in
+            let health = try await Self.health(client)
+            XCTAssertEqual(health, .serving)
+            let service = try await Self.health(client, service: "proto.Gorush")
+            XCTAssertEqual(service, .serving)
+            do {
+                _ = try await Self.health(client, service: "nope")
+                XCTFail("an unknown service must be NOT_FOUND")
+            } catch let e as RPCError {
+                XCTAssertEqual(e.code, .notFound)
+            }
+
+            let (reply, metadata) = try await Self.send(client, request)
+            XCTAssertTrue(reply.success)
+            XCTAssertEqual(reply.counts, 1, "gorush counts the tokens")
+            XCTAssertEqual(Array(metadata[stringValues: "x-pushgate-notif-ids"]), ["rpc-ios-a1a1"])
+            let r = try await http.push(json)
+            XCTAssertEqual(r.status, 200)
+
+            try await waitUntil("both delivered") { env.apns.requests(for: t1).count == 1 && env.apns.requests(for: t2).count == 1 }
+            let viaRPC = try XCTUnwrap(env.apns.requests(for: t1).first)
+            let viaHTTP = try XCTUnwrap(env.apns.requests(for: t2).first)
+            XCTAssertEqual(viaRPC.status, 200, "mock refused: \(env.apns.rejections)")
+            // The same bytes and headers as the HTTP API sends for gorush's JSON of the request.
+            XCTAssertEqual(viaRPC.bodyString, viaHTTP.bodyString)
+            XCTAssertEqual(viaRPC.topic, "com.example.app")
+            XCTAssertEqual(viaRPC.topic, viaHTTP.topic)
+            XCTAssertEqual(viaRPC.pushType, viaHTTP.pushType)
+            XCTAssertEqual(viaRPC.priority, "5", "gorush sends priority \"normal\" (the enum's default): apns-priority 5")
+            XCTAssertEqual(viaRPC.priority, viaHTTP.priority)
+            let aps = viaRPC.aps
+            let alert = try XCTUnwrap(aps["alert"] as? [String: Any])
+            XCTAssertEqual(alert["title"] as? String, "Alert title")
+            XCTAssertEqual(alert["body"] as? String, "Alert body")
+            XCTAssertEqual(alert["subtitle"] as? String, "Sub")
+            XCTAssertEqual(alert["action-loc-key"] as? String, "OPEN", "gorush copies action into action-loc-key")
+            XCTAssertEqual(alert["loc-key"] as? String, "LK")
+            XCTAssertEqual(alert["loc-args"] as? [String], ["a", "b"])
+            XCTAssertEqual(aps["badge"] as? Int, 3)
+            XCTAssertEqual(aps["sound"] as? String, "default")
+            XCTAssertEqual(aps["category"] as? String, "CHAT")
+            XCTAssertEqual(aps["thread-id"] as? String, "th-1")
+            XCTAssertEqual(aps["mutable-content"] as? Int, 1)
+            XCTAssertEqual(viaRPC.payload["chatId"] as? String, "42")
+            XCTAssertEqual(viaRPC.payload["n"] as? Int, 7)
+            XCTAssertEqual(viaRPC.payload["ratio"] as? Double, 0.5)
+            let nested = try XCTUnwrap(viaRPC.payload["nested"] as? [String: Any])
+            XCTAssertEqual(nested["b"] as? Bool, true)
+
+            // Same status records as the HTTP API.
+            let status = try await http.execute(uri: "/api/push/rpc-ios-a1a1", method: .get) { jsonObject(String(buffer: $0.body)) }
+            XCTAssertEqual(status["notif_id"] as? String, "rpc-ios-a1a1")
+            let deliveries = try XCTUnwrap(status["deliveries"] as? [[String: Any]], "\(status)")
+            XCTAssertEqual(deliveries.count, 1)
+        }
+    }
+
+    func testAndroidSendReachesFCM() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        var r = Proto_NotificationRequest()
+        r.tokens = ["fcm-token-rpc"]
+        r.platform = 2
+        r.title = "You got message"
+        r.message = "Hello Android"
+        r.priority = .high
+        r.data = try Self.data(#"{"n":42,"flag":true,"s":"x"}"#)
+        var fcm = Proto_FCMOptions()
+        fcm.analyticsLabel = "campaign-1"
+        r.fcmOptions = fcm
+        let request = r
+        try await withRPC(env) { client, http, _ in
+            let (reply, _) = try await Self.send(client, request)
+            XCTAssertTrue(reply.success)
+            XCTAssertEqual(reply.counts, 1)
+            let json = #"""
+                {"notifications":[{"tokens":["fcm-token-http"],"platform":2,"title":"You got message","message":"Hello Android","priority":"high","data":{"flag":true,"n":42,"s":"x"},"fcm_options":{"analytics_label":"campaign-1"}}]}
+                """#
+            let h = try await http.push(json)
+            XCTAssertEqual(h.status, 200)
+            try await waitUntil("both at the mock FCM") { env.fcm.messages.count == 2 }
+            let viaRPC = try XCTUnwrap(env.fcm.messages.first { $0.target == "fcm-token-rpc" })
+            let viaHTTP = try XCTUnwrap(env.fcm.messages.first { $0.target == "fcm-token-http" })
+            XCTAssertEqual(viaRPC.data?["n"], "42")
+            XCTAssertEqual(viaRPC.data?["flag"], "true")
+            XCTAssertEqual(viaRPC.notification?["title"], "You got message")
+            XCTAssertEqual(viaRPC.notification?["body"], "Hello Android")
+            XCTAssertEqual((viaRPC.message["android"] as? [String: Any])?["priority"] as? String, "HIGH")
+            XCTAssertEqual(
+                viaRPC.messageJSON.replacingOccurrences(of: "fcm-token-rpc", with: "T"),
+                viaHTTP.messageJSON.replacingOccurrences(of: "fcm-token-http", with: "T"))
+        }
+    }
+
+    func testInvalidInputIsInvalidArgumentWithTheHTTPMessage() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        let t = token1
+        try await withRPC(env) { client, http, _ in
+            var badPlatform = Proto_NotificationRequest()
+            badPlatform.tokens = [t]
+            badPlatform.platform = 9
+            badPlatform.message = "x"
+            var e = await Self.sendError(client, badPlatform)
+            XCTAssertEqual(e?.code, .invalidArgument)
+            XCTAssertEqual(
+                e?.message, "Invalid platform. (notifications[0].platform: unknown platform 9 (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush))"
+            )
+            var noPlatform = badPlatform
+            noPlatform.platform = 0
+            e = await Self.sendError(client, noPlatform)
+            XCTAssertEqual(e?.code, .invalidArgument)
+            XCTAssertEqual(
+                e?.message, "Invalid platform. (notifications[0].platform: unknown platform 0 (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush))"
+            )
+
+            var noTokens = Proto_NotificationRequest()
+            noTokens.platform = 1
+            noTokens.message = "x"
+            e = await Self.sendError(client, noTokens)
+            XCTAssertEqual(e?.code, .invalidArgument)
+            XCTAssertEqual(
+                e?.message,
+                "please provide at least one device token (notifications[0].tokens: empty (only an Android or Huawei topic send needs none))")
+            var emptyToken = noTokens
+            emptyToken.tokens = [""]
+            e = await Self.sendError(client, emptyToken)
+            XCTAssertEqual(e?.code, .invalidArgument)
+
+            // The HTTP 400's message and detail, word for word: data.aps, a token over the limit, NUL.
+            let cases: [(String, (inout Proto_NotificationRequest) throws -> Void)] = [
+                (
+                    #"{"notifications":[{"tokens":["\#(t)"],"platform":1,"message":"x","data":{"aps":{"alert":"x"}}}]}"#,
+                    { $0.data = try Self.data(#"{"aps":{"alert":"x"}}"#) }
+                ),
+                (
+                    #"{"notifications":[{"tokens":["\#(String(repeating: "a", count: 5000))"],"platform":1,"message":"x"}]}"#,
+                    { $0.tokens = [String(repeating: "a", count: 5000)] }
+                ),
+                (#"{"notifications":[{"tokens":["\#(t)"],"platform":1,"message":"x\u0000y"}]}"#, { $0.message = "x\u{0}y" }),
+            ]
+            for (json, change) in cases {
+                var r = Proto_NotificationRequest()
+                r.tokens = [t]
+                r.platform = 1
+                r.message = "x"
+                try change(&r)
+                let h = try await http.push(json)
+                XCTAssertEqual(h.status, 400, json)
+                let body = jsonObject(h.body)
+                let expected = "\(body["message"] as? String ?? "?") (\(body["detail"] as? String ?? "?"))"
+                let got = await Self.sendError(client, r)
+                XCTAssertEqual(got?.code, .invalidArgument, json)
+                XCTAssertEqual(got?.message, expected)
+            }
+            // The HTTP API is unaffected: an unknown platform is skipped there, as in gorush (200, counts 0).
+            let skipped = try await http.push(#"{"notifications":[{"tokens":["\#(t)"],"platform":9,"message":"x"}]}"#)
+            XCTAssertEqual(skipped.status, 200)
+            XCTAssertEqual(skipped.body, #"{"counts":0,"logs":[],"success":"ok"}"#)
+            XCTAssertEqual(env.apns.requestCount, 0, "nothing refused was sent")
+
+            // /metrics counts the RPCs by method and code.
+            let metrics = try await http.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
+            XCTAssertTrue(metrics.contains(#"pushgate_grpc_requests_total{method="proto.Gorush/Send",code="INVALID_ARGUMENT"}"#), metrics)
+        }
+    }
+
+    func testKeysAreRequiredInMetadata() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        let key = "rpc-test-key-0123456789"
+        let t = token1
+        try await withRPC(env, environment: ["PUSHGATE_CORE_API_KEYS": key]) { client, _, _ in
+            var r = Proto_NotificationRequest()
+            r.tokens = [t]
+            r.platform = 1
+            r.message = "with a key"
+            var e = await Self.sendError(client, r)
+            XCTAssertEqual(e?.code, .unauthenticated)
+            e = await Self.sendError(client, r, metadata: ["authorization": "Bearer wrong-key-0123456789"])
+            XCTAssertEqual(e?.code, .unauthenticated)
+            XCTAssertEqual(e?.message, "the API key is not valid")
+            // An app's key names its app; a different app-id is refused as the HTTP API refuses it (403).
+            e = await Self.sendError(client, r, metadata: ["authorization": "Bearer \(key)", "app-id": "other"])
+            XCTAssertEqual(e?.code, .permissionDenied)
+            let (reply, _) = try await Self.send(client, r, metadata: ["authorization": "Bearer \(key)"])
+            XCTAssertTrue(reply.success)
+            // Health stays open (load balancers probe it without a key, as /healthz).
+            let health = try await Self.health(client)
+            XCTAssertEqual(health, .serving)
+            try await waitUntil("delivered") { env.apns.requests(for: t).count == 1 }
+        }
+    }
+
+    func testQueueFullIsResourceExhausted() async throws {
+        // A slow APNs keeps deliveries pending; the queue holds 5.
+        let env = try await TestEnvironment.start(apnsDelay: .milliseconds(200))
+        defer { Task { await env.stop() } }
+        env.apns.setDefaultReply(.ok)
+        try await withRPC(env, environment: ["PUSHGATE_QUEUE_MAX_PENDING": "5", "PUSHGATE_IOS_MAX_CONCURRENT_PUSHES": "1"]) { client, _, _ in
+            var r = Proto_NotificationRequest()
+            r.tokens = (0..<5).map { String(format: "%064x", $0) }
+            r.platform = 1
+            r.message = "fill"
+            var refused: RPCError?
+            for _ in 0..<20 {
+                if let e = await Self.sendError(client, r) {
+                    refused = e
+                    break
+                }
+            }
+            let e = try XCTUnwrap(refused, "the queue never filled")
+            XCTAssertEqual(e.code, .resourceExhausted)
+            XCTAssertTrue(e.message.hasPrefix("Queue is full, try again later."), e.message)
+            XCTAssertNotNil(e.metadata[stringValues: "retry-after"].first { _ in true })
+        }
+    }
+
+    func testTLSWithTheIngestCertificate() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        try env.pki.leafCertificatePEM.write(toFile: env.directory + "/ingest-cert.pem", atomically: true, encoding: .utf8)
+        try env.pki.leafPrivateKeyPEM.write(toFile: env.directory + "/ingest-key.pem", atomically: true, encoding: .utf8)
+        let t = token1
+        let raw = try RawConfig(
+            yaml: env.yaml(),
+            environment: [
+                "PUSHGATE_QUEUE_ENGINE": "memory", "PUSHGATE_GRPC_ENABLED": "true", "PUSHGATE_GRPC_PORT": "0", "PUSHGATE_CORE_SSL": "true",
+                "PUSHGATE_CORE_CERT_PATH": env.directory + "/ingest-cert.pem", "PUSHGATE_CORE_KEY_PATH": env.directory + "/ingest-key.pem",
+            ])
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        let gateway = try GatewayBuilder.build(raw: raw, logger: logger)
+        let server = try XCTUnwrap(try GorushRPCServer.make(gateway: gateway))
+        let app = try gateway.makeApplication(extraServices: [server])
+        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        let running = Task { try await group.run() }
+        let port = try await server.listeningPort
+        // A plaintext client does not get through; one trusting the CA does.
+        let plain = await Self.healthOutcome(port: port, caPEM: nil)
+        XCTAssertNotEqual(plain, "SERVING")
+        let viaTLS = await Self.healthOutcome(port: port, caPEM: env.pki.caCertificatePEM)
+        XCTAssertEqual(viaTLS, "SERVING")
+        try await withGRPCClient(transport: try Self.transport(port: port, caPEM: env.pki.caCertificatePEM)) { client in
+            var r = Proto_NotificationRequest()
+            r.tokens = [t]
+            r.platform = 1
+            r.message = "over TLS"
+            let (reply, _) = try await Self.send(client, r)
+            XCTAssertTrue(reply.success)
+        }
+        try await waitUntil("delivered") { env.apns.requests(for: t).count == 1 }
+        await group.triggerGracefulShutdown()
+        try await running.value
+    }
+
+    static func healthOutcome(port: Int, caPEM: String?) async -> String {
+        do {
+            var options = CallOptions.defaults
+            options.timeout = .seconds(5)
+            return try await withGRPCClient(transport: try transport(port: port, caPEM: caPEM)) { client in
+                let status = try await Proto_Health.Client(wrapping: client).check(Proto_HealthCheckRequest(), options: options).status
+                return status == .serving ? "SERVING" : "\(status)"
+            }
+        } catch {
+            return "error: \(error)"
+        }
+    }
+
+    func testNotServingWhileDraining() async throws {
+        // A slow APNs keeps the workers draining after shutdown starts.
+        let env = try await TestEnvironment.start(apnsDelay: .seconds(2))
+        defer { Task { await env.stop() } }
+        env.apns.setDefaultReply(.ok)
+        let raw = try RawConfig(
+            yaml: env.yaml(),
+            environment: [
+                "PUSHGATE_QUEUE_ENGINE": "memory", "PUSHGATE_GRPC_ENABLED": "true", "PUSHGATE_GRPC_PORT": "0",
+                "PUSHGATE_IOS_MAX_CONCURRENT_PUSHES": "1",
+            ])
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        let gateway = try GatewayBuilder.build(raw: raw, logger: logger)
+        let server = try XCTUnwrap(try GorushRPCServer.make(gateway: gateway))
+        let app = try gateway.makeApplication(extraServices: [server])
+        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        let running = Task { try await group.run() }
+        let port = try await server.listeningPort
+        let t = token1
+        try await withGRPCClient(transport: try Self.transport(port: port, caPEM: nil)) { client in
+            let before = try await Self.health(client)
+            XCTAssertEqual(before, .serving)
+            var r = Proto_NotificationRequest()
+            r.tokens = [t, String(repeating: "c3", count: 32)]
+            r.platform = 1
+            r.message = "in flight at shutdown"
+            let (reply, _) = try await Self.send(client, r)
+            XCTAssertTrue(reply.success)
+            await group.triggerGracefulShutdown()
+            var last = Proto_HealthCheckResponse.ServingStatus.serving
+            try await waitUntil("NOT_SERVING") {
+                last = (try? await Self.health(client)) ?? last
+                return last == .notServing
+            }
+            let e = await Self.sendError(client, r)
+            XCTAssertEqual(e?.code, .unavailable)
+        }
+        try await running.value
+        // The deliveries accepted before shutdown went out while draining.
+        XCTAssertEqual(env.apns.requests(for: t).count, 1)
+    }
+}
