@@ -4,6 +4,7 @@ import GRPCNIOTransportHTTP2Posix
 import HummingbirdTesting
 import Logging
 import MockProviders
+import NIOCore
 import PushgateCore
 import ServiceLifecycle
 import SwiftProtobuf
@@ -24,7 +25,7 @@ final class GorushRPCTests: XCTestCase {
     /// A live gateway with `grpc.enabled` on a free port, and a gRPC client connected to it.
     func withRPC(
         _ env: TestEnvironment, _ extraYAML: String = "", environment: [String: String] = [:], caPEM: String? = nil,
-        _ body: @escaping @Sendable (Client, any TestClientProtocol, Gateway) async throws -> Void
+        _ body: @escaping @Sendable (Client, any TestClientProtocol, Gateway, _ port: Int) async throws -> Void
     ) async throws {
         let env2 = ["PUSHGATE_QUEUE_ENGINE": "memory", "PUSHGATE_GRPC_ENABLED": "true", "PUSHGATE_GRPC_PORT": "0"].merging(environment) { _, n in n }
         let raw = try RawConfig(yaml: env.merge(env.yaml(), extraYAML), environment: env2)
@@ -36,7 +37,7 @@ final class GorushRPCTests: XCTestCase {
         try await app.test(.live) { http in
             let port = try await server.listeningPort
             try await withGRPCClient(transport: try Self.transport(port: port, caPEM: caPEM)) { client in
-                try await body(client, http, gateway)
+                try await body(client, http, gateway, port)
             }
         }
     }
@@ -150,7 +151,7 @@ final class GorushRPCTests: XCTestCase {
         let (t1, t2) = (token1, token2)
         let request = try iosRequest(token: t1)
         let json = iosJSON(token: t2)
-        try await withRPC(env) { client, http, _ in
+        try await withRPC(env) { client, http, _, _ in
             let health = try await Self.health(client)
             XCTAssertEqual(health, .serving)
             let service = try await Self.health(client, service: "proto.Gorush")
@@ -207,6 +208,93 @@ final class GorushRPCTests: XCTestCase {
         }
     }
 
+    /// A client generated from gorush.proto by another implementation (grpcio-tools, stubs made at
+    /// test time from the committed proto) against the live listener. Runs when
+    /// `PUSHGATE_INTEROP_PYTHON` names a python with Tests/interop/requirements.txt (scripts/test.sh).
+    func testPythonGrpcioClientGeneratedFromGorushProto() async throws {
+        guard let python = ProcessInfo.processInfo.environment["PUSHGATE_INTEROP_PYTHON"], !python.isEmpty else {
+            throw XCTSkip("set PUSHGATE_INTEROP_PYTHON to a python with grpcio and grpcio-tools (Tests/interop/requirements.txt)")
+        }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let script = root.appendingPathComponent("Tests/interop/gorush_grpc_client.py").path
+        let proto = root.appendingPathComponent("Sources/GorushRPC/Proto/gorush.proto").path
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        let (t1, t2) = (token1, token2)
+        let key = "interop-key-0123456789"
+        try await withRPC(env, environment: ["PUSHGATE_CORE_API_KEYS": key]) { _, http, _, port in
+            let (status, out, err) = await Self.run(
+                python, [script, "--proto", proto, "--port", String(port), "--ios-token", t1, "--android-token", "fcm-interop", "--key", key])
+            XCTAssertEqual(status, 0, err)
+            let result = jsonObject(out)
+            XCTAssertEqual(result["health"] as? String, "SERVING", out + err)
+            for call in ["ios", "android"] {
+                let reply = result[call] as? [String: Any]
+                XCTAssertEqual(reply?["success"] as? Bool, true, "\(call): \(out)")
+                XCTAssertEqual(reply?["counts"] as? Int, 1, "\(call): \(out)")
+            }
+            let errors = try XCTUnwrap(result["errors"] as? [String: [String: String]], out)
+            XCTAssertEqual(errors["bad_platform"]?["code"], "INVALID_ARGUMENT")
+            XCTAssertEqual(
+                errors["bad_platform"]?["details"],
+                "Invalid platform. (notifications[0].platform: unknown platform 42 (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush))")
+            XCTAssertEqual(errors["no_tokens"]?["code"], "INVALID_ARGUMENT")
+
+            // What gorush builds from that request, through the HTTP API, for comparison.
+            let h = try await http.execute(
+                uri: "/api/push", method: .post, headers: [.authorization: "Bearer \(key)"],
+                body: ByteBuffer(
+                    string: #"""
+                        {"notifications":[{"tokens":["\#(t2)"],"platform":1,"message":"Hello from grpcio","topic":"com.example.app","badge":2,"sound":"default","priority":"normal","alert":{"title":"Interop","body":"Hello from grpcio","subtitle":"py"},"data":{"chatId":"42","count":7,"flags":{"urgent":true},"tags":["a","b"]}}]}
+                        """#)
+            ) { Int($0.status.code) }
+            XCTAssertEqual(h, 200)
+            try await waitUntil("delivered") {
+                env.apns.requests(for: t1).count == 1 && env.apns.requests(for: t2).count == 1 && env.fcm.messages.count == 1
+            }
+            let viaPython = try XCTUnwrap(env.apns.requests(for: t1).first)
+            let viaHTTP = try XCTUnwrap(env.apns.requests(for: t2).first)
+            XCTAssertEqual(viaPython.status, 200, "mock refused: \(env.apns.rejections)")
+            XCTAssertEqual(viaPython.bodyString, viaHTTP.bodyString)
+            XCTAssertEqual(viaPython.priority, viaHTTP.priority)
+            XCTAssertEqual(viaPython.topic, "com.example.app")
+            XCTAssertEqual((viaPython.aps["alert"] as? [String: Any])?["title"] as? String, "Interop")
+            XCTAssertEqual(viaPython.aps["badge"] as? Int, 2)
+            XCTAssertEqual(viaPython.payload["chatId"] as? String, "42")
+            XCTAssertEqual(viaPython.payload["count"] as? Int, 7)
+            XCTAssertEqual(viaPython.payload["tags"] as? [String], ["a", "b"])
+            let fcm = try XCTUnwrap(env.fcm.messages.first)
+            XCTAssertEqual(fcm.target, "fcm-interop")
+            XCTAssertEqual(fcm.data?["chatId"], "42")
+            XCTAssertEqual(fcm.data?["count"], "7")
+            XCTAssertEqual(fcm.data?["flags"], #"{"urgent":true}"#)
+            XCTAssertEqual(fcm.notification?["title"], "Interop")
+        }
+    }
+
+    /// Runs a process off the concurrency pool; (exit status, stdout, stderr).
+    static func run(_ executable: String, _ args: [String]) async -> (Int32, String, String) {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                let p = Process()
+                p.executableURL = URL(fileURLWithPath: executable)
+                p.arguments = args
+                let out = Pipe()
+                let err = Pipe()
+                p.standardOutput = out
+                p.standardError = err
+                do { try p.run() } catch {
+                    continuation.resume(returning: (-1, "", "\(error)"))
+                    return
+                }
+                let o = out.fileHandleForReading.readDataToEndOfFile()
+                let e = err.fileHandleForReading.readDataToEndOfFile()
+                p.waitUntilExit()
+                continuation.resume(returning: (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self)))
+            }
+        }
+    }
+
     func testAndroidSendReachesFCM() async throws {
         let env = try await TestEnvironment.start()
         defer { Task { await env.stop() } }
@@ -221,7 +309,7 @@ final class GorushRPCTests: XCTestCase {
         fcm.analyticsLabel = "campaign-1"
         r.fcmOptions = fcm
         let request = r
-        try await withRPC(env) { client, http, _ in
+        try await withRPC(env) { client, http, _, _ in
             let (reply, _) = try await Self.send(client, request)
             XCTAssertTrue(reply.success)
             XCTAssertEqual(reply.counts, 1)
@@ -248,7 +336,7 @@ final class GorushRPCTests: XCTestCase {
         let env = try await TestEnvironment.start()
         defer { Task { await env.stop() } }
         let t = token1
-        try await withRPC(env) { client, http, _ in
+        try await withRPC(env) { client, http, _, _ in
             var badPlatform = Proto_NotificationRequest()
             badPlatform.tokens = [t]
             badPlatform.platform = 9
@@ -322,7 +410,7 @@ final class GorushRPCTests: XCTestCase {
         defer { Task { await env.stop() } }
         let key = "rpc-test-key-0123456789"
         let t = token1
-        try await withRPC(env, environment: ["PUSHGATE_CORE_API_KEYS": key]) { client, _, _ in
+        try await withRPC(env, environment: ["PUSHGATE_CORE_API_KEYS": key]) { client, _, _, _ in
             var r = Proto_NotificationRequest()
             r.tokens = [t]
             r.platform = 1
@@ -344,12 +432,44 @@ final class GorushRPCTests: XCTestCase {
         }
     }
 
+    /// A request message is held to core.max_body_bytes, as an /api/push body is; garbage is INVALID_ARGUMENT.
+    func testOversizeAndMalformedMessages() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        let t = token1
+        try await withRPC(env, environment: ["PUSHGATE_CORE_MAX_BODY_BYTES": "4096"]) { client, _, _, _ in
+            var r = Proto_NotificationRequest()
+            r.tokens = [t]
+            r.platform = 1
+            r.message = String(repeating: "x", count: 5000)
+            // grpc-swift resets the stream of a message over the limit (the client sees UNAVAILABLE, "RST_STREAM").
+            let e = await Self.sendError(client, r)
+            XCTAssertNotNil(e, "a message over core.max_body_bytes was accepted")
+            // Bytes that are no NotificationRequest (field 1 declared as 100 bytes long, 3 there).
+            let garbage: [UInt8] = [0x0A, 100, 1, 2, 3]
+            do {
+                _ = try await client.unary(
+                    request: ClientRequest(message: garbage), descriptor: Proto_Gorush.Method.Send.descriptor, serializer: RawSerializer(),
+                    deserializer: RawDeserializer(), options: .defaults
+                ) { try $0.message }
+                XCTFail("garbage was accepted")
+            } catch let e as RPCError {
+                XCTAssertEqual(e.code, .invalidArgument)
+            }
+            r.message = "fits"
+            let (reply, _) = try await Self.send(client, r)
+            XCTAssertTrue(reply.success)
+            try await waitUntil("delivered") { env.apns.requests(for: t).count == 1 }
+            XCTAssertEqual(env.apns.requests(for: t).first?.aps["alert"] as? String, "fits", "only the message that fits was sent")
+        }
+    }
+
     func testQueueFullIsResourceExhausted() async throws {
         // A slow APNs keeps deliveries pending; the queue holds 5.
         let env = try await TestEnvironment.start(apnsDelay: .milliseconds(200))
         defer { Task { await env.stop() } }
         env.apns.setDefaultReply(.ok)
-        try await withRPC(env, environment: ["PUSHGATE_QUEUE_MAX_PENDING": "5", "PUSHGATE_IOS_MAX_CONCURRENT_PUSHES": "1"]) { client, _, _ in
+        try await withRPC(env, environment: ["PUSHGATE_QUEUE_MAX_PENDING": "5", "PUSHGATE_IOS_MAX_CONCURRENT_PUSHES": "1"]) { client, _, _, _ in
             var r = Proto_NotificationRequest()
             r.tokens = (0..<5).map { String(format: "%064x", $0) }
             r.platform = 1
@@ -460,5 +580,16 @@ final class GorushRPCTests: XCTestCase {
         try await running.value
         // The deliveries accepted before shutdown went out while draining.
         XCTAssertEqual(env.apns.requests(for: t).count, 1)
+    }
+}
+
+/// Bytes as they are, to send what no generated client would.
+struct RawSerializer: MessageSerializer {
+    func serialize<Bytes: GRPCContiguousBytes>(_ message: [UInt8]) throws -> Bytes { Bytes(message) }
+}
+
+struct RawDeserializer: MessageDeserializer {
+    func deserialize<Bytes: GRPCContiguousBytes>(_ serializedMessageBytes: Bytes) throws -> [UInt8] {
+        serializedMessageBytes.withUnsafeBytes { Array($0) }
     }
 }
