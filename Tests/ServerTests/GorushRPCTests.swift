@@ -456,6 +456,27 @@ final class GorushRPCTests: XCTestCase {
             } catch let e as RPCError {
                 XCTAssertEqual(e.code, .invalidArgument)
             }
+            // Nesting in `data`: past core.max_json_depth (32) the HTTP 400 "over a limit"; past
+            // swift-protobuf's decoding depth (100) the message does not decode. Both INVALID_ARGUMENT.
+            for depth in [40, 150] {
+                var deep = Proto_NotificationRequest()
+                deep.tokens = [t]
+                deep.platform = 1
+                var value = Google_Protobuf_Value()
+                value.stringValue = "leaf"
+                for _ in 0..<depth {
+                    var s = Google_Protobuf_Struct()
+                    s.fields["k"] = value
+                    value = Google_Protobuf_Value()
+                    value.structValue = s
+                }
+                deep.data = value.structValue
+                let e = await Self.sendError(client, deep)
+                XCTAssertEqual(e?.code, .invalidArgument, "depth \(depth): \(String(describing: e))")
+                if depth == 40 {
+                    XCTAssertTrue(e?.message.hasPrefix("Request over a limit. (notifications[0].data") ?? false, "\(String(describing: e))")
+                }
+            }
             r.message = "fits"
             let (reply, _) = try await Self.send(client, r)
             XCTAssertTrue(reply.success)
