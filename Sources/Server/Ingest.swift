@@ -58,6 +58,11 @@ extension Gateway {
     /// True from the start of a graceful shutdown (after the HTTP server stopped taking requests):
     /// the gateway takes no more work (gRPC `Health/Check` answers NOT_SERVING, `Send` UNAVAILABLE).
     public var isDraining: Bool { draining.withLockedValue { $0 } }
+
+    /// A service that marks the gateway draining when graceful shutdown reaches it: run it after the
+    /// application in the same service group (`[app, gateway.drainSignal]`) and it is reached first, at
+    /// SIGTERM, before the HTTP server finishes its requests.
+    public var drainSignal: any Service { DrainSignalService(gateway: self) }
 }
 
 /// Marks the gateway as draining when graceful shutdown reaches it: it is shut down right after the

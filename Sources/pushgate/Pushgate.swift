@@ -167,7 +167,10 @@ struct Serve: AsyncParsableCommand {
                 logger.info("pushgate \(PushgateVersion.version) listening on \(scheme)://\(listening ?? "?")")
             })
         let hangups = Self.reloadOnHangup(gateway)
-        try await app.runService()
+        // The drain signal after the application: SIGTERM reaches it first (gRPC health NOT_SERVING at once).
+        try await ServiceGroup(
+            configuration: .init(services: [app, gateway.drainSignal], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        ).run()
         hangups.cancel()
         pidFile?.remove()
         try await mocks?.stop()

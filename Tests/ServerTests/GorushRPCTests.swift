@@ -1,9 +1,11 @@
+import AsyncHTTPClient
 import Foundation
 import GRPCCore
 import GRPCNIOTransportHTTP2Posix
 import HummingbirdTesting
 import Logging
 import MockProviders
+import NIOConcurrencyHelpers
 import NIOCore
 import PushgateCore
 import ServiceLifecycle
@@ -560,9 +562,12 @@ final class GorushRPCTests: XCTestCase {
         }
     }
 
-    func testNotServingWhileDraining() async throws {
-        // A slow APNs keeps the workers draining after shutdown starts.
-        let env = try await TestEnvironment.start(apnsDelay: .seconds(2))
+    /// Run as `pushgate serve` runs it (`[app, gateway.drainSignal]`): from the shutdown signal on,
+    /// health is NOT_SERVING and Send UNAVAILABLE, while an HTTP request in sync mode still finishes
+    /// and the workers drain what was accepted.
+    func testNotServingFromShutdownWhileHTTPAndQueueDrain() async throws {
+        // A slow APNs keeps an HTTP sync request in flight and the workers draining after shutdown starts.
+        let env = try await TestEnvironment.start(apnsDelay: .seconds(1))
         defer { Task { await env.stop() } }
         env.apns.setDefaultReply(.ok)
         let raw = try RawConfig(
@@ -575,11 +580,16 @@ final class GorushRPCTests: XCTestCase {
         logger.logLevel = .warning
         let gateway = try GatewayBuilder.build(raw: raw, logger: logger)
         let server = try XCTUnwrap(try GorushRPCServer.make(gateway: gateway))
-        let app = try gateway.makeApplication(extraServices: [server])
-        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        let httpPort = NIOLockedValueBox<Int?>(nil)
+        let app = try gateway.makeApplication(extraServices: [server]) { channel in
+            httpPort.withLockedValue { $0 = channel.localAddress?.port }
+        }
+        let group = ServiceGroup(configuration: .init(services: [app, gateway.drainSignal], logger: logger))
         let running = Task { try await group.run() }
         let port = try await server.listeningPort
-        let t = token1
+        try await waitUntil("HTTP listening") { httpPort.withLockedValue { $0 } != nil }
+        let http = try XCTUnwrap(httpPort.withLockedValue { $0 })
+        let (t, viaHTTP) = (token1, token2)
         try await withGRPCClient(transport: try Self.transport(port: port, caPEM: nil)) { client in
             let before = try await Self.health(client)
             XCTAssertEqual(before, .serving)
@@ -589,6 +599,16 @@ final class GorushRPCTests: XCTestCase {
             r.message = "in flight at shutdown"
             let (reply, _) = try await Self.send(client, r)
             XCTAssertTrue(reply.success)
+            // An HTTP request in sync mode: answered only when its delivery is done, after the two above.
+            let syncRequest = Task {
+                var req = HTTPClientRequest(url: "http://127.0.0.1:\(http)/api/push")
+                req.method = .POST
+                req.body = .bytes(
+                    ByteBuffer(string: #"{"sync":true,"notifications":[{"tokens":["\#(viaHTTP)"],"platform":1,"message":"sync"}]}"#))
+                let response = try await HTTPClient.shared.execute(req, timeout: .seconds(30))
+                return (Int(response.status.code), String(buffer: try await response.body.collect(upTo: 1 << 16)))
+            }
+            try await waitUntil("the HTTP request's delivery queued behind the two") { gateway.dispatcher.queue.pendingCount == 3 }
             await group.triggerGracefulShutdown()
             var last = Proto_HealthCheckResponse.ServingStatus.serving
             try await waitUntil("NOT_SERVING") {
@@ -597,10 +617,15 @@ final class GorushRPCTests: XCTestCase {
             }
             let e = await Self.sendError(client, r)
             XCTAssertEqual(e?.code, .unavailable)
+            XCTAssertEqual(env.apns.requests(for: viaHTTP).count, 0, "NOT_SERVING came before the HTTP request's delivery")
+            let (status, body) = try await syncRequest.value
+            XCTAssertEqual(status, 200, body)
+            XCTAssertEqual(body, #"{"counts":1,"logs":[],"success":"ok"}"#)
         }
         try await running.value
         // The deliveries accepted before shutdown went out while draining.
         XCTAssertEqual(env.apns.requests(for: t).count, 1)
+        XCTAssertEqual(env.apns.requests(for: viaHTTP).count, 1)
     }
 }
 
