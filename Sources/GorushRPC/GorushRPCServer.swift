@@ -15,6 +15,7 @@ public struct GorushRPCServer: Service {
     let server: GRPCServer<HTTP2ServerTransport.Posix>
     let transport: HTTP2ServerTransport.Posix
     let logger: Logger
+    let port: Int
 
     /// The gRPC server of `gateway`'s settings; nil when `grpc.enabled` is false.
     public static func make(gateway: Gateway) throws -> GorushRPCServer? {
@@ -47,6 +48,7 @@ public struct GorushRPCServer: Service {
             services: [GorushSendService(gateway: gateway), GorushHealthService(gateway: gateway)],
             interceptors: [RequestMetricsInterceptor()])
         logger = gateway.logger
+        self.port = port
     }
 
     /// `core.address` as a socket address: an IP literal as it is, a host name resolved.
@@ -77,12 +79,24 @@ public struct GorushRPCServer: Service {
             logger.info("gRPC server is running on \(shown) (proto.Gorush, proto.Health)")
         }
         defer { announce.cancel() }
-        try await withGracefulShutdownHandler {
-            try await server.serve()
-        } onGracefulShutdown: {
-            server.beginGracefulShutdown()
+        let port = self.port
+        do {
+            try await withGracefulShutdownHandler {
+                try await server.serve()
+            } onGracefulShutdown: {
+                server.beginGracefulShutdown()
+            }
+        } catch {
+            // A port in use (or not allowed) stops the gateway with one line naming the key.
+            let cause = (error as? RPCError)?.cause ?? (error as? RuntimeError)?.cause ?? error
+            throw GorushRPCServerError(description: "grpc.port \(port): the gRPC server stopped: \(cause)")
         }
     }
+}
+
+/// Why the gRPC server stopped (printed by `pushgate serve` as it exits).
+public struct GorushRPCServerError: Error, CustomStringConvertible {
+    public var description: String
 }
 
 /// `pushgate_grpc_requests_total{method,code}`: every RPC by its full method name and gRPC status name.

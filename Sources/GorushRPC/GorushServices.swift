@@ -26,10 +26,9 @@ struct GorushSendService: Proto_Gorush.ServiceProtocol {
             throw Self.rpcError(error)
         }
         if let problem = Self.check(parsed) ?? Gateway.fieldProblem(parsed) { throw Self.rpcError(problem) }
-        var requestedApp: String?
-        for id in request.metadata[stringValues: Self.appIDKey] {
-            requestedApp = id
-            break
+        let requestedApp = request.metadata[stringValues: Self.appIDKey].first { _ in true }
+        if let id = requestedApp, id.utf8.count > 256 {
+            throw RPCError(code: .invalidArgument, message: "Unknown app. (app-id: \(id.utf8.count) bytes, longer than any app id)")
         }
         let app: String
         switch gateway.resolveApp(role: role, requested: requestedApp) {
