@@ -43,7 +43,8 @@ struct GorushSendService: Proto_Gorush.ServiceProtocol {
             reply.counts = Int32(clamping: r.tokens.count)
             var metadata: Metadata = [:]
             metadata.addString(result.requestID, forKey: "x-pushgate-request-id")
-            metadata.addString(result.notifIDs.joined(separator: ","), forKey: "x-pushgate-notif-ids")
+            // As the HTTP header: a client's own id percent-encoded outside visible ASCII (and "%", ",").
+            metadata.addString(result.notifIDs.map(Gateway.headerEncoded).joined(separator: ","), forKey: "x-pushgate-notif-ids")
             return ServerResponse(message: reply, metadata: metadata)
         case .failure(let refused):
             var e = Self.rpcError(refused.error)

@@ -38,7 +38,7 @@ extension Gateway {
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
-    static func headerEncoded(_ id: String) -> String {
+    public static func headerEncoded(_ id: String) -> String {
         var out = ""
         for b in id.utf8 {
             if b > 0x20, b < 0x7F, b != UInt8(ascii: "%"), b != UInt8(ascii: ",") {

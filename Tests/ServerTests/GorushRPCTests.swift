@@ -480,7 +480,9 @@ final class GorushRPCTests: XCTestCase {
                 }
             }
             r.message = "fits"
-            let (reply, _) = try await Self.send(client, r)
+            r.id = "id,with\nnewline%é"
+            let (reply, metadata) = try await Self.send(client, r)
+            XCTAssertEqual(Array(metadata[stringValues: "x-pushgate-notif-ids"]), ["id%2Cwith%0Anewline%25%C3%A9"], "encoded as the HTTP header is")
             XCTAssertTrue(reply.success)
             try await waitUntil("delivered") { env.apns.requests(for: t).count == 1 }
             XCTAssertEqual(env.apns.requests(for: t).first?.aps["alert"] as? String, "fits", "only the message that fits was sent")
