@@ -8,7 +8,9 @@
 #     client certificate and no JWT) through the proxy (the proxy saw the CONNECT);
 #   - `-ios -m hi -t <token> --topic …` delivers once and exits 0; a dead token exits 1 with the reason;
 #   - /metrics carries gorush's 11 series; /api/config hides the password and the proxy;
-#   - log.format json with log.access_log a file: JSON lines there; core.pid written and removed.
+#   - log.format json with log.access_log a file: JSON lines there; core.pid written and removed;
+#   - gorush's gRPC API (GORUSH_GRPC_ENABLED/GORUSH_GRPC_PORT) over TLS with core.ssl's certificate:
+#     a grpcio client generated from gorush.proto (when .venv or PUSHGATE_INTEROP_PYTHON has grpcio-tools).
 # Once with the Keychain-style .p12 (RC2-40 / 3DES) + password, once with the .pem.
 # The mocks (`pushgate mock`) and the gateway run as separate processes on loopback.
 # Usage: scripts/gorush-dropin.sh [path/to/pushgate]   (default: builds and uses .build/debug/pushgate)
@@ -35,6 +37,8 @@ PEM="$DIR/apns-client/apns.pem"
 PASSWORD=$(grep -o 'password [^)]*' "$DIR/mock.log" | head -1 | cut -d' ' -f2)
 LIVE=a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90
 DEAD=dddddddd00000000000000000000000000000000000000000000000000000001
+LIVE2=a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f02
+PY=${PUSHGATE_INTEROP_PYTHON:-$PWD/.venv/bin/python}
 fails=0
 ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fails=$((fails+1)); }
@@ -53,7 +57,8 @@ run_case() { # run_case <name> <key file> <key_type> <password>
   "$BIN" -c "$cfg" --ping >/dev/null 2>&1 || rc=$?
   [ "$rc" = 1 ] && ok "$name: --ping with no gateway running exits 1" || bad "$name: --ping with no gateway exited $rc"
 
-  "$BIN" -c "$cfg" >"$DIR/gw-$name.out" 2>&1 &
+  local gport; gport=$(freeport)
+  GORUSH_GRPC_ENABLED=true GORUSH_GRPC_PORT=$gport "$BIN" -c "$cfg" >"$DIR/gw-$name.out" 2>&1 &
   GW=$!
   local up=0
   for _ in $(seq 1 200); do if "$BIN" -c "$cfg" --ping >/dev/null 2>&1; then up=1; break; fi; sleep 0.1; done
@@ -108,6 +113,29 @@ PY
   local config; config=$(curl -s --cacert "$DIR/mock-ca.pem" "$base/api/config")
   if [ -n "$pass" ] && grep -q -- "$pass" <<<"$config"; then bad "$name: /api/config shows the password"; else ok "$name: /api/config hides the password"; fi
   grep -q "${PROXY##*/}" <<<"$config" && bad "$name: /api/config shows the proxy URL" || ok "$name: /api/config hides the proxy URL"
+
+  # gorush's gRPC clients: Send and Health over TLS (the same certificate), a second iOS token.
+  if "$PY" -c 'import grpc_tools' 2>/dev/null; then
+    local rpc g0 count='import json,sys; print(sum(1 for r in json.load(sys.stdin) if r["token"] == sys.argv[1] and r["status"] == 200))'
+    g0=$(curl -s "$CTL/__mock/apns-requests" | python3 -c "$count" "$LIVE2")
+    rpc=$("$PY" Tests/interop/gorush_grpc_client.py --proto Sources/GorushRPC/Proto/gorush.proto --port "$gport" \
+      --ios-token "$LIVE2" --android-token fcm-token-grpc --ca "$DIR/mock-ca.pem" 2>&1) || true
+    if python3 -c '
+import json, sys
+r = json.loads(sys.argv[1])
+assert r["health"] == "SERVING" and r["ios"] == {"counts": 1, "success": True} and r["android"] == {"counts": 1, "success": True}, r
+assert r["errors"]["bad_platform"]["code"] == "INVALID_ARGUMENT" and r["errors"]["no_tokens"]["code"] == "INVALID_ARGUMENT", r
+' "$rpc" 2>/dev/null; then ok "$name: gRPC over TLS (grpcio client from gorush.proto): health SERVING, Send accepted, bad input INVALID_ARGUMENT"
+    else bad "$name: gRPC: $rpc"; fi
+    local n=0
+    for _ in $(seq 1 100); do
+      n=$(( $(curl -s "$CTL/__mock/apns-requests" | python3 -c "$count" "$LIVE2") - g0 ))
+      [ "$n" = 1 ] && break; sleep 0.1
+    done
+    [ "$n" = 1 ] && ok "$name: the gRPC Send reached the mock APNs" || bad "$name: gRPC Send at the mock APNs: $n"
+  else
+    echo "skip $name: gRPC client (no grpcio-tools in $PY; scripts/test.sh makes .venv)"
+  fi
 
   kill -TERM "$GW"; wait "$GW" 2>/dev/null || true; GW=""
   python3 -c '

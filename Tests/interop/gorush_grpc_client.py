@@ -2,7 +2,7 @@
 grpcio-tools from the committed gorush.proto, driving Pushgate's gRPC listener.
 
     python gorush_grpc_client.py --proto Sources/GorushRPC/Proto/gorush.proto --port 9000 \
-        --ios-token <hex> --android-token <fcm token> [--key <api key>]
+        --ios-token <hex> --android-token <fcm token> [--key <api key>] [--ca <CA PEM for TLS>]
 
 Prints one JSON object: what each call answered (status names, reply fields, error codes and details).
 """
@@ -38,6 +38,7 @@ def main() -> None:
     ap.add_argument("--ios-token", required=True)
     ap.add_argument("--android-token", required=True)
     ap.add_argument("--key", default="")
+    ap.add_argument("--ca", default="", help="PEM trust root: connect over TLS (core.ssl) instead of plaintext")
     a = ap.parse_args()
 
     out = tempfile.mkdtemp(prefix="gorush-grpc-stubs-")
@@ -51,7 +52,14 @@ def main() -> None:
 
     metadata = [("authorization", f"Bearer {a.key}")] if a.key else []
     result = {}
-    with grpc.insecure_channel(f"127.0.0.1:{a.port}") as channel:
+    target = f"127.0.0.1:{a.port}"
+    if a.ca:
+        with open(a.ca, "rb") as f:
+            credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
+        channel = grpc.secure_channel(target, credentials, options=[("grpc.ssl_target_name_override", "localhost")])
+    else:
+        channel = grpc.insecure_channel(target)
+    with channel:
         grpc.channel_ready_future(channel).result(timeout=10)
         health = rpc.HealthStub(channel)
         reply = health.Check(pb.HealthCheckRequest(), timeout=10)
