@@ -151,9 +151,10 @@ struct Serve: AsyncParsableCommand {
         }
         let scheme = gateway.settings.tls == nil ? "http" : "https"
         if let tls = gateway.settings.tls { logger.info("TLS on ingest (HTTP/1.1 and HTTP/2): \(tls.summary)") }
-        let grpc: [any Service]
+        var grpc: [any Service] = []
         do {
-            grpc = try GorushRPCServer.services(gateway: gateway)
+            // grpc-swift 2 needs macOS 15 (always true on Linux).
+            if #available(macOS 15.0, *) { grpc = try GorushRPCServer.services(gateway: gateway) }
         } catch {
             fail("config error: grpc.port: cannot listen there: \(error)")
         }

@@ -18,6 +18,7 @@ import XCTest
 
 /// gorush's gRPC API end to end: a grpc-swift client -> Pushgate's gRPC listener (real socket) ->
 /// the same queue as `POST /api/push` -> the TLS HTTP/2 mock APNs / FCM.
+@available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *)
 final class GorushRPCTests: XCTestCase {
     let token1 = String(repeating: "a1", count: 32)
     let token2 = String(repeating: "b2", count: 32)
@@ -632,10 +633,12 @@ final class GorushRPCTests: XCTestCase {
 }
 
 /// Bytes as they are, to send what no generated client would.
+@available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *)
 struct RawSerializer: MessageSerializer {
     func serialize<Bytes: GRPCContiguousBytes>(_ message: [UInt8]) throws -> Bytes { Bytes(message) }
 }
 
+@available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *)
 struct RawDeserializer: MessageDeserializer {
     func deserialize<Bytes: GRPCContiguousBytes>(_ serializedMessageBytes: Bytes) throws -> [UInt8] {
         serializedMessageBytes.withUnsafeBytes { Array($0) }
