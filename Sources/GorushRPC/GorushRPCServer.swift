@@ -40,6 +40,8 @@ public struct GorushRPCServer: Service {
             // A request message is held to core.max_body_bytes, as a /api/push body is.
             c.rpc.maxRequestPayloadSize = settings.maxBodyBytes
             c.connection.maxIdleTime = .seconds(settings.idleTimeout)
+            // grpc-swift's default is no limit: each open stream may hold a message up to the size above.
+            c.http2.maxConcurrentStreams = 100
         }
         transport = HTTP2ServerTransport.Posix(
             address: try Self.address(host: Gateway.bindHost(settings.address), port: port), transportSecurity: security, config: config)
