@@ -103,17 +103,12 @@ public final class APNsProvider: PushProvider {
         // The token goes into the request path: anything but hex digits is what APNs calls BadDeviceToken.
         guard token.utf8.allSatisfy(Self.isHexDigit) else { return .tokenDead(reason: "BadDeviceToken", status: nil) }
 
-        var auth: APNsTokenManager.Token?
-        if let tokens {
-            do {
-                auth = try tokens.token()
-            } catch {
-                return .permanent(reason: "cannot sign the APNs provider token: \(error)", status: nil)
-            }
+        var headers: [(String, String)]
+        let auth: APNsTokenManager.Token?
+        switch authorization(room: push.headers.count + 2) {
+        case .success(let h, let a): (headers, auth) = (h, a)
+        case .failure(let reason): return .permanent(reason: reason, status: nil)
         }
-        var headers: [(String, String)] = []
-        headers.reserveCapacity(push.headers.count + 2)
-        if let auth { headers.append(("authorization", auth.authorization)) }
         headers.append(("apns-id", context.messageID))
         headers.append(contentsOf: push.headers)
         let request = HTTP2Request(method: "POST", path: "/3/device/" + token, headers: headers, body: push.body)
@@ -127,22 +122,37 @@ public final class APNsProvider: PushProvider {
             return .permanent(reason: "push_type: a broadcast channel takes Live Activity updates (push_type liveactivity)", status: nil)
         }
         guard APNsBroadcast.isValidChannelID(channel) else { return .permanent(reason: "BadChannelId", status: nil) }
-        var auth: APNsTokenManager.Token?
-        if let tokens {
-            do {
-                auth = try tokens.token()
-            } catch {
-                return .permanent(reason: "cannot sign the APNs provider token: \(error)", status: nil)
-            }
+        var headers: [(String, String)]
+        let auth: APNsTokenManager.Token?
+        switch authorization(room: push.broadcastHeaders.count + 3) {
+        case .success(let h, let a): (headers, auth) = (h, a)
+        case .failure(let reason): return .permanent(reason: reason, status: nil)
         }
-        var headers: [(String, String)] = []
-        headers.reserveCapacity(push.broadcastHeaders.count + 3)
-        if let auth { headers.append(("authorization", auth.authorization)) }
         headers.append(("apns-request-id", context.messageID))
         headers.append(("apns-channel-id", channel))
         headers.append(contentsOf: push.broadcastHeaders)
         let request = HTTP2Request(method: "POST", path: "/4/broadcasts/apps/" + push.bundleID, headers: headers, body: push.body)
         return await execute(request, push: push, auth: auth, context: context, idHeader: "apns-request-id")
+    }
+
+    enum Authorization {
+        case success([(String, String)], APNsTokenManager.Token?)
+        case failure(String)
+    }
+
+    /// A request's headers begun with `authorization` (token auth; none with a certificate), with room
+    /// for `room` headers; or why the provider token cannot be signed.
+    func authorization(room: Int) -> Authorization {
+        var headers: [(String, String)] = []
+        headers.reserveCapacity(room)
+        guard let tokens else { return .success(headers, nil) }
+        do {
+            let auth = try tokens.token()
+            headers.append(("authorization", auth.authorization))
+            return .success(headers, auth)
+        } catch {
+            return .failure("cannot sign the APNs provider token: \(error)")
+        }
     }
 
     /// Sends `request` on the notification's environment and classifies the answer; `idHeader` is

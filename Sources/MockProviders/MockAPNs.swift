@@ -356,12 +356,7 @@ public final class MockAPNs: Sendable {
         let apnsID = request.header("apns-id") ?? UUID().uuidString
         let identity = request.clientCertificate.map { clientIdentity($0) }
         func answer(_ status: Int, _ reason: String?, retryAfter: Int? = nil, scripted: Bool = false) -> MockResponse {
-            let record = RecordedRequest(
-                receivedAt: received, method: request.method, path: request.path, token: token, channelID: channelID,
-                headers: request.headers, body: request.body, connectionID: request.connectionID,
-                clientCertificateSubject: identity?.subject, clientCertificateTopics: identity?.topics ?? [],
-                status: status, reason: reason, scripted: scripted)
-            if options.recordRequests { state.withLockedValue { $0.requests.append(record) } }
+            record(request, at: received, identity: identity, token: token, channelID: channelID, status: status, reason: reason, scripted: scripted)
             var headers: [(String, String)] = [("apns-id", apnsID)]
             guard let reason else { return MockResponse(status: status, headers: headers) }
             if let retryAfter { headers.append(("retry-after", String(retryAfter))) }
@@ -378,12 +373,8 @@ public final class MockAPNs: Sendable {
         if request.path.hasPrefix(Self.broadcastPrefix) {
             channelID = request.header("apns-channel-id")
             let (status, reason, requestID) = broadcast(request, identity: identity)
-            let record = RecordedRequest(
-                receivedAt: received, method: request.method, path: request.path, token: "", channelID: channelID,
-                headers: request.headers, body: request.body, connectionID: request.connectionID,
-                clientCertificateSubject: identity?.subject, clientCertificateTopics: identity?.topics ?? [],
-                status: status, reason: reason, scripted: reason == nil)
-            if options.recordRequests { state.withLockedValue { $0.requests.append(record) } }
+            record(
+                request, at: received, identity: identity, token: "", channelID: channelID, status: status, reason: reason, scripted: reason == nil)
             return Self.managementAnswer(status, reason, requestID: requestID)
         }
         let prefix = "/3/device/"
@@ -455,6 +446,20 @@ public final class MockAPNs: Sendable {
         }
         let (status, reason) = reply.statusAndReason
         return answer(status, reason, retryAfter: reply.retryAfter, scripted: true)
+    }
+
+    /// Keeps a request with the answer given (unless `recordRequests` is off).
+    func record(
+        _ request: MockRequest, at received: Date, identity: ClientIdentity?, token: String, channelID: String?, status: Int, reason: String?,
+        scripted: Bool
+    ) {
+        guard options.recordRequests else { return }
+        let record = RecordedRequest(
+            receivedAt: received, method: request.method, path: request.path, token: token, channelID: channelID,
+            headers: request.headers, body: request.body, connectionID: request.connectionID,
+            clientCertificateSubject: identity?.subject, clientCertificateTopics: identity?.topics ?? [],
+            status: status, reason: reason, scripted: scripted)
+        state.withLockedValue { $0.requests.append(record) }
     }
 
     // MARK: broadcast channels (iOS 18)
@@ -548,12 +553,8 @@ public final class MockAPNs: Sendable {
         var channelID = request.header("apns-channel-id")
         let requestID = Self.requestID(request)
         func answer(_ status: Int, _ reason: String?, extra: [(String, String)] = [], body: String? = nil) -> MockResponse {
-            let record = RecordedRequest(
-                receivedAt: received, method: request.method, path: request.path, token: "", channelID: channelID,
-                headers: request.headers, body: request.body, connectionID: request.connectionID,
-                clientCertificateSubject: identity?.subject, clientCertificateTopics: identity?.topics ?? [],
-                status: status, reason: reason, scripted: reason == nil)
-            if options.recordRequests { state.withLockedValue { $0.requests.append(record) } }
+            record(
+                request, at: received, identity: identity, token: "", channelID: channelID, status: status, reason: reason, scripted: reason == nil)
             return Self.managementAnswer(status, reason, requestID: requestID ?? UUID().uuidString.lowercased(), extra: extra, body: body)
         }
         guard requestID != nil else { return answer(400, "BadRequestId") }
