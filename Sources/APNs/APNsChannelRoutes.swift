@@ -24,12 +24,9 @@ enum APNsChannelRoutes {
                 await call(request, options(request.query)) { apns, bundleID, production, requestID in
                     let ids = try await apns.channels.list(bundleID: bundleID, production: production, requestID: requestID)
                     var w = JSONWriter(reservingCapacity: 32 + ids.count * 32)
-                    w.raw(#"{"channels":["#)
-                    for (i, id) in ids.enumerated() {
-                        if i > 0 { w.raw(",") }
-                        w.string(id)
-                    }
-                    w.raw("]}")
+                    w.raw(#"{"channels":"#)
+                    w.strings(ids)
+                    w.raw("}")
                     return ProviderRouteResponse(status: 200, body: w.bytes)
                 }
             },

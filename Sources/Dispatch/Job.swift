@@ -51,13 +51,18 @@ public struct FallbackInfo: Sendable, Codable, Equatable {
     public func write(into w: inout JSONWriter) {
         var first = true
         w.raw("{")
+        writeMembers(into: &w, first: &first)
+        w.raw("}")
+    }
+
+    /// The three members, inside an object being written (the `fallbacks` entries of the push answer).
+    public func writeMembers(into w: inout JSONWriter, first: inout Bool) {
         w.key("payload_bytes", first: &first)
         w.int(payloadBytes)
         w.key("limit", first: &first)
         w.int(limit)
         w.key("fallback_bytes", first: &first)
         w.int(fallbackBytes)
-        w.raw("}")
     }
 
     /// Compact JSON (the durable stores' `notifications.fallback` column).

@@ -19,12 +19,7 @@ enum GorushMapping {
         w.key("platform", first: &first)
         w.int(r.platform)
         w.key("tokens", first: &first)
-        w.raw("[")
-        for (i, t) in r.tokens.enumerated() {
-            if i > 0 { w.raw(",") }
-            w.string(t)
-        }
-        w.raw("]")
+        w.strings(r.tokens)
         for (name, value) in [
             ("message", r.message), ("title", r.title), ("topic", r.topic), ("category", r.category), ("sound", r.sound),
             ("thread-id", r.threadID), ("image", r.image), ("push_type", r.pushType),
@@ -87,12 +82,7 @@ enum GorushMapping {
         }
         for (name, list) in lists {
             w.key(name, first: &f)
-            w.raw("[")
-            for (i, s) in list.enumerated() {
-                if i > 0 { w.raw(",") }
-                w.string(s)
-            }
-            w.raw("]")
+            w.strings(list)
         }
         w.raw("}")
     }

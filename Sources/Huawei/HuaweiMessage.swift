@@ -44,12 +44,8 @@ public struct HuaweiPreparedMessage: PreparedPush {
 
     func body(tokens: [String]) -> [UInt8] {
         var w = JSONWriter(reservingCapacity: tokens.reduce(16) { $0 + $1.utf8.count + 3 })
-        w.raw("\"token\":[")
-        for (i, t) in tokens.enumerated() {
-            if i > 0 { w.raw(",") }
-            w.string(t)
-        }
-        w.raw("]")
+        w.raw("\"token\":")
+        w.strings(tokens)
         return splice(w.bytes)
     }
 

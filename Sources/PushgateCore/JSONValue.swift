@@ -237,6 +237,18 @@ public struct JSONWriter {
         bytes.append(UInt8(ascii: "}"))
     }
 
+    /// Writes an array of strings: `["a","b"]`.
+    public mutating func strings<S: Sequence<String>>(_ list: S) {
+        bytes.append(UInt8(ascii: "["))
+        var first = true
+        for s in list {
+            if !first { bytes.append(UInt8(ascii: ",")) }
+            first = false
+            string(s)
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+
     /// Writes `"key":` preceded by a comma unless `first`.
     public mutating func key(_ k: String, first: inout Bool) {
         if !first { bytes.append(UInt8(ascii: ",")) }

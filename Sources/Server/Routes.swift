@@ -111,20 +111,11 @@ extension Gateway {
                     ("added", summary.added), ("removed", summary.removed), ("rebuilt", summary.changed), ("needs_restart", summary.needsRestart),
                 ] {
                     w.key(name, first: &first)
-                    w.raw("[")
-                    for (i, s) in list.enumerated() {
-                        if i > 0 { w.raw(",") }
-                        w.string(s)
-                    }
-                    w.raw("]")
+                    w.strings(list)
                 }
                 w.key("apps", first: &first)
-                w.raw("[")
-                for (i, id) in self.dispatcher.appIDs.enumerated() {
-                    if i > 0 { w.raw(",") }
-                    w.string(id)
-                }
-                w.raw(#"],"success":"ok"}"#)
+                w.strings(self.dispatcher.appIDs)
+                w.raw(#","success":"ok"}"#)
                 return self.json(.ok, w.bytes)
             } catch {
                 return self.error(RequestError(status: 409, message: "Reload refused; the running configuration is kept.", detail: "\(error)"))
@@ -243,12 +234,7 @@ extension Gateway {
                 w.string(u.notifID)
                 w.key("platform", first: &first)
                 w.string(u.platform.name)
-                w.key("payload_bytes", first: &first)
-                w.int(u.info.payloadBytes)
-                w.key("limit", first: &first)
-                w.int(u.info.limit)
-                w.key("fallback_bytes", first: &first)
-                w.int(u.info.fallbackBytes)
+                u.info.writeMembers(into: &w, first: &first)
                 w.raw("}")
             }
             w.raw("]")
