@@ -184,7 +184,8 @@ enum APNsChannelRoutes {
         }
         let production = o.production ?? apns.configuration.production
         do {
-            return try await body(apns, bundleID(topic), production, UUID().uuidString.lowercased())
+            // A topic with the Live Activity suffix (`.push-type.liveactivity`) names the same bundle id.
+            return try await body(apns, APNsPushType.liveactivity.bundleID(of: topic), production, UUID().uuidString.lowercased())
         } catch let e as RequestError {
             return ProviderRouteResponse(e)
         } catch let failure as APNsChannels.Failure {
@@ -192,13 +193,6 @@ enum APNsChannelRoutes {
         } catch {
             return ProviderRouteResponse(RequestError(status: 502, message: "APNs channel request failed.", detail: "\(error)"))
         }
-    }
-
-    /// A topic with the Live Activity suffix (`.push-type.liveactivity`) names the same bundle id.
-    static func bundleID(_ topic: String) -> String {
-        let suffix = APNsPushType.liveactivity.topicSuffix ?? ""
-        if !suffix.isEmpty, topic.hasSuffix(suffix), topic.utf8.count > suffix.utf8.count { return String(topic.dropLast(suffix.count)) }
-        return topic
     }
 
     /// APNs' answer as ours: its 400 / 404 / 413 as they are (the caller's channel id or body), 429

@@ -52,11 +52,7 @@ public struct APNsPreparedPush: PreparedPush {
         }
         guard !base.contains(where: { $0 == "\r" || $0 == "\n" }) else { throw PushFailure("topic: contains a line break") }
         topic = type.topic(for: base)
-        if let suffix = type.topicSuffix, base.hasSuffix(suffix), base.utf8.count > suffix.utf8.count {
-            bundleID = String(base.dropLast(suffix.count))
-        } else {
-            bundleID = base
-        }
+        bundleID = type.bundleID(of: base)
 
         if let forced = type.forcedPriority {
             priority = forced

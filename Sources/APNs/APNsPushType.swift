@@ -74,5 +74,11 @@ public struct APNsPushType: Sendable, Hashable, CustomStringConvertible {
         return base + suffix
     }
 
+    /// The bundle id of a topic: `topic(for:)` undone (the suffix dropped when the topic has it).
+    public func bundleID(of topic: String) -> String {
+        guard let suffix = topicSuffix, topic.hasSuffix(suffix), topic.utf8.count > suffix.utf8.count else { return topic }
+        return String(topic.dropLast(suffix.count))
+    }
+
     public var description: String { name }
 }

@@ -456,8 +456,16 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         }
     }
 
-    /// Whether the store has unfinished jobs this process does not hold.
-    private static func storeHoldsMore(_ s: State) -> Bool { s.pendingBase + s.pendingDelta > s.held }
+    /// When the store may next be asked for jobs of a platform: at once when it may have some, else
+    /// `queue.poll_interval` after the last poll; nil when polling cannot find any. A store this
+    /// process alone uses (SQLite with its lock) gets jobs only from here: it is polled only while it
+    /// holds jobs this process does not (retries left by the last run, not yet due), so an idle
+    /// gateway makes no query.
+    private func nextPoll(_ ps: PlatformState, in s: State) -> Double? {
+        if ps.storeMayHaveWork { return 0 }
+        guard !backend.exclusive || s.pendingBase + s.pendingDelta > s.held else { return nil }
+        return ps.lastPoll + options.pollInterval
+    }
 
     /// When the timer has something to do next (call with the lock held).
     private func nextTimerDue(_ s: State, heartbeatEvery: Double) -> Double {
@@ -466,12 +474,8 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         for ps in s.platforms.values {
             if let top = ps.jobs.delayed.peek { due = min(due, top.notBefore.timeIntervalSince1970) }
             // A poll of the store for workers waiting with nothing held.
-            if !ps.fetching, !ps.jobs.waiters.isEmpty, ps.jobs.ready.count == 0 {
-                if ps.storeMayHaveWork {
-                    due = 0
-                } else if !backend.exclusive || Self.storeHoldsMore(s) {
-                    due = min(due, ps.lastPoll + options.pollInterval)
-                }
+            if !ps.fetching, !ps.jobs.waiters.isEmpty, ps.jobs.ready.count == 0, let poll = nextPoll(ps, in: s) {
+                due = min(due, poll)
             }
         }
         return due
@@ -481,12 +485,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     private func requestLeaseIfNeeded(_ platform: Platform, in s: inout State, now t: Double) -> Bool {
         guard !s.shutdown, !s.finalizeRequested, let ps = s.platforms[platform] else { return false }
         guard !ps.fetching, !ps.jobs.waiters.isEmpty, ps.jobs.ready.count == 0 else { return false }
-        // A store this process alone uses (SQLite with its lock) gets jobs only from here: it is
-        // polled only while it holds jobs this process does not (retries left by the last run, not
-        // yet due), so an idle gateway makes no query.
-        guard ps.storeMayHaveWork || ((!backend.exclusive || Self.storeHoldsMore(s)) && t - ps.lastPoll >= options.pollInterval) else {
-            return false
-        }
+        guard let poll = nextPoll(ps, in: s), poll <= t else { return false }
         // One lease of up to `leaseBatch` rows: the dispatcher waits here with one feed loop per
         // platform (not one waiter per worker), so the waiter count says nothing about its free capacity.
         let limit = options.leaseBatch
