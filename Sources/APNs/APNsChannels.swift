@@ -95,10 +95,14 @@ public final class APNsChannels: Sendable {
         let response = try await send(
             "GET", bundleID: bundleID, path: "/channels", channel: channel, body: nil, production: production, requestID: requestID)
         guard response.status == 200 else { throw Self.failure(response) }
+        // An answer is as untrusted as a request: the policy must be 0 or 1 (`Int(exactly:)` never
+        // traps on 1e300), the push type a short string.
         guard let object = Self.jsonObject(response.body),
-            let policy = (object["message-storage-policy"] as? NSNumber)?.intValue
-        else { throw Failure(status: response.status, reason: "APNs answered a channel without message-storage-policy") }
-        return Channel(id: channel, storagePolicy: policy, pushType: object["push-type"] as? String ?? "LiveActivity")
+            let number = object["message-storage-policy"] as? NSNumber, let policy = Int(exactly: number.doubleValue),
+            StoragePolicy(rawValue: policy) != nil
+        else { throw Failure(status: response.status, reason: "APNs answered a channel without a valid message-storage-policy") }
+        let pushType = (object["push-type"] as? String).map { $0.logSafe(max: 64) } ?? "LiveActivity"
+        return Channel(id: channel, storagePolicy: policy, pushType: pushType)
     }
 
     /// `GET /1/apps/<bundle id>/all-channels`: every channel id of the bundle id in that environment.

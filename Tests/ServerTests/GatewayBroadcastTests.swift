@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import MockProviders
 import NIOCore
+import NIOPosix
 import PushgateCore
 import Signing
 import TestSupport
@@ -150,6 +151,35 @@ final class GatewayBroadcastTests: XCTestCase {
             )
             XCTAssertEqual(r2.body, #"{"counts":1,"logs":[],"success":"ok"}"#)
             XCTAssertEqual(env.apns.requests(for: token).last?.aps["input-push-token"] as? Int, 1)
+        }
+    }
+
+    /// A channel-management host answering nonsense (a policy of 1e300, a list of numbers, no channel
+    /// id on create) gets a 502 naming what was wrong, never a crash or a value passed on.
+    func testHostileChannelManagementAnswersAreRefused() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        var options = MockHTTPServer.Options()
+        options.tls = try env.pki.serverTLSConfiguration()
+        let hostile = MockHTTPServer(options: options, eventLoopGroup: MultiThreadedEventLoopGroup.singleton) { request in
+            switch (request.method, request.path) {
+            case ("GET", "/1/apps/com.example.app/channels"): return .json(200, #"{"message-storage-policy":1e300,"push-type":"LiveActivity"}"#)
+            case ("GET", "/1/apps/com.example.app/all-channels"): return .json(200, #"{"channels":[1,"a b",null,"YWJj"]}"#)
+            default: return MockResponse(status: 201)
+            }
+        }
+        try await hostile.start()
+        defer { Task { try? await hostile.stop() } }
+        try await env.withGateway(environment: ["PUSHGATE_IOS_CHANNELS_ENDPOINT": hostile.baseURL]) { client, _ in
+            let read = try await Self.call(client, .get, "/api/apns/channels/YWJj")
+            XCTAssertEqual(read.status, 502, read.body)
+            XCTAssertTrue(read.body.contains("message-storage-policy"), read.body)
+            let list = try await Self.call(client, .get, "/api/apns/channels")
+            XCTAssertEqual(list.status, 200, list.body)
+            XCTAssertEqual(list.json["channels"] as? [String], ["YWJj"], "only ids that can be ids are passed on")
+            let created = try await Self.call(client, .post, "/api/apns/channels", #"{"message_storage_policy":0}"#)
+            XCTAssertEqual(created.status, 502, created.body)
+            XCTAssertTrue(created.body.contains("apns-channel-id"), created.body)
         }
     }
 
