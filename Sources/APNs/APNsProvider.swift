@@ -111,7 +111,8 @@ public final class APNsProvider: PushProvider {
         }
         headers.append(("apns-id", context.messageID))
         headers.append(contentsOf: push.headers)
-        let request = HTTP2Request(method: "POST", path: "/3/device/" + token, headers: headers, body: push.body)
+        var request = HTTP2Request(method: "POST", path: "/3/device/" + token, headers: headers, body: push.body)
+        request.uniqueHeaders = [":path", "apns-id"]
         return await execute(request, push: push, auth: auth, context: context, idHeader: "apns-id")
     }
 
@@ -131,7 +132,8 @@ public final class APNsProvider: PushProvider {
         headers.append(("apns-request-id", context.messageID))
         headers.append(("apns-channel-id", channel))
         headers.append(contentsOf: push.broadcastHeaders)
-        let request = HTTP2Request(method: "POST", path: "/4/broadcasts/apps/" + push.bundleID, headers: headers, body: push.body)
+        var request = HTTP2Request(method: "POST", path: "/4/broadcasts/apps/" + push.bundleID, headers: headers, body: push.body)
+        request.uniqueHeaders = ["apns-request-id"]
         return await execute(request, push: push, auth: auth, context: context, idHeader: "apns-request-id")
     }
 

@@ -280,7 +280,7 @@ public final class Dispatcher: Sendable {
         var earlyPositions: [Int] = []
         var position = 0
         func failEarly(_ accepted: AcceptedNotification, _ target: PushTarget, _ reason: String, served: Bool = true) {
-            let job = DeliveryJob(id: 0, messageID: UUID().uuidString.lowercased(), target: target, accepted: accepted, maxAttempts: 1, now: t)
+            let job = DeliveryJob(id: 0, messageID: RandomID.uuid(), target: target, accepted: accepted, maxAttempts: 1, now: t)
             early.append((job, reason, served))
             earlyPositions.append(position)
             position += 1
@@ -289,7 +289,7 @@ public final class Dispatcher: Sendable {
         var fallbacks: [FallbackUse] = []
         var fallbackBytes = 0
         var omittedFallbacks = 0
-        let requestID = requestID ?? UUID().uuidString.lowercased()
+        let requestID = requestID ?? RandomID.uuid()
         // In body order; a skipped notification (no, 0 or an unknown platform) has an empty slot.
         var notifIDs = [String](repeating: "", count: request.notifications.count + request.skipped.count)
         if let first = request.skipped.first {
@@ -365,7 +365,7 @@ public final class Dispatcher: Sendable {
                     failEarly(accepted, target, failure.reason)
                     continue
                 }
-                let messageID = n.apnsID ?? UUID().uuidString.lowercased()
+                let messageID = n.apnsID ?? RandomID.uuid()
                 jobs.append(DeliveryJob(id: 0, messageID: messageID, target: target, accepted: accepted, maxAttempts: maxAttempts, now: t))
                 jobPositions.append(position)
                 position += 1
@@ -551,7 +551,9 @@ public final class Dispatcher: Sendable {
         let started = now()
         let context = DeliveryContext(messageID: job.messageID)
         let outcome = await slot.provider.send(prepared, to: job.target, context: context)
-        await apply(lifecycle.step(job, .attempted(outcome, started: started), now: now(), random: random()))
+        // The jitter draw only matters for a retry: none for a delivered push (a getrandom(2) each).
+        let draw = outcome.isDelivered ? 0 : random()
+        await apply(lifecycle.step(job, .attempted(outcome, started: started), now: now(), random: draw))
     }
 
     /// Renders `n` for `provider`; when the rendering is over the provider's limit and `n` has a

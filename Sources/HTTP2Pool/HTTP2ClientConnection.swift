@@ -430,13 +430,14 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
         headers.add(name: ":method", value: req.method)
         headers.add(name: ":scheme", value: self.scheme)
         headers.add(name: ":authority", value: self.authority)
-        headers.add(name: ":path", value: req.path)
+        let unique = req.uniqueHeaders
+        headers.add(name: ":path", value: req.path, indexing: unique.contains(":path") ? .nonIndexable : .indexable)
         var hasContentLength = false
         for (name, value) in req.headers {
             let lower = Self.isLowercase(name) ? name : name.lowercased()
             if Self.isConnectionSpecific(lower) { continue }
             if lower == "content-length" { hasContentLength = true }
-            headers.add(name: lower, value: value)
+            headers.add(name: lower, value: value, indexing: unique.contains(lower) ? .nonIndexable : .indexable)
         }
         let body = req.body.flatMap { $0.readableBytes > 0 ? $0 : nil }
         if let body, !hasContentLength {

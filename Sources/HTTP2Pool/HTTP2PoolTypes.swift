@@ -146,6 +146,11 @@ public struct HTTP2Request: Sendable {
     /// Push SSRF guard) connect to exactly the checked addresses. An existing connection of the pool
     /// (made for an earlier request, to addresses checked then) may carry the request.
     public var connectAddresses: [SocketAddress]?
+    /// Names (`:path` included) whose value is new on every request, such as `apns-id` or a device
+    /// token in the path: HPACK-encoded without indexing (RFC 7541 6.2.2). Indexed, each would take a
+    /// dynamic-table entry that is never used again and push out the repeated ones (`authorization`,
+    /// `apns-topic`), which then travel and are Huffman-coded in full again.
+    public var uniqueHeaders: [String] = []
 
     public init(
         method: String = "POST", path: String, headers: [(String, String)] = [], body: ByteBuffer? = nil,

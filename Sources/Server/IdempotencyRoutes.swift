@@ -59,7 +59,7 @@ extension Gateway {
         }
         switch claim {
         case .claimed:
-            return .proceed((key, UUID().uuidString.lowercased()))
+            return .proceed((key, RandomID.uuid()))
         case .replay(let a):
             var extra: [(HTTPField.Name, String)] = [(Self.requestIDHeader, a.requestID), (Self.idempotentReplayedHeader, "true")]
             if !a.notifIDs.isEmpty { extra.append((Self.notifIDsHeader, a.notifIDs)) }

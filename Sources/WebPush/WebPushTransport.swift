@@ -188,9 +188,10 @@ final class WebPushTransport: Sendable {
         addresses: [SocketAddress]?
     ) async throws -> WebPushHTTPResponse {
         let pool = pools.pool(for: HTTP2Target(scheme: endpoint.scheme, host: endpoint.host, port: endpoint.port))
-        let request = HTTP2Request(
+        var request = HTTP2Request(
             method: "POST", path: endpoint.pathAndQuery, headers: headers, body: ByteBuffer(bytes: body),
             connectAddresses: addresses)
+        request.uniqueHeaders = [":path"]  // one subscription's path; the VAPID header repeats per service
         let r = try await pool.execute(request)
         var b = r.body
         return WebPushHTTPResponse(
