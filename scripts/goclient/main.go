@@ -25,6 +25,14 @@ func main() {
 	// (the "proto check" its output names). Nothing else changed.
 	auth := flag.String("auth", "bearer eyJhbGciOiJFUzI1NiJ9.e30.sig", "authorization header")
 	topic := flag.String("topic", "com.example.app", "apns-topic header")
+	// Added for FCM (issue 17, goal 3; scripts/bench-references.sh): -fixed posts every request to
+	// -url as given (e.g. https://127.0.0.1:28444/v1/projects/<project>/messages:send) instead of
+	// appending a %064x device token to the URL; the payload file is then a format string whose one
+	// %064x is replaced by the request's sequence number (each message its own 64-hex token in the
+	// JSON body, as FCM v1 takes it: {"message":{"token":"%064x",...}}), the request carries
+	// content-type: application/json (the mock FCM refuses other types, as FCM does) and no apns-*
+	// headers. Pass the OAuth access token with -auth "Bearer ya29...". Without -fixed nothing changes.
+	fixed := flag.Bool("fixed", false, "POST to -url as is; payload is a fmt template with one %064x token (FCM v1)")
 	flag.Parse()
 	pem, _ := os.ReadFile(*ca)
 	pool := x509.NewCertPool()
@@ -42,9 +50,16 @@ func main() {
 			for {
 				i := atomic.AddInt64(&next, 1)
 				if i > int64(*n) { return }
-				req, _ := http.NewRequest("POST", fmt.Sprintf("%s%064x", *url, i), bytes.NewReader(payload))
-				req.Header.Set("apns-push-type", "alert")
-				req.Header.Set("apns-topic", *topic)
+				var req *http.Request
+				if *fixed {
+					// -fixed (FCM): fixed URL, the token in the JSON body, JSON content type.
+					req, _ = http.NewRequest("POST", *url, bytes.NewReader([]byte(fmt.Sprintf(string(payload), i))))
+					req.Header.Set("content-type", "application/json")
+				} else {
+					req, _ = http.NewRequest("POST", fmt.Sprintf("%s%064x", *url, i), bytes.NewReader(payload))
+					req.Header.Set("apns-push-type", "alert")
+					req.Header.Set("apns-topic", *topic)
+				}
 				req.Header.Set("authorization", *auth)
 				resp, err := client.Do(req)
 				if err != nil { atomic.AddInt64(&fail, 1); continue }
