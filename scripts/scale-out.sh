@@ -10,6 +10,9 @@
 # reset the mock): delivered/s = the mock's OK answers since a reset just before the phase / (last
 # OK - phase start), on CLOCK_MONOTONIC, the mock's clock. Prints both phases and two / one.
 # Everything shares this machine's cores, so the ratio is a lower bound of what two hosts give.
+# Also prints, per phase, what PostgreSQL did per delivery (pg_stat_user_tables inserts, updates,
+# HOT updates, deletes, index scans, sequential scans and rows read; WAL bytes; commits), the
+# measured side of docs/scale-out-draft.md.
 #
 # Usage: scripts/scale-out.sh [COUNT]
 #   full scale:  scripts/scale-out.sh 400000
@@ -39,6 +42,29 @@ start_gateway() {  # start_gateway PORT DB
   wait_for http://127.0.0.1:$1/healthz 60
 }
 
+# pgstats DB: table counters and the WAL position, as one JSON object (measured rows per delivery).
+pgstats() {
+  psql -h 127.0.0.1 -p "$PUSHGATE_PG_PORT" -U postgres -d "$1" -tAc "SELECT json_build_object('wal', pg_current_wal_lsn() - '0/0'::pg_lsn,
+    'tables', (SELECT json_object_agg(relname, json_build_object('ins', n_tup_ins, 'upd', n_tup_upd, 'hot', n_tup_hot_upd, 'del', n_tup_del,
+      'seq_scan', seq_scan, 'seq_read', seq_tup_read, 'idx_scan', coalesce(idx_scan, 0), 'idx_fetch', coalesce(idx_tup_fetch, 0)))
+      FROM pg_stat_user_tables WHERE relname LIKE 'pushgate_%'),
+    'xact', (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()))"
+}
+# pgdelta BEFORE AFTER DELIVERIES: the counters' growth per delivery (statistics are flushed ~1 s late: sleep first).
+pgdelta() {
+  python3 - "$1" "$2" "$3" <<'PYEOF'
+import json, sys
+a, b, n = json.loads(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
+print("  PostgreSQL per delivery (pg_stat_user_tables deltas / %d): WAL %.0f bytes, %.3f commits" % (n, (float(b["wal"]) - float(a["wal"])) / n, (b["xact"] - a["xact"]) / n))
+for t in sorted(b["tables"]):
+    x, y = a["tables"].get(t, {}), b["tables"][t]
+    d = {k: (y[k] - x.get(k, 0)) / n for k in y}
+    if any(abs(v) > 1e-4 for v in d.values()):
+        print("    %-26s ins %.3f upd %.3f (hot %.3f) del %.3f | idx_scan %.3f idx_fetch %.3f seq_scan %.4f seq_read %.2f"
+              % (t, d["ins"], d["upd"], d["hot"], d["del"], d["idx_scan"], d["idx_fetch"], d["seq_scan"], d["seq_read"]))
+PYEOF
+}
+
 # phase LABEL PORT_A PORT_B: both benches at once, then wait for COUNT OKs at the mock.
 phase() {
   curl -s -X POST $CTL/__mock/reset >/dev/null
@@ -63,20 +89,26 @@ print("RATE %.0f" % rate)
 PYEOF
 }
 
-eval "$(PUSHGATE_PG_DB=${PG_DB}_1 scripts/start-postgres.sh)"
-eval "$(PUSHGATE_PG_DB=${PG_DB}_2 scripts/start-postgres.sh)"
+eval "$(PUSHGATE_PG_DB=postgres scripts/start-postgres.sh)"
+for d in ${PG_DB}_1 ${PG_DB}_2; do  # fresh databases: no rows or counters from an earlier run
+  psql -q -h 127.0.0.1 -p "$PUSHGATE_PG_PORT" -U postgres -d postgres -c "DROP DATABASE IF EXISTS $d" -c "CREATE DATABASE $d"
+done
 echo "== one gateway on PostgreSQL (database ${PG_DB}_1), $N deliveries from two benches"
 start_gateway 28391 ${PG_DB}_1; GA=${PIDS[-1]}
 sleep 1
+S0=$(pgstats ${PG_DB}_1)
 phase "one gateway " 28391 28391 | tee "$W/p1.txt"
+sleep 2; pgdelta "$S0" "$(pgstats ${PG_DB}_1)" $(( HALF * 2 ))
 kill $GA; sleep 2
 echo "== two gateways on one PostgreSQL queue (database ${PG_DB}_2), $N deliveries, one bench each"
 start_gateway 28391 ${PG_DB}_2
 start_gateway 28392 ${PG_DB}_2
 sleep 1
+S0=$(pgstats ${PG_DB}_2)
 phase "two gateways" 28391 28392 | tee "$W/p2.txt"
+sleep 2; pgdelta "$S0" "$(pgstats ${PG_DB}_2)" $(( HALF * 2 ))
 for g in 28391 28392; do
-  curl -s http://127.0.0.1:$g/api/stat/app | python3 -c "import json,sys; d=json.load(sys.stdin); print('  gateway $g: success_tasks %s, failure_tasks %s (its own counters seeded from the shared stats table)' % (d.get('success_tasks'), d.get('failure_tasks')))"
+  curl -s http://127.0.0.1:$g/api/stat/app | python3 -c "import json,sys; d=json.load(sys.stdin); print('  gateway $g: success_tasks %s, failure_tasks %s (stored total at its start + its own since)' % (d.get('success_tasks'), d.get('failure_tasks')))"
 done
 R1=$(sed -n 's/^RATE //p' "$W/p1.txt"); R2=$(sed -n 's/^RATE //p' "$W/p2.txt")
 python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print('scale-out: one gateway %.0f/s, two gateways %.0f/s, two / one = %.2f x (same 2-core machine: PostgreSQL, mock, benches and gateways share it)' % (a, b, b/a if a else 0))" "$R1" "$R2"
