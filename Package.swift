@@ -128,6 +128,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ], path: "Sources/Dispatch"),
         // Durable queue engines (SQLite embedded, PostgreSQL shared) and delivery status records.
@@ -222,6 +223,7 @@ let package = Package(
             name: "PushDispatchTests",
             dependencies: [
                 "TestSupport", "PushDispatch", "PushgateCore",
+                .product(name: "NIOPosix", package: "swift-nio"),
             ], path: "Tests/DispatchTests"),
         .testTarget(
             name: "APNsTests",

@@ -304,8 +304,9 @@ final class HTTP2PoolCore: Sendable {
         let now = NIODeadline.now()
         let deadline = now + self.configuration.requestTimeout
         var queuedFuture: EventLoopFuture<HTTP2Response>? = nil
+        let current = self.currentEventLoopIndex()
         let decision = self.state.withLockedValue { s in
-            s.executeRequest(connectAddresses: request.connectAddresses, now: now) {
+            s.executeRequest(connectAddresses: request.connectAddresses, now: now, preferredEventLoop: current) {
                 let promise = self.eventLoopGroup.any().makePromise(of: HTTP2Response.self)
                 queuedFuture = promise.futureResult
                 return PendingRequest(request: request, promise: promise, deadline: deadline, requeues: 0)
@@ -323,6 +324,13 @@ final class HTTP2PoolCore: Sendable {
         case .fail(let error):
             return self.eventLoopGroup.any().makeFailedFuture(error)
         }
+    }
+
+    /// The index among the pool's loops of the event loop this thread runs, if any (a delivery the
+    /// dispatcher runs on an event loop: see Dispatcher's `eventLoops`).
+    private func currentEventLoopIndex() -> Int? {
+        for i in self.eventLoops.indices where self.eventLoops[i].inEventLoop { return i }
+        return nil
     }
 
     /// Carries out an action (never under the lock).

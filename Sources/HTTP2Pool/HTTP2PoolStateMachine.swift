@@ -136,15 +136,19 @@ struct HTTP2PoolStateMachine<Connection, Request: HTTP2PoolQueueable> {
     // MARK: events
 
     /// A request arrived. `makeRequest` is called only when the request has to wait in the queue.
+    /// - Parameter preferredEventLoop: the event loop the caller runs on, when it is one of the pool's
+    ///   (index into its loops): a ready connection of that loop with a free stream is taken first, so
+    ///   the request starts and its answer completes without a hop to another thread.
     mutating func executeRequest(
         connectAddresses: [SocketAddress]?,
         now: NIODeadline,
+        preferredEventLoop: Int? = nil,
         makeRequest: () -> Request
     ) -> ExecuteDecision {
         if self.isShutdown { return .fail(.shutdown) }
         if let connectAddresses { self.connectAddresses = connectAddresses }
         var action = Action()
-        if let index = self.leastBusy() {
+        if let index = preferredEventLoop.flatMap({ self.leastBusy(onEventLoop: $0) }) ?? self.leastBusy() {
             let loadBefore = self.entries[index].inFlight
             self.entries[index].inFlight += 1
             // Spread concurrent load: open the remaining connections once one is busy.
@@ -320,11 +324,12 @@ struct HTTP2PoolStateMachine<Connection, Request: HTTP2PoolQueueable> {
         self.entries.firstIndex { $0.id == connectionID }
     }
 
-    private func leastBusy() -> Int? {
+    private func leastBusy(onEventLoop loop: Int? = nil) -> Int? {
         var best: Int? = nil
         var bestLoad = Int.max
         for i in self.entries.indices {
             let e = self.entries[i]
+            if let loop, e.eventLoopIndex != loop { continue }
             if e.state == .ready && e.inFlight < e.maxStreams && e.inFlight < bestLoad {
                 best = i
                 bestLoad = e.inFlight

@@ -91,7 +91,8 @@ public enum GatewayBuilder {
             answer: .init(
                 maxMessageBytes: settings.maxLogMessageBytes, maxAnswerBytes: settings.maxSyncAnswerBytes,
                 syncTimeout: Double(settings.syncTimeout), hideMessages: settings.hideMessages),
-            logger: Logger(label: "pushgate.dispatch")
+            logger: Logger(label: "pushgate.dispatch"),
+            eventLoops: Array(eventLoopGroup.makeIterator())
         )
         hooks.append { await providers.httpClients.shutdown() }
         for a in apps {

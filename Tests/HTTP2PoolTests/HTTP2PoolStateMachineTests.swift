@@ -33,8 +33,10 @@ final class HTTP2PoolStateMachineTests: XCTestCase {
 
     /// Sends a request; returns the decision's parts.
     @discardableResult
-    func execute(_ m: inout Machine, _ r: Request, now: NIODeadline? = nil) -> (started: String?, action: Machine.Action?, error: HTTP2PoolError?) {
-        switch m.executeRequest(connectAddresses: nil, now: now ?? self.t0, makeRequest: { r }) {
+    func execute(
+        _ m: inout Machine, _ r: Request, now: NIODeadline? = nil, loop: Int? = nil
+    ) -> (started: String?, action: Machine.Action?, error: HTTP2PoolError?) {
+        switch m.executeRequest(connectAddresses: nil, now: now ?? self.t0, preferredEventLoop: loop, makeRequest: { r }) {
         case .start(let c, let a): return (c, a, nil)
         case .queued(let a): return (nil, a, nil)
         case .fail(let e): return (nil, nil, e)
@@ -92,6 +94,24 @@ final class HTTP2PoolStateMachineTests: XCTestCase {
         XCTAssertEqual(r.action?.connect.map(\.eventLoopIndex), [1], "round robin over the event loops")
         _ = m.connectionEstablished(connectionID: 1, connection: "C1", maxStreams: 10)
         XCTAssertEqual(execute(&m, request("c")).started, "C1")
+    }
+
+    /// A caller on one of the pool's event loops gets a connection of that loop while it has a free
+    /// stream (no thread hop), even when another connection is less busy; then the least busy.
+    func testConnectionOnTheCallersEventLoopIsPreferred() {
+        var m = makeMachine(connections: 2)
+        execute(&m, request("a"))
+        _ = m.connectionEstablished(connectionID: 0, connection: "C0", maxStreams: 3)  // loop 0
+        execute(&m, request("b"))  // opens connection 1 on loop 1
+        _ = m.connectionEstablished(connectionID: 1, connection: "C1", maxStreams: 3)
+        // C0 holds a and b, C1 nothing: a caller on loop 0 still gets C0, one on loop 1 gets C1.
+        XCTAssertEqual(execute(&m, request("c"), loop: 0).started, "C0")
+        XCTAssertEqual(execute(&m, request("d"), loop: 1).started, "C1")
+        // C0 is full (3 streams): a loop-0 caller falls back to the least busy, C1.
+        XCTAssertEqual(execute(&m, request("e"), loop: 0).started, "C1")
+        // No loop (the global executor): the least busy connection, as before.
+        XCTAssertEqual(execute(&m, request("f")).started, "C1")
+        XCTAssertNil(execute(&m, request("g"), loop: 1).started, "every stream taken: queued")
     }
 
     func testGoAwayDrainsRequeuesRefusedStreamsInOrderAndOpensAReplacement() {
