@@ -1,25 +1,30 @@
 #!/usr/bin/env bash
 # The figures of docs/benchmarks.md, side by side in one run on loopback:
-#   idle RSS | h2load straight at the mock APNs | pushgate end to end (gorush JSON in, APNs HTTP/2
-#   out) at max rate, memory and sqlite engines | p99 ingest->provider at 2,000/s, both engines |
+#   idle RSS | the bare Go net/http HTTP/2 client (gorush's transport, scripts/goclient) straight at
+#   the mock APNs, then pushgate end to end (gorush JSON in over HTTP/1.1, APNs HTTP/2 out) on the
+#   memory and sqlite engines, same mock, same payload, same in-flight limit, ROUNDS times, with the
+#   ratios | h2load at the mock (when installed) | p99 ingest->provider at 2,000/s, both engines |
 #   RSS with 100,000 queued | Web Push end to end on one gateway core.
-# Needs h2load (apt-get install nghttp2-client). Usage: scripts/bench-compare.sh [pushgate binary]
+# Needs Go (apt-get install golang-go) for the reference client; h2load (nghttp2-client) optional.
+# Usage: scripts/bench-compare.sh [pushgate binary]   Env: ROUNDS (3), COUNT (100000), INFLIGHT (100)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-.build-release/release/pushgate}
+ROUNDS=${ROUNDS:-3}; COUNT=${COUNT:-100000}; INFLIGHT=${INFLIGHT:-100}
 # The release build of docs/benchmarks.md (flags and why: scripts/build-release.sh).
 [ -x "$BIN" ] || scripts/build-release.sh
 source scripts/bench-lib.sh
+GOCLIENT="$W/goclient"; (cd scripts/goclient && go build -o "$GOCLIENT" .)
 
 # 1. mock providers (one process) and two gateways (two more processes): the default engine
 #    (sqlite, a fresh file) on 18088 and the memory engine on 18087
 "$BIN" mock --dir "$W/m" --apns-port 18443 --fcm-port 18444 --webpush-port 18445 --stats-port 18446 >"$W/mock.log" 2>&1 & MOCK=$!; PIDS+=($MOCK)
 wait_for http://127.0.0.1:18446/__mock/stats
 gateway_config "$W/m/gateway-snippet.yml" 18088 > "$W/gw.yml"
-PUSHGATE_QUEUE_SQLITE_PATH="$W/gw.sqlite" "$BIN" serve --config "$W/gw.yml" >"$W/gw.log" 2>&1 & GW=$!; PIDS+=($GW)
+PUSHGATE_QUEUE_SQLITE_PATH="$W/gw.sqlite" PUSHGATE_IOS_MAX_CONCURRENT_PUSHES=$INFLIGHT "$BIN" serve --config "$W/gw.yml" >"$W/gw.log" 2>&1 & GW=$!; PIDS+=($GW)
 wait_for http://127.0.0.1:18088/healthz
 gateway_config "$W/m/gateway-snippet.yml" 18087 > "$W/gwm.yml"
-PUSHGATE_QUEUE_ENGINE=memory "$BIN" serve --config "$W/gwm.yml" >"$W/gwm.log" 2>&1 & GWM=$!; PIDS+=($GWM)
+PUSHGATE_QUEUE_ENGINE=memory PUSHGATE_IOS_MAX_CONCURRENT_PUSHES=$INFLIGHT "$BIN" serve --config "$W/gwm.yml" >"$W/gwm.log" 2>&1 & GWM=$!; PIDS+=($GWM)
 wait_for http://127.0.0.1:18087/healthz
 sleep 2
 for g in "sqlite 18088 $GW" "memory 18087 $GWM"; do
@@ -29,20 +34,38 @@ for g in "sqlite 18088 $GW" "memory 18087 $GWM"; do
   grep -E "RssAnon|RssFile" /proc/$3/status
 done
 
-# 2. h2load against the same mock APNs
-echo "== h2load -c 2 -m 100, 200,000 POSTs straight at the mock APNs"
+# 2. the Go reference and the gateway, ROUNDS times, in turn. The Go client posts the payload the
+#    gateway renders for the bench notification (--payload-bytes 200: 265-268 bytes) with INFLIGHT
+#    requests in flight (net/http opens one HTTP/2 connection while the mock's 1000 streams allow);
+#    the gateways have ios.max_concurrent_pushes = INFLIGHT over ios.connections (2) connections.
 JWT=$(curl -s http://127.0.0.1:18446/__mock/apns-jwt)
-printf '{"aps":{"alert":{"title":"Bench","body":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}},"pgbt":1}' > "$W/apns.json"
-h2load -n 200000 -c 2 -m 100 -d "$W/apns.json" -H "authorization: bearer $JWT" -H 'apns-topic: com.example.app' \
-  -H 'apns-push-type: alert' https://127.0.0.1:18443/3/device/a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90 \
-  | grep -E "finished in|succeeded"
-
-# 3. end to end at max rate, each engine
-for g in "memory 18087" "sqlite 18088"; do
-  set -- $g
-  echo "== pushgate end to end, $1 engine, max rate, 200,000 deliveries (100 tokens per request, 4 connections)"
-  "$BIN" bench --gateway-url http://127.0.0.1:$2 --mock-url http://127.0.0.1:18446 --count 200000 --tokens 100 --concurrency 4 --quiet
+python3 -c 'import sys; open(sys.argv[1], "w").write("{\"aps\":{\"alert\":{\"title\":\"Bench\",\"body\":\"" + "x" * 200 + "\"}},\"pgbt\":1234567890123456}")' "$W/apns.json"
+cpu() { awk '{print $14+$15}' /proc/$1/stat; }
+for r in $(seq 1 "$ROUNDS"); do
+  echo "== round $r: Go net/http HTTP/2 client, $COUNT POSTs, $INFLIGHT in flight, straight at the mock APNs"
+  "$GOCLIENT" -n "$COUNT" -c "$INFLIGHT" -url https://127.0.0.1:18443/3/device/ -ca "$W/m/mock-ca.pem" -payload "$W/apns.json" \
+    -auth "bearer $JWT" | tee "$W/go.txt"
+  GO=$(sed -n 's/.*= \([0-9]*\) req\/s.*/\1/p' "$W/go.txt")
+  for g in "memory 18087 $GWM" "sqlite 18088 $GW"; do
+    set -- $g
+    c0=$(cpu $3)
+    "$BIN" bench --gateway-url http://127.0.0.1:$2 --mock-url http://127.0.0.1:18446 --count "$COUNT" --tokens 100 --concurrency 4 \
+      --payload-bytes 200 --quiet --json > "$W/$1.json"
+    c1=$(cpu $3)
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%s engine: %d of %d delivered, %.0f delivered/s, gateway CPU %.2f s" % (sys.argv[2], d["delivered"], int(sys.argv[3]), d["delivered_per_sec"], (int(sys.argv[5]) - int(sys.argv[4])) / int(sys.argv[6])))' \
+      "$W/$1.json" "$1" "$COUNT" "$c0" "$c1" "$(getconf CLK_TCK)"
+  done
+  python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["delivered_per_sec"]; s=json.load(open(sys.argv[2]))["delivered_per_sec"]; g=float(sys.argv[3]); print("round %s: Go %.0f/s | memory %.0f/s = %.2f x Go | sqlite %.0f/s = %.2f x Go = %.2f x memory" % (sys.argv[4], g, m, m / g, s, s / g, s / m))' \
+    "$W/memory.json" "$W/sqlite.json" "$GO" "$r"
 done
+
+# 3. h2load against the same mock APNs (another reference, when installed)
+if command -v h2load >/dev/null; then
+  echo "== h2load -c 2 -m 100, 200,000 POSTs straight at the mock APNs"
+  h2load -n 200000 -c 2 -m 100 -d "$W/apns.json" -H "authorization: bearer $JWT" -H 'apns-topic: com.example.app' \
+    -H 'apns-push-type: alert' https://127.0.0.1:18443/3/device/a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90 \
+    | grep -E "finished in|succeeded"
+fi
 
 # 4. latency at 2,000 notifications/s (one token per request), each engine
 for g in "sqlite 18088" "memory 18087"; do
