@@ -18,7 +18,7 @@ GOCLIENT="$W/goclient"; (cd scripts/goclient && go build -o "$GOCLIENT" .)
 
 # 1. mock providers (one process) and two gateways (two more processes): the default engine
 #    (sqlite, a fresh file) on 18088 and the memory engine on 18087
-"$BIN" mock --dir "$W/m" --apns-port 18443 --fcm-port 18444 --webpush-port 18445 --stats-port 18446 >"$W/mock.log" 2>&1 & MOCK=$!; PIDS+=($MOCK)
+"$BIN" mock --dir "$W/m" --apns-port 18443 --fcm-port 18444 --webpush-port 18445 --stats-port 18446 --hms-port 18447 >"$W/mock.log" 2>&1 & MOCK=$!; PIDS+=($MOCK)
 wait_for http://127.0.0.1:18446/__mock/stats
 gateway_config "$W/m/gateway-snippet.yml" 18088 > "$W/gw.yml"
 PUSHGATE_QUEUE_SQLITE_PATH="$W/gw.sqlite" PUSHGATE_IOS_MAX_CONCURRENT_PUSHES=$INFLIGHT "$BIN" serve --config "$W/gw.yml" >"$W/gw.log" 2>&1 & GW=$!; PIDS+=($GW)
@@ -76,8 +76,8 @@ done
 kill $GWM
 
 # 5. RSS with 100,000 queued: a second mock that holds every APNs answer for 5 minutes
-"$BIN" mock --dir "$W/m2" --apns-port 19443 --fcm-port 19444 --webpush-port 19445 --stats-port 19446 --apns-latency-ms 300000 >"$W/mock2.log" 2>&1 & PIDS+=($!)
-wait_for http://127.0.0.1:19446/__mock/stats
+"$BIN" mock --dir "$W/m2" --apns-port 19443 --fcm-port 19444 --webpush-port 19445 --stats-port 19446 --hms-port 19447 --apns-latency-ms 300000 >"$W/mock2.log" 2>&1 & PIDS+=($!)
+wait_for http://127.0.0.1:19446/__mock/stats 60
 gateway_config "$W/m2/gateway-snippet.yml" 18089 > "$W/gw2.yml"
 PUSHGATE_QUEUE_SQLITE_PATH="$W/gw2.sqlite" "$BIN" serve --config "$W/gw2.yml" >"$W/gw2.log" 2>&1 & PIDS+=($!)
 wait_for http://127.0.0.1:18089/healthz
