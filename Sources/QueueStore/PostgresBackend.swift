@@ -102,9 +102,19 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
         return (try await pendingCount(), stats)
     }
 
+    /// Pending jobs, counted as free + leased: each half matches the predicate of a partial index
+    /// (`pushgate_jobs_free`, `pushgate_jobs_owner`), so the count reads only pending rows' index
+    /// entries. `WHERE state = 0` alone matches no index and scans every retained finished row
+    /// (every heartbeat, every gateway). No schema change: a gateway of the previous version shares
+    /// the same store unchanged.
+    static let pendingCountSQL = """
+        SELECT (SELECT count(*) FROM pushgate_jobs WHERE state = 0 AND lease_owner IS NULL)
+             + (SELECT count(*) FROM pushgate_jobs WHERE state = 0 AND lease_owner IS NOT NULL)
+        """
+
     func pendingCount() async throws -> Int {
         var n: Int64 = 0
-        for try await c in try await client.query("SELECT count(*) FROM pushgate_jobs WHERE state = 0", logger: logger).decode(Int64.self) { n = c }
+        for try await c in try await client.query(PostgresQuery(unsafeSQL: Self.pendingCountSQL), logger: logger).decode(Int64.self) { n = c }
         return Int(n)
     }
 

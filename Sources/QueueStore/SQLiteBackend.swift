@@ -150,10 +150,13 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         return (pending, stats)
     }
 
+    /// Pending jobs, counted as free + leased: each half matches the predicate of a partial index
+    /// (`jobs_free`, `jobs_owner`), so retained finished rows are never read.
+    static let pendingCountSQL =
+        "SELECT (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NULL) + (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NOT NULL) AS n"
+
     func pendingCount() async throws -> Int {
-        let rows = try await reader.query(
-            "SELECT (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NULL) + (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NOT NULL) AS n"
-        )
+        let rows = try await reader.query(Self.pendingCountSQL)
         return rows.first?.column("n")?.integer ?? 0
     }
 
