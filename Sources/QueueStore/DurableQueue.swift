@@ -22,7 +22,12 @@ public struct DurableQueueOptions: Sendable {
     /// sync-mode jobs are always leased locally (their waiter lives here).
     public var leaseOnEnqueue: Bool = true
     public var statsInterval: TimeInterval = 1
+    /// How often finished deliveries past `statusRetention` are deleted. A pass deletes at most `pruneBatch` rows per table per transaction and goes on in the
+    /// next transactions until less than that was left, so pruning keeps up with any delivery rate
+    /// while no transaction holds the writer for long.
     public var pruneInterval: TimeInterval = 60
+    /// Most rows of one table one prune transaction deletes.
+    public var pruneBatch: Int = 5_000
     /// Timer resolution for retries coming due: the shortest sleep of the timer. It sleeps until the
     /// next thing due (a retry, a poll of the store, a heartbeat, the counters, pruning) and a job
     /// placed with an earlier due time wakes it, so an idle queue wakes about once a second.
@@ -570,6 +575,16 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     /// Resumes update waiters and hands out leased rows after a successful commit.
     private func finishMaintenance(_ work: Work, _ result: WriteResult) async {
         for c in work.updateWaiters { c.resume() }
+        if result.pruneMore, let p = work.batch.prune {
+            // More rows to prune: another bounded pass in the next transaction (with whatever
+            // work came meanwhile), so the writer is never held by one long delete.
+            let go: Bool = state.withLockedValue { s in
+                if s.finalized || s.finalizeRequested { return false }
+                if s.work.batch.prune == nil { s.work.batch.prune = p }
+                return true
+            }
+            if go { signal.yield() }
+        }
         if result.reclaimed > 0 {
             logger.warning("released \(result.reclaimed) deliveries leased by a process whose lease expired")
             state.withLockedValue { s in for p in s.platforms.keys { s.platforms[p]!.storeMayHaveWork = true } }
@@ -771,6 +786,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             let t = tNow.timeIntervalSince1970
             var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
             var refreshPending = false
+            var pruneBefore: Double?
             let (stop, go): (Bool, Bool) = state.withLockedValue { s in
                 s.tickerWake = 0
                 s.tickerSleeper = nil
@@ -804,14 +820,14 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                 }
                 if t - s.lastPrune >= options.pruneInterval {
                     s.lastPrune = t
-                    s.work.batch.pruneBefore = t - options.statusRetention
-                    go = true
+                    pruneBefore = t - options.statusRetention
                 }
                 return (false, go)
             }
             for (c, j) in resume { c.resume(returning: j) }
             if go { signal.yield() }
             if stop { return }
+            if let pruneBefore { await startPrune(retentionCutoff: pruneBefore) }
             if refreshPending {
                 if let c = try? await backend.pendingCount() {
                     state.withLockedValue { s in
@@ -821,6 +837,19 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                 }
             }
         }
+    }
+}
+
+extension DurableQueue {
+    /// Starts a prune pass: finished deliveries older than the retention.
+    fileprivate func startPrune(retentionCutoff cutoff: Double) async {
+        let go: Bool = state.withLockedValue { s in
+            if s.finalized || s.finalizeRequested { return false }
+            s.work.batch.prune = PruneRequest(
+                finishedBefore: max(cutoff, s.work.batch.prune?.finishedBefore ?? cutoff), limit: max(1, options.pruneBatch))
+            return true
+        }
+        if go { signal.yield() }
     }
 }
 

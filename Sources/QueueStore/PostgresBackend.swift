@@ -354,16 +354,30 @@ struct PostgresStatements: QueueStatements {
             """, logger: logger)
     }
 
-    func prune(finishedBefore cutoff: Double) async throws {
-        try await conn.query(
-            "DELETE FROM pushgate_jobs WHERE id IN (SELECT id FROM pushgate_jobs WHERE state <> 0 AND finished_at < \(cutoff) LIMIT 20000)",
-            logger: logger)
-        try await conn.query(
+    /// Runs a `WITH d AS (DELETE … RETURNING 1)` statement; returns how many rows it deleted.
+    private func deleted(_ q: PostgresQuery) async throws -> Int {
+        var n: Int64 = 0
+        for try await c in try await conn.query(q, logger: logger).decode(Int64.self) { n = c }
+        return Int(n)
+    }
+
+    // Gateways sharing the database prune the same rows: SKIP LOCKED lets each take rows the others
+    // are not deleting instead of waiting on them.
+    func prune(finishedBefore cutoff: Double, limit: Int) async throws -> Bool {
+        let jobs = try await deleted(
             """
-            DELETE FROM pushgate_notifications WHERE id IN (
+            WITH d AS (DELETE FROM pushgate_jobs WHERE id IN (
+              SELECT id FROM pushgate_jobs WHERE state <> 0 AND finished_at < \(cutoff) LIMIT \(limit) FOR UPDATE SKIP LOCKED) RETURNING 1)
+            SELECT count(*) FROM d
+            """)
+        let notifications = try await deleted(
+            """
+            WITH d AS (DELETE FROM pushgate_notifications WHERE id IN (
               SELECT n.id FROM pushgate_notifications n WHERE n.created_at < \(cutoff)
-                AND NOT EXISTS (SELECT 1 FROM pushgate_jobs j WHERE j.notif_row = n.id) LIMIT 20000)
-            """, logger: logger)
+                AND NOT EXISTS (SELECT 1 FROM pushgate_jobs j WHERE j.notif_row = n.id) LIMIT \(limit) FOR UPDATE OF n SKIP LOCKED) RETURNING 1)
+            SELECT count(*) FROM d
+            """)
+        return jobs >= limit || notifications >= limit
     }
 
     func release(owner: String) async throws {
@@ -458,13 +472,26 @@ struct PostgresStatements: QueueStatements {
         }
     }
 
-    func pruneGuards(now: Double) async throws {
-        try await conn.query(
-            "DELETE FROM pushgate_dedup WHERE k IN (SELECT k FROM pushgate_dedup WHERE hold_until < \(now) LIMIT 20000)", logger: logger)
-        try await conn.query(
-            "DELETE FROM pushgate_coalesce_windows WHERE k IN (SELECT k FROM pushgate_coalesce_windows WHERE expires < \(now) LIMIT 20000)",
-            logger: logger)
-        try await conn.query("DELETE FROM pushgate_idempotency WHERE expires < \(now)", logger: logger)
+    func pruneGuards(now: Double, limit: Int) async throws -> Bool {
+        let dedup = try await deleted(
+            """
+            WITH d AS (DELETE FROM pushgate_dedup WHERE k IN (
+              SELECT k FROM pushgate_dedup WHERE hold_until < \(now) LIMIT \(limit) FOR UPDATE SKIP LOCKED) RETURNING 1)
+            SELECT count(*) FROM d
+            """)
+        let windows = try await deleted(
+            """
+            WITH d AS (DELETE FROM pushgate_coalesce_windows WHERE k IN (
+              SELECT k FROM pushgate_coalesce_windows WHERE expires < \(now) LIMIT \(limit) FOR UPDATE SKIP LOCKED) RETURNING 1)
+            SELECT count(*) FROM d
+            """)
+        let keys = try await deleted(
+            """
+            WITH d AS (DELETE FROM pushgate_idempotency WHERE (app, k) IN (
+              SELECT app, k FROM pushgate_idempotency WHERE expires < \(now) LIMIT \(limit) FOR UPDATE SKIP LOCKED) RETURNING 1)
+            SELECT count(*) FROM d
+            """)
+        return max(dedup, windows, keys) >= limit
     }
 
     private func nextvals(_ seq: String, _ n: Int) async throws -> [Int64] {

@@ -409,14 +409,22 @@ extension SQLiteBackend: QueueStatements {
             "INSERT INTO stats (key, value) VALUES \(values) ON CONFLICT(key) DO UPDATE SET value = value + excluded.value", binds)
     }
 
-    func prune(finishedBefore cutoff: Double) async throws {
+    /// Rows changed by the writer's last statement.
+    private func changes() async throws -> Int {
+        try await writer.query("SELECT changes() AS n").first?.column("n")?.integer ?? 0
+    }
+
+    func prune(finishedBefore cutoff: Double, limit: Int) async throws -> Bool {
         _ = try await writer.query(
-            "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state <> 0 AND finished_at < ? LIMIT 20000)", [.float(cutoff)])
+            "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state <> 0 AND finished_at < ? LIMIT ?)", [.float(cutoff), .integer(limit)])
+        let jobs = try await changes()
         _ = try await writer.query(
             """
             DELETE FROM notifications WHERE id IN (
-              SELECT n.id FROM notifications n WHERE n.created_at < ? AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.notif_row = n.id) LIMIT 20000)
-            """, [.float(cutoff)])
+              SELECT n.id FROM notifications n WHERE n.created_at < ? AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.notif_row = n.id) LIMIT ?)
+            """, [.float(cutoff), .integer(limit)])
+        let notifications = try await changes()
+        return jobs >= limit || notifications >= limit
     }
 
     func release(owner: String) async throws {
@@ -496,11 +504,17 @@ extension SQLiteBackend: QueueStatements {
         }
     }
 
-    func pruneGuards(now: Double) async throws {
-        _ = try await writer.query("DELETE FROM dedup WHERE k IN (SELECT k FROM dedup WHERE hold_until < ? LIMIT 20000)", [.float(now)])
-        _ = try await writer.query(
-            "DELETE FROM coalesce_windows WHERE k IN (SELECT k FROM coalesce_windows WHERE expires < ? LIMIT 20000)", [.float(now)])
-        _ = try await writer.query("DELETE FROM idempotency WHERE expires < ?", [.float(now)])
+    func pruneGuards(now: Double, limit: Int) async throws -> Bool {
+        var more = false
+        for sql in [
+            "DELETE FROM dedup WHERE k IN (SELECT k FROM dedup WHERE hold_until < ? LIMIT ?)",
+            "DELETE FROM coalesce_windows WHERE k IN (SELECT k FROM coalesce_windows WHERE expires < ? LIMIT ?)",
+            "DELETE FROM idempotency WHERE rowid IN (SELECT rowid FROM idempotency WHERE expires < ? LIMIT ?)",
+        ] {
+            _ = try await writer.query(sql, [.float(now), .integer(limit)])
+            if try await changes() >= limit { more = true }
+        }
+        return more
     }
 
     /// The state code of a job (nil: no such row).

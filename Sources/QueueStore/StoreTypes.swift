@@ -125,6 +125,15 @@ enum JobUpdate: Sendable {
     }
 }
 
+/// One bounded pass of status upkeep: finished deliveries (then notifications left without any)
+/// older than `finishedBefore`, and expired dedup claims, coalescing windows and idempotency keys;
+/// each statement deletes at most `limit` rows. When one deleted `limit`, more may be left:
+/// `WriteResult.pruneMore`, and the queue runs another pass in its next transaction.
+struct PruneRequest: Sendable, Equatable {
+    var finishedBefore: Double
+    var limit: Int
+}
+
 struct LeaseRequest: Sendable {
     var platform: Platform
     var limit: Int
@@ -137,13 +146,13 @@ struct WriteBatch: Sendable {
     var leases: [LeaseRequest] = []
     var heartbeat = false
     var statsDelta: [String: Int64] = [:]
-    var pruneBefore: Double?
+    var prune: PruneRequest?
     /// Release every lease of this owner and remove the owner (graceful shutdown).
     var release = false
     var idempotency: [IdempotencyOp] = []
 
     var isEmpty: Bool {
-        inserts.isEmpty && updates.isEmpty && leases.isEmpty && !heartbeat && statsDelta.isEmpty && pruneBefore == nil && !release
+        inserts.isEmpty && updates.isEmpty && leases.isEmpty && !heartbeat && statsDelta.isEmpty && prune == nil && !release
             && idempotency.isEmpty
     }
 }
@@ -159,6 +168,8 @@ struct WriteResult: Sendable {
     var guarded: [Int64: GuardOutcome] = [:]
     /// Per `.claim` of `WriteBatch.idempotency`, in order.
     var claims: [IdempotencyClaim] = []
+    /// The prune pass deleted as many rows as its limit in some table: there may be more to delete.
+    var pruneMore = false
 }
 
 /// One delivery's status as stored (the same columns in both SQL stores).
@@ -209,8 +220,9 @@ protocol QueueStatements {
     func lease(_ request: LeaseRequest, owner: String, now: Double) async throws -> [StoredJob]
     /// Adds the increments to the stored counters.
     func addStats(_ increments: [String: Int64]) async throws
-    /// Deletes finished jobs (and then notifications without jobs) older than `cutoff`.
-    func prune(finishedBefore cutoff: Double) async throws
+    /// Deletes at most `limit` finished jobs older than `cutoff`, then at most `limit` notifications
+    /// older than it left without jobs; true when a statement deleted `limit` rows (more may be left).
+    func prune(finishedBefore cutoff: Double, limit: Int) async throws -> Bool
     /// Frees every lease of `owner` and forgets the owner.
     func release(owner: String) async throws
     /// Claims dedup key `k` until `until` unless a live claim holds it; true when claimed.
@@ -222,8 +234,9 @@ protocol QueueStatements {
     func markCoalesced(job: Int64, at: Double) async throws
     func setNotBefore(job: Int64, _ t: Double) async throws
     func idempotency(_ op: IdempotencyOp) async throws -> IdempotencyClaim?
-    /// Deletes expired dedup claims, coalescing windows and idempotency keys.
-    func pruneGuards(now: Double) async throws
+    /// Deletes expired dedup claims, coalescing windows and idempotency keys, at most `limit` rows
+    /// of each; true when a statement deleted `limit` rows.
+    func pruneGuards(now: Double, limit: Int) async throws -> Bool
 }
 
 extension IdempotencyClaim {
@@ -267,12 +280,12 @@ extension WriteBatch {
         }
         for req in leases { result.leased.append(try await s.lease(req, owner: owner, now: now).sorted { $0.id < $1.id }) }
         if !statsDelta.isEmpty { try await s.addStats(statsDelta) }
-        if let cutoff = pruneBefore { try await s.prune(finishedBefore: cutoff) }
+        if let p = prune { result.pruneMore = try await s.prune(finishedBefore: p.finishedBefore, limit: p.limit) }
         if release { try await s.release(owner: owner) }
         for op in idempotency {
             if let claim = try await s.idempotency(op) { result.claims.append(claim) }
         }
-        if pruneBefore != nil { try await s.pruneGuards(now: now) }
+        if let p = prune, try await s.pruneGuards(now: now, limit: p.limit) { result.pruneMore = true }
         return result
     }
 

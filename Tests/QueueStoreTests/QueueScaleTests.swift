@@ -72,3 +72,71 @@ extension PostgresQueueTests {
         await q.close()
     }
 }
+
+/// Store rows counted by SQL (`t` prefixes the table names).
+typealias RowCount = (_ sql: (_ t: String) -> String) async throws -> Int
+
+/// Options whose first prune pass runs about 5 s after opening and no other during the test.
+func onePruneOptions() -> DurableQueueOptions {
+    var o = options()
+    o.pruneInterval = 3600
+    return o
+}
+
+/// Waits (up to 20 s) until `done`.
+func waitUntil(_ done: () async throws -> Bool) async throws {
+    for _ in 0..<200 {
+        if try await done() { return }
+        try await Task.sleep(for: .milliseconds(100))
+    }
+}
+
+/// Issue 17: 25,000 finished deliveries past the retention, more than one bounded statement
+/// deletes (20,000 before): one prune pass deletes them all, in bounded transactions; pending
+/// deliveries stay.
+func checkOnePrunePassKeepsUp(_ q: DurableQueue, _ count: @escaping RowCount) async throws {
+    try await q.enqueue(makeJobs(3, notifID: "still-queued"))
+    for k in 0..<5 { try await storeFinished(q, 5_000, notifID: "old-\(k)") }
+    await q.flush()
+    let finished = { try await count { "SELECT count(*) AS n FROM \($0)jobs WHERE state <> 0" } }
+    let stored = try await finished()
+    XCTAssertEqual(stored, 25_000)
+    try await waitUntil { try await finished() == 0 }
+    let left = try await finished()
+    XCTAssertEqual(left, 0, "one prune pass deletes every finished delivery past the retention")
+    let jobs = try await count { "SELECT count(*) AS n FROM \($0)jobs" }
+    XCTAssertEqual(jobs, 3, "pending deliveries are never pruned")
+    try await waitUntil { try await count { "SELECT count(*) AS n FROM \($0)notifications" } == 1 }
+    let notifications = try await count { "SELECT count(*) AS n FROM \($0)notifications" }
+    XCTAssertEqual(notifications, 1, "the notifications left without deliveries go too")
+    XCTAssertEqual(q.pendingCount, 3)
+    await q.close()
+}
+
+extension SQLiteQueueTests {
+    func sqliteRows(_ q: DurableQueue) -> RowCount {
+        { sql in try await self.sqliteCount(q, sql("")) }
+    }
+
+    func testOnePrunePassKeepsUpWithAnyRate() async throws {
+        var o = onePruneOptions()
+        o.statusRetention = 0.2
+        let q = try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: o)
+        try await checkOnePrunePassKeepsUp(q, sqliteRows(q))
+    }
+
+}
+
+extension PostgresQueueTests {
+    func pgRows(_ q: DurableQueue) -> RowCount {
+        { sql in try await self.pgCount(q, sql("pushgate_")) }
+    }
+
+    func testOnePrunePassKeepsUpWithAnyRate() async throws {
+        var o = onePruneOptions()
+        o.statusRetention = 0.2
+        let q = try await PostgresQueue.open(url: url, options: o)
+        try await checkOnePrunePassKeepsUp(q, pgRows(q))
+    }
+
+}
