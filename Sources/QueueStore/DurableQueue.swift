@@ -22,12 +22,17 @@ public struct DurableQueueOptions: Sendable {
     /// sync-mode jobs are always leased locally (their waiter lives here).
     public var leaseOnEnqueue: Bool = true
     public var statsInterval: TimeInterval = 1
-    /// How often finished deliveries past `statusRetention` are deleted. A pass deletes at most `pruneBatch` rows per table per transaction and goes on in the
+    /// How often finished deliveries past `statusRetention` (or beyond `statusMaxRecords`) are
+    /// deleted. A pass deletes at most `pruneBatch` rows per table per transaction and goes on in the
     /// next transactions until less than that was left, so pruning keeps up with any delivery rate
     /// while no transaction holds the writer for long.
     public var pruneInterval: TimeInterval = 60
     /// Most rows of one table one prune transaction deletes.
     public var pruneBatch: Int = 5_000
+    /// `queue.status_max_records`: most finished deliveries kept for `GET /api/push/{notif_id}`
+    /// (the oldest finished are pruned first, before `statusRetention` if need be); 0: no limit
+    /// but the retention. Pending deliveries are the queue (bounded by `capacity`), never pruned.
+    public var statusMaxRecords: Int = 1_000_000
     /// Timer resolution for retries coming due: the shortest sleep of the timer. It sleeps until the
     /// next thing due (a retry, a poll of the store, a heartbeat, the counters, pruning) and a job
     /// placed with an earlier due time wakes it, so an idle queue wakes about once a second.
@@ -102,6 +107,8 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         var lastHeartbeat: Double = 0
         var lastStats: Double = 0
         var lastPrune: Double = 0
+        /// `statusMaxRecords` has cut a prune pass short of `statusRetention` (logged once).
+        var capReached = false
         var stats: Stats?
         /// When the sleeping timer wakes (0 while it is awake), and its sleep to cut short.
         var tickerWake: Double = 0
@@ -841,13 +848,33 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
 }
 
 extension DurableQueue {
-    /// Starts a prune pass: finished deliveries older than the retention.
-    fileprivate func startPrune(retentionCutoff cutoff: Double) async {
-        let go: Bool = state.withLockedValue { s in
-            if s.finalized || s.finalizeRequested { return false }
+    /// Starts a prune pass: finished deliveries older than the retention, or older than the newest
+    /// `statusMaxRecords` finished ones (read outside the writer's transactions).
+    fileprivate func startPrune(retentionCutoff: Double) async {
+        var cutoff = retentionCutoff
+        var capped = false
+        if options.statusMaxRecords > 0 {
+            do {
+                if let c = try await backend.finishedCutoff(keeping: options.statusMaxRecords), c > cutoff {
+                    cutoff = c
+                    capped = true
+                }
+            } catch {
+                logger.warning("cannot read which status records are beyond queue.status_max_records: \(error)")
+            }
+        }
+        let (go, first): (Bool, Bool) = state.withLockedValue { s in
+            if s.finalized || s.finalizeRequested { return (false, false) }
             s.work.batch.prune = PruneRequest(
                 finishedBefore: max(cutoff, s.work.batch.prune?.finishedBefore ?? cutoff), limit: max(1, options.pruneBatch))
-            return true
+            let first = capped && !s.capReached
+            if capped { s.capReached = true }
+            return (true, first)
+        }
+        if first {
+            logger.notice(
+                "more than queue.status_max_records (\(options.statusMaxRecords)) finished deliveries are stored: the oldest are pruned before queue.status_retention (\(Int(options.statusRetention)) s)"
+            )
         }
         if go { signal.yield() }
     }

@@ -125,6 +125,24 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
         }
     }
 
+    func finishedCutoff(keeping keep: Int) async throws -> Double? {
+        // Cheap bound first (two primary-key seeks): the table holds at most max - min + 1 rows.
+        // Past it, a walk of `keep` entries of the finished index (`pushgate_jobs_finished`).
+        var span: (Int64?, Int64?) = (nil, nil)
+        for try await r in try await client.query(
+            "SELECT (SELECT min(id) FROM pushgate_jobs), (SELECT max(id) FROM pushgate_jobs)", logger: logger
+        ).decode((Int64?, Int64?).self) { span = r }
+        guard let lo = span.0, let hi = span.1, hi - lo + 1 > keep else { return nil }
+        var out: Double?
+        for try await c in try await client.query(
+            """
+            SELECT finished_at FROM pushgate_jobs WHERE state <> 0 AND finished_at IS NOT NULL
+            ORDER BY finished_at DESC LIMIT 1 OFFSET \(max(0, keep - 1))
+            """, logger: logger
+        ).decode(Double.self) { out = c }
+        return out
+    }
+
     func notifications(_ rows: [Int64]) async throws -> [Int64: StoredNotification] {
         var out: [Int64: StoredNotification] = [:]
         let r = try await client.query("SELECT id, notif_id, body, app FROM pushgate_notifications WHERE id = ANY(\(rows)::bigint[])", logger: logger)

@@ -160,6 +160,17 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         return rows.first?.column("n")?.integer ?? 0
     }
 
+    func finishedCutoff(keeping keep: Int) async throws -> Double? {
+        // Cheap bound first (two primary-key seeks): ids only grow, so the table holds at most
+        // max - min + 1 rows. Past it, a walk of `keep` entries of the finished index.
+        let span = try await reader.query("SELECT (SELECT min(id) FROM jobs) AS lo, (SELECT max(id) FROM jobs) AS hi").first
+        guard let lo = span?.column("lo")?.integer, let hi = span?.column("hi")?.integer, hi - lo + 1 > keep else { return nil }
+        return try await reader.query(Self.finishedCutoffSQL, [.integer(max(0, keep - 1))]).first?.column("finished_at")?.double
+    }
+
+    static let finishedCutoffSQL =
+        "SELECT finished_at FROM jobs WHERE state <> 0 AND finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT 1 OFFSET ?"
+
     private func transaction<T>(_ body: () async throws -> T) async throws -> T {
         _ = try await writer.query("BEGIN IMMEDIATE")
         do {

@@ -196,6 +196,10 @@ protocol QueueBackend: Sendable {
     func notifications(_ rows: [Int64]) async throws -> [Int64: StoredNotification]
     func status(notifID: String) async throws -> [DeliveryStatusRecord]?
     func pendingCount() async throws -> Int
+    /// `finished_at` of the `keep`-th newest finished delivery when more than `keep` are stored
+    /// (deleting the finished ones before it keeps the newest `keep`), nil when at most `keep` are.
+    /// Read outside the writer's transactions.
+    func finishedCutoff(keeping keep: Int) async throws -> Double?
     /// The stored state code of a job (nil: no such row).
     func jobState(_ id: Int64) async throws -> Int?
     func close() async

@@ -15,6 +15,9 @@ public enum QueueWiring {
         options.leaseTimeout = leaseTimeout
         options.statusRetention = retention
         options.dedupTTL = settings.idempotencyTTL
+        // Like the memory engine's status store: the newest `status_max_records` deliveries (here
+        // the finished ones: pending deliveries are the queue, bounded by max_pending).
+        options.statusMaxRecords = max(1, section[QueueConfig.statusMaxRecords])
         let opts = options
         let queueLogger = Logger(label: "pushgate.queue")
 

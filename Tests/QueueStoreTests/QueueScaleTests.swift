@@ -113,6 +113,31 @@ func checkOnePrunePassKeepsUp(_ q: DurableQueue, _ count: @escaping RowCount) as
     await q.close()
 }
 
+/// `queue.status_max_records` bounds the finished deliveries a durable store keeps: the oldest
+/// finished go first, within the retention; pending deliveries (even older ones) stay.
+func checkStatusMaxRecords(_ q: DurableQueue, _ count: @escaping RowCount) async throws {
+    try await q.enqueue(makeJobs(2, notifID: "queued-first"))
+    for k in 0..<3 {
+        try await storeFinished(q, 100, notifID: "c-\(k)")
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    await q.flush()
+    let finished = { try await count { "SELECT count(*) AS n FROM \($0)jobs WHERE state <> 0" } }
+    let stored = try await finished()
+    XCTAssertEqual(stored, 300)
+    try await waitUntil { try await finished() <= 100 }
+    let kept = try await finished()
+    XCTAssertEqual(kept, 100, "the newest status_max_records finished deliveries are kept")
+    let newest = try await q.deliveryStatus(notifID: "c-2")
+    XCTAssertEqual(newest?.count, 100)
+    let oldest = try await q.deliveryStatus(notifID: "c-0")
+    XCTAssertNil(oldest, "the oldest finished deliveries are pruned before the retention")
+    let queued = try await q.deliveryStatus(notifID: "queued-first")
+    XCTAssertEqual(queued?.map(\.state), [.queued, .queued], "pending deliveries are never pruned")
+    XCTAssertEqual(q.pendingCount, 2)
+    await q.close()
+}
+
 extension SQLiteQueueTests {
     func sqliteRows(_ q: DurableQueue) -> RowCount {
         { sql in try await self.sqliteCount(q, sql("")) }
@@ -125,6 +150,12 @@ extension SQLiteQueueTests {
         try await checkOnePrunePassKeepsUp(q, sqliteRows(q))
     }
 
+    func testStatusMaxRecordsBoundsTheFinishedDeliveries() async throws {
+        var o = onePruneOptions()
+        o.statusMaxRecords = 100
+        let q = try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: o)
+        try await checkStatusMaxRecords(q, sqliteRows(q))
+    }
 }
 
 extension PostgresQueueTests {
@@ -139,4 +170,10 @@ extension PostgresQueueTests {
         try await checkOnePrunePassKeepsUp(q, pgRows(q))
     }
 
+    func testStatusMaxRecordsBoundsTheFinishedDeliveries() async throws {
+        var o = onePruneOptions()
+        o.statusMaxRecords = 100
+        let q = try await PostgresQueue.open(url: url, options: o)
+        try await checkStatusMaxRecords(q, pgRows(q))
+    }
 }
