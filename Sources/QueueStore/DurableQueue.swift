@@ -48,6 +48,10 @@ public struct DurableQueueOptions: Sendable {
     /// Most notification renderings kept for jobs left in the store (beyond it a leased job's
     /// notification is read back from the store).
     public var maxCachedNotifications: Int = 2_000
+    /// Most bytes of stored notification bodies (JSON, token lists included) those renderings may
+    /// stand for: a notification's memory grows with its tokens, so a count alone bounds nothing
+    /// (2,000 notifications of 100 tokens held ~30 MB; of 1,000 tokens ten times that).
+    public var maxCachedNotificationBytes: Int = 2_000_000
 
     public init(capacity: Int) { self.capacity = max(1, capacity) }
 }
@@ -103,7 +107,10 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         var finalizeRequested = false
         var finalized = false
         var closeWaiters: [CheckedContinuation<Void, Never>] = []
-        var notifications: [Int64: (accepted: AcceptedNotification, at: Double)] = [:]
+        /// Renderings of notifications whose jobs were left in the store, by notification row.
+        var notifications: [Int64: CachedNotification] = [:]
+        /// Sum of `notifications[…].bytes`.
+        var cachedBytes = 0
         var lastHeartbeat: Double = 0
         var lastStats: Double = 0
         var lastPrune: Double = 0
@@ -113,6 +120,16 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         /// When the sleeping timer wakes (0 while it is awake), and its sleep to cut short.
         var tickerWake: Double = 0
         var tickerSleeper: Task<Void, Never>?
+    }
+
+    private struct CachedNotification {
+        var accepted: AcceptedNotification
+        var at: Double
+        /// Its stored body's size (the cache's budget: `maxCachedNotificationBytes`).
+        var bytes: Int
+        /// Its jobs this process left in the store and has not leased back yet (nil: unknown, read
+        /// back from the store for a lease). At 0 it is dropped: nothing here needs it any more.
+        var leftInStore: Int?
     }
 
     private let state = NIOLockedValueBox(State())
@@ -216,7 +233,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         state.withLockedValue { s in
             for (gi, g) in groups.enumerated() {
                 let (notifRow, jobIDs) = ids[gi]
-                var leftInStore = false
+                var leftInStore = 0
                 for (k, i) in g.jobs.enumerated() {
                     var job = jobs[i]
                     job.id = UInt64(jobIDs[k])
@@ -236,13 +253,15 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                         s.held += 1
                         place(job, in: &s, now: tNow, resume: &resume)
                     } else {
-                        leftInStore = true
+                        leftInStore += 1
                     }
                 }
-                if leftInStore {
+                if leftInStore > 0 {
                     // Keep the rendering for when a worker here leases these jobs back (a bounded
                     // number: beyond it the lease reads the notification back from the store).
-                    if s.notifications.count < options.maxCachedNotifications { s.notifications[notifRow] = (g.accepted, t) }
+                    cache(
+                        notifRow, CachedNotification(accepted: g.accepted, at: t, bytes: inserts[gi].body.utf8.count, leftInStore: leftInStore),
+                        in: &s)
                     s.platforms[g.accepted.notification.platform, default: PlatformState()].storeMayHaveWork = true
                     if requestLeaseIfNeeded(g.accepted.notification.platform, in: &s, now: t) { fetch = true }
                 }
@@ -449,6 +468,38 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     }
 
     // MARK: internals (call with the lock held)
+
+    /// Keeps a rendering for jobs leased from the store later, within `maxCachedNotifications` and
+    /// `maxCachedNotificationBytes`. When it does not fit, the renderings read back for earlier
+    /// leases are dropped first (leases go in job order: their notifications are behind).
+    private func cache(_ row: Int64, _ entry: CachedNotification, in s: inout State) {
+        guard s.notifications[row] == nil, entry.bytes <= options.maxCachedNotificationBytes else { return }
+        func fits(_ s: State) -> Bool {
+            s.notifications.count < options.maxCachedNotifications && s.cachedBytes + entry.bytes <= options.maxCachedNotificationBytes
+        }
+        if !fits(s) {
+            s.notifications = s.notifications.filter { $0.value.leftInStore != nil }
+            s.cachedBytes = s.notifications.values.reduce(0) { $0 + $1.bytes }
+            if !fits(s) { return }
+        }
+        s.notifications[row] = entry
+        s.cachedBytes += entry.bytes
+    }
+
+    /// One job of notification `row` leased back: its rendering is dropped once no job left here needs it.
+    private func leasedBack(_ row: Int64, in s: inout State) {
+        guard let left = s.notifications[row]?.leftInStore else { return }
+        if left <= 1 {
+            s.cachedBytes -= s.notifications.removeValue(forKey: row)?.bytes ?? 0
+        } else {
+            s.notifications[row]!.leftInStore = left - 1
+        }
+    }
+
+    /// Test hook: renderings kept, their stored bytes, and how many of them wait for jobs left in the store.
+    var cachedNotifications: (count: Int, bytes: Int, waiting: Int) {
+        state.withLockedValue { s in (s.notifications.count, s.cachedBytes, s.notifications.values.filter { $0.leftInStore != nil }.count) }
+    }
 
     /// Puts a job this process holds where a worker will find it.
     private func place(_ job: DeliveryJob, in s: inout State, now t: Date, resume: inout [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)]) {
@@ -688,13 +739,16 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                 let bodies = try await backend.notifications(missing)
                 let decoder = JSONDecoder()
                 var loaded: [Int64: AcceptedNotification] = [:]
+                var sizes: [Int64: Int] = [:]
                 for (row, stored) in bodies {
                     if let n = try? decoder.decode(PushNotification.self, from: Data(stored.body.utf8)) {
                         loaded[row] = AcceptedNotification(notifID: stored.notifID, notification: n, prepared: nil, app: stored.app)
+                        sizes[row] = stored.body.utf8.count
                     }
                 }
                 state.withLockedValue { s in
-                    for (row, a) in loaded where s.notifications.count < options.maxCachedNotifications { s.notifications[row] = (a, t) }
+                    // For the next lease batches of the same notifications (leases go in job order).
+                    for (row, a) in loaded { cache(row, CachedNotification(accepted: a, at: t, bytes: sizes[row] ?? 0, leftInStore: nil), in: &s) }
                 }
                 accepted.merge(loaded) { a, _ in a }
             } catch {
@@ -722,6 +776,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
         let more: Bool = state.withLockedValue { s in
             s.held += rows.count
+            for r in rows { leasedBack(r.notifRow, in: &s) }
             if s.platforms[platform] == nil { s.platforms[platform] = PlatformState() }
             s.platforms[platform]!.fetching = false
             s.platforms[platform]!.storeMayHaveWork = rows.count >= limit
@@ -815,6 +870,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                     refreshPending = !backend.exclusive
                     // Forget renderings kept for jobs another process may have taken.
                     s.notifications = s.notifications.filter { t - $0.value.at < 600 }
+                    s.cachedBytes = s.notifications.values.reduce(0) { $0 + $1.bytes }
                     go = true
                 }
                 if let stats = s.stats, t - s.lastStats >= options.statsInterval {

@@ -177,3 +177,34 @@ extension PostgresQueueTests {
         try await checkStatusMaxRecords(q, pgRows(q))
     }
 }
+
+extension SQLiteQueueTests {
+    /// Issue 17: RSS grew with the backlog (~16 KB per 100-token notification) because the
+    /// renderings kept for jobs left in the store were bounded by count only (2,000 notifications,
+    /// whatever their token lists) and stayed after their jobs were leased back. They are bounded in
+    /// stored bytes and dropped once every job left in the store was leased back.
+    func testRenderingsKeptForABacklogAreBoundedInBytesAndDroppedOnceLeasedBack() async throws {
+        var o = options()
+        o.maxHeld = 10
+        o.leaseBatch = 50
+        o.maxCachedNotificationBytes = 10_000
+        let q = try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: o)
+        for k in 0..<30 { try await q.enqueue(makeJobs(100, notifID: "big-\(k)")) }
+        let filled = q.cachedNotifications
+        XCTAssertGreaterThan(filled.count, 0, "renderings are still kept")
+        XCTAssertLessThan(filled.count, 30, "not one per notification whatever its size")
+        XCTAssertLessThanOrEqual(filled.bytes, 10_000)
+        var seen = Set<UInt64>()
+        for i in 0..<3000 {
+            let j = try await take(q)
+            XCTAssertTrue(seen.insert(j.id).inserted)
+            XCTAssertEqual(j.accepted.notification.message, "hello")
+            await q.complete(j, outcome: .delivered(providerID: nil))
+            if i % 100 == 0 { XCTAssertLessThanOrEqual(q.cachedNotifications.bytes, 10_000) }
+        }
+        let drained = q.cachedNotifications
+        XCTAssertEqual(drained.waiting, 0, "every job left in the store was leased back: no rendering is kept for them")
+        XCTAssertLessThanOrEqual(drained.bytes, 10_000)
+        await q.close()
+    }
+}
