@@ -228,7 +228,7 @@ def main():
             n_notifs = populate(db, a.rows, a.rows_per_notification)
             fill = time.time() - t
             size = sum(os.path.getsize(db + s) for s in ("", "-wal") if os.path.exists(db + s))
-            gw = Gateway(work, "sqlite", db)
+            gw = Gateway(work, "sqlite", db, {"PUSHGATE_QUEUE_STATUS_MAX_RECORDS": str(max(1, a.rows) + 1000)})  # keep all R rows
             time.sleep(1)
             lookups(n_notifs, min(500, a.lookups), a.concurrency)  # warm-up
             s = lookups(n_notifs, a.lookups, a.concurrency)
