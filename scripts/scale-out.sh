@@ -12,7 +12,7 @@
 # Everything shares this machine's cores, so the ratio is a lower bound of what two hosts give.
 # Also prints, per phase, what PostgreSQL did per delivery (pg_stat_user_tables inserts, updates,
 # HOT updates, deletes, index scans, sequential scans and rows read; WAL bytes; commits), the
-# measured side of docs/scale-out-draft.md.
+# measured side of docs/benchmarks.md ("Goal 6").
 #
 # Usage: scripts/scale-out.sh [COUNT]
 #   full scale:  scripts/scale-out.sh 400000
