@@ -518,22 +518,28 @@ public final class Dispatcher: Sendable {
         }
     }
 
-    /// A feed loop: leases a job only while fewer than `limit` are in flight and runs each in its own
-    /// child task (which inherits the loop's executor). Workers exist only while there is work: an
-    /// idle gateway holds one parked task per feed loop instead of `max_concurrent_pushes` of them
-    /// (each ~2.4 KB).
+    /// A feed loop: starts a worker (a child task, which inherits the loop's executor) only while
+    /// fewer than `limit` are running; a worker goes on with the next ready job and ends when none is
+    /// ready now. Workers exist only while there is work: an idle gateway holds one parked task per
+    /// feed loop instead of `max_concurrent_pushes` of them (each ~2.4 KB), and a busy one does not
+    /// make a task per delivery.
     private func feed(platform: Platform, limit: Int) async {
         let gate = InFlightGate(limit: limit)
         await withDiscardingTaskGroup { group in
             while true {
                 await gate.enter()
-                guard let job = await queue.next(platform: platform) else {
+                guard let first = await queue.next(platform: platform) else {
                     gate.leave()
                     return
                 }
                 inFlight.withLockedValue { $0 += 1 }
                 group.addTask {
-                    await self.process(job)
+                    var job = first
+                    while true {
+                        await self.process(job)
+                        guard let next = self.queue.nextIfReady(platform: platform) else { break }
+                        job = next
+                    }
                     self.inFlight.withLockedValue { $0 -= 1 }
                     gate.leave()
                 }

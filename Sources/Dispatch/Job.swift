@@ -164,6 +164,10 @@ public protocol QueueDriver: Sendable {
     func enqueue(_ jobs: [DeliveryJob]) async throws -> [EnqueueDisposition]
     /// The next job for `platform` whose `notBefore` has come; waits. Nil once the queue is shut down.
     func next(platform: Platform) async -> DeliveryJob?
+    /// The next job for `platform` if one is ready now, without waiting (a worker that just finished
+    /// a delivery takes it instead of ending and a new task being made for it); nil otherwise. The
+    /// default: nil (the dispatcher then goes through `next`).
+    func nextIfReady(platform: Platform) -> DeliveryJob?
     /// Puts a leased job back for a later attempt.
     func reschedule(_ job: DeliveryJob) async
     /// The job is over (delivered or failed for good).
@@ -187,6 +191,7 @@ public protocol QueueDriver: Sendable {
 
 extension QueueDriver {
     public var isDurable: Bool { false }
+    public func nextIfReady(platform: Platform) -> DeliveryJob? { nil }
     public func recordFailedBeforeSending(_ failures: [(job: DeliveryJob, reason: String)]) async throws {}
     public func wasReplaced(_ job: DeliveryJob) async -> Bool { false }
 }

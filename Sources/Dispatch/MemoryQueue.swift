@@ -108,6 +108,13 @@ public final class MemoryQueue: QueueDriver {
         }
     }
 
+    public func nextIfReady(platform: Platform) -> DeliveryJob? {
+        state.withLockedValue { s in
+            if s.shutdown { return nil }
+            return Self.withQueue(&s, platform) { $0.ready.popFirst() }
+        }
+    }
+
     public func reschedule(_ job: DeliveryJob) async {
         var resume: CheckedContinuation<DeliveryJob?, Never>?
         let t = now()

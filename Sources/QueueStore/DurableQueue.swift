@@ -392,6 +392,14 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         }
     }
 
+    public func nextIfReady(platform: Platform) -> DeliveryJob? {
+        state.withLockedValue { s in
+            guard !s.finalized, !s.shutdown, let j = s.platforms[platform]?.jobs.ready.popFirst() else { return nil }
+            s.outstanding += 1
+            return j
+        }
+    }
+
     public func reschedule(_ job: DeliveryJob) async {
         // The new attempt count and time go to the store with the next group commit; the worker does
         // not wait for it (after a crash the job is retried from its last committed state).

@@ -33,6 +33,20 @@ final class MemoryQueueTests: XCTestCase {
         q.shutdown()
     }
 
+    /// A worker's non-waiting take: ready jobs in order, never a delayed one or another platform's,
+    /// nil once shut down.
+    func testNextIfReadyTakesOnlyReadyJobsWithoutWaiting() async throws {
+        let q = MemoryQueue(capacity: 10)
+        try await q.enqueue([job(1), job(2, notBefore: Date().addingTimeInterval(60)), job(3), job(4, platform: .android)])
+        XCTAssertEqual(q.nextIfReady(platform: .ios)?.id, 1)
+        XCTAssertEqual(q.nextIfReady(platform: .ios)?.id, 3)
+        XCTAssertNil(q.nextIfReady(platform: .ios), "job 2 is not due")
+        XCTAssertEqual(q.depth(platform: .ios).delayed, 1)
+        XCTAssertEqual(q.pendingCount, 4, "taken is not complete")
+        q.shutdown()
+        XCTAssertNil(q.nextIfReady(platform: .android), "shut down")
+    }
+
     func testDelayedJobWaitsUntilDue() async throws {
         let q = MemoryQueue(capacity: 10, pollInterval: .milliseconds(5))
         let due = Date().addingTimeInterval(0.3)

@@ -218,6 +218,34 @@ final class SQLiteQueueTests: XCTestCase {
         await q.close()
     }
 
+    /// A worker going on with `nextIfReady` (as the dispatcher's workers do) gets each job once,
+    /// never waits, and the backlog beyond the window still drains through the waiting `next`.
+    func testNextIfReadyHandsOutEachJobOnceAndTheBacklogStillDrains() async throws {
+        var o = options()
+        o.maxHeld = 20
+        o.leaseBatch = 16
+        let q = try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: o)
+        for k in 0..<5 { try await q.enqueue(makeJobs(30, notifID: "r-\(k)")) }
+        var seen = Set<UInt64>()
+        var viaReady = 0
+        while seen.count < 150 {
+            let j: DeliveryJob
+            if let r = q.nextIfReady(platform: .ios) {
+                j = r
+                viaReady += 1
+            } else {
+                j = try await take(q)
+            }
+            XCTAssertTrue(seen.insert(j.id).inserted, "job \(j.id) handed out twice")
+            await q.complete(j, outcome: .delivered(providerID: nil))
+        }
+        XCTAssertNil(q.nextIfReady(platform: .ios), "nothing left")
+        XCTAssertGreaterThan(viaReady, 0)
+        for _ in 0..<500 where q.pendingCount > 0 { try await Task.sleep(for: .milliseconds(10)) }
+        XCTAssertEqual(q.pendingCount, 0)
+        await q.close()
+    }
+
     func testCapacityAndQueueFull() async throws {
         let q = try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: options(3))
         try await q.enqueue(makeJobs(2))
