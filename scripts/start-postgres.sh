@@ -7,11 +7,13 @@
 #
 # Uses Debian's `postgresql` package (apt-get install -y postgresql; installed here when missing and
 # running as root). Runs as the `postgres` user when started as root. Data lives in
-# ${PUSHGATE_PG_DIR:-/tmp/pushgate-pg}; port ${PUSHGATE_PG_PORT:-54329}; database
+# ${PUSHGATE_PG_DIR:-/tmp/pushgate-pg}; port ${PUSHGATE_PG_PORT:-31329}; database
 # ${PUSHGATE_PG_DB:-pushgate_test} (created when missing; the external scripts use their own).
 set -euo pipefail
 dir="${PUSHGATE_PG_DIR:-/tmp/pushgate-pg}"
-port="${PUSHGATE_PG_PORT:-54329}"
+port="${PUSHGATE_PG_PORT:-31329}"
+# Below Linux's ephemeral range (32768-60999): a port in it can be taken, for a moment, by the
+# local end of any outgoing connection (the CI scripts open many), and the server then cannot bind.
 db="${PUSHGATE_PG_DB:-pushgate_test}"
 
 bindir=""
