@@ -9,15 +9,15 @@ import NIOCore
 /// deliveries/s, thread wake-ups (futex, scheduling) were about a quarter of the gateway's CPU
 /// (docs/benchmarks.md, issue 17). NIO 2.101 has no `TaskExecutor` conformance of its own (only
 /// `SerialExecutor`), hence this small adapter.
-public final class EventLoopTaskExecutor: @unchecked Sendable {
-    public let eventLoop: any EventLoop
+final class EventLoopTaskExecutor: @unchecked Sendable {
+    let eventLoop: any EventLoop
 
-    public init(_ eventLoop: any EventLoop) { self.eventLoop = eventLoop }
+    init(_ eventLoop: any EventLoop) { self.eventLoop = eventLoop }
 }
 
 @available(macOS 15.0, iOS 18.0, *)
 extension EventLoopTaskExecutor: TaskExecutor {
-    public func enqueue(_ job: consuming ExecutorJob) {
+    func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         eventLoop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }

@@ -486,12 +486,17 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             s.notifications.count < options.maxCachedNotifications && s.cachedBytes + entry.bytes <= options.maxCachedNotificationBytes
         }
         if !fits(s) {
-            s.notifications = s.notifications.filter { $0.value.leftInStore != nil }
-            s.cachedBytes = s.notifications.values.reduce(0) { $0 + $1.bytes }
+            keepCached(in: &s) { $0.leftInStore != nil }
             if !fits(s) { return }
         }
         s.notifications[row] = entry
         s.cachedBytes += entry.bytes
+    }
+
+    /// Keeps only the renderings `keep` accepts (and their byte count with them).
+    private func keepCached(in s: inout State, where keep: (CachedNotification) -> Bool) {
+        s.notifications = s.notifications.filter { keep($0.value) }
+        s.cachedBytes = s.notifications.values.reduce(0) { $0 + $1.bytes }
     }
 
     /// One job of notification `row` leased back: its rendering is dropped once no job left here needs it.
@@ -877,8 +882,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                     s.work.batch.heartbeat = true
                     refreshPending = !backend.exclusive
                     // Forget renderings kept for jobs another process may have taken.
-                    s.notifications = s.notifications.filter { t - $0.value.at < 600 }
-                    s.cachedBytes = s.notifications.values.reduce(0) { $0 + $1.bytes }
+                    keepCached(in: &s) { t - $0.at < 600 }
                     go = true
                 }
                 if let stats = s.stats, t - s.lastStats >= options.statsInterval {
