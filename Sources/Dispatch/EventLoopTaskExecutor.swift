@@ -9,15 +9,15 @@ import NIOCore
 /// deliveries/s, thread wake-ups (futex, scheduling) were about a quarter of the gateway's CPU
 /// (docs/benchmarks.md, issue 17). NIO 2.101 has no `TaskExecutor` conformance of its own (only
 /// `SerialExecutor`), hence this small adapter.
-final class EventLoopTaskExecutor: @unchecked Sendable {
-    let eventLoop: any EventLoop
+package final class EventLoopTaskExecutor: @unchecked Sendable {
+    package let eventLoop: any EventLoop
 
-    init(_ eventLoop: any EventLoop) { self.eventLoop = eventLoop }
+    package init(_ eventLoop: any EventLoop) { self.eventLoop = eventLoop }
 }
 
 @available(macOS 15.0, iOS 18.0, *)
 extension EventLoopTaskExecutor: TaskExecutor {
-    func enqueue(_ job: consuming ExecutorJob) {
+    package func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         eventLoop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }

@@ -103,7 +103,7 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
     }
 
     /// Pending jobs, counted as free + leased: each half matches the predicate of a partial index
-    /// (`pushgate_jobs_free`, `pushgate_jobs_owner`), so the count reads only pending rows' index
+    /// (`pushgate_jobs_free`, `pushgate_jobs_leased`), so the count reads only pending rows' index
     /// entries. `WHERE state = 0` alone matches no index and scans every retained finished row
     /// (every heartbeat, every gateway). No schema change: a gateway of the previous version shares
     /// the same store unchanged.

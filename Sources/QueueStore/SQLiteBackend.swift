@@ -132,6 +132,8 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
 
     static let schema = QueueSchema.sqlite.statements
 
+    var eventLoop: (any EventLoop)? { writer.eventLoop }
+
     func start(owner: String, now: Double, leaseTimeout: Double) async throws -> (pending: Int, stats: [String: Int64]) {
         try await transaction {
             if exclusive {
@@ -151,7 +153,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     }
 
     /// Pending jobs, counted as free + leased: each half matches the predicate of a partial index
-    /// (`jobs_free`, `jobs_owner`), so retained finished rows are never read.
+    /// (`jobs_free`, `jobs_leased`), so retained finished rows are never read.
     static let pendingCountSQL =
         "SELECT (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NULL) + (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NOT NULL) AS n"
 
@@ -183,10 +185,26 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         }
     }
 
-    private func allocate(_ key: String, _ n: Int) async throws -> Int64 {
-        let rows = try await writer.query("UPDATE pushgate_meta SET value = value + ? WHERE key = ? RETURNING value", [.integer(n), .text(key)])
-        guard let last = rows.first?.column("value")?.integer else { throw QueueStoreError("pushgate_meta has no \(key)") }
-        return Int64(last - n + 1)
+    /// The first of `notifications` new notification row ids and of `jobs` new job ids (one
+    /// statement: each query is a round trip to SQLite's thread).
+    private func allocate(notifications: Int, jobs: Int) async throws -> (notif: Int64, job: Int64) {
+        let rows = try await writer.query(
+            """
+            UPDATE pushgate_meta SET value = value + (CASE key WHEN 'next_notif_id' THEN ?1 ELSE ?2 END)
+            WHERE key IN ('next_notif_id', 'next_job_id') RETURNING key, value
+            """, [.integer(notifications), .integer(jobs)])
+        var notif: Int64?
+        var job: Int64?
+        for r in rows {
+            guard let last = r.column("value")?.integer else { continue }
+            switch r.column("key")?.string {
+            case "next_notif_id": notif = Int64(last - notifications + 1)
+            case "next_job_id": job = Int64(last - jobs + 1)
+            default: break
+            }
+        }
+        guard let notif, let job else { throw QueueStoreError("pushgate_meta has no next_notif_id or next_job_id") }
+        return (notif, job)
     }
 
     func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double) async throws -> WriteResult {
@@ -277,8 +295,7 @@ extension SQLiteBackend: QueueStatements {
     func insert(_ inserts: [NotificationInsert], owner: String) async throws -> [(notifRow: Int64, jobIDs: [Int64])] {
         var inserted: [(notifRow: Int64, jobIDs: [Int64])] = []
         let jobCount = inserts.reduce(0) { $0 + $1.jobs.count }
-        var notifID = try await allocate("next_notif_id", inserts.count)
-        var jobID = try await allocate("next_job_id", jobCount)
+        var (notifID, jobID) = try await allocate(notifications: inserts.count, jobs: jobCount)
         var notifBinds: [SQLiteData] = []
         var notifRows = 0
         var jobBinds: [SQLiteData] = []

@@ -58,7 +58,12 @@ struct QueueSchema: Sendable {
               state \(i) NOT NULL DEFAULT \(pending), provider_id TEXT, finished_at \(r), lease_owner TEXT)
             """,
             "CREATE INDEX IF NOT EXISTS \(j)_free ON \(j) (platform, not_before, id) WHERE state = \(pending) AND lease_owner IS NULL",
-            "CREATE INDEX IF NOT EXISTS \(j)_owner ON \(j) (lease_owner) WHERE state = \(pending) AND lease_owner IS NOT NULL",
+            // Leased pending jobs, keyed by id (a new job's entry is appended, a completion removes it
+            // by an integer seek): keyed by the 36-character owner it cost the SQLite writer 30 % of
+            // its statement time. Queries by owner read the leased rows (at most `max_held` per
+            // process). Version 3 and older stores had it keyed by owner as `jobs_owner`.
+            "DROP INDEX IF EXISTS \(j)_owner",
+            "CREATE INDEX IF NOT EXISTS \(j)_leased ON \(j) (id) WHERE state = \(pending) AND lease_owner IS NOT NULL",
             "CREATE INDEX IF NOT EXISTS \(j)_notif_row ON \(j) (notif_row)",
             "CREATE INDEX IF NOT EXISTS \(j)_finished ON \(j) (finished_at) WHERE state <> \(pending)",
             "CREATE TABLE IF NOT EXISTS \(owners) (owner TEXT PRIMARY KEY, lease_until \(r) NOT NULL)",

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import NIOCore
 import PushDispatch
 import PushgateCore
 
@@ -73,7 +74,9 @@ enum StoreText {
     static func clean(_ s: String?) -> String? { s.map { clean(text: $0) } }
 
     static func clean(text s: String) -> String {
-        let t = s.contains("\u{0}") ? s.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : s
+        // `utf8.contains`: String.contains(Character) walks grapheme clusters (5 % of the gateway's
+        // CPU when it ran for every delivery's apns-id).
+        let t = s.utf8.contains(0) ? s.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : s
         return t.utf8.count > maxBytes ? t.prefix(utf8Bytes: maxBytes) + "…" : t
     }
 }
@@ -205,10 +208,14 @@ protocol QueueBackend: Sendable {
     func close() async
     /// Called by the writer between transactions, after their waiters were resumed (store upkeep).
     func afterCommit() async
+    /// The event loop the store's connection completes its queries on (nil: none in particular):
+    /// the writer runs there, so a query's answer resumes it without waking another thread.
+    var eventLoop: (any EventLoop)? { get }
 }
 
 extension QueueBackend {
     func afterCommit() async {}
+    var eventLoop: (any EventLoop)? { nil }
 }
 
 /// The statements of one queue transaction in one SQL dialect. `WriteBatch.run` is the commit

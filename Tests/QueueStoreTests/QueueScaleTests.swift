@@ -33,7 +33,7 @@ extension SQLiteQueueTests {
         let onJobs = plan.filter { $0.contains("jobs") }
         XCTAssertEqual(onJobs.count, 2, "\(plan)")
         for line in onJobs {
-            XCTAssertTrue(line.contains("INDEX jobs_free") || line.contains("INDEX jobs_owner"), "not on a pending index: \(plan)")
+            XCTAssertTrue(line.contains("INDEX jobs_free") || line.contains("INDEX jobs_leased"), "not on a pending index: \(plan)")
         }
         let pending = try await b.pendingCount()
         XCTAssertEqual(pending, 3)

@@ -113,12 +113,27 @@ final class QueueSchemaTests: XCTestCase {
         XCTAssertEqual(TargetCodec.encode(.channel("dHN0LWNobmw=")).kind, 3)
     }
 
+    /// The leased jobs' index is keyed by job id (`jobs_leased`), no longer by owner (`jobs_owner`,
+    /// dropped when an older store opens): same tables, same columns.
+    static func leasedByID(_ v: [String], prefix: String) -> [String] {
+        v.flatMap { sql -> [String] in
+            guard sql.hasPrefix("CREATE INDEX IF NOT EXISTS \(prefix)jobs_owner ") else { return [sql] }
+            return [
+                "DROP INDEX IF EXISTS \(prefix)jobs_owner",
+                "CREATE INDEX IF NOT EXISTS \(prefix)jobs_leased ON \(prefix)jobs (id) WHERE state = 0 AND lease_owner IS NOT NULL",
+            ]
+        }
+    }
+
     func testSchemaIsVersionOnePlusTheAddedColumnsAndTheGuardTablesForBothStores() {
         XCTAssertEqual(
-            normalized(QueueSchema.sqlite.statements), normalized(Self.version3(Self.oldSQLite, prefix: "", integer: "INTEGER", real: "REAL")))
+            normalized(QueueSchema.sqlite.statements),
+            normalized(Self.leasedByID(Self.version3(Self.oldSQLite, prefix: "", integer: "INTEGER", real: "REAL"), prefix: "")))
         XCTAssertEqual(
             normalized(QueueSchema.postgres.statements),
-            normalized(Self.version3(Self.oldPostgres, prefix: "pushgate_", integer: "BIGINT", real: "DOUBLE PRECISION")))
+            normalized(
+                Self.leasedByID(
+                    Self.version3(Self.oldPostgres, prefix: "pushgate_", integer: "BIGINT", real: "DOUBLE PRECISION"), prefix: "pushgate_")))
         XCTAssertEqual(QueueSchema.version, 3)
         XCTAssertEqual(QueueSchema.addedColumns.map { "\($0.table).\($0.column)" }, ["notifications.app", "notifications.fallback"])
         XCTAssertEqual(
@@ -172,6 +187,8 @@ final class QueueSchemaTests: XCTestCase {
         let check = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
         let v = try await check.query("SELECT value FROM pushgate_meta WHERE key = 'schema_version'")
         XCTAssertEqual(v.first?.column("value")?.integer, 3)
+        let indexes = try await check.query("SELECT name FROM sqlite_master WHERE type = 'index' AND name IN ('jobs_owner', 'jobs_leased')")
+        XCTAssertEqual(indexes.compactMap { $0.column("name")?.string }, ["jobs_leased"], "the owner-keyed index of the older store is replaced")
         try await check.close()
     }
 

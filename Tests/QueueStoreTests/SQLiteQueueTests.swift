@@ -124,6 +124,42 @@ final class SQLiteQueueTests: XCTestCase {
         await again.close()
     }
 
+    /// Completions nobody waits for are gathered: not committed one by one, but `updateDelay` after
+    /// the first of them, or at once with a write somebody waits for (here an enqueue).
+    func testCompletionsAreCommittedTogetherWithinTheUpdateDelay() async throws {
+        let path = tempDir() + "/q.sqlite"
+        var o = options()
+        o.updateDelay = 30  // longer than the test: only the enqueue below can commit the completion
+        let q = try await SQLiteQueue.open(path: path, options: o)
+        let b = try XCTUnwrap(q.backend as? SQLiteBackend)
+        try await q.enqueue(makeJobs(2))
+        let first = try await take(q)
+        await q.complete(first, outcome: .delivered(providerID: "p-1"))
+        try await Task.sleep(for: .milliseconds(300))
+        let stateCode = { (id: UInt64) async throws -> Int? in try await b.jobState(Int64(id)) }
+        var stored = try await stateCode(first.id)
+        XCTAssertEqual(stored, DeliveryState.Code.pending.rawValue, "a lone completion waits for company")
+        try await q.enqueue(makeJobs(1))
+        stored = try await stateCode(first.id)
+        XCTAssertEqual(stored, DeliveryState.Code.delivered.rawValue, "committed with the enqueue")
+        await q.close()
+
+        // The default delay (10 ms): committed soon without anything else happening.
+        let q2 = try await SQLiteQueue.open(path: tempDir() + "/q2.sqlite", options: options())
+        let b2 = try XCTUnwrap(q2.backend as? SQLiteBackend)
+        try await q2.enqueue(makeJobs(1))
+        let only = try await take(q2)
+        await q2.complete(only, outcome: .delivered(providerID: "p-2"))
+        var code: Int?
+        for _ in 0..<200 {
+            code = try await b2.jobState(Int64(only.id))
+            if code == DeliveryState.Code.delivered.rawValue { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        XCTAssertEqual(code, DeliveryState.Code.delivered.rawValue)
+        await q2.close()
+    }
+
     func testJobsSurviveACrashAndKeepTheirIdentity() async throws {
         let dir = tempDir()
         let path = dir + "/sub/q.sqlite"
