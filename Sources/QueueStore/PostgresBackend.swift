@@ -282,6 +282,7 @@ struct PostgresStatements: QueueStatements {
         var rNB: [Double] = []
         var rErr: [String] = []
         var rCred: [Int] = []
+        var rescheduled: [Int64: Int] = [:]
         for u in updates {
             switch u {
             case .complete(let id, let state, let attempts, let info, let finishedAt):
@@ -293,6 +294,13 @@ struct PostgresStatements: QueueStatements {
                 cErr.append(delivered ? "" : (info ?? ""))
                 cAt.append(finishedAt)
             case .reschedule(let id, let attempts, let notBefore, let lastError, let cred):
+                // Retried twice within one batch (a fresh-credentials retry goes at once): the last
+                // one holds (one UPDATE would apply either row of a repeated id).
+                if let k = rescheduled[id] {
+                    (rAtt[k], rNB[k], rErr[k], rCred[k]) = (attempts, notBefore, lastError ?? "", cred ? 1 : 0)
+                    continue
+                }
+                rescheduled[id] = rID.count
                 rID.append(id)
                 rAtt.append(attempts)
                 rNB.append(notBefore)
@@ -303,6 +311,17 @@ struct PostgresStatements: QueueStatements {
         // "" never matches a lease owner (owners are UUIDs): no owner means no lease condition.
         let leased = owner ?? ""
         let any = owner == nil
+        // Reschedules first: a job retried and then finished within one batch ends finished, with
+        // the attempt's error kept (a completion frees the lease, and the reschedule after it would
+        // no longer match).
+        if !rID.isEmpty {
+            try await conn.query(
+                """
+                UPDATE pushgate_jobs j SET attempts = u.att, not_before = u.nb, last_error = NULLIF(u.err, ''), cred_retry = u.cred
+                FROM unnest(\(rID)::bigint[], \(rAtt)::bigint[], \(rNB)::float8[], \(rErr)::text[], \(rCred)::bigint[]) AS u(id, att, nb, err, cred)
+                WHERE j.id = u.id AND (\(any) OR j.lease_owner = \(leased))
+                """, logger: logger)
+        }
         if !cID.isEmpty {
             try await conn.query(
                 """
@@ -310,14 +329,6 @@ struct PostgresStatements: QueueStatements {
                   last_error = COALESCE(NULLIF(u.err, ''), j.last_error), finished_at = u.fin, lease_owner = NULL
                 FROM unnest(\(cID)::bigint[], \(cState)::bigint[], \(cAtt)::bigint[], \(cPid)::text[], \(cErr)::text[], \(cAt)::float8[])
                   AS u(id, st, att, pid, err, fin)
-                WHERE j.id = u.id AND (\(any) OR j.lease_owner = \(leased))
-                """, logger: logger)
-        }
-        if !rID.isEmpty {
-            try await conn.query(
-                """
-                UPDATE pushgate_jobs j SET attempts = u.att, not_before = u.nb, last_error = NULLIF(u.err, ''), cred_retry = u.cred
-                FROM unnest(\(rID)::bigint[], \(rAtt)::bigint[], \(rNB)::float8[], \(rErr)::text[], \(rCred)::bigint[]) AS u(id, att, nb, err, cred)
                 WHERE j.id = u.id AND (\(any) OR j.lease_owner = \(leased))
                 """, logger: logger)
         }

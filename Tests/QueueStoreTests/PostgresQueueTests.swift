@@ -165,6 +165,25 @@ final class PostgresQueueTests: XCTestCase {
 
     /// After this instance's lease expired and another instance took the job, a late completion from
     /// the first does not overwrite the row.
+    /// One batch holding a job's two retries and then its delivery stores the delivery, with the
+    /// attempt count of the last try and the error of the last retry.
+    func testRetriesAndTheDeliveryOfOneJobInOneBatchEndDelivered() async throws {
+        var o = options()
+        o.updateDelay = 30  // everything lands in one transaction (the flush)
+        let q = try await PostgresQueue.open(url: url, options: o)
+        let job = try await retriedTwiceThenDeliveredInOneBatch(q)
+        let b = try XCTUnwrap(q.backend as? PostgresBackend)
+        var row: (Int, Int, String?, String?)?
+        for try await r in try await b.client.query(
+            "SELECT state, attempts, last_error, provider_id FROM pushgate_jobs WHERE id = \(Int64(job.id))"
+        ).decode((Int, Int, String?, String?).self) { row = r }
+        XCTAssertEqual(row?.0, DeliveryState.Code.delivered.rawValue)
+        XCTAssertEqual(row?.1, 3)
+        XCTAssertEqual(row?.2, "ServiceUnavailable")
+        XCTAssertEqual(row?.3, "p-3")
+        await q.close()
+    }
+
     func testCompletionsOnlyTouchRowsStillLeased() async throws {
         let a = try await open(lease: 0.3, batch: 1)
         try await a.enqueue(makeJobs(1, notifID: "pg-lease"))

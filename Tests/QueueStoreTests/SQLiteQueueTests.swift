@@ -2,6 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import PushDispatch
 import PushgateCore
+import SQLiteNIO
 import XCTest
 
 @testable import QueueStore
@@ -93,6 +94,26 @@ func nextJob(_ q: any QueueDriver, _ p: Platform = .ios, timeout: Double = 5) as
 
 struct NoJob: Error {}
 
+/// Enqueues one job, reschedules it twice (errors "ExpiredProviderToken", then "ServiceUnavailable")
+/// and delivers it at attempt 3 (provider id "p-3"), then flushes: with a long `updateDelay` all of it
+/// is one batch. Returns the job.
+func retriedTwiceThenDeliveredInOneBatch(_ q: DurableQueue) async throws -> DeliveryJob {
+    try await q.enqueue(makeJobs(1))
+    var job = try await take(q)
+    for (attempt, error) in [(1, "ExpiredProviderToken"), (2, "ServiceUnavailable")] {
+        job.attempts = attempt
+        job.lastError = error
+        job.credentialRetryUsed = true
+        job.notBefore = Date()
+        await q.reschedule(job)
+        job = try await take(q)
+    }
+    job.attempts = 3
+    await q.complete(job, outcome: .delivered(providerID: "p-3"))
+    await q.flush()
+    return job
+}
+
 /// The next job, or a thrown error after `timeout` seconds.
 func take(_ q: any QueueDriver, _ p: Platform = .ios, timeout: Double = 5) async throws -> DeliveryJob {
     guard let j = await nextJob(q, p, timeout: timeout) else { throw NoJob() }
@@ -158,6 +179,22 @@ final class SQLiteQueueTests: XCTestCase {
         }
         XCTAssertEqual(code, DeliveryState.Code.delivered.rawValue)
         await q2.close()
+    }
+
+    /// One batch holding a job's two retries and then its delivery stores the delivery, with the
+    /// attempt count of the last try and the error of the last retry.
+    func testRetriesAndTheDeliveryOfOneJobInOneBatchEndDelivered() async throws {
+        var o = options()
+        o.updateDelay = 30  // everything below lands in one transaction (the flush)
+        let q = try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: o)
+        let b = try XCTUnwrap(q.backend as? SQLiteBackend)
+        let job = try await retriedTwiceThenDeliveredInOneBatch(q)
+        let row = try await b.reader.query("SELECT state, attempts, last_error, provider_id FROM jobs WHERE id = ?", [.integer(Int(job.id))]).first
+        XCTAssertEqual(row?.column("state")?.integer, DeliveryState.Code.delivered.rawValue)
+        XCTAssertEqual(row?.column("attempts")?.integer, 3)
+        XCTAssertEqual(row?.column("last_error")?.string, "ServiceUnavailable")
+        XCTAssertEqual(row?.column("provider_id")?.string, "p-3")
+        await q.close()
     }
 
     func testJobsSurviveACrashAndKeepTheirIdentity() async throws {
