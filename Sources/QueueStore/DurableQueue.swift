@@ -125,6 +125,9 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         var notifications: [Int64: CachedNotification] = [:]
         /// Sum of `notifications[…].bytes`.
         var cachedBytes = 0
+        /// How many of `notifications` were read back from the store (`leftInStore` nil): the ones a
+        /// full cache can give up for a new notification.
+        var cachedReadBack = 0
         var lastHeartbeat: Double = 0
         var lastStats: Double = 0
         var lastPrune: Double = 0
@@ -518,17 +521,25 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             s.notifications.count < options.maxCachedNotifications && s.cachedBytes + entry.bytes <= options.maxCachedNotificationBytes
         }
         if !fits(s) {
+            // Nothing to give up: no scan of the whole cache for each notification that does not fit.
+            guard s.cachedReadBack > 0 else { return }
             keepCached(in: &s) { $0.leftInStore != nil }
             if !fits(s) { return }
         }
         s.notifications[row] = entry
         s.cachedBytes += entry.bytes
+        if entry.leftInStore == nil { s.cachedReadBack += 1 }
     }
 
     /// Keeps only the renderings `keep` accepts (and their byte count with them).
     private func keepCached(in s: inout State, where keep: (CachedNotification) -> Bool) {
         s.notifications = s.notifications.filter { keep($0.value) }
-        s.cachedBytes = s.notifications.values.reduce(0) { $0 + $1.bytes }
+        s.cachedBytes = 0
+        s.cachedReadBack = 0
+        for c in s.notifications.values {
+            s.cachedBytes += c.bytes
+            if c.leftInStore == nil { s.cachedReadBack += 1 }
+        }
     }
 
     /// One job of notification `row` leased back: its rendering is dropped once no job left here needs it.
@@ -541,9 +552,12 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         }
     }
 
-    /// Test hook: renderings kept, their stored bytes, and how many of them wait for jobs left in the store.
-    var cachedNotifications: (count: Int, bytes: Int, waiting: Int) {
-        state.withLockedValue { s in (s.notifications.count, s.cachedBytes, s.notifications.values.filter { $0.leftInStore != nil }.count) }
+    /// Test hook: renderings kept, their stored bytes, how many of them wait for jobs left in the
+    /// store, and how many were read back from the store (as counted, not recounted).
+    var cachedNotifications: (count: Int, bytes: Int, waiting: Int, readBack: Int) {
+        state.withLockedValue { s in
+            (s.notifications.count, s.cachedBytes, s.notifications.values.filter { $0.leftInStore != nil }.count, s.cachedReadBack)
+        }
     }
 
     /// Puts a job this process holds where a worker will find it.

@@ -205,6 +205,42 @@ extension SQLiteQueueTests {
         let drained = q.cachedNotifications
         XCTAssertEqual(drained.waiting, 0, "every job left in the store was leased back: no rendering is kept for them")
         XCTAssertLessThanOrEqual(drained.bytes, 10_000)
+        XCTAssertEqual(drained.readBack, drained.count - drained.waiting)
+        await q.close()
+    }
+
+    /// A full cache gives up renderings read back from the store for a new notification's, and skips
+    /// a notification when it holds none to give up.
+    func testAFullRenderingCacheGivesUpOnlyRenderingsReadBack() async throws {
+        var o = options()
+        o.maxHeld = 1
+        o.leaseBatch = 5
+        o.maxCachedNotifications = 2
+        let q = try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: o)
+        try await q.enqueue(makeJobs(5, notifID: "a"))
+        try await q.enqueue(makeJobs(5, notifID: "b"))
+        XCTAssertEqual(q.cachedNotifications.waiting, 2)
+        try await q.enqueue(makeJobs(5, notifID: "c"))
+        var c = q.cachedNotifications
+        XCTAssertEqual(c.count, 2, "full, and nothing read back to give up: c is not kept")
+        for _ in 0..<15 {
+            let j = try await take(q)
+            await q.complete(j, outcome: .delivered(providerID: nil))
+        }
+        c = q.cachedNotifications
+        XCTAssertEqual(c.waiting, 0)
+        XCTAssertEqual(c.readBack, 1, "c was read back from the store and kept")
+        XCTAssertEqual(c.count, 1)
+        try await q.enqueue(makeJobs(5, notifID: "d"))
+        try await q.enqueue(makeJobs(5, notifID: "e"))
+        c = q.cachedNotifications
+        XCTAssertEqual(c.waiting, 2, "e took the place of c's read-back rendering")
+        XCTAssertEqual(c.readBack, 0)
+        XCTAssertEqual(c.count, 2)
+        for _ in 0..<10 {
+            let j = try await take(q)
+            await q.complete(j, outcome: .delivered(providerID: nil))
+        }
         await q.close()
     }
 }
