@@ -184,11 +184,7 @@ extension SQLiteQueueTests {
     /// whatever their token lists) and stayed after their jobs were leased back. They are bounded in
     /// stored bytes and dropped once every job left in the store was leased back.
     func testRenderingsKeptForABacklogAreBoundedInBytesAndDroppedOnceLeasedBack() async throws {
-        var o = options()
-        o.maxHeld = 10
-        o.leaseBatch = 50
-        o.maxCachedNotificationBytes = 10_000
-        let q = try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: o)
+        let q = try await openSQLiteWindow(maxHeld: 10, leaseBatch: 50) { $0.maxCachedNotificationBytes = 10_000 }
         for k in 0..<30 { try await q.enqueue(makeJobs(100, notifID: "big-\(k)")) }
         let filled = q.cachedNotifications
         XCTAssertGreaterThan(filled.count, 0, "renderings are still kept")
@@ -212,11 +208,7 @@ extension SQLiteQueueTests {
     /// A full cache gives up renderings read back from the store for a new notification's, and skips
     /// a notification when it holds none to give up.
     func testAFullRenderingCacheGivesUpOnlyRenderingsReadBack() async throws {
-        var o = options()
-        o.maxHeld = 1
-        o.leaseBatch = 5
-        o.maxCachedNotifications = 2
-        let q = try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: o)
+        let q = try await openSQLiteWindow(maxHeld: 1, leaseBatch: 5) { $0.maxCachedNotifications = 2 }
         try await q.enqueue(makeJobs(5, notifID: "a"))
         try await q.enqueue(makeJobs(5, notifID: "b"))
         XCTAssertEqual(q.cachedNotifications.waiting, 2)

@@ -94,6 +94,15 @@ func nextJob(_ q: any QueueDriver, _ p: Platform = .ios, timeout: Double = 5) as
 
 struct NoJob: Error {}
 
+/// A SQLite queue holding at most `maxHeld` jobs in memory, leasing `leaseBatch` at a time.
+func openSQLiteWindow(maxHeld: Int, leaseBatch: Int, _ tune: (inout DurableQueueOptions) -> Void = { _ in }) async throws -> DurableQueue {
+    var o = options()
+    o.maxHeld = maxHeld
+    o.leaseBatch = leaseBatch
+    tune(&o)
+    return try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: o)
+}
+
 /// Enqueues one job, reschedules it twice (errors "ExpiredProviderToken", then "ServiceUnavailable")
 /// and delivers it at attempt 3 (provider id "p-3"), then flushes: with a long `updateDelay` all of it
 /// is one batch. Returns the job.
@@ -267,11 +276,7 @@ final class SQLiteQueueTests: XCTestCase {
     /// A backlog stays in the store: at most `maxHeld` jobs are held in memory, the rest are leased
     /// in batches as they are completed, and every one is handed out exactly once.
     func testBacklogBeyondTheMemoryWindowStaysInTheStore() async throws {
-        var o = options()
-        o.maxHeld = 20
-        o.leaseBatch = 16
-        o.maxCachedNotifications = 2
-        let q = try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: o)
+        let q = try await openSQLiteWindow(maxHeld: 20, leaseBatch: 16) { $0.maxCachedNotifications = 2 }
         for k in 0..<10 { try await q.enqueue(makeJobs(30, notifID: "n-\(k)")) }
         XCTAssertEqual(q.pendingCount, 300)
         XCTAssertLessThanOrEqual(q.heldCount, 20, "only the window is held in memory")
