@@ -282,7 +282,6 @@ struct PostgresStatements: QueueStatements {
         var rNB: [Double] = []
         var rErr: [String] = []
         var rCred: [Int] = []
-        var rescheduled: [Int64: Int] = [:]
         for u in updates {
             switch u {
             case .complete(let id, let state, let attempts, let info, let finishedAt):
@@ -294,13 +293,6 @@ struct PostgresStatements: QueueStatements {
                 cErr.append(delivered ? "" : (info ?? ""))
                 cAt.append(finishedAt)
             case .reschedule(let id, let attempts, let notBefore, let lastError, let cred):
-                // Retried twice within one batch (a fresh-credentials retry goes at once): the last
-                // one holds (one UPDATE would apply either row of a repeated id).
-                if let k = rescheduled[id] {
-                    (rAtt[k], rNB[k], rErr[k], rCred[k]) = (attempts, notBefore, lastError ?? "", cred ? 1 : 0)
-                    continue
-                }
-                rescheduled[id] = rID.count
                 rID.append(id)
                 rAtt.append(attempts)
                 rNB.append(notBefore)

@@ -350,7 +350,6 @@ extension SQLiteBackend: QueueStatements {
         var nc = 0
         var reschedules: [SQLiteData] = []
         var nr = 0
-        var rescheduled: [Int64: Int] = [:]
         func flushCompletes() async throws {
             guard nc > 0 else { return }
             let values = Array(repeating: "(?, ?, ?, ?, ?, ?)", count: nc).joined(separator: ", ")
@@ -372,7 +371,6 @@ extension SQLiteBackend: QueueStatements {
                 FROM (VALUES \(values)) AS v WHERE jobs.id = v.column1 AND (? OR jobs.lease_owner = ?)
                 """, reschedules + [any, leased])
             reschedules.removeAll(keepingCapacity: true)
-            rescheduled.removeAll()
             nr = 0
         }
         for u in updates {
@@ -390,17 +388,9 @@ extension SQLiteBackend: QueueStatements {
                     try await flushCompletes()
                 }
             case .reschedule(let id, let attempts, let notBefore, let lastError, let cred):
-                let row: [SQLiteData] = [
+                reschedules += [
                     .integer(Int(id)), .integer(attempts), .float(notBefore), lastError.map { .text($0) } ?? .null, .integer(cred ? 1 : 0),
                 ]
-                // Retried twice within one batch (a fresh-credentials retry goes at once): the last
-                // one holds (one UPDATE would apply either row of a repeated id).
-                if let k = rescheduled[id] {
-                    reschedules.replaceSubrange((k * 5)..<(k * 5 + 5), with: row)
-                    continue
-                }
-                rescheduled[id] = nr
-                reschedules += row
                 nr += 1
                 if nr == 2000 { try await flushReschedules() }
             }

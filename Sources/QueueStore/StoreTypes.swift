@@ -115,6 +115,25 @@ enum JobUpdate: Sendable {
     /// `state` is `.delivered` or `.failed`; `info` is the provider id (delivered) or the reason (failed).
     case complete(id: Int64, state: DeliveryState.Code, attempts: Int, info: String?, finishedAt: Double)
 
+    /// `updates` without the reschedules a later reschedule of the same job replaces: a job retried
+    /// twice within one batch (a fresh-credentials retry goes at once) keeps its last, where one
+    /// UPDATE given two rows of one id would apply either. Unchanged (no copy) when no job repeats.
+    static func lastReschedulePerJob(_ updates: [JobUpdate]) -> [JobUpdate] {
+        var last: [Int64: Int] = [:]
+        var reschedules = 0
+        for (i, u) in updates.enumerated() {
+            if case .reschedule(let id, _, _, _, _) = u {
+                last[id] = i
+                reschedules += 1
+            }
+        }
+        guard last.count < reschedules else { return updates }
+        return updates.enumerated().compactMap { i, u in
+            if case .reschedule(let id, _, _, _, _) = u, last[id] != i { return nil }
+            return u
+        }
+    }
+
     /// The completion of a job, as stored.
     static func completion(id: Int64, outcome: FinalOutcome, attempts: Int, finishedAt: Double) -> JobUpdate {
         switch outcome {
@@ -284,7 +303,7 @@ extension WriteBatch {
         }
         if !failedOnInsert.isEmpty { try await s.apply(failedOnInsert, onlyLeasedBy: nil) }
         if !inserts.isEmpty { result.guarded = try await applyGuards(s, result.inserted, now: now) }
-        if !updates.isEmpty { try await s.apply(updates, onlyLeasedBy: owner) }
+        if !updates.isEmpty { try await s.apply(JobUpdate.lastReschedulePerJob(updates), onlyLeasedBy: owner) }
         if heartbeat {
             try await s.renewLease(owner: owner, until: now + leaseTimeout)
             result.reclaimed = try await s.reclaimExpired(now: now)

@@ -206,6 +206,26 @@ final class SQLiteQueueTests: XCTestCase {
         await q.close()
     }
 
+    /// Both stores get a batch's updates with only the last reschedule of each job; completions and
+    /// the order of the rest stay as they came, and a batch without repeats is passed on as it is.
+    func testOnlyTheLastRescheduleOfAJobInABatchIsApplied() {
+        func r(_ id: Int64, _ attempts: Int) -> JobUpdate {
+            .reschedule(id: id, attempts: attempts, notBefore: 0, lastError: "e\(attempts)", credentialRetryUsed: false)
+        }
+        func c(_ id: Int64) -> JobUpdate { .complete(id: id, state: .delivered, attempts: 3, info: nil, finishedAt: 0) }
+        func shape(_ us: [JobUpdate]) -> [String] {
+            us.map {
+                switch $0 {
+                case .reschedule(let id, let attempts, _, _, _): return "r\(id)@\(attempts)"
+                case .complete(let id, _, _, _, _): return "c\(id)"
+                }
+            }
+        }
+        XCTAssertEqual(shape(JobUpdate.lastReschedulePerJob([r(1, 1), c(2), r(3, 1), r(1, 2), c(1)])), ["c2", "r3@1", "r1@2", "c1"])
+        XCTAssertEqual(shape(JobUpdate.lastReschedulePerJob([c(1), r(2, 1), r(3, 1)])), ["c1", "r2@1", "r3@1"])
+        XCTAssertEqual(shape(JobUpdate.lastReschedulePerJob([])), [])
+    }
+
     func testJobsSurviveACrashAndKeepTheirIdentity() async throws {
         let dir = tempDir()
         let path = dir + "/sub/q.sqlite"
@@ -299,10 +319,7 @@ final class SQLiteQueueTests: XCTestCase {
     /// A worker going on with `nextIfReady` (as the dispatcher's workers do) gets each job once,
     /// never waits, and the backlog beyond the window still drains through the waiting `next`.
     func testNextIfReadyHandsOutEachJobOnceAndTheBacklogStillDrains() async throws {
-        var o = options()
-        o.maxHeld = 20
-        o.leaseBatch = 16
-        let q = try await SQLiteQueue.open(path: tempDir() + "/q.sqlite", options: o)
+        let q = try await openSQLiteWindow(maxHeld: 20, leaseBatch: 16)
         for k in 0..<5 { try await q.enqueue(makeJobs(30, notifID: "r-\(k)")) }
         var seen = Set<UInt64>()
         var viaReady = 0
