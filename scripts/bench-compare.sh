@@ -86,18 +86,12 @@ echo "== 100,000 deliveries queued behind a stalled APNs"
 sleep 2
 curl -s http://127.0.0.1:18089/api/stat/go | python3 -c 'import json,sys;d=json.load(sys.stdin);print("queued %d: VmRSS %.1f MB" % (d["queue_pending"], d["memory_rss_bytes"]/1048576))'
 
-# 6. Web Push end to end on one core: a third gateway (own SQLite file) pinned to core 0, the mock
-#    (decrypts every body and checks its VAPID JWT) and the bench pinned to core 1.
+# 6. Web Push end to end on one core (webpush_one_core in bench-lib.sh: a third gateway pinned to
+#    core 0, the mock and the bench to core 1).
 if [ "$(nproc)" -ge 2 ]; then
-  taskset -a -p -c 1 "$MOCK" >/dev/null
-  gateway_config "$W/m/gateway-snippet.yml" 18090 > "$W/gw3.yml"
-  PUSHGATE_QUEUE_SQLITE_PATH="$W/wp.sqlite" taskset -c 0 "$BIN" serve --config "$W/gw3.yml" >"$W/gw3.log" 2>&1 & GW3=$!; PIDS+=($GW3)
-  wait_for http://127.0.0.1:18090/healthz
   echo "== Web Push end to end, gateway on core 0 only, 50,000 deliveries (RFC 8291 + VAPID, the mock decrypts each)"
-  cpu0=$(awk '{print $14+$15}' /proc/$GW3/stat)
-  taskset -c 1 "$BIN" bench --gateway-url http://127.0.0.1:18090 --mock-url http://127.0.0.1:18446 --platforms webpush \
-    --count 50000 --tokens 100 --concurrency 4 --quiet | grep -E "delivered|accepted "
-  cpu1=$(awk '{print $14+$15}' /proc/$GW3/stat)
-  TCK=$(getconf CLK_TCK); ticks=$(( cpu1 - cpu0 > 0 ? cpu1 - cpu0 : 1 ))
-  echo "gateway CPU (user+system) for the run: $(( ticks * 1000 / TCK )) ms -> $(( 50000 * TCK / ticks )) deliveries per gateway CPU-second"
+  webpush_one_core 18090 18446 50000 "$W/wp.json"
+  WP_DELIVERED=$(json_get "$W/wp.json" delivered)
+  echo "delivered $WP_DELIVERED of 50000 (missing $(json_get "$W/wp.json" missing)), $(json_get "$W/wp.json" delivered_per_sec)/s wall clock"
+  echo "gateway CPU (user+system) for the run: $WP_CPU_MS ms -> $(( WP_DELIVERED * $(getconf CLK_TCK) / WP_TICKS )) deliveries per gateway CPU-second"
 fi

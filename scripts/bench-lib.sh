@@ -1,4 +1,5 @@
-# Shared by the shell benchmark scripts (bench-compare.sh, engine-compare.sh, startup-order.sh);
+# Shared by the shell benchmark scripts (bench-compare.sh, bench-references.sh, engine-compare.sh,
+# startup-order.sh);
 # the Python test scripts share scripts/harness.py. Source it after `set -euo pipefail`.
 #
 # W: a work directory, removed on exit; PIDS: processes started, killed on exit.
@@ -14,3 +15,24 @@ wait_for() {
 
 # gateway_config SNIPPET PORT: the mock's gateway snippet with the gateway listening on PORT.
 gateway_config() { sed "s/^core:\$/core:\n  port: $2/" "$1"; }
+
+# json_get FILE KEY: a top-level value of a JSON file (0 when absent).
+json_get() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get(sys.argv[2], 0))' "$@"; }
+
+# webpush_one_core GATEWAY_PORT MOCK_STATS_PORT COUNT JSON_OUT: Web Push end to end with the gateway
+# on one core. A gateway (its own SQLite file, from the mock's snippet in $W/m) pinned to core 0; the
+# mock ($MOCK: it decrypts every body and checks its VAPID JWT) and `pushgate bench` (100
+# subscriptions per request) pinned to core 1. Writes the bench's JSON to JSON_OUT and sets WP_TICKS
+# (the gateway's CPU ticks, user+system, over the bench) and WP_CPU_MS. Uses $BIN.
+webpush_one_core() {
+  local port=$1 stats=$2 n=$3 out=$4 gw c0 c1
+  taskset -a -p -c 1 "$MOCK" >/dev/null
+  gateway_config "$W/m/gateway-snippet.yml" "$port" > "$W/gw-wp.yml"
+  PUSHGATE_QUEUE_SQLITE_PATH="$W/wp.sqlite" taskset -c 0 "$BIN" serve --config "$W/gw-wp.yml" >"$W/gw-wp.log" 2>&1 & gw=$!; PIDS+=($gw)
+  wait_for "http://127.0.0.1:$port/healthz"
+  c0=$(awk '{print $14+$15}' /proc/$gw/stat)
+  taskset -c 1 "$BIN" bench --gateway-url "http://127.0.0.1:$port" --mock-url "http://127.0.0.1:$stats" --platforms webpush \
+    --count "$n" --tokens 100 --concurrency 4 --quiet --json > "$out" || true
+  c1=$(awk '{print $14+$15}' /proc/$gw/stat)
+  WP_TICKS=$(( c1 - c0 > 0 ? c1 - c0 : 1 )); WP_CPU_MS=$(( WP_TICKS * 1000 / $(getconf CLK_TCK) ))
+}

@@ -30,7 +30,6 @@ source scripts/bench-lib.sh
 if [ -z "${GOCLIENT:-}" ]; then GOCLIENT="$W/goclient"; (cd scripts/goclient && go build -o "$GOCLIENT" .); fi
 if [ ! -x "$VENV/bin/python" ]; then python3 -m venv "$VENV" && "$VENV/bin/pip" install -q pywebpush py-vapid cryptography pyjwt; fi
 PY="$VENV/bin/python"
-json_get() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get(sys.argv[2], 0))' "$@"; }
 
 "$BIN" mock --dir "$W/m" --apns-port 28443 --fcm-port 28444 --webpush-port 28445 --stats-port 28446 --hms-port 28447 >"$W/mock.log" 2>&1 & MOCK=$!; PIDS+=($MOCK)
 wait_for http://127.0.0.1:28446/__mock/stats
@@ -61,19 +60,11 @@ kill $GWM
 
 # (b) Web Push, gateway on core 0
 if [ "$(nproc)" -ge 2 ]; then
-  taskset -a -p -c 1 "$MOCK" >/dev/null
-  gateway_config "$W/m/gateway-snippet.yml" 28090 > "$W/gw3.yml"
-  PUSHGATE_QUEUE_SQLITE_PATH="$W/wp.sqlite" taskset -c 0 "$BIN" serve --config "$W/gw3.yml" >"$W/gw3.log" 2>&1 & GW3=$!; PIDS+=($GW3)
-  wait_for http://127.0.0.1:28090/healthz
   echo "== Web Push end to end, gateway (sqlite) on core 0 only, $WP_N deliveries, 100 subscriptions/request"
-  cpu0=$(awk '{print $14+$15}' /proc/$GW3/stat)
-  taskset -c 1 "$BIN" bench --gateway-url http://127.0.0.1:28090 --mock-url http://127.0.0.1:28446 --platforms webpush \
-    --count "$WP_N" --tokens 100 --concurrency 4 --quiet --json > "$W/wp.json" || true
-  cpu1=$(awk '{print $14+$15}' /proc/$GW3/stat)
-  TCK=$(getconf CLK_TCK); ticks=$(( cpu1 - cpu0 > 0 ? cpu1 - cpu0 : 1 ))
+  webpush_one_core 28090 28446 "$WP_N" "$W/wp.json"
   WP_DELIVERED=$(json_get "$W/wp.json" delivered)
-  echo "gateway: delivered $WP_DELIVERED (missing $(json_get "$W/wp.json" missing)), $(json_get "$W/wp.json" delivered_per_sec)/s wall clock; gateway CPU $(( ticks * 1000 / TCK )) ms"
-  GW_PER_CPU=$(( WP_DELIVERED * TCK / ticks ))
+  echo "gateway: delivered $WP_DELIVERED (missing $(json_get "$W/wp.json" missing)), $(json_get "$W/wp.json" delivered_per_sec)/s wall clock; gateway CPU $WP_CPU_MS ms"
+  GW_PER_CPU=$(( WP_DELIVERED * $(getconf CLK_TCK) / WP_TICKS ))
   echo "== pywebpush on core 0: $PY_N messages, encrypt (RFC 8291 aes128gcm) and encrypt + VAPID sign (RFC 8292), no network"
   taskset -c 0 "$PY" scripts/webpush-reference.py "$PY_N" --json | tee "$W/py.json"
   python3 - "$GW_PER_CPU" "$W/py.json" <<'PYEOF'
