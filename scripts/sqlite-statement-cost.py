@@ -5,7 +5,10 @@ Replays the durable queue's write pattern on the queue's own schema (Sources/Que
 per transaction, one notification of 100 tokens is inserted (12-column job rows, one multi-row INSERT,
 jobs leased on insert) and the 100 jobs inserted two transactions earlier are completed (one multi-row
 UPDATE ... FROM (VALUES ...)). Prints SQLite's CPU per 100,000 jobs for variants of the schema and of
-the statements, so one can see what an index or a re-prepared statement costs.
+the statements, so one can see what an index or a re-prepared statement costs; then variants that were
+priced as possible next steps (docs/benchmarks.md, "Goal 1, the SQLite engine (third session)"): a row
+without a provider id, a shorter lease owner, other page sizes, more jobs per transaction, and
+completions appended to a table of their own instead of updating the job's row.
 
 Needs apsw (a SQLite binding with the same SQLite as sqlite-nio, 3.54; pip install apsw), e.g.
   python3 -m venv .venv-bench && .venv-bench/bin/pip install apsw && .venv-bench/bin/python scripts/sqlite-statement-cost.py
@@ -42,10 +45,22 @@ VARIANTS = {
     "rows as JSON (json_each) instead of VALUES, re-prepared": ({}, False, "json"),
 }
 
+# name: keyword arguments of run (statements prepared once)
+NEXT = {
+    "as shipped (36-character provider id and lease owner), 100 jobs per transaction": {},
+    "no provider id stored (APNs echoes the apns-id the gateway sent)": {"provider": False},
+    "16-character lease owner": {"owner_len": 16},
+    "page size 2048": {"page_size": 2048},
+    "page size 8192": {"page_size": 8192},
+    "200 jobs per transaction": {"per": 200},
+    "50 jobs per transaction": {"per": 50},
+    "completions appended to an outcomes table, no finished index": {"outcomes": True},
+}
+
 COLS = "id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, not_before, enqueued_at, lease_owner"
 
 
-def run(edits, cache, style, n=100_000, per=100):
+def run(edits, cache, style, n=100_000, per=100, provider=True, owner_len=36, page_size=4096, outcomes=False):
     schema = SCHEMA
     if "leased" in edits:
         schema = schema.replace("CREATE INDEX jobs_leased ON jobs (id) WHERE state = 0 AND lease_owner IS NOT NULL;", edits["leased"])
@@ -53,14 +68,20 @@ def run(edits, cache, style, n=100_000, per=100):
         schema = schema.replace("CREATE INDEX jobs_finished ON jobs (finished_at) WHERE state <> 0;", edits["finished"])
     if "notif_row" in edits:
         schema = schema.replace("CREATE INDEX jobs_notif_row ON jobs (notif_row);", edits["notif_row"])
+    if outcomes:
+        # completions go to a table of their own (the job row and its indexes stay as inserted);
+        # not a working design as is (pending and leased would have to be told apart otherwise),
+        # a floor for what an append-only layout could cost
+        schema = schema.replace("CREATE INDEX jobs_finished ON jobs (finished_at) WHERE state <> 0;", "")
+        schema += "CREATE TABLE outcomes (job INTEGER PRIMARY KEY, state INTEGER, attempts INTEGER, provider_id TEXT, last_error TEXT, finished_at REAL);"
     d = tempfile.mkdtemp()
     path = os.path.join(d, "q.sqlite")
     db = apsw.Connection(path, statementcachesize=100 if cache else 0)
     c = db.cursor()
-    for p in ["journal_mode=WAL", "synchronous=NORMAL", "cache_size=-16000", "wal_autocheckpoint=0"]:
+    for p in [f"page_size={page_size}", "journal_mode=WAL", "synchronous=NORMAL", "cache_size=-16000", "wal_autocheckpoint=0"]:
         c.execute("PRAGMA " + p)
     c.execute(schema)
-    owner = str(uuid.uuid4())
+    owner = str(uuid.uuid4()).replace("-", "")[:owner_len] if owner_len < 36 else str(uuid.uuid4())
     tokens = [os.urandom(32).hex() for _ in range(per)]
     body = json.dumps({"tokens": tokens, "platform": 1, "message": "x" * 200})
     spent = 0.0
@@ -91,8 +112,10 @@ def run(edits, cache, style, n=100_000, per=100):
             sql(f"INSERT INTO jobs ({COLS}) VALUES " + ",".join([row] * len(rows)), [v for r in rows for v in r])
         if len(pending) > 2 * per:
             done, pending = pending[:per], pending[per:]
-            ups = [[i, 1, 1, str(uuid.uuid4()), None, now] for i in done]
-            if style == "json":
+            ups = [[i, 1, 1, str(uuid.uuid4()) if provider else None, None, now] for i in done]
+            if outcomes:
+                sql("INSERT INTO outcomes VALUES " + ",".join(["(?,?,?,?,?,?)"] * len(ups)), [v for u in ups for v in u])
+            elif style == "json":
                 sql("UPDATE jobs SET state = v.value->>1, attempts = v.value->>2, provider_id = v.value->>3, "
                     "last_error = coalesce(v.value->>4, jobs.last_error), finished_at = v.value->>5, lease_owner = NULL "
                     "FROM json_each(?1) AS v WHERE jobs.id = v.value->>0 AND (?2 OR jobs.lease_owner = ?3)", (json.dumps(ups), 0, owner))
@@ -115,4 +138,8 @@ if __name__ == "__main__":
     print(f"SQLite {apsw.sqlite_lib_version()}; {n} jobs, 100 per transaction; SQLite CPU (statements only) per 100,000 jobs")
     for name, (edits, cache, style) in VARIANTS.items():
         cpu, wal = run(edits, cache, style, n)
+        print(f"  {cpu:5.2f} s   WAL {wal / 1e6:4.0f} MB   {name}")
+    print("Possible next steps, all with statements prepared once:")
+    for name, kw in NEXT.items():
+        cpu, wal = run({}, True, "values", n, **kw)
         print(f"  {cpu:5.2f} s   WAL {wal / 1e6:4.0f} MB   {name}")
