@@ -56,6 +56,13 @@ public final class Stats: DeliveryEventSink {
         }
     }
 
+    /// Sets the totals from the counters a shared store holds (every process's saved increments):
+    /// `compute` gets the increments not taken yet and returns the new totals, under the same lock
+    /// as the counting, so nothing counted meanwhile is lost.
+    public func rebase(_ compute: (_ unsaved: StatsSnapshot) -> StatsSnapshot) {
+        box.withLockedValue { c in c.total = compute(c.unsaved) }
+    }
+
     private func change(_ body: (inout StatsSnapshot) -> Void) {
         box.withLockedValue { c in
             body(&c.total)

@@ -713,9 +713,27 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         }
     }
 
+    /// After this process's counter increments were saved: its totals become the store's, which add
+    /// up every process sharing it (gorush's counters on a shared storage are the cluster's too),
+    /// plus the increments taken for a batch not committed yet and those not taken yet. Never lower
+    /// than before (the store only adds), so `/metrics` counters do not go back.
+    private func rebaseStats(_ stored: [String: Int64]) {
+        state.withLockedValue { s in
+            guard let stats = s.stats else { return }
+            let pending = s.work.batch.statsDelta
+            stats.rebase { unsaved in
+                var flat = stored
+                flat.merge(pending, uniquingKeysWith: StatsCodec.add)
+                flat.merge(StatsCodec.increments(unsaved), uniquingKeysWith: StatsCodec.add)
+                return StatsCodec.snapshot(flat)
+            }
+        }
+    }
+
     /// Resumes update waiters and hands out leased rows after a successful commit.
     private func finishMaintenance(_ work: Work, _ result: WriteResult) async {
         for c in work.updateWaiters { c.resume() }
+        if let stored = result.storedStats { rebaseStats(stored) }
         if result.pruneMore, let p = work.batch.prune {
             // More rows to prune: another bounded pass in the next transaction (with whatever
             // work came meanwhile), so the writer is never held by one long delete.
@@ -959,7 +977,12 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                     s.lastStats = t
                     let d = StatsCodec.increments(stats.takeUnsaved())
                     if !d.isEmpty {
-                        s.work.batch.statsDelta.merge(d) { $0 + $1 }
+                        s.work.batch.statsDelta.merge(d, uniquingKeysWith: StatsCodec.add)
+                        go = true
+                    } else if !backend.exclusive {
+                        // Shared store: take in the other processes' counts (a process alone on
+                        // its store reads nothing while idle).
+                        s.work.batch.readStats = true
                         go = true
                     }
                 }

@@ -375,6 +375,14 @@ struct PostgresStatements: QueueStatements {
             """, logger: logger)
     }
 
+    func readStats() async throws -> [String: Int64] {
+        var out: [String: Int64] = [:]
+        for try await (k, v) in try await conn.query("SELECT key, value FROM pushgate_stats", logger: logger).decode((String, Int64).self) {
+            out[k] = v
+        }
+        return out
+    }
+
     /// Runs a `WITH d AS (DELETE … RETURNING 1)` statement; returns how many rows it deleted.
     private func deleted(_ q: PostgresQuery) async throws -> Int {
         var n: Int64 = 0

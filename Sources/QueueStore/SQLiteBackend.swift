@@ -443,6 +443,14 @@ extension SQLiteBackend: QueueStatements {
             "INSERT INTO stats (key, value) VALUES \(values) ON CONFLICT(key) DO UPDATE SET value = value + excluded.value", binds)
     }
 
+    func readStats() async throws -> [String: Int64] {
+        var out: [String: Int64] = [:]
+        for row in try await writer.query("SELECT key, value FROM stats") {
+            if let k = row.column("key")?.string, let v = row.column("value")?.integer { out[k] = Int64(v) }
+        }
+        return out
+    }
+
     /// Rows changed by the writer's last statement.
     private func changes() async throws -> Int {
         try await writer.query("SELECT changes() AS n").first?.column("n")?.integer ?? 0

@@ -168,13 +168,16 @@ struct WriteBatch: Sendable {
     var leases: [LeaseRequest] = []
     var heartbeat = false
     var statsDelta: [String: Int64] = [:]
+    /// Read the stored counters back (`WriteResult.storedStats`) even with no increments to add: a
+    /// shared store's totals move with the other processes' saves.
+    var readStats = false
     var prune: PruneRequest?
     /// Release every lease of this owner and remove the owner (graceful shutdown).
     var release = false
     var idempotency: [IdempotencyOp] = []
 
     var isEmpty: Bool {
-        inserts.isEmpty && updates.isEmpty && leases.isEmpty && !heartbeat && statsDelta.isEmpty && prune == nil && !release
+        inserts.isEmpty && updates.isEmpty && leases.isEmpty && !heartbeat && statsDelta.isEmpty && !readStats && prune == nil && !release
             && idempotency.isEmpty
     }
 }
@@ -192,6 +195,8 @@ struct WriteResult: Sendable {
     var claims: [IdempotencyClaim] = []
     /// The prune pass deleted as many rows as its limit in some table: there may be more to delete.
     var pruneMore = false
+    /// Every stored counter, read after this batch's increments were added (nil: the batch added none).
+    var storedStats: [String: Int64]?
 }
 
 /// One delivery's status as stored (the same columns in both SQL stores).
@@ -250,6 +255,8 @@ protocol QueueStatements {
     func lease(_ request: LeaseRequest, owner: String, now: Double) async throws -> [StoredJob]
     /// Adds the increments to the stored counters.
     func addStats(_ increments: [String: Int64]) async throws
+    /// Every stored counter (all processes sharing the store).
+    func readStats() async throws -> [String: Int64]
     /// Deletes at most `limit` finished jobs older than `cutoff`, then at most `limit` notifications
     /// older than it left without jobs; true when a statement deleted `limit` rows (more may be left).
     func prune(finishedBefore cutoff: Double, limit: Int) async throws -> Bool
@@ -310,6 +317,7 @@ extension WriteBatch {
         }
         for req in leases { result.leased.append(try await s.lease(req, owner: owner, now: now).sorted { $0.id < $1.id }) }
         if !statsDelta.isEmpty { try await s.addStats(statsDelta) }
+        if !statsDelta.isEmpty || readStats { result.storedStats = try await s.readStats() }
         if let p = prune { result.pruneMore = try await s.prune(finishedBefore: p.finishedBefore, limit: p.limit) }
         if release { try await s.release(owner: owner) }
         for op in idempotency {
@@ -383,6 +391,13 @@ enum TargetCodec {
 
 /// Stats counters as flat keys (persisted additively, so several processes can share them).
 enum StatsCodec {
+    /// Two counters added, held at Int64's bounds (a stored counter is read from a database others
+    /// write too: an addition past Int64.max would trap).
+    static func add(_ a: Int64, _ b: Int64) -> Int64 {
+        let (r, overflow) = a.addingReportingOverflow(b)
+        return overflow ? (b > 0 ? .max : .min) : r
+    }
+
     static func flatten(_ s: StatsSnapshot) -> [String: Int64] {
         var out: [String: Int64] = [
             "total_count": s.totalCount, "submitted_tasks": s.submittedTasks, "success_tasks": s.successTasks,

@@ -263,6 +263,30 @@ final class PostgresQueueTests: XCTestCase {
         await b.close()
     }
 
+    /// Gateways on one database: each one's counters (`/api/stat/app`, `/metrics`) are the sum of
+    /// all, read back every stats interval, as gorush's on a shared storage.
+    func testEachGatewayShowsTheCountersOfAll() async throws {
+        let a = try await open()
+        let b = try await open()
+        let sa = Stats(initial: a.storedStats)
+        let sb = Stats(initial: b.storedStats)
+        a.persist(stats: sa)
+        b.persist(stats: sb)
+        let base = sa.snapshot.totalCount
+        sa.accepted(count: 3)
+        sb.accepted(count: 5)
+        sb.finished(platform: .android, delivered: true)
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, sa.snapshot.totalCount != base + 8 || sb.snapshot.totalCount != base + 8 {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        XCTAssertEqual(sa.snapshot.totalCount, base + 8)
+        XCTAssertEqual(sb.snapshot.totalCount, base + 8)
+        XCTAssertEqual(sa.snapshot.counts(.android).pushSuccess, sb.snapshot.counts(.android).pushSuccess)
+        await a.close()
+        await b.close()
+    }
+
     func testSyncJobsStayWithTheirProcessAndStatsAreShared() async throws {
         let a = try await open()
         let b = try await open()

@@ -425,6 +425,61 @@ final class SQLiteQueueTests: XCTestCase {
         await check.close()
     }
 
+    /// Two processes on one store: once saved, each one's counters are the sum of both (as gorush's
+    /// on a shared storage), and they never go back meanwhile. A process sharing the file reads the
+    /// totals every stats interval; the one holding the lock (it cannot tell whether others share)
+    /// takes them in whenever it saves its own.
+    func testCountersOfProcessesSharingTheStoreAddUp() async throws {
+        let path = tempDir() + "/q.sqlite"
+        let a = try await SQLiteQueue.open(path: path, options: options())
+        let b = try await SQLiteQueue.open(path: path, options: options())
+        XCTAssertTrue((a.backend as! SQLiteBackend).exclusive)
+        XCTAssertFalse((b.backend as! SQLiteBackend).exclusive)
+        let sa = Stats(initial: a.storedStats)
+        let sb = Stats(initial: b.storedStats)
+        a.persist(stats: sa)
+        b.persist(stats: sb)
+        sa.accepted(count: 3)
+        sa.finished(platform: .ios, delivered: true)
+        sb.accepted(count: 5)
+        sb.finished(platform: .ios, delivered: false)
+        var seen: [Int64] = []
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, sb.snapshot.totalCount != 8 {
+            seen.append(sb.snapshot.totalCount)
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        XCTAssertEqual(sb.snapshot.totalCount, 8)
+        XCTAssertEqual(sb.snapshot.counts(.ios).pushSuccess, 1)
+        XCTAssertEqual(sb.snapshot.counts(.ios).pushError, 1)
+        XCTAssertEqual(seen, seen.sorted(), "a counter never goes back")
+        // The lock holder takes in b's counts with its next save; counted meanwhile stays counted.
+        sa.accepted(count: 1)
+        XCTAssertEqual(sa.snapshot.totalCount, 4)
+        while Date() < deadline, sa.snapshot.totalCount != 9 { try await Task.sleep(for: .milliseconds(50)) }
+        XCTAssertEqual(sa.snapshot.totalCount, 9)
+        XCTAssertEqual(sa.snapshot.counts(.ios).pushError, 1)
+        while Date() < deadline, sb.snapshot.totalCount != 9 { try await Task.sleep(for: .milliseconds(50)) }
+        XCTAssertEqual(sb.snapshot.totalCount, 9)
+        await a.close()
+        await b.close()
+        let c = try await SQLiteQueue.open(path: path, options: options())
+        XCTAssertEqual(c.storedStats.totalCount, 9)
+        await c.close()
+    }
+
+    func testStoredCountersAddWithoutOverflow() {
+        XCTAssertEqual(StatsCodec.add(2, 3), 5)
+        XCTAssertEqual(StatsCodec.add(.max - 1, 5), .max)
+        XCTAssertEqual(StatsCodec.add(.min + 1, -5), .min)
+        let stats = Stats(initial: StatsCodec.snapshot(["total_count": .max - 1]))
+        stats.accepted(count: 1)
+        stats.rebase { unsaved in
+            StatsCodec.snapshot(["total_count": .max].merging(StatsCodec.increments(unsaved), uniquingKeysWith: StatsCodec.add))
+        }
+        XCTAssertEqual(stats.snapshot.totalCount, .max)
+    }
+
     func testStatsSurviveRestart() async throws {
         let path = tempDir() + "/q.sqlite"
         let q = try await SQLiteQueue.open(path: path, options: options())
