@@ -108,7 +108,7 @@ S0=$(pgstats ${PG_DB}_2)
 phase "two gateways" 28391 28392 | tee "$W/p2.txt"
 sleep 2; pgdelta "$S0" "$(pgstats ${PG_DB}_2)" $(( HALF * 2 ))
 for g in 28391 28392; do
-  curl -s http://127.0.0.1:$g/api/stat/app | python3 -c "import json,sys; d=json.load(sys.stdin); print('  gateway $g: success_tasks %s, failure_tasks %s (stored total at its start + its own since)' % (d.get('success_tasks'), d.get('failure_tasks')))"
+  curl -s http://127.0.0.1:$g/api/stat/app | python3 -c "import json,sys; d=json.load(sys.stdin); print('  gateway $g: success_tasks %s, failure_tasks %s (the totals of every gateway on this queue, read back every second)' % (d.get('success_tasks'), d.get('failure_tasks')))"
 done
 R1=$(sed -n 's/^RATE //p' "$W/p1.txt"); R2=$(sed -n 's/^RATE //p' "$W/p2.txt")
 python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print('scale-out: one gateway %.0f/s, two gateways %.0f/s, two / one = %.2f x (same 2-core machine: PostgreSQL, mock, benches and gateways share it)' % (a, b, b/a if a else 0))" "$R1" "$R2"
