@@ -81,7 +81,7 @@ if [ "$up" != 1 ]; then
 fi
 
 echo "openapi-check: $("$st" --version 2>/dev/null | head -1) against $base (pid $gw_pid), $spec, seed $seed, $max_examples examples per operation"
-status=0
+run_schemathesis() {
 timeout --signal=INT --kill-after=15 "$time_limit" "$st" run "$spec" \
   --url "$base" \
   --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance \
@@ -96,7 +96,30 @@ timeout --signal=INT --kill-after=15 "$time_limit" "$st" run "$spec" \
   --no-color \
   --output-sanitize false \
   --report junit,har --report-junit-path "$work/junit.xml" --report-har-path "$work/requests.har" \
-  || status=$?
+  2>&1 | tee "$work/schemathesis.log"
+return "${PIPESTATUS[0]}"
+}
+status=0
+run_schemathesis || status=$?
+
+# CPython 3.11's compiler can raise "SystemError: AST constructor recursion depth mismatch" inside
+# Hypothesis while it describes a strategy (seen once in CI; the same seed then passed). That is the
+# tool failing, not a finding about the gateway: when it is the only problem (no check failed, the
+# gateway alive), the run is repeated once with the same seed, and the repeat decides.
+tool_error_only() {
+  grep -q "AST constructor recursion depth mismatch" "$work/schemathesis.log" || return 1
+  kill -0 "$gw_pid" 2>/dev/null || return 1
+  python3 - "$work/junit.xml" <<'EOF' 2>/dev/null
+import sys, xml.etree.ElementTree as ET
+cases = ET.parse(sys.argv[1]).getroot().findall(".//testcase")
+sys.exit(1 if any(c.find("failure") is not None for c in cases) else 0)
+EOF
+}
+if [ "$status" != 0 ] && [ "$status" != 124 ] && [ "$status" != 130 ] && tool_error_only; then
+  echo "openapi-check: schemathesis itself failed (CPython SystemError in Hypothesis, no check failed); repeating once with seed $seed" >&2
+  status=0
+  run_schemathesis || status=$?
+fi
 
 # Counts from the reports: JUnit (one test case per operation and phase), HAR (every request).
 summary="$(python3 - "$work/junit.xml" "$work/requests.har" <<'EOF' 2>/dev/null || true
