@@ -35,6 +35,17 @@ public struct StatsSnapshot: Sendable, Codable, Equatable {
     public func counts(_ p: Platform, app: String) -> PlatformCounts { apps[app]?[p.name] ?? PlatformCounts() }
 }
 
+extension Int64 {
+    /// `a + b` held at Int64's bounds. Counters start from, and are reset to, totals read from a
+    /// store other processes write too (`Stats.rebase`): `+` past Int64.max there would trap.
+    package static func saturatingSum(_ a: Int64, _ b: Int64) -> Int64 {
+        let (r, overflow) = a.addingReportingOverflow(b)
+        return overflow ? (b > 0 ? .max : .min) : r
+    }
+
+    package mutating func addSaturating(_ b: Int64) { self = .saturatingSum(self, b) }
+}
+
 /// Thread-safe statistics, fed by the delivery event stream. Keeps the increments not yet saved
 /// apart, so a durable engine stores increments (`takeUnsaved`) instead of diffing snapshots.
 public final class Stats: DeliveryEventSink {
@@ -70,11 +81,11 @@ public final class Stats: DeliveryEventSink {
         }
     }
 
-    public func accepted(count: Int) { change { $0.totalCount += Int64(count) } }
+    public func accepted(count: Int) { change { $0.totalCount.addSaturating(Int64(count)) } }
 
-    public func submitted(jobs: Int) { change { $0.submittedTasks += Int64(jobs) } }
+    public func submitted(jobs: Int) { change { $0.submittedTasks.addSaturating(Int64(jobs)) } }
 
-    public func retried() { change { $0.retries += 1 } }
+    public func retried() { change { $0.retries.addSaturating(1) } }
 
     /// One delivery ended. `queued`: it was a queued job (a task, in gorush's terms); a delivery refused
     /// before sending counts as the platform's push error but is no task.
@@ -83,13 +94,13 @@ public final class Stats: DeliveryEventSink {
             var c = s.platforms[platform.name] ?? .init()
             var a = s.apps[app]?[platform.name] ?? .init()
             if delivered {
-                c.pushSuccess += 1
-                a.pushSuccess += 1
-                if queued { s.successTasks += 1 }
+                c.pushSuccess.addSaturating(1)
+                a.pushSuccess.addSaturating(1)
+                if queued { s.successTasks.addSaturating(1) }
             } else {
-                c.pushError += 1
-                a.pushError += 1
-                if queued { s.failureTasks += 1 }
+                c.pushError.addSaturating(1)
+                a.pushError.addSaturating(1)
+                if queued { s.failureTasks.addSaturating(1) }
             }
             s.platforms[platform.name] = c
             s.apps[app, default: [:]][platform.name] = a
@@ -100,8 +111,8 @@ public final class Stats: DeliveryEventSink {
         switch event {
         case .submitted(let counts, let queued):
             change { s in
-                s.totalCount += Int64(counts)
-                s.submittedTasks += Int64(queued)
+                s.totalCount.addSaturating(Int64(counts))
+                s.submittedTasks.addSaturating(Int64(queued))
             }
         case .retrying:
             retried()

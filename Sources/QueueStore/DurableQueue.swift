@@ -723,8 +723,8 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             let pending = s.work.batch.statsDelta
             stats.rebase { unsaved in
                 var flat = stored
-                flat.merge(pending, uniquingKeysWith: StatsCodec.add)
-                flat.merge(StatsCodec.increments(unsaved), uniquingKeysWith: StatsCodec.add)
+                flat.merge(pending, uniquingKeysWith: Int64.saturatingSum)
+                flat.merge(StatsCodec.increments(unsaved), uniquingKeysWith: Int64.saturatingSum)
                 return StatsCodec.snapshot(flat)
             }
         }
@@ -977,7 +977,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                     s.lastStats = t
                     let d = StatsCodec.increments(stats.takeUnsaved())
                     if !d.isEmpty {
-                        s.work.batch.statsDelta.merge(d, uniquingKeysWith: StatsCodec.add)
+                        s.work.batch.statsDelta.merge(d, uniquingKeysWith: Int64.saturatingSum)
                         go = true
                     } else if !backend.exclusive {
                         // Shared store: take in the other processes' counts (a process alone on

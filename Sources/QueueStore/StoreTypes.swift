@@ -391,13 +391,6 @@ enum TargetCodec {
 
 /// Stats counters as flat keys (persisted additively, so several processes can share them).
 enum StatsCodec {
-    /// Two counters added, held at Int64's bounds (a stored counter is read from a database others
-    /// write too: an addition past Int64.max would trap).
-    static func add(_ a: Int64, _ b: Int64) -> Int64 {
-        let (r, overflow) = a.addingReportingOverflow(b)
-        return overflow ? (b > 0 ? .max : .min) : r
-    }
-
     static func flatten(_ s: StatsSnapshot) -> [String: Int64] {
         var out: [String: Int64] = [
             "total_count": s.totalCount, "submitted_tasks": s.submittedTasks, "success_tasks": s.successTasks,
