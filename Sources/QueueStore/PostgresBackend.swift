@@ -86,7 +86,7 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
     }
 
     func start(owner: String, now: Double, leaseTimeout: Double) async throws -> (pending: Int, stats: [String: Int64]) {
-        try await client.withTransaction(logger: logger) { conn in
+        let stats = try await client.withTransaction(logger: logger) { conn in
             let statements = PostgresStatements(conn: conn, logger: logger)
             try await statements.renewLease(owner: owner, until: now + leaseTimeout)
             _ = try await statements.reclaimExpired(now: now)
@@ -94,10 +94,7 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
             try await conn.query(
                 "UPDATE pushgate_jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner IS NOT NULL AND lease_owner NOT IN (SELECT owner FROM pushgate_owners)",
                 logger: logger)
-        }
-        var stats: [String: Int64] = [:]
-        for try await (k, v) in try await client.query("SELECT key, value FROM pushgate_stats", logger: logger).decode((String, Int64).self) {
-            stats[k] = v
+            return try await statements.readStats()
         }
         return (try await pendingCount(), stats)
     }

@@ -144,12 +144,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             try await renewLease(owner: owner, until: now + leaseTimeout)
             if !exclusive { _ = try await reclaimExpired(now: now) }
         }
-        let pending = try await pendingCount()
-        var stats: [String: Int64] = [:]
-        for row in try await reader.query("SELECT key, value FROM stats") {
-            if let k = row.column("key")?.string, let v = row.column("value")?.integer { stats[k] = Int64(v) }
-        }
-        return (pending, stats)
+        return (try await pendingCount(), try await readStats())
     }
 
     /// Pending jobs, counted as free + leased: each half matches the predicate of a partial index
@@ -446,9 +441,19 @@ extension SQLiteBackend: QueueStatements {
     func readStats() async throws -> [String: Int64] {
         var out: [String: Int64] = [:]
         for row in try await writer.query("SELECT key, value FROM stats") {
-            if let k = row.column("key")?.string, let v = row.column("value")?.integer { out[k] = Int64(v) }
+            if let k = row.column("key")?.string, let v = row.column("value").flatMap(Self.storedCounter) { out[k] = v }
         }
         return out
+    }
+
+    /// A stored counter. SQLite turns an integer sum past Int64's bounds into a REAL, which is held at
+    /// the bounds here (`SQLiteData.integer` converts it with `Int64(_:)`, which traps past them).
+    static func storedCounter(_ d: SQLiteData) -> Int64? {
+        switch d {
+        case .integer(let v): return Int64(v)
+        case .float(let x) where x.isFinite: return x >= 0x1p63 ? .max : x < -0x1p63 ? .min : Int64(x)
+        default: return nil
+        }
     }
 
     /// Rows changed by the writer's last statement.

@@ -484,6 +484,27 @@ final class SQLiteQueueTests: XCTestCase {
         XCTAssertEqual(stats.snapshot.totalCount, .max)
     }
 
+    /// SQLite stores an integer sum past Int64.max as a REAL: read back, it is held at the bound
+    /// (converting it with `Int64(_:)` would trap at every start and every stats read).
+    func testACounterPastInt64IsReadAtTheBound() async throws {
+        let path = tempDir() + "/q.sqlite"
+        let q = try await SQLiteQueue.open(path: path, options: options())
+        let stats = Stats(initial: q.storedStats)
+        q.persist(stats: stats)
+        stats.accepted(count: 1)
+        await q.close()
+        let raw = try await SQLiteConnection.open(storage: .file(path: path))
+        _ = try await raw.query("UPDATE stats SET value = value + 9223372036854775807 WHERE key = 'total_count'")
+        let kind = try await raw.query("SELECT typeof(value) AS t FROM stats WHERE key = 'total_count'").first?.column("t")?.string
+        XCTAssertEqual(kind, "real")
+        try await raw.close()
+        let q2 = try await SQLiteQueue.open(path: path, options: options())
+        XCTAssertEqual(q2.storedStats.totalCount, .max)
+        XCTAssertEqual(SQLiteBackend.storedCounter(.float(-1e30)), .min)
+        XCTAssertNil(SQLiteBackend.storedCounter(.float(.nan)))
+        await q2.close()
+    }
+
     func testStatsSurviveRestart() async throws {
         let path = tempDir() + "/q.sqlite"
         let q = try await SQLiteQueue.open(path: path, options: options())
