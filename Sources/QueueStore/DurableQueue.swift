@@ -105,8 +105,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         var leaseLimits: [Int] = []
         /// Nothing in it but completions, reschedules and counters: nobody waits for its commit.
         var onlyUnwaited: Bool {
-            insertGroups.isEmpty && idempotencyWaiters.isEmpty && updateWaiters.isEmpty && batch.inserts.isEmpty
-                && batch.leases.isEmpty && !batch.heartbeat && batch.prune == nil && !batch.release && batch.idempotency.isEmpty
+            insertGroups.isEmpty && idempotencyWaiters.isEmpty && updateWaiters.isEmpty && batch.holdsOnlyUnwaited
         }
     }
 

@@ -176,6 +176,12 @@ struct WriteBatch: Sendable {
     var release = false
     var idempotency: [IdempotencyOp] = []
 
+    /// Nothing but completions, reschedules and counters: writes nobody waits for (next to `isEmpty`,
+    /// so a new kind of write is placed in both).
+    var holdsOnlyUnwaited: Bool {
+        inserts.isEmpty && leases.isEmpty && !heartbeat && prune == nil && !release && idempotency.isEmpty
+    }
+
     var isEmpty: Bool {
         inserts.isEmpty && updates.isEmpty && leases.isEmpty && !heartbeat && statsDelta.isEmpty && !readStats && prune == nil && !release
             && idempotency.isEmpty
