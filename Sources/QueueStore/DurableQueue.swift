@@ -87,6 +87,12 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         var fetching = false
         var storeMayHaveWork = true
         var lastPoll: Double = 0
+        /// Jobs leased to this process on enqueue but left in the store (`parksJobs`), oldest first.
+        var parked = ParkedJobIDs()
+        /// A read of parked jobs is under way.
+        var readingParked = false
+        /// When the last read of parked jobs failed (the next waits `pollInterval`).
+        var parkedReadFailed: Double = 0
     }
 
     typealias Inserted = (ids: [(notifRow: Int64, jobIDs: [Int64])], guarded: [Int64: GuardOutcome])
@@ -116,6 +122,8 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         var pendingDelta = 0
         var outstanding = 0
         var held = 0
+        /// Sum of the platforms' `parked.count`.
+        var parked = 0
         var shutdown = false
         var finalizeRequested = false
         var finalized = false
@@ -163,6 +171,12 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     private let now: @Sendable () -> Date
     private let signal: AsyncStream<Void>.Continuation
     private let tasks = NIOLockedValueBox<[Task<Void, Never>]>([])
+    /// Async jobs beyond `maxHeld` are leased to this process as they are inserted and read back by id
+    /// as workers free up (`ParkedJobIDs`), instead of being left free and leased back with an update
+    /// of each row: the backlog costs one write per job, as a held job does, and is read back ahead of
+    /// the workers (while `leaseBatch` or fewer are ready), so they never wait for it. Only on a store
+    /// this process uses alone (SQLite with its lock), where leaving jobs for others has no use.
+    private let parksJobs: Bool
 
     public var capacity: Int { options.capacity }
 
@@ -172,6 +186,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         self.logger = logger
         self.now = now
         self.owner = UUID().uuidString.lowercased()
+        self.parksJobs = backend.exclusive && options.leaseOnEnqueue
         let t = now().timeIntervalSince1970
         let (pending, stats) = try await backend.start(owner: owner, now: t, leaseTimeout: options.leaseTimeout)
         self.storedStats = StatsCodec.snapshot(stats)
@@ -215,25 +230,32 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         let n = jobs.count
         // Room in memory for leasing on enqueue (approximate across concurrent enqueues: the
         // window is a memory bound, not an exact count).
-        let room: Int = try state.withLockedValue { s in
+        // Platforms with parked jobs: their new async jobs are parked behind them (first in, first out).
+        let (room, parkedPlatforms): (Int, [Platform]) = try state.withLockedValue { s in
             if s.finalized || s.finalizeRequested { throw QueueClosedError() }
             let pending = max(0, s.pendingBase + s.pendingDelta)
             if pending + n > options.capacity { throw QueueFullError(pending: pending, capacity: options.capacity) }
             s.pendingDelta += n
-            return max(0, options.maxHeld - s.held)
+            let parked = s.parked > 0 ? s.platforms.compactMap { $0.value.parked.isEmpty ? nil : $0.key } : []
+            return (max(0, options.maxHeld - s.held), parked)
         }
         var leasing = 0
+        var hold = [Bool](repeating: false, count: n)
         let t = now().timeIntervalSince1970
         let inserts: [NotificationInsert]
         let groups: [(accepted: AcceptedNotification, jobs: [Int])]
         let dedupUntil = t + options.dedupTTL
         do {
-            (inserts, groups) = try Self.notificationInserts(jobs, createdAt: t) { j, _ in
+            (inserts, groups) = try Self.notificationInserts(jobs, createdAt: t) { j, i in
+                // Held in memory: sync-mode jobs (their waiter is here) and async ones within the window.
+                let held =
+                    j.waiterID != nil || (options.leaseOnEnqueue && leasing < room && !parkedPlatforms.contains(j.platform))
+                if held { leasing += 1 }
+                hold[i] = held
                 var row = JobInsert(
                     target: j.target, messageID: j.messageID, attempts: j.attempts, maxAttempts: j.maxAttempts,
                     notBefore: j.notBefore.timeIntervalSince1970, enqueuedAt: j.enqueuedAt.timeIntervalSince1970,
-                    leased: j.waiterID != nil || (options.leaseOnEnqueue && leasing < room))
-                if row.leased { leasing += 1 }
+                    leased: held || parksJobs)
                 row.dedupKey = j.dedupKey
                 row.dedupUntil = dedupUntil
                 row.coalesceSeconds = j.coalesceSeconds
@@ -254,6 +276,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         let tNow = now()
         var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
         var fetch = false
+        var reads: [(Platform, [ClosedRange<Int64>])] = []
         var dispositions = jobs.map { EnqueueDisposition.queued(notBefore: $0.notBefore) }
         state.withLockedValue { s in
             for (gi, g) in groups.enumerated() {
@@ -274,11 +297,15 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                     case nil:
                         break
                     }
-                    if inserts[gi].jobs[k].leased {
+                    if hold[i] {
                         s.held += 1
                         place(job, in: &s, now: tNow, resume: &resume)
                     } else {
                         leftInStore += 1
+                        if parksJobs {
+                            s.platforms[job.platform, default: PlatformState()].parked.append(jobIDs[k])
+                            s.parked += 1
+                        }
                     }
                 }
                 if leftInStore > 0 {
@@ -287,13 +314,19 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                     cache(
                         notifRow, CachedNotification(accepted: g.accepted, at: t, bytes: inserts[gi].body.utf8.count, leftInStore: leftInStore),
                         in: &s)
-                    s.platforms[g.accepted.notification.platform, default: PlatformState()].storeMayHaveWork = true
-                    if requestLeaseIfNeeded(g.accepted.notification.platform, in: &s, now: t) { fetch = true }
+                    let p = g.accepted.notification.platform
+                    if parksJobs {
+                        if let r = readParkedIfNeeded(p, in: &s, now: t) { reads.append((p, r)) }
+                    } else {
+                        s.platforms[p, default: PlatformState()].storeMayHaveWork = true
+                        if requestLeaseIfNeeded(p, in: &s, now: t) { fetch = true }
+                    }
                 }
             }
         }
         for (c, j) in resume { c.resume(returning: j) }
         if fetch { signal.yield() }
+        for (p, r) in reads { startReadingParked(p, r) }
         return dispositions
     }
 
@@ -402,6 +435,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         await withCheckedContinuation { (c: CheckedContinuation<DeliveryJob?, Never>) in
             let t = now().timeIntervalSince1970
             var fetch = false
+            var read: [ClosedRange<Int64>]?
             let immediate: DeliveryJob?? = state.withLockedValue { s in
                 if s.finalized { return .some(nil) }
                 if !s.shutdown, let j = s.platforms[platform]?.jobs.ready.popFirst() {
@@ -409,20 +443,28 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                     return .some(j)
                 }
                 s.platforms[platform, default: PlatformState()].jobs.waiters.append(c)
-                if !s.shutdown { fetch = requestLeaseIfNeeded(platform, in: &s, now: t) }
+                if !s.shutdown {
+                    fetch = requestLeaseIfNeeded(platform, in: &s, now: t)
+                    read = readParkedIfNeeded(platform, in: &s, now: t)
+                }
                 return .none
             }
             if let immediate { c.resume(returning: immediate) }
             if fetch { signal.yield() }
+            if let read { startReadingParked(platform, read) }
         }
     }
 
     public func nextIfReady(platform: Platform) -> DeliveryJob? {
-        state.withLockedValue { s in
+        var read: [ClosedRange<Int64>]?
+        let job: DeliveryJob? = state.withLockedValue { s in
             guard !s.finalized, !s.shutdown, let j = s.platforms[platform]?.jobs.ready.popFirst() else { return nil }
             s.outstanding += 1
+            if s.parked > 0 { read = readParkedIfNeeded(platform, in: &s, now: nil) }
             return j
         }
+        if let read { startReadingParked(platform, read) }
+        return job
     }
 
     public func reschedule(_ job: DeliveryJob) async {
@@ -448,14 +490,17 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         // (at-least-once), never a lost one. Shutdown commits every pending write before closing.
         let t = now().timeIntervalSince1970
         let update = JobUpdate.completion(id: Int64(job.id), outcome: outcome, attempts: job.attempts, finishedAt: t)
+        var read: [ClosedRange<Int64>]?
         let wake: Bool = state.withLockedValue { s in
             let first = addUpdate(update, in: &s)
             s.outstanding -= 1
             s.held -= 1
             s.pendingDelta -= 1
+            if s.parked > 0 { read = readParkedIfNeeded(job.platform, in: &s, now: t) }
             return checkFinalize(&s) || first
         }
         if wake { signal.yield() }
+        if let read { startReadingParked(job.platform, read) }
     }
 
     /// Adds a completion or reschedule to the next commit. True when the writer must look at it:
@@ -584,7 +629,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     /// gateway makes no query.
     private func nextPoll(_ ps: PlatformState, in s: State) -> Double? {
         if ps.storeMayHaveWork { return 0 }
-        guard !backend.exclusive || s.pendingBase + s.pendingDelta > s.held else { return nil }
+        guard !backend.exclusive || s.pendingBase + s.pendingDelta > s.held + s.parked else { return nil }
         return ps.lastPoll + options.pollInterval
     }
 
@@ -598,6 +643,8 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             if !ps.fetching, !ps.jobs.waiters.isEmpty, ps.jobs.ready.count == 0, let poll = nextPoll(ps, in: s) {
                 due = min(due, poll)
             }
+            // A read of parked jobs to try again after a failure.
+            if ps.parkedReadFailed > 0, !ps.readingParked, !ps.parked.isEmpty { due = min(due, ps.parkedReadFailed + options.pollInterval) }
         }
         return due
     }
@@ -615,6 +662,45 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         s.work.batch.leases.append(LeaseRequest(platform: platform, limit: limit))
         s.work.leaseLimits.append(limit)
         return true
+    }
+
+    /// Takes the next parked jobs of `platform` to read back when few are ready and the window has
+    /// room (call with the lock held; hand the result to `startReadingParked` after unlocking).
+    /// `now` nil: no failed read to wait for is checked (the hot path; a failure is retried by the timer).
+    private func readParkedIfNeeded(_ platform: Platform, in s: inout State, now t: Double?) -> [ClosedRange<Int64>]? {
+        guard parksJobs, !s.shutdown, !s.finalizeRequested, let ps = s.platforms[platform] else { return nil }
+        guard !ps.readingParked, !ps.parked.isEmpty, ps.jobs.ready.count < options.leaseBatch else { return nil }
+        if ps.parkedReadFailed > 0 {
+            guard let t, t >= ps.parkedReadFailed + options.pollInterval else { return nil }
+        }
+        let n = min(options.leaseBatch, options.maxHeld - s.held)
+        guard n > 0 else { return nil }
+        s.platforms[platform]!.readingParked = true
+        let ranges = s.platforms[platform]!.parked.take(n)
+        for r in ranges { s.parked -= Int(r.upperBound - r.lowerBound) + 1 }
+        return ranges
+    }
+
+    private func startReadingParked(_ platform: Platform, _ ranges: [ClosedRange<Int64>]) {
+        Task { await self.readParked(platform, ranges) }
+    }
+
+    private func readParked(_ platform: Platform, _ ranges: [ClosedRange<Int64>]) async {
+        let rows: [StoredJob]
+        do {
+            rows = try await backend.parkedJobs(ranges, owner: owner)
+        } catch {
+            logger.error("cannot read back deliveries left in the store (retried in \(options.pollInterval) s): \(error)")
+            let t = now().timeIntervalSince1970
+            state.withLockedValue { s in
+                s.platforms[platform]!.parked.putBack(ranges)
+                for r in ranges { s.parked += Int(r.upperBound - r.lowerBound) + 1 }
+                s.platforms[platform]!.readingParked = false
+                s.platforms[platform]!.parkedReadFailed = t
+            }
+            return
+        }
+        await handleLeased(rows, platform: platform, limit: 0, parked: true)
     }
 
     private func checkFinalize(_ s: inout State) -> Bool {
@@ -820,7 +906,8 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         }
     }
 
-    private func handleLeased(_ rows: [StoredJob], platform: Platform, limit: Int) async {
+    /// Places leased rows (`parked`: rows read back by `readParked`; `limit` is then unused).
+    private func handleLeased(_ rows: [StoredJob], platform: Platform, limit: Int, parked: Bool = false) async {
         var accepted: [Int64: AcceptedNotification] = [:]
         var missing: [Int64] = []
         state.withLockedValue { s in
@@ -874,18 +961,26 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             jobs.append(j)
         }
         var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
+        var read: [ClosedRange<Int64>]?
         let more: Bool = state.withLockedValue { s in
             s.held += rows.count
             for r in rows { leasedBack(r.notifRow, in: &s) }
             if s.platforms[platform] == nil { s.platforms[platform] = PlatformState() }
-            s.platforms[platform]!.fetching = false
-            s.platforms[platform]!.storeMayHaveWork = rows.count >= limit
+            if parked {
+                s.platforms[platform]!.readingParked = false
+                s.platforms[platform]!.parkedReadFailed = 0
+            } else {
+                s.platforms[platform]!.fetching = false
+                s.platforms[platform]!.storeMayHaveWork = rows.count >= limit
+            }
             for j in jobs { place(j, in: &s, now: tNow, resume: &resume) }
             s.outstanding += unreadable.count
+            read = readParkedIfNeeded(platform, in: &s, now: tNow.timeIntervalSince1970)
             return requestLeaseIfNeeded(platform, in: &s, now: tNow.timeIntervalSince1970)
         }
         for (c, j) in resume { c.resume(returning: j) }
         if more { signal.yield() }
+        if let read { startReadingParked(platform, read) }
         for r in unreadable {
             // A stored notification that no longer decodes cannot be sent: report it failed.
             let a = AcceptedNotification(notifID: "", notification: PushNotification(platform: platform), prepared: nil)
@@ -949,6 +1044,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
             var refreshPending = false
             var pruneBefore: Double?
+            var reads: [(Platform, [ClosedRange<Int64>])] = []
             let (stop, go): (Bool, Bool) = state.withLockedValue { s in
                 s.tickerWake = 0
                 s.tickerSleeper = nil
@@ -962,6 +1058,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                             resume += handed
                         }
                         if requestLeaseIfNeeded(p, in: &s, now: t) { go = true }
+                        if let r = readParkedIfNeeded(p, in: &s, now: t) { reads.append((p, r)) }
                     }
                 }
                 if t - s.lastHeartbeat >= heartbeatEvery {
@@ -993,6 +1090,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             }
             for (c, j) in resume { c.resume(returning: j) }
             if go { signal.yield() }
+            for (p, r) in reads { startReadingParked(p, r) }
             if stop { return }
             if let pruneBefore { await startPrune(retentionCutoff: pruneBefore) }
             if refreshPending {

@@ -275,6 +275,19 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         }
     }
 
+    func parkedJobs(_ ranges: [ClosedRange<Int64>], owner: String) async throws -> [StoredJob] {
+        var jobs: [StoredJob] = []
+        for r in ranges {
+            for row in try await reader.query(
+                "SELECT \(QueueSchema.leasedColumns) FROM jobs WHERE id BETWEEN ? AND ? AND state = 0 AND lease_owner = ? ORDER BY id",
+                [.integer(Int(r.lowerBound)), .integer(Int(r.upperBound)), .text(owner)])
+            {
+                if let j = Self.storedJob(row) { jobs.append(j) }
+            }
+        }
+        return jobs
+    }
+
     func close() async {
         await checkpoints.stop()
         try? await reader.close()

@@ -241,11 +241,20 @@ protocol QueueBackend: Sendable {
     /// The event loop the store's connection completes its queries on (nil: none in particular):
     /// the writer runs there, so a query's answer resumes it without waking another thread.
     var eventLoop: (any EventLoop)? { get }
+    /// The pending jobs among `ranges` (job ids) leased to `owner`, in id order: jobs this process
+    /// leased to itself when they were enqueued but left in the store (`ParkedJobIDs`). A read,
+    /// outside the writer's transactions.
+    func parkedJobs(_ ranges: [ClosedRange<Int64>], owner: String) async throws -> [StoredJob]
 }
 
 extension QueueBackend {
     func afterCommit() async {}
     var eventLoop: (any EventLoop)? { nil }
+    /// Only a store one process uses alone (`exclusive`) has jobs parked (PostgreSQL never is: its
+    /// jobs beyond the memory window are left free for any process to lease).
+    func parkedJobs(_ ranges: [ClosedRange<Int64>], owner: String) async throws -> [StoredJob] {
+        throw QueueStoreError("this store does not park jobs (only a store one process uses alone does)")
+    }
 }
 
 /// The statements of one queue transaction in one SQL dialect. `WriteBatch.run` is the commit
@@ -451,4 +460,61 @@ enum StatsCodec {
 public struct QueueStoreError: Error, CustomStringConvertible, Sendable {
     public var description: String
     public init(_ d: String) { description = d }
+}
+
+/// Ids of the jobs a process alone on its store (SQLite with its lock) leased to itself when they were
+/// enqueued but left in the store, beyond `maxHeld`: oldest first, as ranges of consecutive ids (the
+/// jobs of one enqueue get consecutive ids), so a backlog of millions costs a few bytes per request.
+/// Taking them back is a read by id (`QueueBackend.parkedJobs`), not a lease: no row is written
+/// twice, and nothing else can take them (they are leased to this process; a crash or stop frees them
+/// for the next start).
+struct ParkedJobIDs: Sendable {
+    private var ranges: [ClosedRange<Int64>] = []
+    private var head = 0
+    /// How many ids it holds.
+    private(set) var count = 0
+
+    var isEmpty: Bool { count == 0 }
+
+    /// Adds the id after the newest one (ids only grow: the newest range is extended when it is the next id).
+    mutating func append(_ id: Int64) {
+        if head < ranges.count, let last = ranges.last, last.upperBound < Int64.max, last.upperBound + 1 == id {
+            ranges[ranges.count - 1] = last.lowerBound...id
+        } else {
+            ranges.append(id...id)
+        }
+        count += 1
+    }
+
+    /// Takes the `n` oldest ids (fewer when it holds fewer).
+    mutating func take(_ n: Int) -> [ClosedRange<Int64>] {
+        var taken: [ClosedRange<Int64>] = []
+        var left = max(0, n)
+        while left > 0, head < ranges.count {
+            let r = ranges[head]
+            let size = r.upperBound - r.lowerBound  // one less than its count: no overflow for any range
+            if size < Int64(left) {
+                taken.append(r)
+                head += 1
+                left -= Int(size) + 1
+            } else {
+                let end = r.lowerBound + Int64(left - 1)
+                taken.append(r.lowerBound...end)
+                ranges[head] = (end + 1)...r.upperBound
+                left = 0
+            }
+        }
+        count -= max(0, n) - left
+        if head >= 64, head * 2 >= ranges.count {
+            ranges.removeFirst(head)
+            head = 0
+        }
+        return taken
+    }
+
+    /// Gives back ids taken and not read (a failed read): they are the oldest again.
+    mutating func putBack(_ taken: [ClosedRange<Int64>]) {
+        ranges.replaceSubrange(head..<head, with: taken)
+        for r in taken { count += Int(r.upperBound - r.lowerBound) + 1 }
+    }
 }

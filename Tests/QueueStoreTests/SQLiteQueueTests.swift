@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import PushDispatch
 import PushgateCore
@@ -314,6 +315,61 @@ final class SQLiteQueueTests: XCTestCase {
         for _ in 0..<500 where q.pendingCount > 0 { try await Task.sleep(for: .milliseconds(10)) }
         XCTAssertEqual(q.pendingCount, 0)
         await q.close()
+    }
+
+    /// Issue 17: jobs beyond the memory window of a process alone on its SQLite file are leased to it
+    /// as they are inserted and read back by id, oldest first, while few are ready: no second write
+    /// of each row (a lease), and the window is never exceeded. A crash frees them for the next start.
+    func testJobsBeyondTheWindowAreLeasedToThisProcessAndReadBackOldestFirst() async throws {
+        let path = tempDir() + "/q.sqlite"
+        var o = options()
+        o.maxHeld = 20
+        o.leaseBatch = 8
+        let q = try await SQLiteQueue.open(path: path, options: o)
+        for k in 0..<4 { try await q.enqueue(makeJobs(30, notifID: "p-\(k)")) }
+        XCTAssertEqual(q.heldCount, 20)
+        let check = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
+        func leasedTo(_ owner: String) async throws -> Int {
+            try await check.query("SELECT count(*) AS n FROM jobs WHERE state = 0 AND lease_owner = ?", [.text(owner)]).first?.column("n")?.integer
+                ?? -1
+        }
+        let free = try await check.query("SELECT count(*) AS n FROM jobs WHERE state = 0 AND lease_owner IS NULL").first?.column("n")?.integer
+        XCTAssertEqual(free, 0, "nothing is left free for another process to lease")
+        let leased = try await leasedTo(q.owner)
+        XCTAssertEqual(leased, 120, "the 100 left in the store are leased to this process too")
+        var ids: [UInt64] = []
+        var most = 0
+        for _ in 0..<60 {
+            let j = try await take(q)
+            ids.append(j.id)
+            most = max(most, q.heldCount)
+            XCTAssertEqual(j.accepted.notification.message, "hello")
+            await q.complete(j, outcome: .delivered(providerID: nil))
+        }
+        XCTAssertEqual(ids, ids.sorted(), "handed out oldest first")
+        XCTAssertEqual(Set(ids).count, 60)
+        XCTAssertLessThanOrEqual(most, 20, "never more than the window in memory")
+        await q.flush()
+        await q.abandonForTesting()  // kill -9 with 60 jobs pending, most of them parked
+
+        let q2 = try await SQLiteQueue.open(path: path, options: o)
+        XCTAssertEqual(q2.pendingCount, 60)
+        let stale = try await leasedTo(q.owner)
+        XCTAssertEqual(stale, 0, "the crashed process's jobs were freed at start")
+        var rest = Set<UInt64>()
+        for _ in 0..<60 {
+            let j = try await take(q2)
+            XCTAssertTrue(rest.insert(j.id).inserted, "job \(j.id) handed out twice")
+            XCTAssertFalse(ids.contains(j.id), "job \(j.id) was completed before the crash")
+            await q2.complete(j, outcome: .delivered(providerID: nil))
+        }
+        let nothing = await nextJob(q2, timeout: 0.2)
+        XCTAssertNil(nothing)
+        await q2.flush()
+        let left = try await check.query("SELECT count(*) AS n FROM jobs WHERE state = 0").first?.column("n")?.integer
+        XCTAssertEqual(left, 0)
+        try await check.close()
+        await q2.close()
     }
 
     /// A worker going on with `nextIfReady` (as the dispatcher's workers do) gets each job once,
