@@ -676,8 +676,9 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         let n = min(options.leaseBatch, options.maxHeld - s.held)
         guard n > 0 else { return nil }
         s.platforms[platform]!.readingParked = true
+        let before = ps.parked.count
         let ranges = s.platforms[platform]!.parked.take(n)
-        for r in ranges { s.parked -= Int(r.upperBound - r.lowerBound) + 1 }
+        s.parked -= before - s.platforms[platform]!.parked.count
         return ranges
     }
 
@@ -693,14 +694,15 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             logger.error("cannot read back deliveries left in the store (retried in \(options.pollInterval) s): \(error)")
             let t = now().timeIntervalSince1970
             state.withLockedValue { s in
+                let before = s.platforms[platform]!.parked.count
                 s.platforms[platform]!.parked.putBack(ranges)
-                for r in ranges { s.parked += Int(r.upperBound - r.lowerBound) + 1 }
+                s.parked += s.platforms[platform]!.parked.count - before
                 s.platforms[platform]!.readingParked = false
                 s.platforms[platform]!.parkedReadFailed = t
             }
             return
         }
-        await handleLeased(rows, platform: platform, limit: 0, parked: true)
+        await handleLeased(rows, platform: platform, from: .parked)
     }
 
     private func checkFinalize(_ s: inout State) -> Bool {
@@ -834,7 +836,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             state.withLockedValue { s in for p in s.platforms.keys { s.platforms[p]!.storeMayHaveWork = true } }
         }
         for (i, req) in work.batch.leases.enumerated() {
-            await handleLeased(result.leased[i], platform: req.platform, limit: work.leaseLimits[i])
+            await handleLeased(result.leased[i], platform: req.platform, from: .lease(limit: work.leaseLimits[i]))
         }
         await backend.afterCommit()
     }
@@ -906,8 +908,14 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         }
     }
 
-    /// Places leased rows (`parked`: rows read back by `readParked`; `limit` is then unused).
-    private func handleLeased(_ rows: [StoredJob], platform: Platform, limit: Int, parked: Bool = false) async {
+    /// Where leased rows come from: a lease of up to `limit` free jobs, or parked jobs read back (`readParked`).
+    private enum LeasedRows {
+        case lease(limit: Int)
+        case parked
+    }
+
+    /// Places leased rows.
+    private func handleLeased(_ rows: [StoredJob], platform: Platform, from source: LeasedRows) async {
         var accepted: [Int64: AcceptedNotification] = [:]
         var missing: [Int64] = []
         state.withLockedValue { s in
@@ -966,10 +974,11 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             s.held += rows.count
             for r in rows { leasedBack(r.notifRow, in: &s) }
             if s.platforms[platform] == nil { s.platforms[platform] = PlatformState() }
-            if parked {
+            switch source {
+            case .parked:
                 s.platforms[platform]!.readingParked = false
                 s.platforms[platform]!.parkedReadFailed = 0
-            } else {
+            case .lease(let limit):
                 s.platforms[platform]!.fetching = false
                 s.platforms[platform]!.storeMayHaveWork = rows.count >= limit
             }
