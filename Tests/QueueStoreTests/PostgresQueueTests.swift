@@ -268,10 +268,8 @@ final class PostgresQueueTests: XCTestCase {
     func testEachGatewayShowsTheCountersOfAll() async throws {
         let a = try await open()
         let b = try await open()
-        let sa = Stats(initial: a.storedStats)
-        let sb = Stats(initial: b.storedStats)
-        a.persist(stats: sa)
-        b.persist(stats: sb)
+        let sa = persistedStats(a)
+        let sb = persistedStats(b)
         let base = sa.snapshot.totalCount
         sa.accepted(count: 3)
         sb.accepted(count: 5)
@@ -297,8 +295,7 @@ final class PostgresQueueTests: XCTestCase {
         let j = try await take(a)
         XCTAssertEqual(j.waiterID, 9)
         await a.reschedule(j)
-        let stats = Stats(initial: a.storedStats)
-        a.persist(stats: stats)
+        let stats = persistedStats(a)
         stats.accepted(count: 2)
         stats.finished(platform: .ios, delivered: true)
         await a.close()

@@ -95,6 +95,13 @@ func nextJob(_ q: any QueueDriver, _ p: Platform = .ios, timeout: Double = 5) as
 
 struct NoJob: Error {}
 
+/// Counters seeded with what `q` read from its store and saved by it, as the gateway wires them.
+func persistedStats(_ q: DurableQueue) -> Stats {
+    let stats = Stats(initial: q.storedStats)
+    q.persist(stats: stats)
+    return stats
+}
+
 /// A SQLite queue holding at most `maxHeld` jobs in memory, leasing `leaseBatch` at a time.
 func openSQLiteWindow(maxHeld: Int, leaseBatch: Int, _ tune: (inout DurableQueueOptions) -> Void = { _ in }) async throws -> DurableQueue {
     var o = options()
@@ -491,10 +498,8 @@ final class SQLiteQueueTests: XCTestCase {
         let b = try await SQLiteQueue.open(path: path, options: options())
         XCTAssertTrue((a.backend as! SQLiteBackend).exclusive)
         XCTAssertFalse((b.backend as! SQLiteBackend).exclusive)
-        let sa = Stats(initial: a.storedStats)
-        let sb = Stats(initial: b.storedStats)
-        a.persist(stats: sa)
-        b.persist(stats: sb)
+        let sa = persistedStats(a)
+        let sb = persistedStats(b)
         sa.accepted(count: 3)
         sa.finished(platform: .ios, delivered: true)
         sb.accepted(count: 5)
@@ -545,8 +550,7 @@ final class SQLiteQueueTests: XCTestCase {
     func testACounterPastInt64IsReadAtTheBound() async throws {
         let path = tempDir() + "/q.sqlite"
         let q = try await SQLiteQueue.open(path: path, options: options())
-        let stats = Stats(initial: q.storedStats)
-        q.persist(stats: stats)
+        let stats = persistedStats(q)
         stats.accepted(count: 1)
         await q.close()
         let raw = try await SQLiteConnection.open(storage: .file(path: path))
@@ -564,8 +568,7 @@ final class SQLiteQueueTests: XCTestCase {
     func testStatsSurviveRestart() async throws {
         let path = tempDir() + "/q.sqlite"
         let q = try await SQLiteQueue.open(path: path, options: options())
-        let stats = Stats(initial: q.storedStats)
-        q.persist(stats: stats)
+        let stats = persistedStats(q)
         stats.accepted(count: 5)
         stats.submitted(jobs: 5)
         stats.finished(platform: .ios, delivered: true)
@@ -573,8 +576,7 @@ final class SQLiteQueueTests: XCTestCase {
         await q.close()
         let q2 = try await SQLiteQueue.open(path: path, options: options())
         XCTAssertEqual(q2.storedStats, stats.snapshot)
-        let stats2 = Stats(initial: q2.storedStats)
-        q2.persist(stats: stats2)
+        let stats2 = persistedStats(q2)
         stats2.accepted(count: 1)
         try await Task.sleep(for: .milliseconds(1300))  // periodic save (1 s)
         await q2.abandonForTesting()
