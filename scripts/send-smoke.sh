@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checks `pushgate send` against `pushgate mock` (a separate process, as an operator would run it):
 # a delivery per provider prints the provider's answer and exits 0; a dead token exits 1 with the
-# provider's reason (APNs 410 Unregistered, FCM 404 UNREGISTERED, HMS 80300007, Web Push 410).
+# provider's reason (APNs 410 Unregistered, FCM 404 UNREGISTERED, HMS 80300007, Web Push 410); an
+# APNs broadcast to a channel made on the mock's channel-management host is delivered, one to a
+# channel never made is refused (ChannelNotRegistered).
 # Usage: scripts/send-smoke.sh [path/to/pushgate]   (default: builds and uses .build/debug/pushgate)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +38,20 @@ expect 0 "location: "       -- --platform webpush --subscription "$SUB" --title 
 expect 0 "location: "       -- --platform unifiedpush --endpoint "$WP/up-1" --message Hello
 expect 1 "HTTP 410"         -- --platform unifiedpush --endpoint "$WP/$DEAD" --message Hello
 expect 64 "give a target"    -- --platform ios --message Hello
+# APNs broadcast (iOS 18 Live Activities): a channel made on the mock's management host, as
+# `POST /api/apns/channels` would make it (curl speaks HTTP/2 with the mock's CA and JWT)
+MANAGE=$(sed -n 's/.*broadcast channels \(https:[^)]*\)).*/\1/p' "$DIR/mock.log" | head -1)
+JWT=$(curl -s "$CTL/__mock/apns-jwt")
+CHANNEL=$(curl -s -D - -o /dev/null --http2 --cacert "$DIR/mock-ca.pem" -X POST "$MANAGE/1/apps/com.example.app/channels" \
+  -H "authorization: bearer $JWT" -d '{"message-storage-policy":0,"push-type":"LiveActivity"}' | tr -d '\r' | sed -n 's/^apns-channel-id: //Ip')
+LIVE_ACTIVITY='{"event":"update","timestamp":1700000000,"content-state":{"score":"1-0"}}'
+if [ -n "$CHANNEL" ]; then
+  expect 0 "delivered to $CHANNEL" -- --platform ios --channel "$CHANNEL" --notification "$LIVE_ACTIVITY"
+else
+  echo "FAIL the mock made no broadcast channel"; fails=$((fails+1))
+fi
+expect 1 "ChannelNotRegistered" -- --platform ios --channel bm90LWEtY2hhbm5lbA== --notification "$LIVE_ACTIVITY"
+expect 64 "platform 1"       -- --platform android --channel bm90LWEtY2hhbm5lbA== --message Hello
 STATS=$(curl -s "$CTL/__mock/stats?tokens=1")
 grep -q "\"$LIVE\":1" <<<"$STATS" || { echo "FAIL mock stats do not count $LIVE: $STATS"; fails=$((fails+1)); }
 [ $fails = 0 ] && echo "send-smoke: all passed" || { echo "send-smoke: $fails failed"; exit 1; }

@@ -38,6 +38,8 @@ struct Send: AsyncParsableCommand {
     @Option(help: "Web Push subscription JSON (repeatable): {\"endpoint\":...,\"keys\":{\"p256dh\":...,\"auth\":...}}.") var subscription: [String] =
         []
     @Option(help: "UnifiedPush endpoint URL (repeatable; legacy unencrypted POST).") var endpoint: [String] = []
+    @Option(help: "APNs broadcast channel id (repeatable; a Live Activity update to every subscriber, push type liveactivity).")
+    var channel: [String] = []
     @Option(help: "A whole gorush notification object (JSON); the other fields override it.") var notification: String?
     @Option(name: .customLong("set"), help: "Config override key=value (repeatable), e.g. --set ios.production=true.") var overrides: [String] = []
     @Option(help: "Send with this app's provider sections (apps[].id in the config; default: the top-level sections).") var app: String?
@@ -131,6 +133,7 @@ struct Send: AsyncParsableCommand {
         if let sound { object["sound"] = sound }
         if let badge { object["badge"] = badge }
         if let collapseID { object["collapse_id"] = collapseID }
+        if !channel.isEmpty { object["channels"] = channel }
         if contentAvailable { object["content_available"] = true }
         if mutableContent { object["mutable_content"] = true }
         if production { object["production"] = true }
@@ -169,7 +172,7 @@ struct Send: AsyncParsableCommand {
             throw ValidationError("\(problem.message) \(problem.detail)")
         }
         if n.targets.isEmpty {
-            throw ValidationError("give a target: --token, --topic (FCM), --subscription or --endpoint")
+            throw ValidationError("give a target: --token, --topic (FCM), --channel (APNs broadcast), --subscription or --endpoint")
         }
         return n
     }
