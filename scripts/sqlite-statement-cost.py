@@ -8,7 +8,8 @@ UPDATE ... FROM (VALUES ...)). Prints SQLite's CPU per 100,000 jobs for variants
 the statements, so one can see what an index or a re-prepared statement costs; then variants that were
 priced as possible next steps (docs/benchmarks.md, "Goal 1, the SQLite engine (third session)"): a row
 without a provider id, a shorter lease owner, other page sizes, more jobs per transaction, and
-completions appended to a table of their own instead of updating the job's row.
+completions appended to a table of their own instead of updating the job's row; and (fifth session) a
+job row written once, at its outcome.
 
 Needs apsw (a SQLite binding with the same SQLite as sqlite-nio, 3.54; pip install apsw), e.g.
   python3 -m venv .venv-bench && .venv-bench/bin/pip install apsw && .venv-bench/bin/python scripts/sqlite-statement-cost.py
@@ -56,6 +57,67 @@ NEXT = {
     "50 jobs per transaction": {"per": 50},
     "completions appended to an outcomes table, no finished index": {"outcomes": True},
 }
+
+# A layout priced in the fifth session: a job row written once, at its outcome, with every column
+# (no leased index, no notif_row index: ids of a notification are consecutive); pending jobs are
+# the notification's targets without a row (a counter of open jobs per notification, decremented
+# with each batch of outcomes). Not a working design as is either (retries, leases of a shared
+# store, status of pending jobs); a floor. name: (statements prepared once, finished index kept)
+WRITTEN_ONCE = {
+    "job row written once at its outcome, statements re-prepared (sqlite-nio)": (False, True),
+    "job row written once at its outcome, statements prepared once": (True, True),
+    "job row written once at its outcome, no finished index, re-prepared": (False, False),
+}
+
+
+def run_written_once(cache, finished_index, n=100_000, per=100):
+    schema = SCHEMA.replace("CREATE INDEX jobs_leased ON jobs (id) WHERE state = 0 AND lease_owner IS NOT NULL;", "")
+    schema = schema.replace("CREATE INDEX jobs_notif_row ON jobs (notif_row);", "")
+    if not finished_index:
+        schema = schema.replace("CREATE INDEX jobs_finished ON jobs (finished_at) WHERE state <> 0;", "")
+    schema += "ALTER TABLE notifications ADD COLUMN open INTEGER; CREATE INDEX notifications_open ON notifications (id) WHERE open > 0;"
+    d = tempfile.mkdtemp()
+    path = os.path.join(d, "q.sqlite")
+    db = apsw.Connection(path, statementcachesize=100 if cache else 0)
+    c = db.cursor()
+    for p in ["journal_mode=WAL", "synchronous=NORMAL", "cache_size=-16000", "wal_autocheckpoint=0"]:
+        c.execute("PRAGMA " + p)
+    c.execute(schema)
+    tokens = [os.urandom(32).hex() for _ in range(per)]
+    body = json.dumps({"tokens": tokens, "platform": 1, "message": "x" * 200})
+    spent = 0.0
+
+    def sql(q, b=()):
+        nonlocal spent
+        t = time.process_time()
+        r = list(c.execute(q, b))
+        spent += time.process_time() - t
+        return r
+
+    cols = COLS.replace(", lease_owner", ", state, provider_id, finished_at")
+    row = "(" + ",".join("?" * 14) + ")"
+    pending, jid, nid, now = [], 0, 0, time.time()
+    while jid < n:
+        sql("BEGIN IMMEDIATE")
+        sql("UPDATE pushgate_meta SET value = value + ? WHERE key = 'next_job_id' RETURNING value", (per,))
+        sql("INSERT INTO notifications (id, notif_id, platform, body, created_at, app, fallback, open) VALUES (?,?,?,?,?,?,?,?)",
+            (nid, str(uuid.uuid4()), 1, body, now, "default", None, per))
+        for k in range(per):
+            pending.append((jid, nid, k))
+            jid += 1
+        nid += 1
+        if len(pending) > 2 * per:
+            done, pending = pending[:per], pending[per:]
+            rows = [[j, nr, 1, 0, tokens[k], None, str(uuid.uuid4()), 1, 3, now, now, 1, str(uuid.uuid4()), now] for (j, nr, k) in done]
+            sql(f"INSERT INTO jobs ({cols}) VALUES " + ",".join([row] * len(rows)), [v for r in rows for v in r])
+            sql("UPDATE notifications SET open = open - ? WHERE id = ?", (per, done[0][1]))
+        sql("COMMIT")
+    wal = os.path.getsize(path + "-wal")
+    db.close()
+    for f in os.listdir(d):
+        os.remove(os.path.join(d, f))
+    os.rmdir(d)
+    return spent * 100_000 / n, wal * 100_000 / n
 
 COLS = "id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, not_before, enqueued_at, lease_owner"
 
@@ -142,4 +204,8 @@ if __name__ == "__main__":
     print("Possible next steps, all with statements prepared once:")
     for name, kw in NEXT.items():
         cpu, wal = run({}, True, "values", n, **kw)
+        print(f"  {cpu:5.2f} s   WAL {wal / 1e6:4.0f} MB   {name}")
+    print("A job row written once (fifth session):")
+    for name, (cache, finished) in WRITTEN_ONCE.items():
+        cpu, wal = run_written_once(cache, finished, n)
         print(f"  {cpu:5.2f} s   WAL {wal / 1e6:4.0f} MB   {name}")
