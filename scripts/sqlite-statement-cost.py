@@ -44,6 +44,8 @@ VARIANTS = {
     "no finished index, re-prepared": ({"finished": ""}, False, "values"),
     "no notif_row index, re-prepared": ({"notif_row": ""}, False, "values"),
     "rows as JSON (json_each) instead of VALUES, re-prepared": ({}, False, "json"),
+    "neither finished nor notif_row index, re-prepared": ({"finished": "", "notif_row": ""}, False, "values"),
+    "neither finished nor notif_row index, prepared once": ({"finished": "", "notif_row": ""}, True, "values"),
 }
 
 # name: keyword arguments of run (statements prepared once)
