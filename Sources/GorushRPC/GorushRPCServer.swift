@@ -36,8 +36,9 @@ public struct GorushRPCServer: Service {
         } else {
             security = .plaintext
         }
-        // core.max_connections, as on HTTP (its own count on this port).
-        let limits = RPCIngestLimits(maxConnections: settings.maxConnections, logger: gateway.logger)
+        // core.max_connections (its own count on this port) and core.read_timeout (per stream), as on HTTP.
+        let limits = RPCIngestLimits(
+            maxConnections: settings.maxConnections, readTimeout: .seconds(Int64(settings.readTimeout)), logger: gateway.logger)
         let config = HTTP2ServerTransport.Posix.Config.defaults { c in
             // A request message is held to core.max_body_bytes, as a /api/push body is.
             c.rpc.maxRequestPayloadSize = settings.maxBodyBytes

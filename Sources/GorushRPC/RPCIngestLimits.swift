@@ -1,13 +1,14 @@
 import GRPCNIOTransportHTTP2Posix
 import Logging
 import NIOCore
+import NIOHTTP2
 import Synchronization
 
-/// `core.max_connections` on the gRPC port, as the HTTP server applies it.
+/// `core.max_connections` and `core.read_timeout` on the gRPC port, as the HTTP server applies them.
 ///
-/// grpc-swift's transport has no connection limit, and it builds its own NIO pipelines; its only
-/// way in is `Config.channelDebuggingCallbacks`, which hands us each accepted TCP connection after
-/// gRPC configured it. We use those
+/// grpc-swift's transport has no connection limit and no per-request read deadline, and it builds its
+/// own NIO pipelines; its only way in is `Config.channelDebuggingCallbacks`, which hands us each
+/// accepted TCP connection and each accepted HTTP/2 stream after gRPC configured it. We use those
 /// hooks rather than a transport of our own (`HTTP2ServerTransport.Custom` would mean writing the
 /// bootstrap, TLS and ALPN set-up again).
 @available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *)
@@ -15,6 +16,8 @@ final class RPCIngestLimits: Sendable {
     /// The gRPC port's own count of open connections, held to `core.max_connections` (the HTTP port
     /// counts its own against the same setting): at most that many on each port.
     let maxConnections: Int
+    /// `core.read_timeout`: from a stream's first frame (its HEADERS) to the end of its request.
+    let readTimeout: TimeAmount
     let logger: Logger
     /// How often, at most, a refused connection is logged (with the count refused since).
     static let warningInterval = TimeAmount.seconds(60)
@@ -26,8 +29,9 @@ final class RPCIngestLimits: Sendable {
     }
     private let state = Mutex(State())
 
-    init(maxConnections: Int, logger: Logger) {
+    init(maxConnections: Int, readTimeout: TimeAmount, logger: Logger) {
         self.maxConnections = maxConnections
+        self.readTimeout = readTimeout
         self.logger = logger
     }
 
@@ -36,7 +40,7 @@ final class RPCIngestLimits: Sendable {
         .init(
             onBindTCPListener: nil,
             onAcceptTCPConnection: { [self] channel in self.accept(channel) },
-            onAcceptHTTP2Stream: nil)
+            onAcceptHTTP2Stream: { [self] channel in self.bound(stream: channel) })
     }
 
     /// Counts an accepted connection until it closes, or closes it at once past the cap. This runs in
@@ -73,8 +77,71 @@ final class RPCIngestLimits: Sendable {
         }
         return channel.eventLoop.makeSucceededVoidFuture()
     }
+
+    /// Adds the read deadline in front of gRPC's handler on a new stream channel.
+    func bound(stream channel: any Channel) -> EventLoopFuture<Void> {
+        channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandler(RPCRequestReadTimeoutHandler(timeout: readTimeout), position: .first)
+        }
+    }
 }
 
 struct ConnectionLimitReached: Error, CustomStringConvertible {
     var description: String { "core.max_connections reached on the gRPC port" }
+}
+
+/// Resets an HTTP/2 stream whose request has not ended (END_STREAM) within `timeout` of the stream's
+/// first frame. Each frame is forwarded untouched; a trickled or unfinished request message would
+/// otherwise hold the stream and its buffer for as long as the connection lives (grpc-swift has no
+/// read deadline, and its idle timer only counts connections with no stream open). A small handler
+/// because grpc-swift has no setting for this; the same bound as `RequestReadTimeoutHandler` on HTTP.
+final class RPCRequestReadTimeoutHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTP2Frame.FramePayload
+    typealias InboundOut = HTTP2Frame.FramePayload
+
+    private let timeout: TimeAmount
+    private var timer: Scheduled<Void>?
+    private var requestEnded = false
+
+    init(timeout: TimeAmount) {
+        self.timeout = timeout
+    }
+
+    /// Added as the stream channel is created for its first (HEADERS) frame: the clock starts here.
+    func handlerAdded(context: ChannelHandlerContext) {
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        // Closing an HTTP/2 stream channel whose stream is open sends RST_STREAM (CANCEL); the RPC
+        // handler sees the stream end as if the client had cancelled it.
+        timer = context.eventLoop.scheduleTask(in: timeout) {
+            loopBound.value.close(promise: nil)
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if !requestEnded {
+            switch unwrapInboundIn(data) {
+            case .headers(let headers) where headers.endStream: endOfRequest()
+            case .data(let body) where body.endStream: endOfRequest()
+            default: break
+            }
+        }
+        context.fireChannelRead(data)
+    }
+
+    private func endOfRequest() {
+        requestEnded = true
+        timer?.cancel()
+        timer = nil
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        context.fireChannelInactive()
+    }
 }
