@@ -36,12 +36,16 @@ public struct GorushRPCServer: Service {
         } else {
             security = .plaintext
         }
+        // core.max_connections (its own count on this port) and core.read_timeout (per stream), as on HTTP.
+        let limits = RPCIngestLimits(
+            maxConnections: settings.maxConnections, readTimeout: .seconds(Int64(settings.readTimeout)), logger: gateway.logger)
         let config = HTTP2ServerTransport.Posix.Config.defaults { c in
             // A request message is held to core.max_body_bytes, as a /api/push body is.
             c.rpc.maxRequestPayloadSize = settings.maxBodyBytes
             c.connection.maxIdleTime = .seconds(settings.idleTimeout)
             // grpc-swift's default is no limit: each open stream may hold a message up to the size above.
             c.http2.maxConcurrentStreams = 100
+            c.channelDebuggingCallbacks = limits.callbacks
         }
         transport = HTTP2ServerTransport.Posix(
             address: try Self.address(host: Gateway.bindHost(settings.address), port: port), transportSecurity: security, config: config)

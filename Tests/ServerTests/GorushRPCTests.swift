@@ -30,10 +30,20 @@ final class GorushRPCTests: XCTestCase {
         _ env: TestEnvironment, _ extraYAML: String = "", environment: [String: String] = [:], caPEM: String? = nil,
         _ body: @escaping @Sendable (Client, any TestClientProtocol, Gateway, _ port: Int) async throws -> Void
     ) async throws {
+        try await Self.withRPC(env, extraYAML, environment: environment, caPEM: caPEM, body)
+    }
+
+    /// `withRPC` for other suites; `logger` is the gateway's (warnings and up by default).
+    static func withRPC(
+        _ env: TestEnvironment, _ extraYAML: String = "", environment: [String: String] = [:], caPEM: String? = nil,
+        logger: Logger? = nil,
+        _ body: @escaping @Sendable (Client, any TestClientProtocol, Gateway, _ port: Int) async throws -> Void
+    ) async throws {
         let env2 = ["PUSHGATE_QUEUE_ENGINE": "memory", "PUSHGATE_GRPC_ENABLED": "true", "PUSHGATE_GRPC_PORT": "0"].merging(environment) { _, n in n }
         let raw = try RawConfig(yaml: env.merge(env.yaml(), extraYAML), environment: env2)
-        var logger = Logger(label: "test")
-        logger.logLevel = .warning
+        var defaultLogger = Logger(label: "test")
+        defaultLogger.logLevel = .warning
+        let logger = logger ?? defaultLogger
         let gateway = try GatewayBuilder.build(raw: raw, logger: logger)
         let server = try XCTUnwrap(try GorushRPCServer.make(gateway: gateway))
         let app = try gateway.makeApplication(extraServices: [server])
