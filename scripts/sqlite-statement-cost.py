@@ -78,23 +78,10 @@ def run_written_once(cache, finished_index, n=100_000, per=100):
     if not finished_index:
         schema = schema.replace("CREATE INDEX jobs_finished ON jobs (finished_at) WHERE state <> 0;", "")
     schema += "ALTER TABLE notifications ADD COLUMN open INTEGER; CREATE INDEX notifications_open ON notifications (id) WHERE open > 0;"
-    d = tempfile.mkdtemp()
-    path = os.path.join(d, "q.sqlite")
-    db = apsw.Connection(path, statementcachesize=100 if cache else 0)
-    c = db.cursor()
-    for p in ["journal_mode=WAL", "synchronous=NORMAL", "cache_size=-16000", "wal_autocheckpoint=0"]:
-        c.execute("PRAGMA " + p)
-    c.execute(schema)
+    replay = Replay(schema, cache)
+    sql = replay.sql
     tokens = [os.urandom(32).hex() for _ in range(per)]
     body = json.dumps({"tokens": tokens, "platform": 1, "message": "x" * 200})
-    spent = 0.0
-
-    def sql(q, b=()):
-        nonlocal spent
-        t = time.process_time()
-        r = list(c.execute(q, b))
-        spent += time.process_time() - t
-        return r
 
     cols = COLS.replace(", lease_owner", ", state, provider_id, finished_at")
     row = "(" + ",".join("?" * 14) + ")"
@@ -114,14 +101,38 @@ def run_written_once(cache, finished_index, n=100_000, per=100):
             sql(f"INSERT INTO jobs ({cols}) VALUES " + ",".join([row] * len(rows)), [v for r in rows for v in r])
             sql("UPDATE notifications SET open = open - ? WHERE id = ?", (per, done[0][1]))
         sql("COMMIT")
-    wal = os.path.getsize(path + "-wal")
-    db.close()
-    for f in os.listdir(d):
-        os.remove(os.path.join(d, f))
-    os.rmdir(d)
-    return spent * 100_000 / n, wal * 100_000 / n
+    return replay.close(n)
 
 COLS = "id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, not_before, enqueued_at, lease_owner"
+
+
+class Replay:
+    """A fresh queue store in a temporary directory, with SQLite's CPU of the statements run through `sql` summed."""
+
+    def __init__(self, schema, cache, page_size=4096):
+        self.dir = tempfile.mkdtemp()
+        self.path = os.path.join(self.dir, "q.sqlite")
+        self.db = apsw.Connection(self.path, statementcachesize=100 if cache else 0)
+        self.c = self.db.cursor()
+        for p in [f"page_size={page_size}", "journal_mode=WAL", "synchronous=NORMAL", "cache_size=-16000", "wal_autocheckpoint=0"]:
+            self.c.execute("PRAGMA " + p)
+        self.c.execute(schema)
+        self.spent = 0.0
+
+    def sql(self, q, b=()):
+        t = time.process_time()
+        r = list(self.c.execute(q, b))
+        self.spent += time.process_time() - t
+        return r
+
+    def close(self, n):
+        """SQLite CPU and WAL bytes, per 100,000 jobs of the `n` replayed; removes the store."""
+        wal = os.path.getsize(self.path + "-wal")
+        self.db.close()
+        for f in os.listdir(self.dir):
+            os.remove(os.path.join(self.dir, f))
+        os.rmdir(self.dir)
+        return self.spent * 100_000 / n, wal * 100_000 / n
 
 
 def run(edits, cache, style, n=100_000, per=100, provider=True, owner_len=36, page_size=4096, outcomes=False):
@@ -138,24 +149,11 @@ def run(edits, cache, style, n=100_000, per=100, provider=True, owner_len=36, pa
         # a floor for what an append-only layout could cost
         schema = schema.replace("CREATE INDEX jobs_finished ON jobs (finished_at) WHERE state <> 0;", "")
         schema += "CREATE TABLE outcomes (job INTEGER PRIMARY KEY, state INTEGER, attempts INTEGER, provider_id TEXT, last_error TEXT, finished_at REAL);"
-    d = tempfile.mkdtemp()
-    path = os.path.join(d, "q.sqlite")
-    db = apsw.Connection(path, statementcachesize=100 if cache else 0)
-    c = db.cursor()
-    for p in [f"page_size={page_size}", "journal_mode=WAL", "synchronous=NORMAL", "cache_size=-16000", "wal_autocheckpoint=0"]:
-        c.execute("PRAGMA " + p)
-    c.execute(schema)
+    replay = Replay(schema, cache, page_size)
+    sql = replay.sql
     owner = str(uuid.uuid4()).replace("-", "")[:owner_len] if owner_len < 36 else str(uuid.uuid4())
     tokens = [os.urandom(32).hex() for _ in range(per)]
     body = json.dumps({"tokens": tokens, "platform": 1, "message": "x" * 200})
-    spent = 0.0
-
-    def sql(q, b=()):
-        nonlocal spent
-        t = time.process_time()
-        r = list(c.execute(q, b))
-        spent += time.process_time() - t
-        return r
 
     row = "(" + ",".join("?" * 12) + ")"
     pending, jid, nid, now = [], 0, 0, time.time()
@@ -189,12 +187,7 @@ def run(edits, cache, style, n=100_000, per=100, provider=True, owner_len=36, pa
                     + ",".join(["(?,?,?,?,?,?)"] * len(ups)) + ") AS v WHERE jobs.id = v.column1 AND (? OR jobs.lease_owner = ?)",
                     [v for u in ups for v in u] + [0, owner])
         sql("COMMIT")
-    wal = os.path.getsize(path + "-wal")
-    db.close()
-    for f in os.listdir(d):
-        os.remove(os.path.join(d, f))
-    os.rmdir(d)
-    return spent * 100_000 / n, wal * 100_000 / n
+    return replay.close(n)
 
 
 if __name__ == "__main__":
