@@ -2,6 +2,7 @@ import GRPCNIOTransportHTTP2Posix
 import Logging
 import NIOCore
 import NIOHTTP2
+import Server
 import Synchronization
 
 /// `core.max_connections` and `core.read_timeout` on the gRPC port, as the HTTP server applies them.
@@ -94,13 +95,13 @@ struct ConnectionLimitReached: Error, CustomStringConvertible {
 /// first frame. Each frame is forwarded untouched; a trickled or unfinished request message would
 /// otherwise hold the stream and its buffer for as long as the connection lives (grpc-swift has no
 /// read deadline, and its idle timer only counts connections with no stream open). A small handler
-/// because grpc-swift has no setting for this; the same bound as `RequestReadTimeoutHandler` on HTTP.
+/// because grpc-swift has no setting for this; the same bound as `RequestReadTimeoutHandler` on HTTP, with its `RequestReadDeadline`.
 final class RPCRequestReadTimeoutHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTP2Frame.FramePayload
     typealias InboundOut = HTTP2Frame.FramePayload
 
     private let timeout: TimeAmount
-    private var timer: Scheduled<Void>?
+    private var deadline = RequestReadDeadline()
     private var requestEnded = false
 
     init(timeout: TimeAmount) {
@@ -109,12 +110,9 @@ final class RPCRequestReadTimeoutHandler: ChannelInboundHandler, RemovableChanne
 
     /// Added as the stream channel is created for its first (HEADERS) frame: the clock starts here.
     func handlerAdded(context: ChannelHandlerContext) {
-        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         // Closing an HTTP/2 stream channel whose stream is open sends RST_STREAM (CANCEL); the RPC
         // handler sees the stream end as if the client had cancelled it.
-        timer = context.eventLoop.scheduleTask(in: timeout) {
-            loopBound.value.close(promise: nil)
-        }
+        deadline.start(timeout, context: context)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -130,18 +128,15 @@ final class RPCRequestReadTimeoutHandler: ChannelInboundHandler, RemovableChanne
 
     private func endOfRequest() {
         requestEnded = true
-        timer?.cancel()
-        timer = nil
+        deadline.clear()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        timer?.cancel()
-        timer = nil
+        deadline.clear()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        timer?.cancel()
-        timer = nil
+        deadline.clear()
         context.fireChannelInactive()
     }
 }

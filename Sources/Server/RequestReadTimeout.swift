@@ -17,7 +17,7 @@ final class RequestReadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHan
 
     private let timeout: TimeAmount
     private let maxBodyBytes: Int
-    private var timer: Scheduled<Void>?
+    private var deadline = RequestReadDeadline()
 
     init(timeout: TimeAmount, maxBodyBytes: Int) {
         self.timeout = timeout
@@ -34,28 +34,45 @@ final class RequestReadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHan
             if head.headerFields[.expect]?.lowercased() == "100-continue", declared <= maxBodyBytes {
                 context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
             }
-            timer?.cancel()
-            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            timer = context.eventLoop.scheduleTask(in: timeout) {
-                loopBound.value.close(promise: nil)
-            }
+            deadline.start(timeout, context: context)
         case .body:
             break
         case .end:
-            timer?.cancel()
-            timer = nil
+            deadline.clear()
         }
         context.fireChannelRead(data)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        timer?.cancel()
-        timer = nil
+        deadline.clear()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        deadline.clear()
+        context.fireChannelInactive()
+    }
+}
+
+/// The deadline of one request being read (`core.read_timeout`): closes the channel when it passes
+/// before `clear()`. Used on a handler's event loop only. The HTTP server's
+/// `RequestReadTimeoutHandler` and the gRPC port's per-stream handler share it.
+package struct RequestReadDeadline {
+    private var timer: Scheduled<Void>?
+
+    package init() {}
+
+    /// Starts it again: `context`'s channel is closed `timeout` from now.
+    package mutating func start(_ timeout: TimeAmount, context: ChannelHandlerContext) {
+        timer?.cancel()
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(in: timeout) {
+            loopBound.value.close(promise: nil)
+        }
+    }
+
+    /// The request ended (or the handler went away): no close.
+    package mutating func clear() {
         timer?.cancel()
         timer = nil
-        context.fireChannelInactive()
     }
 }
