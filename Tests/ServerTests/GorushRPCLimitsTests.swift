@@ -164,20 +164,16 @@ final class RawHTTP2 {
         connection = try RawConnection(port: port)
     }
 
-    func sendBytes(_ bytes: [UInt8]) -> Bool {
-        bytes.withUnsafeBytes { Glibc.send(connection.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count
-    }
-
     func send(type: UInt8, flags: UInt8, stream: UInt32, _ payload: [UInt8]) -> Bool {
         let n = payload.count
         var frame: [UInt8] = [UInt8((n >> 16) & 0xff), UInt8((n >> 8) & 0xff), UInt8(n & 0xff), type, flags]
         frame += [UInt8((stream >> 24) & 0x7f), UInt8((stream >> 16) & 0xff), UInt8((stream >> 8) & 0xff), UInt8(stream & 0xff)]
-        return sendBytes(frame + payload)
+        return connection.send(bytes: frame + payload)
     }
 
     /// The client preface and an empty SETTINGS frame.
     func sendPreface() -> Bool {
-        sendBytes(Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)) && send(type: Self.settings, flags: 0, stream: 0, [])
+        connection.send("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") && send(type: Self.settings, flags: 0, stream: 0, [])
     }
 
     /// A gRPC request's HEADERS frame (plaintext), END_HEADERS set.

@@ -38,9 +38,12 @@ final class RawConnection {
     deinit { close(fd) }
 
     @discardableResult
-    func send(_ s: String) -> Bool {
-        let bytes = Array(s.utf8)
-        return bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count
+    func send(_ s: String) -> Bool { send(bytes: Array(s.utf8)) }
+
+    /// Whether all of `bytes` were written.
+    @discardableResult
+    func send(bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count
     }
 
     /// What the server sent within `seconds` (until it stops sending or closes).
