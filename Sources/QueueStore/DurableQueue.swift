@@ -122,7 +122,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         var pendingDelta = 0
         var outstanding = 0
         var held = 0
-        /// Sum of the platforms' `parked.count`.
+        /// Sum of the platforms' `parked.count` (changed through `changeParked` only).
         var parked = 0
         var shutdown = false
         var finalizeRequested = false
@@ -148,6 +148,14 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         var updateWakeScheduled = false
         /// That wake came: the updates gathered are committed now.
         var updatesDue = false
+
+        /// Changes `platform`'s parked ids and `parked` (their total) with them.
+        mutating func changeParked<R>(_ platform: Platform, _ body: (inout ParkedJobIDs) -> R) -> R {
+            let before = platforms[platform]?.parked.count ?? 0
+            let r = body(&platforms[platform, default: PlatformState()].parked)
+            parked += platforms[platform, default: PlatformState()].parked.count - before
+            return r
+        }
     }
 
     private struct CachedNotification {
@@ -303,8 +311,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                     } else {
                         leftInStore += 1
                         if parksJobs {
-                            s.platforms[job.platform, default: PlatformState()].parked.append(jobIDs[k])
-                            s.parked += 1
+                            s.changeParked(job.platform) { $0.append(jobIDs[k]) }
                         }
                     }
                 }
@@ -676,10 +683,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         let n = min(options.leaseBatch, options.maxHeld - s.held)
         guard n > 0 else { return nil }
         s.platforms[platform]!.readingParked = true
-        let before = ps.parked.count
-        let ranges = s.platforms[platform]!.parked.take(n)
-        s.parked -= before - s.platforms[platform]!.parked.count
-        return ranges
+        return s.changeParked(platform) { $0.take(n) }
     }
 
     private func startReadingParked(_ platform: Platform, _ ranges: [ClosedRange<Int64>]) {
@@ -694,9 +698,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             logger.error("cannot read back deliveries left in the store (retried in \(options.pollInterval) s): \(error)")
             let t = now().timeIntervalSince1970
             state.withLockedValue { s in
-                let before = s.platforms[platform]!.parked.count
-                s.platforms[platform]!.parked.putBack(ranges)
-                s.parked += s.platforms[platform]!.parked.count - before
+                s.changeParked(platform) { $0.putBack(ranges) }
                 s.platforms[platform]!.readingParked = false
                 s.platforms[platform]!.parkedReadFailed = t
             }
