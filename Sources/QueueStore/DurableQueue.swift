@@ -185,6 +185,9 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     /// the workers (while `leaseBatch` or fewer are ready), so they never wait for it. Only on a store
     /// this process uses alone (SQLite with its lock), where leaving jobs for others has no use.
     private let parksJobs: Bool
+    /// The store may not have written a leased job's row yet (`WrittenOnce`: SQLite alone on its
+    /// file): its retries and outcomes carry the job's fields (`JobRow`).
+    private let rowAtOutcome: Bool
 
     public var capacity: Int { options.capacity }
 
@@ -195,6 +198,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         self.now = now
         self.owner = UUID().uuidString.lowercased()
         self.parksJobs = backend.exclusive && options.leaseOnEnqueue
+        self.rowAtOutcome = backend.exclusive
         let t = now().timeIntervalSince1970
         let (pending, stats) = try await backend.start(owner: owner, now: t, leaseTimeout: options.leaseTimeout)
         self.storedStats = StatsCodec.snapshot(stats)
@@ -479,7 +483,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         // not wait for it (after a crash the job is retried from its last committed state).
         let update = JobUpdate.reschedule(
             id: Int64(job.id), attempts: job.attempts, notBefore: job.notBefore.timeIntervalSince1970,
-            lastError: StoreText.clean(job.lastError), credentialRetryUsed: job.credentialRetryUsed)
+            lastError: StoreText.clean(job.lastError), credentialRetryUsed: job.credentialRetryUsed, row: rowAtOutcome ? JobRow(job) : nil)
         let tNow = now()
         var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
         let wake: Bool = state.withLockedValue { s in
@@ -496,7 +500,8 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         // Group commit without waiting: a completion lost in a crash means one duplicate delivery
         // (at-least-once), never a lost one. Shutdown commits every pending write before closing.
         let t = now().timeIntervalSince1970
-        let update = JobUpdate.completion(id: Int64(job.id), outcome: outcome, attempts: job.attempts, finishedAt: t)
+        let update = JobUpdate.completion(
+            id: Int64(job.id), outcome: outcome, attempts: job.attempts, finishedAt: t, row: rowAtOutcome ? JobRow(job) : nil)
         var read: [ClosedRange<Int64>]?
         let wake: Bool = state.withLockedValue { s in
             let first = addUpdate(update, in: &s)

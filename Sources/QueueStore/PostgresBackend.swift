@@ -281,7 +281,7 @@ struct PostgresStatements: QueueStatements {
         var rCred: [Int] = []
         for u in updates {
             switch u {
-            case .complete(let id, let state, let attempts, let info, let finishedAt):
+            case .complete(let id, let state, let attempts, let info, let finishedAt, _):
                 let delivered = state == .delivered
                 cID.append(id)
                 cState.append(state.rawValue)
@@ -289,7 +289,7 @@ struct PostgresStatements: QueueStatements {
                 cPid.append(delivered ? (info ?? "") : "")
                 cErr.append(delivered ? "" : (info ?? ""))
                 cAt.append(finishedAt)
-            case .reschedule(let id, let attempts, let notBefore, let lastError, let cred):
+            case .reschedule(let id, let attempts, let notBefore, let lastError, let cred, _):
                 rID.append(id)
                 rAtt.append(attempts)
                 rNB.append(notBefore)

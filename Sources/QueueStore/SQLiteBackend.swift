@@ -38,7 +38,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         self.logger = logger
     }
 
-    static let schemaVersion = QueueSchema.version
+    static let schemaVersion = QueueSchema.sqliteVersion
 
     /// Creates the database file 0600 before SQLite does (SQLite would make it 0644, and gives its
     /// -wal and -shm files the database file's mode), and takes group/other access away from an
@@ -95,13 +95,25 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             _ = try await writer.query("PRAGMA cache_size=-16000")
             // Checkpoints run beside the writer (WALCheckpointer), not inside its commits.
             _ = try await writer.query("PRAGMA wal_autocheckpoint=0")
-            for sql in schema { _ = try await writer.query(sql) }
+            for sql in schema + WrittenOnce.tables { _ = try await writer.query(sql) }
             // Older stores: add the columns they lack (a version-1 store's rows belong to the default app).
-            for c in QueueSchema.addedColumns {
+            for c in QueueSchema.addedColumns + WrittenOnce.addedColumns {
                 let has = try await writer.query(
                     "SELECT count(*) AS n FROM pragma_table_info('\(c.table)') WHERE name = '\(c.column)'")
                 if has.first?.column("n")?.integer == 0 {
                     _ = try await writer.query(QueueSchema.sqlite.addColumn(c))
+                }
+            }
+            let version = try await writer.query("SELECT value FROM pushgate_meta WHERE key = 'schema_version'").first?.column("value")?.integer ?? 0
+            if version < 4 {
+                logger.notice("\(path): queue schema version \(version) → \(schemaVersion) (job ranges of the stored notifications)")
+                _ = try await writer.query("BEGIN IMMEDIATE")
+                do {
+                    for sql in WrittenOnce.migration { _ = try await writer.query(sql) }
+                    _ = try await writer.query("COMMIT")
+                } catch {
+                    _ = try? await writer.query("ROLLBACK")
+                    throw error
                 }
             }
             _ = try await writer.query("UPDATE pushgate_meta SET value = \(schemaVersion) WHERE key = 'schema_version' AND value < \(schemaVersion)")
@@ -138,6 +150,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         try await transaction {
             if exclusive {
                 // Nobody else runs on this file: every lease in it belongs to a stopped or crashed process.
+                _ = try await materialize(where: "1")
                 _ = try await writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner IS NOT NULL")
                 _ = try await writer.query("DELETE FROM owners")
             }
@@ -147,10 +160,23 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         return (try await pendingCount(), try await readStats())
     }
 
-    /// Pending jobs, counted as free + leased: each half matches the predicate of a partial index
-    /// (`jobs_free`, `jobs_leased`), so retained finished rows are never read.
-    static let pendingCountSQL =
-        "SELECT (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NULL) + (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NOT NULL) AS n"
+    /// Pending jobs, counted as free + leased + without a row yet: each of the first two matches the
+    /// predicate of a partial index (`jobs_free`, `jobs_leased`), so retained finished rows are never read.
+    static let pendingCountSQL = """
+        SELECT (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NULL) + (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NOT NULL)
+          + (SELECT coalesce(sum(open_jobs), 0) FROM open_notifs) AS n
+        """
+
+    /// Writes the rows of the jobs without one of the open notifications matching `condition` (on
+    /// `o`, their `open_notifs` rows), free, and forgets those notifications' counters (`WrittenOnce`).
+    /// Returns how many rows it wrote.
+    private func materialize(where condition: String, _ binds: [SQLiteData] = []) async throws -> Int {
+        let (insert, forget) = WrittenOnce.materialize(where: condition)
+        _ = try await writer.query(insert, binds)
+        let n = try await changes()
+        _ = try await writer.query(forget, binds)
+        return n
+    }
 
     func pendingCount() async throws -> Int {
         let rows = try await reader.query(Self.pendingCountSQL)
@@ -180,26 +206,12 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         }
     }
 
-    /// The first of `notifications` new notification row ids and of `jobs` new job ids (one
-    /// statement: each query is a round trip to SQLite's thread).
-    private func allocate(notifications: Int, jobs: Int) async throws -> (notif: Int64, job: Int64) {
+    /// The first of `jobs` new job ids (a notification's row id is its first job's id).
+    private func allocate(jobs: Int) async throws -> Int64 {
         let rows = try await writer.query(
-            """
-            UPDATE pushgate_meta SET value = value + (CASE key WHEN 'next_notif_id' THEN ?1 ELSE ?2 END)
-            WHERE key IN ('next_notif_id', 'next_job_id') RETURNING key, value
-            """, [.integer(notifications), .integer(jobs)])
-        var notif: Int64?
-        var job: Int64?
-        for r in rows {
-            guard let last = r.column("value")?.integer else { continue }
-            switch r.column("key")?.string {
-            case "next_notif_id": notif = Int64(last - notifications + 1)
-            case "next_job_id": job = Int64(last - jobs + 1)
-            default: break
-            }
-        }
-        guard let notif, let job else { throw QueueStoreError("pushgate_meta has no next_notif_id or next_job_id") }
-        return (notif, job)
+            "UPDATE pushgate_meta SET value = value + ? WHERE key = 'next_job_id' RETURNING value", [.integer(jobs)])
+        guard let last = rows.first?.column("value")?.integer else { throw QueueStoreError("pushgate_meta has no next_job_id") }
+        return Int64(last - jobs + 1)
     }
 
     func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double) async throws -> WriteResult {
@@ -253,11 +265,17 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     }
 
     func status(notifID: String) async throws -> [DeliveryStatusRecord]? {
+        // The job rows of the notifications with this id, and their jobs without a row yet (`WrittenOnce`).
         let rows = try await reader.query(
             """
-            SELECT j.platform, j.target_kind, j.target, j.target_keys, j.state, j.attempts, j.not_before, j.last_error, j.provider_id,
+            SELECT j.id, j.platform, j.target_kind, j.target, j.target_keys, j.state, j.attempts, j.not_before, j.last_error, j.provider_id,
                    j.finished_at, n.app, n.fallback
-            FROM jobs j JOIN notifications n ON n.id = j.notif_row WHERE n.notif_id = ? ORDER BY j.id
+            FROM notifications n JOIN jobs j ON j.id BETWEEN n.first_job AND n.first_job + n.job_count - 1 AND j.notif_row = n.id
+            WHERE n.notif_id = ?1
+            UNION ALL
+            SELECT v.id, v.platform, v.target_kind, v.target, v.target_keys, 0, v.attempts, v.not_before, NULL, NULL, NULL, n.app, n.fallback
+            FROM (\(WrittenOnce.virtualJobs(where: "n.notif_id = ?1"))) v JOIN notifications n ON n.id = v.notif_row
+            ORDER BY 1
             """, [.text(notifID)])
         if rows.isEmpty {
             let known = try await reader.query("SELECT 1 AS x FROM notifications WHERE notif_id = ? LIMIT 1", [.text(notifID)])
@@ -278,8 +296,18 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     func parkedJobs(_ ranges: [ClosedRange<Int64>], owner: String) async throws -> [StoredJob] {
         var jobs: [StoredJob] = []
         for r in ranges {
+            // Rows (jobs retried, or under a dedup or coalescing rule), and jobs without a row yet of the
+            // open notifications that overlap the range (`WrittenOnce`).
+            let virtual = WrittenOnce.virtualJobs(
+                where: """
+                    o.owner = ?3 AND o.notif_row BETWEEN coalesce((SELECT max(notif_row) FROM open_notifs WHERE notif_row <= ?1), ?1) AND ?2
+                      AND n.id + j.key BETWEEN ?1 AND ?2
+                    """)
             for row in try await reader.query(
-                "SELECT \(QueueSchema.leasedColumns) FROM jobs WHERE id BETWEEN ? AND ? AND state = 0 AND lease_owner = ? ORDER BY id",
+                """
+                SELECT \(QueueSchema.leasedColumns) FROM jobs WHERE id BETWEEN ?1 AND ?2 AND state = 0 AND lease_owner = ?3
+                UNION ALL \(virtual) ORDER BY 1
+                """,
                 [.integer(Int(r.lowerBound)), .integer(Int(r.upperBound)), .text(owner)])
             {
                 if let j = Self.storedJob(row) { jobs.append(j) }
@@ -302,37 +330,60 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
 extension SQLiteBackend: QueueStatements {
     func insert(_ inserts: [NotificationInsert], owner: String) async throws -> [(notifRow: Int64, jobIDs: [Int64])] {
         var inserted: [(notifRow: Int64, jobIDs: [Int64])] = []
-        let jobCount = inserts.reduce(0) { $0 + $1.jobs.count }
-        var (notifID, jobID) = try await allocate(notifications: inserts.count, jobs: jobCount)
+        // A notification's row id is its first job's id (one id is spent on one without jobs).
+        var jobID = try await allocate(jobs: inserts.reduce(0) { $0 + max(1, $1.jobs.count) })
         var notifBinds: [SQLiteData] = []
         var notifRows = 0
+        var openBinds: [SQLiteData] = []
+        var openRows = 0
         var jobBinds: [SQLiteData] = []
         var jobRows = 0
-        for ins in inserts {
-            let row = notifID
-            notifID += 1
-            notifBinds += [
-                .integer(Int(row)), .text(ins.notifID), .integer(ins.platform.rawValue), .text(ins.body), .float(ins.createdAt), .text(ins.app),
-                ins.fallback.map { .text($0) } ?? .null,
-            ]
-            notifRows += 1
-            if notifRows == 500 {
+        func flushNotifications() async throws {
+            if notifRows > 0 {
                 try await insertRows(
-                    "notifications (id, notif_id, platform, body, created_at, app, fallback)", columns: 7, rows: notifRows, binds: notifBinds)
+                    "notifications (id, notif_id, platform, body, created_at, app, fallback, first_job, job_count, jobs_data)", columns: 10,
+                    rows: notifRows, binds: notifBinds)
                 notifBinds.removeAll(keepingCapacity: true)
                 notifRows = 0
             }
+            if openRows > 0 {
+                try await insertRows("open_notifs (notif_row, job_count, open_jobs, owner)", columns: 4, rows: openRows, binds: openBinds)
+                openBinds.removeAll(keepingCapacity: true)
+                openRows = 0
+            }
+        }
+        for ins in inserts {
+            let row = jobID
+            // Alone on the store, a job leased to this process gets no row until it is retried or
+            // over (`WrittenOnce`); one finished on insert, or under a dedup or coalescing rule
+            // (changed by other transactions by its id), gets its row now.
+            let rowless = ins.jobs.map { j in
+                exclusive && j.leased && j.failedReason == nil && j.dedupKey == nil && j.coalesceSeconds == nil
+            }
+            let open = rowless.reduce(0) { $0 + ($1 ? 1 : 0) }
+            notifBinds += [
+                .integer(Int(row)), .text(ins.notifID), .integer(ins.platform.rawValue), .text(ins.body), .float(ins.createdAt), .text(ins.app),
+                ins.fallback.map { .text($0) } ?? .null, .integer(Int(row)), .integer(ins.jobs.count),
+                open > 0 ? .text(WrittenOnce.encode(ins.jobs, rowless: rowless, createdAt: ins.createdAt)) : .null,
+            ]
+            notifRows += 1
+            if open > 0 {
+                openBinds += [.integer(Int(row)), .integer(ins.jobs.count), .integer(open), .text(owner)]
+                openRows += 1
+            }
+            if notifRows == 500 { try await flushNotifications() }
             var ids: [Int64] = []
             ids.reserveCapacity(ins.jobs.count)
-            for j in ins.jobs {
-                let t = TargetCodec.encode(j.target)
+            for (k, j) in ins.jobs.enumerated() {
                 ids.append(jobID)
+                defer { jobID += 1 }
+                if rowless[k] { continue }
+                let t = TargetCodec.encode(j.target)
                 jobBinds += [
                     .integer(Int(jobID)), .integer(Int(row)), .integer(ins.platform.rawValue), .integer(t.kind), .text(t.value),
                     t.keys.map { .text($0) } ?? .null, .text(j.messageID), .integer(j.attempts), .integer(j.maxAttempts),
                     .float(j.notBefore), .float(j.enqueuedAt), j.leased ? .text(owner) : .null,
                 ]
-                jobID += 1
                 jobRows += 1
                 if jobRows == 2000 {
                     try await insertJobs(jobBinds, rows: jobRows)
@@ -340,17 +391,29 @@ extension SQLiteBackend: QueueStatements {
                     jobRows = 0
                 }
             }
+            if ins.jobs.isEmpty { jobID += 1 }
             inserted.append((row, ids))
         }
-        if notifRows > 0 {
-            try await insertRows(
-                "notifications (id, notif_id, platform, body, created_at, app, fallback)", columns: 7, rows: notifRows, binds: notifBinds)
-        }
+        try await flushNotifications()
         if jobRows > 0 { try await insertJobs(jobBinds, rows: jobRows) }
         return inserted
     }
 
-    func apply(_ updates: [JobUpdate], onlyLeasedBy owner: String?) async throws {
+    func apply(_ all: [JobUpdate], onlyLeasedBy owner: String?) async throws {
+        var updates = all
+        if exclusive, let owner, all.contains(where: { $0.row != nil }) {
+            // Jobs without a row yet (`WrittenOnce`) get theirs now; the rest are updated.
+            let written = try await writeFirstRows(all, owner: owner)
+            if written.reschedules.count + written.completions.count == all.count {
+                return
+            }
+            updates = all.filter { u in
+                switch u {
+                case .reschedule(let id, _, _, _, _, _): return !written.reschedules.contains(id)
+                case .complete(let id, _, _, _, _, _): return !written.completions.contains(id)
+                }
+            }
+        }
         // "" never matches a lease owner (owners are UUIDs): no owner means no lease condition.
         let any: SQLiteData = .integer(owner == nil ? 1 : 0)
         let leased: SQLiteData = .text(owner ?? "")
@@ -383,7 +446,7 @@ extension SQLiteBackend: QueueStatements {
         }
         for u in updates {
             switch u {
-            case .complete(let id, let state, let attempts, let info, let finishedAt):
+            case .complete(let id, let state, let attempts, let info, let finishedAt, _):
                 let delivered = state == .delivered
                 completes += [
                     .integer(Int(id)), .integer(state.rawValue), .integer(attempts),
@@ -395,7 +458,7 @@ extension SQLiteBackend: QueueStatements {
                     try await flushReschedules()
                     try await flushCompletes()
                 }
-            case .reschedule(let id, let attempts, let notBefore, let lastError, let cred):
+            case .reschedule(let id, let attempts, let notBefore, let lastError, let cred, _):
                 reschedules += [
                     .integer(Int(id)), .integer(attempts), .float(notBefore), lastError.map { .text($0) } ?? .null, .integer(cred ? 1 : 0),
                 ]
@@ -408,6 +471,88 @@ extension SQLiteBackend: QueueStatements {
         // no longer match).
         try await flushReschedules()
         try await flushCompletes()
+    }
+
+    /// Inserts the rows of the jobs among `updates` that have none yet: jobs of a notification in
+    /// `open_notifs` leased to `owner` (`WrittenOnce`). Reschedules first (a pending row leased to
+    /// `owner`), then outcomes (a finished row); a job retried and over in one batch gets its row from
+    /// the retry and is updated by its outcome. Lowers the notifications' `open_jobs` by the rows
+    /// written and forgets those at 0. Returns the ids written, per kind of update.
+    private func writeFirstRows(_ updates: [JobUpdate], owner: String) async throws -> (reschedules: Set<Int64>, completions: Set<Int64>) {
+        var written: (reschedules: Set<Int64>, completions: Set<Int64>) = ([], [])
+        var opened: [Int64: Int] = [:]
+        var binds: [SQLiteData] = []
+        var rows = 0
+        func flush(reschedules: Bool) async throws {
+            guard rows > 0 else { return }
+            let values = Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
+            let sql = """
+                INSERT INTO jobs (id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, cred_retry,
+                  not_before, enqueued_at, last_error, state, provider_id, finished_at, lease_owner)
+                SELECT v.column1, o.notif_row, v.column2, v.column3, v.column4, v.column5, v.column6, v.column7, v.column8, v.column9,
+                  v.column10, v.column11, v.column12, v.column13, v.column14, v.column15, v.column16
+                FROM (VALUES \(values)) AS v JOIN open_notifs o ON o.notif_row = (SELECT max(notif_row) FROM open_notifs WHERE notif_row <= v.column1)
+                WHERE o.owner = ? AND v.column1 < o.notif_row + o.job_count
+                ON CONFLICT(id) DO NOTHING RETURNING id, notif_row
+                """
+            for r in try await writer.query(sql, binds + [.text(owner)]) {
+                guard let id = r.column("id")?.integer, let n = r.column("notif_row")?.integer else { continue }
+                if reschedules { written.reschedules.insert(Int64(id)) } else { written.completions.insert(Int64(id)) }
+                opened[Int64(n), default: 0] += 1
+            }
+            binds.removeAll(keepingCapacity: true)
+            rows = 0
+        }
+        func add(
+            id: Int64, _ row: JobRow, attempts: Int, notBefore: Double, lastError: String?, credentialRetryUsed: Bool,
+            state: DeliveryState.Code, providerID: String?, finishedAt: Double?, leaseOwner: String?
+        ) {
+            let t = TargetCodec.encode(row.target)
+            binds += [
+                .integer(Int(id)), .integer(row.platform.rawValue), .integer(t.kind), .text(t.value), t.keys.map { .text($0) } ?? .null,
+                .text(row.messageID), .integer(attempts), .integer(row.maxAttempts), .integer(credentialRetryUsed ? 1 : 0), .float(notBefore),
+                .float(row.enqueuedAt), lastError.map { .text($0) } ?? .null, .integer(state.rawValue), providerID.map { .text($0) } ?? .null,
+                finishedAt.map { .float($0) } ?? .null, leaseOwner.map { .text($0) } ?? .null,
+            ]
+            rows += 1
+        }
+        for u in updates {
+            guard case .reschedule(let id, let attempts, let notBefore, let lastError, let cred, let row?) = u else { continue }
+            add(
+                id: id, row, attempts: attempts, notBefore: notBefore, lastError: lastError, credentialRetryUsed: cred,
+                state: .pending, providerID: nil, finishedAt: nil, leaseOwner: owner)
+            if rows == 1000 { try await flush(reschedules: true) }
+        }
+        try await flush(reschedules: true)
+        for u in updates {
+            guard case .complete(let id, let state, let attempts, let info, let finishedAt, let row?) = u else { continue }
+            let delivered = state == .delivered
+            add(
+                id: id, row, attempts: attempts, notBefore: row.notBefore, lastError: delivered ? row.lastError : info,
+                credentialRetryUsed: row.credentialRetryUsed, state: state, providerID: delivered ? info : nil, finishedAt: finishedAt,
+                leaseOwner: nil)
+            if rows == 1000 { try await flush(reschedules: false) }
+        }
+        try await flush(reschedules: false)
+        if !opened.isEmpty {
+            var lower: [SQLiteData] = []
+            for (n, c) in opened.sorted(by: { $0.key < $1.key }) { lower += [.integer(Int(n)), .integer(c)] }
+            let values = Array(repeating: "(?, ?)", count: opened.count).joined(separator: ", ")
+            let done = try await writer.query(
+                """
+                UPDATE open_notifs SET open_jobs = open_jobs - v.column2 FROM (VALUES \(values)) AS v
+                WHERE open_notifs.notif_row = v.column1 RETURNING notif_row, open_jobs
+                """, lower
+            ).compactMap { r -> SQLiteData? in
+                guard let open = r.column("open_jobs")?.integer, open <= 0, let n = r.column("notif_row")?.integer else { return nil }
+                return .integer(n)
+            }
+            if !done.isEmpty {
+                let marks = Array(repeating: "?", count: done.count).joined(separator: ", ")
+                _ = try await writer.query("DELETE FROM open_notifs WHERE notif_row IN (\(marks))", done)
+            }
+        }
+        return written
     }
 
     func renewLease(owner: String, until: Double) async throws {
@@ -423,6 +568,7 @@ extension SQLiteBackend: QueueStatements {
         }
         var n = 0
         for o in expired {
+            n += try await materialize(where: "o.owner = ?", [.text(o)])
             n +=
                 try await writer.query("SELECT count(*) AS n FROM jobs WHERE state = 0 AND lease_owner = ?", [.text(o)]).first?.column("n")?.integer
                 ?? 0
@@ -475,19 +621,27 @@ extension SQLiteBackend: QueueStatements {
     }
 
     func prune(finishedBefore cutoff: Double, limit: Int) async throws -> Bool {
+        // A job of an open notification keeps its row until the notification is over: there a job
+        // without a row is a pending one (`WrittenOnce`).
         _ = try await writer.query(
-            "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state <> 0 AND finished_at < ? LIMIT ?)", [.float(cutoff), .integer(limit)])
+            """
+            DELETE FROM jobs WHERE id IN (
+              SELECT id FROM jobs WHERE state <> 0 AND finished_at < ? AND notif_row NOT IN (SELECT notif_row FROM open_notifs) LIMIT ?)
+            """, [.float(cutoff), .integer(limit)])
         let jobs = try await changes()
         _ = try await writer.query(
             """
             DELETE FROM notifications WHERE id IN (
-              SELECT n.id FROM notifications n WHERE n.created_at < ? AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.notif_row = n.id) LIMIT ?)
+              SELECT n.id FROM notifications n WHERE n.created_at < ?
+                AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id BETWEEN n.first_job AND n.first_job + n.job_count - 1)
+                AND NOT EXISTS (SELECT 1 FROM open_notifs o WHERE o.notif_row = n.id) LIMIT ?)
             """, [.float(cutoff), .integer(limit)])
         let notifications = try await changes()
         return jobs >= limit || notifications >= limit
     }
 
     func release(owner: String) async throws {
+        _ = try await materialize(where: "o.owner = ?", [.text(owner)])
         _ = try await writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner = ?", [.text(owner)])
         _ = try await writer.query("DELETE FROM owners WHERE owner = ?", [.text(owner)])
     }

@@ -11,17 +11,26 @@ struct QueueSchema: Sendable {
     var real: String
     /// Statements run before the tables are made (id allocation).
     var idAllocation: [String]
+    /// Jobs indexed by their notification (`jobs_notif_row`). The SQLite store finds a notification's
+    /// jobs by id range instead (`notifications.first_job`, `job_count`: the job ids of one
+    /// notification are consecutive there), and has no such index since version 4.
+    var jobsByNotification = true
 
     /// 2: `notifications.app` (the app a notification was accepted for).
     /// 3: tables `dedup`, `coalesce_windows`, `idempotency`; job states 3 (duplicate) and 4 (coalesced).
     /// 3: `notifications.fallback` (the sizes when a notification was sent as its fallback).
     static let version = 3
+    /// The SQLite store's version (PostgreSQL stays at `version`):
+    /// 4: a job row is written once, at its outcome (`WrittenOnce`): `notifications.first_job`,
+    /// `job_count` and `jobs_data`, table `open_notifs`; a notification's row id is its first job's
+    /// id; no `jobs_notif_row` index.
+    static let sqliteVersion = 4
 
     static let sqlite = QueueSchema(
         prefix: "", integer: "INTEGER", real: "REAL",
         idAllocation: [
-            "INSERT OR IGNORE INTO pushgate_meta (key, value) VALUES ('schema_version', \(version)), ('next_job_id', 0), ('next_notif_id', 0)"
-        ])
+            "INSERT OR IGNORE INTO pushgate_meta (key, value) VALUES ('schema_version', \(sqliteVersion)), ('next_job_id', 0), ('next_notif_id', 0)"
+        ], jobsByNotification: false)
     static let postgres = QueueSchema(
         prefix: "pushgate_", integer: "BIGINT", real: "DOUBLE PRECISION",
         idAllocation: [
@@ -64,7 +73,7 @@ struct QueueSchema: Sendable {
             // process). Version 3 and older stores had it keyed by owner as `jobs_owner`.
             "DROP INDEX IF EXISTS \(j)_owner",
             "CREATE INDEX IF NOT EXISTS \(j)_leased ON \(j) (id) WHERE state = \(pending) AND lease_owner IS NOT NULL",
-            "CREATE INDEX IF NOT EXISTS \(j)_notif_row ON \(j) (notif_row)",
+        ] + (jobsByNotification ? ["CREATE INDEX IF NOT EXISTS \(j)_notif_row ON \(j) (notif_row)"] : []) + [
             "CREATE INDEX IF NOT EXISTS \(j)_finished ON \(j) (finished_at) WHERE state <> \(pending)",
             "CREATE TABLE IF NOT EXISTS \(owners) (owner TEXT PRIMARY KEY, lease_until \(r) NOT NULL)",
             "CREATE TABLE IF NOT EXISTS \(stats) (key TEXT PRIMARY KEY, value \(i) NOT NULL)",

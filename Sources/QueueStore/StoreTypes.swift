@@ -109,11 +109,57 @@ enum IdempotencyOp: Sendable {
     case release(app: String, key: String)
 }
 
-/// A state change of a leased job.
+/// What a job's row holds besides the change: the SQLite store alone on its file writes a job's row
+/// at its first retry or its outcome (`WrittenOnce`), from this.
+struct JobRow: Sendable {
+    var platform: Platform
+    var target: PushTarget
+    var messageID: String
+    var maxAttempts: Int
+    var notBefore: Double
+    var enqueuedAt: Double
+    var credentialRetryUsed: Bool
+    /// The last attempt's error (kept on a delivered job's row).
+    var lastError: String?
+
+    init(
+        platform: Platform, target: PushTarget, messageID: String, maxAttempts: Int, notBefore: Double, enqueuedAt: Double,
+        credentialRetryUsed: Bool = false, lastError: String? = nil
+    ) {
+        self.platform = platform
+        self.target = target
+        self.messageID = messageID
+        self.maxAttempts = maxAttempts
+        self.notBefore = notBefore
+        self.enqueuedAt = enqueuedAt
+        self.credentialRetryUsed = credentialRetryUsed
+        self.lastError = lastError
+    }
+
+    init(_ job: DeliveryJob) {
+        platform = job.platform
+        target = job.target
+        messageID = job.messageID
+        maxAttempts = job.maxAttempts
+        notBefore = job.notBefore.timeIntervalSince1970
+        enqueuedAt = job.enqueuedAt.timeIntervalSince1970
+        credentialRetryUsed = job.credentialRetryUsed
+        lastError = StoreText.clean(job.lastError)
+    }
+}
+
+/// A state change of a leased job. `row`: the job's fields, for a store that may not have written
+/// its row yet (nil: the row exists).
 enum JobUpdate: Sendable {
-    case reschedule(id: Int64, attempts: Int, notBefore: Double, lastError: String?, credentialRetryUsed: Bool)
+    case reschedule(id: Int64, attempts: Int, notBefore: Double, lastError: String?, credentialRetryUsed: Bool, row: JobRow? = nil)
     /// `state` is `.delivered` or `.failed`; `info` is the provider id (delivered) or the reason (failed).
-    case complete(id: Int64, state: DeliveryState.Code, attempts: Int, info: String?, finishedAt: Double)
+    case complete(id: Int64, state: DeliveryState.Code, attempts: Int, info: String?, finishedAt: Double, row: JobRow? = nil)
+
+    var row: JobRow? {
+        switch self {
+        case .reschedule(_, _, _, _, _, let row), .complete(_, _, _, _, _, let row): return row
+        }
+    }
 
     /// `updates` without the reschedules a later reschedule of the same job replaces: a job retried
     /// twice within one batch (a fresh-credentials retry goes at once) keeps its last, where one
@@ -122,27 +168,28 @@ enum JobUpdate: Sendable {
         var last: [Int64: Int] = [:]
         var reschedules = 0
         for (i, u) in updates.enumerated() {
-            if case .reschedule(let id, _, _, _, _) = u {
+            if case .reschedule(let id, _, _, _, _, _) = u {
                 last[id] = i
                 reschedules += 1
             }
         }
         guard last.count < reschedules else { return updates }
         return updates.enumerated().compactMap { i, u in
-            if case .reschedule(let id, _, _, _, _) = u, last[id] != i { return nil }
+            if case .reschedule(let id, _, _, _, _, _) = u, last[id] != i { return nil }
             return u
         }
     }
 
     /// The completion of a job, as stored.
-    static func completion(id: Int64, outcome: FinalOutcome, attempts: Int, finishedAt: Double) -> JobUpdate {
+    static func completion(id: Int64, outcome: FinalOutcome, attempts: Int, finishedAt: Double, row: JobRow? = nil) -> JobUpdate {
         switch outcome {
         case .delivered(let providerID):
-            return .complete(id: id, state: .delivered, attempts: attempts, info: StoreText.clean(providerID), finishedAt: finishedAt)
+            return .complete(id: id, state: .delivered, attempts: attempts, info: StoreText.clean(providerID), finishedAt: finishedAt, row: row)
         case .failed(let reason, _):
-            return .complete(id: id, state: .failed, attempts: attempts, info: StoreText.clean(reason), finishedAt: finishedAt)
+            return .complete(id: id, state: .failed, attempts: attempts, info: StoreText.clean(reason), finishedAt: finishedAt, row: row)
         case .skipped(let why):
-            return .complete(id: id, state: why == .duplicate ? .duplicate : .coalesced, attempts: attempts, info: nil, finishedAt: finishedAt)
+            return .complete(
+                id: id, state: why == .duplicate ? .duplicate : .coalesced, attempts: attempts, info: nil, finishedAt: finishedAt, row: row)
         }
     }
 }

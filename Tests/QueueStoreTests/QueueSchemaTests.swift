@@ -126,9 +126,17 @@ final class QueueSchemaTests: XCTestCase {
     }
 
     func testSchemaIsVersionOnePlusTheAddedColumnsAndTheGuardTablesForBothStores() {
+        // SQLite, version 4: no `jobs_notif_row` index (a notification's jobs are an id range there).
         XCTAssertEqual(
             normalized(QueueSchema.sqlite.statements),
-            normalized(Self.leasedByID(Self.version3(Self.oldSQLite, prefix: "", integer: "INTEGER", real: "REAL"), prefix: "")))
+            normalized(
+                Self.leasedByID(Self.version3(Self.oldSQLite, prefix: "", integer: "INTEGER", real: "REAL"), prefix: "")
+                    .filter { !$0.contains("jobs_notif_row") }
+                    .map { $0.replacingOccurrences(of: "('schema_version', 3)", with: "('schema_version', 4)") }))
+        XCTAssertEqual(QueueSchema.sqliteVersion, 4)
+        XCTAssertEqual(
+            WrittenOnce.addedColumns.map { "\($0.table).\($0.column)" },
+            ["notifications.first_job", "notifications.job_count", "notifications.jobs_data"])
         XCTAssertEqual(
             normalized(QueueSchema.postgres.statements),
             normalized(
@@ -186,9 +194,16 @@ final class QueueSchemaTests: XCTestCase {
 
         let check = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
         let v = try await check.query("SELECT value FROM pushgate_meta WHERE key = 'schema_version'")
-        XCTAssertEqual(v.first?.column("value")?.integer, 3)
-        let indexes = try await check.query("SELECT name FROM sqlite_master WHERE type = 'index' AND name IN ('jobs_owner', 'jobs_leased')")
-        XCTAssertEqual(indexes.compactMap { $0.column("name")?.string }, ["jobs_leased"], "the owner-keyed index of the older store is replaced")
+        XCTAssertEqual(v.first?.column("value")?.integer, 4)
+        let indexes = try await check.query(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND name IN ('jobs_owner', 'jobs_leased', 'jobs_notif_row')")
+        XCTAssertEqual(
+            indexes.compactMap { $0.column("name")?.string }, ["jobs_leased"],
+            "the owner-keyed index of the older store is replaced, and version 4 has no index by notification")
+        // The older notification's jobs are found by id range from version 4 on.
+        let range = try await check.query("SELECT first_job, job_count FROM notifications WHERE notif_id = 'old-2'").first
+        XCTAssertEqual(range?.column("first_job")?.integer, 1)
+        XCTAssertEqual(range?.column("job_count")?.integer, 1)
         try await check.close()
     }
 

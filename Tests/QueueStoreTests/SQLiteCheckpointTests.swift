@@ -49,7 +49,13 @@ final class SQLiteCheckpointTests: XCTestCase {
                     ])
             }
             // complete what the previous commit inserted, like delivered jobs
-            batch.updates = jobIDs.map { .complete(id: $0, state: .delivered, attempts: 1, info: "ok", finishedAt: t) }
+            // (each job's row is written by its completion: `WrittenOnce`)
+            batch.updates = jobIDs.map {
+                let row = JobRow(
+                    platform: .ios, target: .token(String(repeating: "a", count: 64)), messageID: UUID().uuidString, maxAttempts: 3,
+                    notBefore: t, enqueuedAt: t)
+                return .complete(id: $0, state: .delivered, attempts: 1, info: "ok", finishedAt: t, row: row)
+            }
             let result = try await backend.commit(batch, owner: "o", now: t, leaseTimeout: 60)
             jobIDs = result.inserted.flatMap(\.jobIDs)
             await backend.afterCommit()

@@ -176,7 +176,7 @@ final class SQLiteQueueTests: XCTestCase {
         try await Task.sleep(for: .milliseconds(300))
         let stateCode = { (id: UInt64) async throws -> Int? in try await b.jobState(Int64(id)) }
         var stored = try await stateCode(first.id)
-        XCTAssertEqual(stored, DeliveryState.Code.pending.rawValue, "a lone completion waits for company")
+        XCTAssertNil(stored, "a lone completion waits for company (a pending job has no row of its own: WrittenOnce)")
         try await q.enqueue(makeJobs(1))
         stored = try await stateCode(first.id)
         XCTAssertEqual(stored, DeliveryState.Code.delivered.rawValue, "committed with the enqueue")
@@ -224,8 +224,8 @@ final class SQLiteQueueTests: XCTestCase {
         func shape(_ us: [JobUpdate]) -> [String] {
             us.map {
                 switch $0 {
-                case .reschedule(let id, let attempts, _, _, _): return "r\(id)@\(attempts)"
-                case .complete(let id, _, _, _, _): return "c\(id)"
+                case .reschedule(let id, let attempts, _, _, _, _): return "r\(id)@\(attempts)"
+                case .complete(let id, _, _, _, _, _): return "c\(id)"
                 }
             }
         }
@@ -336,10 +336,17 @@ final class SQLiteQueueTests: XCTestCase {
         for k in 0..<4 { try await q.enqueue(makeJobs(30, notifID: "p-\(k)")) }
         XCTAssertEqual(q.heldCount, 20)
         let check = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
+        // Leased to `owner`: its pending rows, and its jobs without a row yet (`WrittenOnce`).
         func leasedTo(_ owner: String) async throws -> Int {
-            try await check.query("SELECT count(*) AS n FROM jobs WHERE state = 0 AND lease_owner = ?", [.text(owner)]).first?.column("n")?.integer
-                ?? -1
+            try await check.query(
+                """
+                SELECT (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner = ?1)
+                  + (SELECT coalesce(sum(open_jobs), 0) FROM open_notifs WHERE owner = ?1) AS n
+                """, [.text(owner)]
+            ).first?.column("n")?.integer ?? -1
         }
+        let rows = try await check.query("SELECT count(*) AS n FROM jobs").first?.column("n")?.integer
+        XCTAssertEqual(rows, 0, "a queued job has no row of its own until it is retried or over")
         let free = try await check.query("SELECT count(*) AS n FROM jobs WHERE state = 0 AND lease_owner IS NULL").first?.column("n")?.integer
         XCTAssertEqual(free, 0, "nothing is left free for another process to lease")
         let leased = try await leasedTo(q.owner)
