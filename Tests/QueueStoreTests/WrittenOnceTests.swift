@@ -1,0 +1,195 @@
+import Foundation
+import Logging
+import PushDispatch
+import PushgateCore
+import SQLiteNIO
+import XCTest
+
+@testable import QueueStore
+
+/// Issue 17, schema version 4 (`WrittenOnce`): a process alone on its SQLite file writes a job's row
+/// at its first retry or its outcome; until then the job is derived from its notification's row.
+/// What a row per job gave must hold without it: status, crash recovery, a graceful stop, pruning,
+/// and every target read back as it was written.
+final class WrittenOnceTests: XCTestCase {
+    func rawCount(_ path: String, _ sql: String) async throws -> Int {
+        let c = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
+        defer { Task { try? await c.close() } }
+        return try await c.query(sql).first?.column("n")?.integer ?? -1
+    }
+
+    func states(_ q: DurableQueue, _ notifID: String) async throws -> [String] {
+        try await q.deliveryStatus(notifID: notifID)?.map { "\($0.token):\($0.state.rawValue)" } ?? []
+    }
+
+    /// Five jobs of one notification, two in memory and three parked: one retried, one delivered,
+    /// then a crash. Status shows each as it is; after the restart the retried job comes back with its
+    /// attempt and error, the other three once each, and the delivered one never.
+    func testJobsWithoutARowSurviveACrashBesideRetriedAndFinishedOnes() async throws {
+        let path = tempDir() + "/q.sqlite"
+        var o = options()
+        o.maxHeld = 2
+        o.leaseBatch = 2
+        let q = try await SQLiteQueue.open(path: path, options: o)
+        try await q.enqueue(makeJobs(5, notifID: "n-1"))
+        await q.flush()
+        let noRows = try await rawCount(path, "SELECT count(*) AS n FROM jobs")
+        XCTAssertEqual(noRows, 0, "accepted jobs have no row of their own")
+        var states = try await states(q, "n-1")
+        XCTAssertEqual(states, ["tok0:queued", "tok1:queued", "tok2:queued", "tok3:queued", "tok4:queued"])
+
+        var retried = try await take(q)
+        XCTAssertEqual(retried.target, .token("tok0"))
+        retried.attempts = 1
+        retried.lastError = "ServiceUnavailable"
+        retried.notBefore = Date()
+        await q.reschedule(retried)
+        let delivered = try await take(q)
+        XCTAssertEqual(delivered.target, .token("tok1"))
+        await q.complete(delivered, outcome: .delivered(providerID: "apns-1"))
+        await q.flush()
+        states = try await self.states(q, "n-1")
+        XCTAssertEqual(states, ["tok0:retrying", "tok1:delivered", "tok2:queued", "tok3:queued", "tok4:queued"])
+        let rows = try await rawCount(path, "SELECT count(*) AS n FROM jobs")
+        XCTAssertEqual(rows, 2, "rows for the retried and the delivered job only")
+        let open = try await rawCount(path, "SELECT open_jobs AS n FROM open_notifs")
+        XCTAssertEqual(open, 3)
+        await q.abandonForTesting()
+
+        let again = try await SQLiteQueue.open(path: path, options: o)
+        XCTAssertEqual(again.pendingCount, 4)
+        var back: [String: DeliveryJob] = [:]
+        for _ in 0..<4 {
+            let j = try await take(again)
+            guard case .token(let t) = j.target else { return XCTFail("not a token: \(j.target)") }
+            XCTAssertNil(back[t], "\(t) handed out twice")
+            back[t] = j
+            XCTAssertEqual(j.accepted.notification.message, "hello")
+        }
+        XCTAssertEqual(Set(back.keys), ["tok0", "tok2", "tok3", "tok4"], "the delivered job is not sent again")
+        XCTAssertEqual(back["tok0"]?.attempts, 1)
+        XCTAssertEqual(back["tok0"]?.lastError, "ServiceUnavailable")
+        XCTAssertEqual(back["tok0"]?.messageID, retried.messageID, "the same message id across the crash")
+        let extra = await nextJob(again, timeout: 0.2)
+        XCTAssertNil(extra)
+        if let extra { back["extra"] = extra }
+        for j in back.values { await again.complete(j, outcome: .delivered(providerID: nil)) }
+        await again.flush()
+        states = try await self.states(again, "n-1")
+        XCTAssertEqual(states, ["tok0:delivered", "tok1:delivered", "tok2:delivered", "tok3:delivered", "tok4:delivered"])
+        XCTAssertEqual(again.pendingCount, 0)
+        await again.close()
+    }
+
+    /// A graceful stop writes the rows of the jobs still without one, free for whoever opens the file
+    /// next; the next start hands each out once with its message id.
+    func testAGracefulStopWritesTheRowsOfTheJobsWithoutOne() async throws {
+        let path = tempDir() + "/q.sqlite"
+        var o = options()
+        o.maxHeld = 1
+        let q = try await SQLiteQueue.open(path: path, options: o)
+        let jobs = makeJobs(3, notifID: "n-2")
+        try await q.enqueue(jobs)
+        await q.close()
+        let free = try await rawCount(path, "SELECT count(*) AS n FROM jobs WHERE state = 0 AND lease_owner IS NULL")
+        XCTAssertEqual(free, 3)
+        let open = try await rawCount(path, "SELECT count(*) AS n FROM open_notifs")
+        XCTAssertEqual(open, 0)
+
+        let again = try await SQLiteQueue.open(path: path, options: o)
+        var ids: [String] = []
+        for _ in 0..<3 {
+            let j = try await take(again)
+            ids.append(j.messageID)
+            await again.complete(j, outcome: .delivered(providerID: nil))
+        }
+        XCTAssertEqual(Set(ids), Set(jobs.map(\.messageID)))
+        await again.close()
+    }
+
+    /// A finished job's row is not pruned while its notification still has jobs without a row (there
+    /// a job without a row is a pending one): a crash after the prune brings back only the pending ones.
+    func testPruningKeepsTheRowsOfANotificationStillOpen() async throws {
+        let path = tempDir() + "/q.sqlite"
+        var o = options()
+        o.maxHeld = 1
+        o.statusRetention = 0.05
+        o.pruneInterval = 0.1
+        let q = try await SQLiteQueue.open(path: path, options: o)
+        try await q.enqueue(makeJobs(3, notifID: "n-3"))
+        let first = try await take(q)
+        await q.complete(first, outcome: .delivered(providerID: nil))
+        try await storeFinished(q, 5, notifID: "old")
+        await q.flush()
+        // The prune pass deletes the other notification's finished rows, not this one's.
+        for _ in 0..<100 {
+            if try await rawCount(path, "SELECT count(*) AS n FROM notifications WHERE notif_id = 'old'") == 0 { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let old = try await rawCount(path, "SELECT count(*) AS n FROM notifications WHERE notif_id = 'old'")
+        XCTAssertEqual(old, 0, "a prune pass ran")
+        let kept = try await rawCount(path, "SELECT count(*) AS n FROM jobs")
+        XCTAssertEqual(kept, 1, "the finished row of the open notification is kept")
+        await q.abandonForTesting()
+
+        let again = try await SQLiteQueue.open(path: path, options: o)
+        XCTAssertEqual(again.pendingCount, 2)
+        var back: Set<UInt64> = []
+        for _ in 0..<2 {
+            let j = try await take(again)
+            back.insert(j.id)
+            await again.complete(j, outcome: .delivered(providerID: nil))
+        }
+        XCTAssertFalse(back.contains(first.id), "the delivered job is not sent again")
+        let extra = await nextJob(again, timeout: 0.2)
+        XCTAssertNil(extra, "a pruned row brought its job back")
+        if let extra { await again.complete(extra, outcome: .delivered(providerID: nil)) }
+        await again.close()
+    }
+
+    /// Targets with JSON's special characters, and a Web Push subscription with keys, read back as
+    /// written: by the backlog's read-back, by status, and from the rows written after a crash.
+    func testEveryTargetReadsBackAsWritten() async throws {
+        let path = tempDir() + "/q.sqlite"
+        var o = options()
+        o.maxHeld = 1
+        let odd = "quote\" back\\slash\nline\ttab\u{1}ctl é 😀"
+        let sub = WebPushSubscription(endpoint: "https://push.example/a?b=\"c\"", keys: .init(p256dh: "BPk\"ey", auth: "a\\u"))
+        var note = PushNotification(platform: .ios, tokens: [odd])
+        note.message = "hello"
+        let a = AcceptedNotification(notifID: "n-4", notification: note, prepared: TestPrepared())
+        var web = PushNotification(platform: .webpush)
+        web.message = "hello"
+        let w = AcceptedNotification(notifID: "n-5", notification: web, prepared: TestPrepared())
+        let q = try await SQLiteQueue.open(path: path, options: o)
+        try await q.enqueue(makeJobs(1, notifID: "first"))  // takes the window: the next two are parked
+        try await q.enqueue([
+            DeliveryJob(id: 0, messageID: "m-\"1\"", target: .token(odd), accepted: a, maxAttempts: 3, now: Date()),
+            DeliveryJob(id: 0, messageID: "m-2", target: .subscription(sub), accepted: w, maxAttempts: 3, now: Date()),
+        ])
+        let status = try await q.deliveryStatus(notifID: "n-4")
+        XCTAssertEqual(status?.map(\.token), [odd])
+        let webStatus = try await q.deliveryStatus(notifID: "n-5")
+        XCTAssertEqual(webStatus?.map(\.token), [sub.endpoint])
+        let held = try await take(q)
+        XCTAssertEqual(held.target, .token("tok0"))
+        await q.complete(held, outcome: .delivered(providerID: nil))
+        let j = try await take(q)  // read back from the notification's row
+        XCTAssertEqual(j.target, .token(odd))
+        XCTAssertEqual(j.messageID, "m-\"1\"")
+        await q.flush()
+        await q.abandonForTesting()
+
+        // After the crash their rows are written from the notifications' rows (in SQL).
+        let again = try await SQLiteQueue.open(path: path, options: options())
+        let t1 = try await take(again)
+        let t2 = try await take(again, .webpush)
+        XCTAssertEqual(t1.target, .token(odd))
+        XCTAssertEqual(t1.messageID, "m-\"1\"")
+        XCTAssertEqual(t2.target, .subscription(sub))
+        XCTAssertEqual(t2.messageID, "m-2")
+        await again.complete(t1, outcome: .delivered(providerID: nil))
+        await again.complete(t2, outcome: .delivered(providerID: nil))
+        await again.close()
+    }
+}
