@@ -5,11 +5,12 @@ import PushgateCore
 /// (`SQLiteBackend.exclusive`): a queued job has no row of its own until it is retried or over.
 ///
 /// - **Acceptance** writes the notification row only. It carries its jobs' fields in `jobs_data`
-///   (`encode`), and a row in `open_notifs` counts its jobs without a row (`open_jobs`) for the
-///   process that holds them (`owner`). A notification's row id is its first job's id, and its
-///   jobs' ids are consecutive (`first_job`, `job_count`).
+///   (`encode`), and a row in `open_notifs` marks it open, its jobs leased to the process that
+///   holds them (`owner`). A notification's row id is its first job's id, and its jobs' ids are
+///   consecutive (`first_job`, `job_count`).
 /// - **A retry or an outcome** inserts the job's full row (a retried job's row is updated from then
-///   on) and lowers `open_jobs`; at 0 the `open_notifs` row goes.
+///   on: one upsert). A prune pass closes the notifications whose every job has a row (deletes
+///   their `open_notifs` rows): nothing in the hot path counts.
 /// - **A pending job is derived, not stored**: a job of an open notification with no row
 ///   (`virtualJobs`). Status lookups and the backlog's read-back (`parkedJobs`) read them so.
 /// - **Leases:** such jobs are leased to `open_notifs.owner`. When the owner stops (`release`), its
@@ -28,7 +29,7 @@ enum WrittenOnce {
     ]
 
     static let tables = [
-        "CREATE TABLE IF NOT EXISTS open_notifs (notif_row INTEGER PRIMARY KEY, job_count INTEGER NOT NULL, open_jobs INTEGER NOT NULL, owner TEXT NOT NULL)"
+        "CREATE TABLE IF NOT EXISTS open_notifs (notif_row INTEGER PRIMARY KEY, job_count INTEGER NOT NULL, owner TEXT NOT NULL)"
     ]
 
     /// Run once when a store older than version 4 opens (after `addedColumns`).
@@ -73,58 +74,67 @@ enum WrittenOnce {
     /// `[kind, value, keys, message id, attempts, max attempts, not_before - created_at, enqueued_at - created_at]`
     /// for a job written without a row, `0` for one written as a row.
     ///
-    /// Written by hand rather than with `JSONEncoder`: it runs for every accepted job, and the
-    /// encoder's boxing of a heterogeneous array costs more than the rest of the insert.
+    /// Written by hand into bytes rather than with `JSONEncoder` or string interpolation: it runs for
+    /// every accepted job, and either costs more than the rest of the insert.
     static func encode(_ jobs: [JobInsert], rowless: [Bool], createdAt: Double) -> String {
-        var out = "["
-        out.reserveCapacity(jobs.count * 120)
+        var out: [UInt8] = []
+        out.reserveCapacity(jobs.count * 128 + 2)
+        out.append(UInt8(ascii: "["))
         for (k, j) in jobs.enumerated() {
-            if k > 0 { out += "," }
+            if k > 0 { out.append(UInt8(ascii: ",")) }
             guard rowless[k] else {
-                out += "0"
+                out.append(UInt8(ascii: "0"))
                 continue
             }
             let t = TargetCodec.encode(j.target)
-            out += "[\(t.kind),"
+            out.append(UInt8(ascii: "["))
+            appendInt(t.kind, to: &out)
+            out.append(UInt8(ascii: ","))
             appendString(t.value, to: &out)
-            out += ","
-            if let keys = t.keys { appendString(keys, to: &out) } else { out += "null" }
-            out += ","
+            out.append(UInt8(ascii: ","))
+            if let keys = t.keys { appendString(keys, to: &out) } else { out += "null".utf8 }
+            out.append(UInt8(ascii: ","))
             appendString(j.messageID, to: &out)
-            out += ",\(j.attempts),\(j.maxAttempts),\(number(j.notBefore - createdAt)),\(number(j.enqueuedAt - createdAt))]"
+            out.append(UInt8(ascii: ","))
+            appendInt(j.attempts, to: &out)
+            out.append(UInt8(ascii: ","))
+            appendInt(j.maxAttempts, to: &out)
+            out.append(UInt8(ascii: ","))
+            appendNumber(j.notBefore - createdAt, to: &out)
+            out.append(UInt8(ascii: ","))
+            appendNumber(j.enqueuedAt - createdAt, to: &out)
+            out.append(UInt8(ascii: "]"))
         }
-        out += "]"
-        return out
+        out.append(UInt8(ascii: "]"))
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func appendInt(_ i: Int, to out: inout [UInt8]) {
+        if (0..<10).contains(i) { out.append(UInt8(ascii: "0") + UInt8(i)) } else { out += String(i).utf8 }
     }
 
     /// A finite double as JSON (Swift's shortest round-trip form is valid JSON); 0 otherwise.
-    static func number(_ d: Double) -> String {
-        d.isFinite ? (d == 0 ? "0" : "\(d)") : "0"
+    static func appendNumber(_ d: Double, to out: inout [UInt8]) {
+        if d == 0 || !d.isFinite { out.append(UInt8(ascii: "0")) } else { out += "\(d)".utf8 }
     }
 
-    /// `s` as a JSON string.
-    static func appendString(_ s: String, to out: inout String) {
-        out += "\""
-        if !s.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-            out += s
-        } else {
-            for u in s.unicodeScalars {
-                switch u {
-                case "\"": out += "\\\""
-                case "\\": out += "\\\\"
-                case "\n": out += "\\n"
-                case "\r": out += "\\r"
-                case "\t": out += "\\t"
-                default:
-                    if u.value < 0x20 {
-                        let hex = String(u.value, radix: 16)
-                        out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                    } else {
-                        out.unicodeScalars.append(u)
-                    }
-                }
+    /// `s` as a JSON string: `"` and `\` escaped, control characters as `\u00XX`, the rest as is (UTF-8).
+    static func appendString(_ s: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                out.append(UInt8(ascii: "\\"))
+                out.append(b)
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                out += "\\u00".utf8
+                out.append(hex[Int(b >> 4)])
+                out.append(hex[Int(b & 0xF)])
+            default:
+                out.append(b)
             }
         }
-        out += "\""
+        out.append(UInt8(ascii: "\""))
     }
 }

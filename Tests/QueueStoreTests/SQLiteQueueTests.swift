@@ -341,7 +341,7 @@ final class SQLiteQueueTests: XCTestCase {
             try await check.query(
                 """
                 SELECT (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner = ?1)
-                  + (SELECT coalesce(sum(open_jobs), 0) FROM open_notifs WHERE owner = ?1) AS n
+                  + (SELECT count(*) FROM (\(WrittenOnce.virtualJobs(where: "o.owner = ?1")))) AS n
                 """, [.text(owner)]
             ).first?.column("n")?.integer ?? -1
         }
