@@ -113,6 +113,9 @@ public struct DeliveryJob: Sendable {
     /// Its position in that request (notification order, then token order): where the waiter keeps its
     /// outcome. In memory only, like `waiterID` (a durable queue gives the job its row id as `id`).
     public var waiterPosition: Int = 0
+    /// The row of its notification in a durable queue's store (0: none). Set and read by the queue
+    /// driver only: the SQLite store writes a job's row at its outcome and needs it there.
+    public var storeRow: Int64 = 0
     /// Where the delivery is in its life (`DeliveryLifecycle`).
     public var state: DeliveryState
 

@@ -297,6 +297,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                 for (k, i) in g.jobs.enumerated() {
                     var job = jobs[i]
                     job.id = UInt64(jobIDs[k])
+                    job.storeRow = notifRow
                     switch guarded[jobIDs[k]] {
                     case .duplicate:
                         // Stored as duplicate in the insert: never queued.
@@ -483,7 +484,8 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         // not wait for it (after a crash the job is retried from its last committed state).
         let update = JobUpdate.reschedule(
             id: Int64(job.id), attempts: job.attempts, notBefore: job.notBefore.timeIntervalSince1970,
-            lastError: StoreText.clean(job.lastError), credentialRetryUsed: job.credentialRetryUsed, row: rowAtOutcome ? JobRow(job) : nil)
+            lastError: StoreText.clean(job.lastError), credentialRetryUsed: job.credentialRetryUsed,
+            row: rowAtOutcome && job.storeRow != 0 ? JobRow(job) : nil)
         let tNow = now()
         var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
         let wake: Bool = state.withLockedValue { s in
@@ -501,7 +503,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         // (at-least-once), never a lost one. Shutdown commits every pending write before closing.
         let t = now().timeIntervalSince1970
         let update = JobUpdate.completion(
-            id: Int64(job.id), outcome: outcome, attempts: job.attempts, finishedAt: t, row: rowAtOutcome ? JobRow(job) : nil)
+            id: Int64(job.id), outcome: outcome, attempts: job.attempts, finishedAt: t, row: rowAtOutcome && job.storeRow != 0 ? JobRow(job) : nil)
         var read: [ClosedRange<Int64>]?
         let wake: Bool = state.withLockedValue { s in
             let first = addUpdate(update, in: &s)
@@ -968,6 +970,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             var j = DeliveryJob(
                 id: UInt64(r.id), messageID: r.messageID, target: r.target, accepted: a, maxAttempts: r.maxAttempts,
                 now: Date(timeIntervalSince1970: r.enqueuedAt))
+            j.storeRow = r.notifRow
             j.attempts = r.attempts
             j.credentialRetryUsed = r.credentialRetryUsed
             j.notBefore = Date(timeIntervalSince1970: r.notBefore)

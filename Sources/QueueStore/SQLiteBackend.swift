@@ -480,17 +480,12 @@ extension SQLiteBackend: QueueStatements {
         var rows = 0
         func flush(_ onConflict: String) async throws {
             guard rows > 0 else { return }
-            let values = Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
-            // A notification's row id is its first job's id: a job's notification is the last one at or before it.
+            let values = Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
             _ = try await writer.query(
                 """
                 INSERT INTO jobs (id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, cred_retry,
                   not_before, enqueued_at, last_error, state, provider_id, finished_at, lease_owner)
-                SELECT v.column1, coalesce((SELECT max(id) FROM notifications WHERE id <= v.column1), 0), v.column2, v.column3, v.column4,
-                  v.column5, v.column6, v.column7, v.column8, v.column9, v.column10, v.column11, v.column12, v.column13, v.column14, v.column15,
-                  v.column16
-                FROM (VALUES \(values)) AS v WHERE true
-                ON CONFLICT(id) DO UPDATE SET \(onConflict) WHERE jobs.lease_owner = +?
+                VALUES \(values) ON CONFLICT(id) DO UPDATE SET \(onConflict) WHERE jobs.lease_owner = +?
                 """, binds + [.text(owner)])
             binds.removeAll(keepingCapacity: true)
             rows = 0
@@ -501,7 +496,8 @@ extension SQLiteBackend: QueueStatements {
         ) {
             let t = TargetCodec.encode(row.target)
             binds += [
-                .integer(Int(id)), .integer(row.platform.rawValue), .integer(t.kind), .text(t.value), t.keys.map { .text($0) } ?? .null,
+                .integer(Int(id)), .integer(Int(row.notifRow)), .integer(row.platform.rawValue), .integer(t.kind), .text(t.value),
+                t.keys.map { .text($0) } ?? .null,
                 .text(row.messageID), .integer(attempts), .integer(row.maxAttempts), .integer(credentialRetryUsed ? 1 : 0), .float(notBefore),
                 .float(row.enqueuedAt), lastError.map { .text($0) } ?? .null, .integer(state.rawValue), providerID.map { .text($0) } ?? .null,
                 finishedAt.map { .float($0) } ?? .null, leaseOwner.map { .text($0) } ?? .null,

@@ -112,6 +112,7 @@ enum IdempotencyOp: Sendable {
 /// What a job's row holds besides the change: the SQLite store alone on its file writes a job's row
 /// at its first retry or its outcome (`WrittenOnce`), from this.
 struct JobRow: Sendable {
+    var notifRow: Int64
     var platform: Platform
     var target: PushTarget
     var messageID: String
@@ -123,9 +124,10 @@ struct JobRow: Sendable {
     var lastError: String?
 
     init(
-        platform: Platform, target: PushTarget, messageID: String, maxAttempts: Int, notBefore: Double, enqueuedAt: Double,
+        notifRow: Int64, platform: Platform, target: PushTarget, messageID: String, maxAttempts: Int, notBefore: Double, enqueuedAt: Double,
         credentialRetryUsed: Bool = false, lastError: String? = nil
     ) {
+        self.notifRow = notifRow
         self.platform = platform
         self.target = target
         self.messageID = messageID
@@ -137,6 +139,7 @@ struct JobRow: Sendable {
     }
 
     init(_ job: DeliveryJob) {
+        notifRow = job.storeRow
         platform = job.platform
         target = job.target
         messageID = job.messageID

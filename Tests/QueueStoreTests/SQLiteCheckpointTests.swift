@@ -52,7 +52,7 @@ final class SQLiteCheckpointTests: XCTestCase {
             // (each job's row is written by its completion: `WrittenOnce`)
             batch.updates = jobIDs.map {
                 let row = JobRow(
-                    platform: .ios, target: .token(String(repeating: "a", count: 64)), messageID: UUID().uuidString, maxAttempts: 3,
+                    notifRow: $0, platform: .ios, target: .token(String(repeating: "a", count: 64)), messageID: UUID().uuidString, maxAttempts: 3,
                     notBefore: t, enqueuedAt: t)
                 return .complete(id: $0, state: .delivered, attempts: 1, info: "ok", finishedAt: t, row: row)
             }
