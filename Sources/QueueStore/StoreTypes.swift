@@ -119,25 +119,13 @@ struct JobRow: Sendable {
     var maxAttempts: Int
     var notBefore: Double
     var enqueuedAt: Double
-    var credentialRetryUsed: Bool
+    var credentialRetryUsed: Bool = false
     /// The last attempt's error (kept on a delivered job's row).
     var lastError: String?
+}
 
-    init(
-        notifRow: Int64, platform: Platform, target: PushTarget, messageID: String, maxAttempts: Int, notBefore: Double, enqueuedAt: Double,
-        credentialRetryUsed: Bool = false, lastError: String? = nil
-    ) {
-        self.notifRow = notifRow
-        self.platform = platform
-        self.target = target
-        self.messageID = messageID
-        self.maxAttempts = maxAttempts
-        self.notBefore = notBefore
-        self.enqueuedAt = enqueuedAt
-        self.credentialRetryUsed = credentialRetryUsed
-        self.lastError = lastError
-    }
-
+extension JobRow {
+    /// The fields of a job the durable queue holds.
     init(_ job: DeliveryJob) {
         notifRow = job.storeRow
         platform = job.platform
