@@ -186,7 +186,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     /// this process uses alone (SQLite with its lock), where leaving jobs for others has no use.
     private let parksJobs: Bool
     /// The store may not have written a leased job's row yet (`WrittenOnce`: SQLite alone on its
-    /// file): its retries and outcomes carry the job's fields (`JobRow`).
+    /// file): its retries and outcomes carry the job as held (`storedRow`).
     private let rowAtOutcome: Bool
 
     public var capacity: Int { options.capacity }
@@ -485,7 +485,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         let update = JobUpdate.reschedule(
             id: Int64(job.id), attempts: job.attempts, notBefore: job.notBefore.timeIntervalSince1970,
             lastError: StoreText.clean(job.lastError), credentialRetryUsed: job.credentialRetryUsed,
-            row: rowAtOutcome && job.storeRow != 0 ? JobRow(job) : nil)
+            row: storedRow(job))
         let tNow = now()
         var resume: [(CheckedContinuation<DeliveryJob?, Never>, DeliveryJob)] = []
         let wake: Bool = state.withLockedValue { s in
@@ -503,7 +503,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         // (at-least-once), never a lost one. Shutdown commits every pending write before closing.
         let t = now().timeIntervalSince1970
         let update = JobUpdate.completion(
-            id: Int64(job.id), outcome: outcome, attempts: job.attempts, finishedAt: t, row: rowAtOutcome && job.storeRow != 0 ? JobRow(job) : nil)
+            id: Int64(job.id), outcome: outcome, attempts: job.attempts, finishedAt: t, row: storedRow(job))
         var read: [ClosedRange<Int64>]?
         let wake: Bool = state.withLockedValue { s in
             let first = addUpdate(update, in: &s)
@@ -515,6 +515,12 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         }
         if wake { signal.yield() }
         if let read { startReadingParked(job.platform, read) }
+    }
+
+    /// The row a retry or an outcome of `job` carries to a store that may not have written it yet
+    /// (nil: not such a store, or a job not from this queue's store).
+    private func storedRow(_ job: DeliveryJob) -> StoredJob? {
+        rowAtOutcome && job.storeRow != 0 ? StoredJob(job) : nil
     }
 
     /// Adds a completion or reschedule to the next commit. True when the writer must look at it:

@@ -491,7 +491,7 @@ extension SQLiteBackend: QueueStatements {
             rows = 0
         }
         func add(
-            id: Int64, _ row: JobRow, attempts: Int, notBefore: Double, lastError: String?, credentialRetryUsed: Bool,
+            id: Int64, _ row: StoredJob, attempts: Int, notBefore: Double, lastError: String?, credentialRetryUsed: Bool,
             state: DeliveryState.Code, providerID: String?, finishedAt: Double?, leaseOwner: String?
         ) {
             let t = TargetCodec.encode(row.target)

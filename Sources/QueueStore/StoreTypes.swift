@@ -109,44 +109,26 @@ enum IdempotencyOp: Sendable {
     case release(app: String, key: String)
 }
 
-/// What a job's row holds besides the change: the SQLite store alone on its file writes a job's row
-/// at its first retry or its outcome (`WrittenOnce`), from this.
-struct JobRow: Sendable {
-    var notifRow: Int64
-    var platform: Platform
-    var target: PushTarget
-    var messageID: String
-    var maxAttempts: Int
-    var notBefore: Double
-    var enqueuedAt: Double
-    var credentialRetryUsed: Bool = false
-    /// The last attempt's error (kept on a delivered job's row).
-    var lastError: String?
-}
-
-extension JobRow {
-    /// The fields of a job the durable queue holds.
+extension StoredJob {
+    /// The row of a job the durable queue holds (the SQLite store alone on its file writes it at the
+    /// job's first retry or its outcome: `WrittenOnce`).
     init(_ job: DeliveryJob) {
-        notifRow = job.storeRow
-        platform = job.platform
-        target = job.target
-        messageID = job.messageID
-        maxAttempts = job.maxAttempts
-        notBefore = job.notBefore.timeIntervalSince1970
-        enqueuedAt = job.enqueuedAt.timeIntervalSince1970
-        credentialRetryUsed = job.credentialRetryUsed
-        lastError = StoreText.clean(job.lastError)
+        self.init(
+            id: Int64(job.id), notifRow: job.storeRow, platform: job.platform, target: job.target, messageID: job.messageID,
+            attempts: job.attempts, maxAttempts: job.maxAttempts, credentialRetryUsed: job.credentialRetryUsed,
+            notBefore: job.notBefore.timeIntervalSince1970, enqueuedAt: job.enqueuedAt.timeIntervalSince1970,
+            lastError: StoreText.clean(job.lastError))
     }
 }
 
-/// A state change of a leased job. `row`: the job's fields, for a store that may not have written
-/// its row yet (nil: the row exists).
+/// A state change of a leased job. `row`: the job as held, for a store that may not have written its
+/// row yet (nil: the row exists).
 enum JobUpdate: Sendable {
-    case reschedule(id: Int64, attempts: Int, notBefore: Double, lastError: String?, credentialRetryUsed: Bool, row: JobRow? = nil)
+    case reschedule(id: Int64, attempts: Int, notBefore: Double, lastError: String?, credentialRetryUsed: Bool, row: StoredJob? = nil)
     /// `state` is `.delivered` or `.failed`; `info` is the provider id (delivered) or the reason (failed).
-    case complete(id: Int64, state: DeliveryState.Code, attempts: Int, info: String?, finishedAt: Double, row: JobRow? = nil)
+    case complete(id: Int64, state: DeliveryState.Code, attempts: Int, info: String?, finishedAt: Double, row: StoredJob? = nil)
 
-    var row: JobRow? {
+    var row: StoredJob? {
         switch self {
         case .reschedule(_, _, _, _, _, let row), .complete(_, _, _, _, _, let row): return row
         }
@@ -172,7 +154,7 @@ enum JobUpdate: Sendable {
     }
 
     /// The completion of a job, as stored.
-    static func completion(id: Int64, outcome: FinalOutcome, attempts: Int, finishedAt: Double, row: JobRow? = nil) -> JobUpdate {
+    static func completion(id: Int64, outcome: FinalOutcome, attempts: Int, finishedAt: Double, row: StoredJob? = nil) -> JobUpdate {
         switch outcome {
         case .delivered(let providerID):
             return .complete(id: id, state: .delivered, attempts: attempts, info: StoreText.clean(providerID), finishedAt: finishedAt, row: row)
