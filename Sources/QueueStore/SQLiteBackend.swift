@@ -107,13 +107,8 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             let version = try await writer.query("SELECT value FROM pushgate_meta WHERE key = 'schema_version'").first?.column("value")?.integer ?? 0
             if version < 4 {
                 logger.notice("\(path): queue schema version \(version) → \(schemaVersion) (job ranges of the stored notifications)")
-                _ = try await writer.query("BEGIN IMMEDIATE")
-                do {
+                try await transaction(on: writer) {
                     for sql in WrittenOnce.migration { _ = try await writer.query(sql) }
-                    _ = try await writer.query("COMMIT")
-                } catch {
-                    _ = try? await writer.query("ROLLBACK")
-                    throw error
                 }
             }
             _ = try await writer.query("UPDATE pushgate_meta SET value = \(schemaVersion) WHERE key = 'schema_version' AND value < \(schemaVersion)")
@@ -197,13 +192,18 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         "SELECT finished_at FROM jobs WHERE state <> 0 AND finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT 1 OFFSET ?"
 
     private func transaction<T>(_ body: () async throws -> T) async throws -> T {
-        _ = try await writer.query("BEGIN IMMEDIATE")
+        try await Self.transaction(on: writer, body)
+    }
+
+    /// `body` in one write transaction on `connection` (rolled back when it throws).
+    private static func transaction<T>(on connection: SQLiteConnection, _ body: () async throws -> T) async throws -> T {
+        _ = try await connection.query("BEGIN IMMEDIATE")
         do {
             let r = try await body()
-            _ = try await writer.query("COMMIT")
+            _ = try await connection.query("COMMIT")
             return r
         } catch {
-            _ = try? await writer.query("ROLLBACK")
+            _ = try? await connection.query("ROLLBACK")
             throw error
         }
     }
