@@ -403,11 +403,15 @@ extension SQLiteBackend: QueueStatements {
 
     func apply(_ all: [JobUpdate], onlyLeasedBy owner: String?) async throws {
         var updates = all
-        if exclusive, let owner, all.contains(where: { $0.row != nil }) {
-            // Jobs that may have no row yet (`WrittenOnce`): inserted or updated in one statement.
-            try await upsertRows(all.filter { $0.row != nil }, owner: owner)
-            updates = all.filter { $0.row == nil }
-            if updates.isEmpty { return }
+        if exclusive, let owner {
+            // Jobs that may have no row yet (`WrittenOnce`): inserted or updated in one statement
+            // (`upsertRows` passes over the others). Usually that is every update of the batch: no copy.
+            let carried = all.reduce(0) { $0 + ($1.row != nil ? 1 : 0) }
+            if carried > 0 {
+                try await upsertRows(all, owner: owner)
+                if carried == all.count { return }
+                updates = all.filter { $0.row == nil }
+            }
         }
         // "" never matches a lease owner (owners are UUIDs): no owner means no lease condition.
         let any: SQLiteData = .integer(owner == nil ? 1 : 0)
@@ -468,7 +472,7 @@ extension SQLiteBackend: QueueStatements {
         try await flushCompletes()
     }
 
-    /// Writes the rows of `updates` (all carrying their job's fields) in one statement per kind:
+    /// Writes the rows of the updates carrying their job (`row`) in one statement per kind:
     /// a job without a row yet (`WrittenOnce`) gets its full row, a job with one is updated while
     /// `owner` holds its lease (an expired lease's rows were written free by another process: the
     /// update does not apply). Reschedules first, so a job retried and over in one batch ends over.
