@@ -122,10 +122,7 @@ final class WrittenOnceTests: XCTestCase {
         try await storeFinished(q, 5, notifID: "old")
         await q.flush()
         // The prune pass deletes the other notification's finished rows, not this one's.
-        for _ in 0..<100 {
-            if try await rawCount(path, "SELECT count(*) AS n FROM notifications WHERE notif_id = 'old'") == 0 { break }
-            try await Task.sleep(for: .milliseconds(50))
-        }
+        try await waitUntil { try await self.rawCount(path, "SELECT count(*) AS n FROM notifications WHERE notif_id = 'old'") == 0 }
         let old = try await rawCount(path, "SELECT count(*) AS n FROM notifications WHERE notif_id = 'old'")
         XCTAssertEqual(old, 0, "a prune pass ran")
         let kept = try await rawCount(path, "SELECT count(*) AS n FROM jobs")
@@ -160,10 +157,7 @@ final class WrittenOnceTests: XCTestCase {
         XCTAssertEqual(pending, 2)
         for _ in 0..<2 { await q.complete(try await take(q), outcome: .delivered(providerID: nil)) }
         await q.flush()
-        for _ in 0..<100 {
-            if try await rawCount(path, "SELECT count(*) AS n FROM open_notifs") == 0 { break }
-            try await Task.sleep(for: .milliseconds(50))
-        }
+        try await waitUntil { try await self.rawCount(path, "SELECT count(*) AS n FROM open_notifs") == 0 }
         let open = try await rawCount(path, "SELECT count(*) AS n FROM open_notifs")
         XCTAssertEqual(open, 0)
         pending = try await b.pendingCount()
