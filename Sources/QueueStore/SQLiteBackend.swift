@@ -165,7 +165,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         """
 
     /// Writes the rows of the jobs without one of the open notifications matching `condition` (on
-    /// `o`, their `open_notifs` rows), free, and forgets those notifications' counters (`WrittenOnce`).
+    /// `o`, their `open_notifs` rows), free, and deletes those `open_notifs` rows (`WrittenOnce`).
     /// Returns how many rows it wrote.
     private func materialize(where condition: String, _ binds: [SQLiteData] = []) async throws -> Int {
         let (insert, forget) = WrittenOnce.materialize(where: condition)

@@ -62,7 +62,7 @@ enum WrittenOnce {
     }
 
     /// Writes the rows of the jobs without one of the open notifications matching `condition`
-    /// (free: no lease), then forgets those notifications' counters: the two statements, in order.
+    /// (free: no lease), then deletes those notifications' `open_notifs` rows: the two statements, in order.
     static func materialize(where condition: String) -> (insert: String, forget: String) {
         (
             "INSERT INTO jobs (\(QueueSchema.leasedColumns)) \(virtualJobs(where: condition)) ON CONFLICT(id) DO NOTHING",
