@@ -80,6 +80,7 @@ enum WrittenOnce {
         var out: [UInt8] = []
         out.reserveCapacity(jobs.count * 128 + 2)
         out.append(UInt8(ascii: "["))
+        var numbers = Numbers()
         for (k, j) in jobs.enumerated() {
             if k > 0 { out.append(UInt8(ascii: ",")) }
             guard rowless[k] else {
@@ -100,9 +101,9 @@ enum WrittenOnce {
             out.append(UInt8(ascii: ","))
             appendInt(j.maxAttempts, to: &out)
             out.append(UInt8(ascii: ","))
-            appendNumber(j.notBefore - createdAt, to: &out)
+            numbers.append(j.notBefore - createdAt, to: &out)
             out.append(UInt8(ascii: ","))
-            appendNumber(j.enqueuedAt - createdAt, to: &out)
+            numbers.append(j.enqueuedAt - createdAt, to: &out)
             out.append(UInt8(ascii: "]"))
         }
         out.append(UInt8(ascii: "]"))
@@ -113,9 +114,17 @@ enum WrittenOnce {
         if (0..<10).contains(i) { out.append(UInt8(ascii: "0") + UInt8(i)) } else { out += String(i).utf8 }
     }
 
-    /// A finite double as JSON (Swift's shortest round-trip form is valid JSON); 0 otherwise.
-    static func appendNumber(_ d: Double, to out: inout [UInt8]) {
-        if d == 0 || !d.isFinite { out.append(UInt8(ascii: "0")) } else { out += "\(d)".utf8 }
+    /// Finite doubles as JSON (Swift's shortest round-trip form is valid JSON), anything else as 0.
+    /// The jobs of one notification share their times: the last number's text is reused, not
+    /// formatted again for each job.
+    struct Numbers {
+        private var last: (value: Double, text: [UInt8]) = (0, Array("0".utf8))
+
+        mutating func append(_ d: Double, to out: inout [UInt8]) {
+            let v = d.isFinite ? d : 0
+            if v != last.value { last = (v, v == 0 ? Array("0".utf8) : Array("\(v)".utf8)) }
+            out += last.text
+        }
     }
 
     /// `s` as a JSON string: `"` and `\` escaped, control characters as `\u00XX`, the rest as is (UTF-8).
