@@ -25,12 +25,15 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     private let logger: Logger
     private let checkpoints: WALCheckpointer
 
+    private let writerThreads: WriterThreads
+
     private init(
-        path: String, writer: SQLiteConnection, reader: SQLiteConnection, exclusive: Bool, lockFD: Int32,
+        path: String, writer: SQLiteConnection, writerThreads: WriterThreads, reader: SQLiteConnection, exclusive: Bool, lockFD: Int32,
         checkpoints: WALCheckpointer, logger: Logger
     ) {
         self.path = path
         self.writer = writer
+        self.writerThreads = writerThreads
         self.reader = reader
         self.exclusive = exclusive
         self.lockFD = lockFD
@@ -84,7 +87,19 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             logger.warning(
                 "another process holds \(path).lock: sharing the SQLite queue (leases of a stopped process expire after queue.lease_timeout)")
         }
-        let writer = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+        // The writer connection has a thread for its SQLite calls and an event loop for the queue's
+        // writer task of its own (`WriterThreads`): on the shared ones each of a transaction's
+        // statements waited for threads busy with the network (the writer's group commits took
+        // ~4 ms each in the bench, ~2 ms so), and acceptance waits for those commits.
+        let threads = WriterThreads()
+        let writer: SQLiteConnection
+        do {
+            writer = try await SQLiteConnection.open(storage: .file(path: path), threadPool: threads.pool, logger: logger, on: threads.loop)
+        } catch {
+            await threads.shutdown()
+            if fd >= 0 { Glibc.close(fd) }
+            throw error
+        }
         let reader: SQLiteConnection
         let checkpoints: WALCheckpointer
         let sync = synchronous == "full" ? "FULL" : "NORMAL"
@@ -123,10 +138,13 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             }
         } catch {
             try? await writer.close()
+            await threads.shutdown()
             if fd >= 0 { Glibc.close(fd) }
             throw error
         }
-        return SQLiteBackend(path: path, writer: writer, reader: reader, exclusive: exclusive, lockFD: fd, checkpoints: checkpoints, logger: logger)
+        return SQLiteBackend(
+            path: path, writer: writer, writerThreads: threads, reader: reader, exclusive: exclusive, lockFD: fd, checkpoints: checkpoints,
+            logger: logger)
     }
 
     /// Between transactions: when the background checkpoints leave the WAL long, the writer copies the
@@ -298,8 +316,51 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     func parkedJobs(_ ranges: [ClosedRange<Int64>], owner: String) async throws -> [StoredJob] {
         var jobs: [StoredJob] = []
         for r in ranges {
-            // Rows (jobs retried, or under a dedup or coalescing rule), and jobs without a row yet of the
-            // open notifications that overlap the range (`WrittenOnce`).
+            let binds: [SQLiteData] = [.integer(Int(r.lowerBound)), .integer(Int(r.upperBound)), .text(owner)]
+            // Rows (jobs retried, or under a dedup or coalescing rule): the pending ones leased to
+            // `owner` are read back, and any row stands for its job (its `jobs_data` entry is not one).
+            var rowIDs = Set<Int64>()
+            var found: [StoredJob] = []
+            for row in try await reader.query(
+                "SELECT \(QueueSchema.leasedColumns), state, lease_owner FROM jobs WHERE id BETWEEN ?1 AND ?2", Array(binds[0..<2]))
+            {
+                guard let id = row.column("id")?.integer else { continue }
+                rowIDs.insert(Int64(id))
+                if row.column("state")?.integer == 0, row.column("lease_owner")?.string == owner, let j = Self.storedJob(row) {
+                    found.append(j)
+                }
+            }
+            // Jobs without a row yet of the open notifications of `owner` that overlap the range
+            // (`WrittenOnce`): their `jobs_data`, decoded here.
+            var decoded = true
+            for row in try await reader.query(
+                """
+                SELECT n.id, n.platform, n.created_at, n.jobs_data FROM open_notifs o JOIN notifications n ON n.id = o.notif_row
+                WHERE o.owner = +?3 AND o.notif_row BETWEEN coalesce((SELECT max(notif_row) FROM open_notifs WHERE notif_row <= ?1), ?1) AND ?2
+                """, binds)
+            {
+                guard let first = row.column("id")?.integer, let p = row.column("platform")?.integer, let platform = Platform(rawValue: p),
+                    let createdAt = row.column("created_at")?.double, let data = row.column("jobs_data")?.string,
+                    let entries = WrittenOnce.decode(data, firstID: Int64(first), range: r)
+                else {
+                    decoded = false
+                    break
+                }
+                for (id, e) in entries where !rowIDs.contains(id) {
+                    found.append(
+                        StoredJob(
+                            id: id, notifRow: Int64(first), platform: platform,
+                            target: TargetCodec.decode(kind: e.kind, value: e.value, keys: e.keys), messageID: e.messageID,
+                            attempts: e.attempts, maxAttempts: e.maxAttempts, credentialRetryUsed: false,
+                            notBefore: createdAt + e.notBefore, enqueuedAt: createdAt + e.enqueuedAt, lastError: nil))
+                }
+            }
+            if decoded {
+                found.sort { $0.id < $1.id }
+                jobs += found
+                continue
+            }
+            // Text this process did not write as `WrittenOnce.encode` does: SQLite's own JSON reader.
             let virtual = WrittenOnce.virtualJobs(
                 where: """
                     o.owner = +?3 AND o.notif_row BETWEEN coalesce((SELECT max(notif_row) FROM open_notifs WHERE notif_row <= ?1), ?1) AND ?2
@@ -309,8 +370,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
                 """
                 SELECT \(QueueSchema.leasedColumns) FROM jobs WHERE id BETWEEN ?1 AND ?2 AND state = 0 AND lease_owner = +?3
                 UNION ALL \(virtual) ORDER BY 1
-                """,
-                [.integer(Int(r.lowerBound)), .integer(Int(r.upperBound)), .text(owner)])
+                """, binds)
             {
                 if let j = Self.storedJob(row) { jobs.append(j) }
             }
@@ -323,6 +383,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         try? await reader.close()
         _ = try? await writer.query("PRAGMA wal_checkpoint(TRUNCATE)")
         try? await writer.close()
+        await writerThreads.shutdown()
         if lockFD >= 0 { Glibc.close(lockFD) }
     }
 }
@@ -477,45 +538,35 @@ extension SQLiteBackend: QueueStatements {
     /// `owner` holds its lease (an expired lease's rows were written free by another process: the
     /// update does not apply). Reschedules first, so a job retried and over in one batch ends over.
     ///
+    /// The rows go in as one bound JSON array (`WrittenOnce.RowsJSON`) that SQLite reads with
+    /// `jsonb_each` (its values are read from SQLite's binary form, not parsed again per column), so
+    /// the statement's text is the same for any batch: with a `VALUES` list of 17 parameters per
+    /// row, preparing the statement and binding its values were 40 % of the writer thread's time in
+    /// the bench (docs/benchmarks.md).
+    ///
     /// (`+?`: a bound value compared with `=` in some statements made SQLite prepare them a second
     /// time once the value was bound, 4 % of the gateway's CPU in the bench.)
     private func upsertRows(_ updates: [JobUpdate], owner: String) async throws {
-        var binds: [SQLiteData] = []
-        var rows = 0
+        var rows = WrittenOnce.RowsJSON()
         func flush(_ onConflict: String) async throws {
-            guard rows > 0 else { return }
-            let values = Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
+            guard rows.count > 0 else { return }
+            let columns = WrittenOnce.RowsJSON.columns
+            let values = (0..<columns.count).map { "r.value ->> \($0)" }.joined(separator: ", ")
             _ = try await writer.query(
                 """
-                INSERT INTO jobs (id, notif_row, platform, target_kind, target, target_keys, message_id, attempts, max_attempts, cred_retry,
-                  not_before, enqueued_at, last_error, state, provider_id, finished_at, lease_owner)
-                VALUES \(values) ON CONFLICT(id) DO UPDATE SET \(onConflict) WHERE jobs.lease_owner = +?
-                """, binds + [.text(owner)])
-            binds.removeAll(keepingCapacity: true)
-            rows = 0
-        }
-        func add(
-            id: Int64, _ row: StoredJob, attempts: Int, notBefore: Double, lastError: String?, credentialRetryUsed: Bool,
-            state: DeliveryState.Code, providerID: String?, finishedAt: Double?, leaseOwner: String?
-        ) {
-            let t = TargetCodec.encode(row.target)
-            binds += [
-                .integer(Int(id)), .integer(Int(row.notifRow)), .integer(row.platform.rawValue), .integer(t.kind), .text(t.value),
-                t.keys.map { .text($0) } ?? .null,
-                .text(row.messageID), .integer(attempts), .integer(row.maxAttempts), .integer(credentialRetryUsed ? 1 : 0), .float(notBefore),
-                .float(row.enqueuedAt), lastError.map { .text($0) } ?? .null, .integer(state.rawValue), providerID.map { .text($0) } ?? .null,
-                finishedAt.map { .float($0) } ?? .null, leaseOwner.map { .text($0) } ?? .null,
-            ]
-            rows += 1
+                INSERT INTO jobs (\(columns.joined(separator: ", ")))
+                SELECT \(values) FROM jsonb_each(?1) AS r WHERE true
+                ON CONFLICT(id) DO UPDATE SET \(onConflict) WHERE jobs.lease_owner = +?2
+                """, [.text(rows.take()), .text(owner)])
         }
         let retried =
             "attempts = excluded.attempts, not_before = excluded.not_before, last_error = excluded.last_error, cred_retry = excluded.cred_retry"
         for u in updates {
             guard case .reschedule(let id, let attempts, let notBefore, let lastError, let cred, let row?) = u else { continue }
-            add(
+            rows.add(
                 id: id, row, attempts: attempts, notBefore: notBefore, lastError: lastError, credentialRetryUsed: cred,
                 state: .pending, providerID: nil, finishedAt: nil, leaseOwner: owner)
-            if rows == 1000 { try await flush(retried) }
+            if rows.count == 1000 { try await flush(retried) }
         }
         try await flush(retried)
         let over = """
@@ -525,11 +576,11 @@ extension SQLiteBackend: QueueStatements {
         for u in updates {
             guard case .complete(let id, let state, let attempts, let info, let finishedAt, let row?) = u else { continue }
             let delivered = state == .delivered
-            add(
+            rows.add(
                 id: id, row, attempts: attempts, notBefore: row.notBefore, lastError: delivered ? row.lastError : info,
                 credentialRetryUsed: row.credentialRetryUsed, state: state, providerID: delivered ? info : nil, finishedAt: finishedAt,
                 leaseOwner: nil)
-            if rows == 1000 { try await flush(over) }
+            if rows.count == 1000 { try await flush(over) }
         }
         try await flush(over)
     }
@@ -721,6 +772,25 @@ extension SQLiteBackend: QueueStatements {
     /// The state code of a job (nil: no such row).
     func jobState(_ id: Int64) async throws -> Int? {
         try await reader.query("SELECT state FROM jobs WHERE id = ?", [.integer(Int(id))]).first?.column("state")?.integer
+    }
+}
+
+/// The writer connection's own thread for SQLite calls, and the event loop its queue's writer task
+/// runs on (see `SQLiteBackend.open`). That loop is one per process and never shut down (as NIO's
+/// singletons): the writer task calls `close`, and a loop cannot be shut down from its own thread.
+/// It only ever runs writer tasks, which never block it (several queues in one process share it).
+final class WriterThreads: Sendable {
+    let pool: NIOThreadPool
+    private static let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    var loop: any EventLoop { Self.loops.any() }
+
+    init() {
+        pool = NIOThreadPool(numberOfThreads: 1)
+        pool.start()
+    }
+
+    func shutdown() async {
+        try? await pool.shutdownGracefully()
     }
 }
 

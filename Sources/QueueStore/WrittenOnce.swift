@@ -110,6 +110,77 @@ enum WrittenOnce {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// Job rows as one JSON array of arrays, one per row, with the values of `columns` in order
+    /// (`SQLiteBackend.upsertRows` reads it with `json_each`).
+    struct RowsJSON {
+        static let columns = [
+            "id", "notif_row", "platform", "target_kind", "target", "target_keys", "message_id", "attempts", "max_attempts", "cred_retry",
+            "not_before", "enqueued_at", "last_error", "state", "provider_id", "finished_at", "lease_owner",
+        ]
+        private var out: [UInt8] = [UInt8(ascii: "[")]
+        private(set) var count = 0
+        /// The jobs of one notification share these: formatted once for consecutive rows.
+        private var notBefores = Numbers()
+        private var enqueuedAts = Numbers()
+
+        mutating func add(
+            id: Int64, _ row: StoredJob, attempts: Int, notBefore: Double, lastError: String?, credentialRetryUsed: Bool,
+            state: DeliveryState.Code, providerID: String?, finishedAt: Double?, leaseOwner: String?
+        ) {
+            let t = TargetCodec.encode(row.target)
+            if count > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "["))
+            WrittenOnce.appendInt(Int(id), to: &out)
+            for i in [Int(row.notifRow), row.platform.rawValue, t.kind] {
+                out.append(UInt8(ascii: ","))
+                WrittenOnce.appendInt(i, to: &out)
+            }
+            for s in [t.value, t.keys, row.messageID] {
+                out.append(UInt8(ascii: ","))
+                appendOptional(s)
+            }
+            for i in [attempts, row.maxAttempts, credentialRetryUsed ? 1 : 0] {
+                out.append(UInt8(ascii: ","))
+                WrittenOnce.appendInt(i, to: &out)
+            }
+            out.append(UInt8(ascii: ","))
+            notBefores.append(notBefore, to: &out)
+            out.append(UInt8(ascii: ","))
+            enqueuedAts.append(row.enqueuedAt, to: &out)
+            out.append(UInt8(ascii: ","))
+            appendOptional(lastError)
+            out.append(UInt8(ascii: ","))
+            WrittenOnce.appendInt(state.rawValue, to: &out)
+            out.append(UInt8(ascii: ","))
+            appendOptional(providerID)
+            out.append(UInt8(ascii: ","))
+            if let finishedAt { WrittenOnce.appendDouble(finishedAt, to: &out) } else { out += "null".utf8 }
+            out.append(UInt8(ascii: ","))
+            appendOptional(leaseOwner)
+            out.append(UInt8(ascii: "]"))
+            count += 1
+        }
+
+        private mutating func appendOptional(_ s: String?) {
+            if let s { WrittenOnce.appendString(s, to: &out) } else { out += "null".utf8 }
+        }
+
+        /// The array so far; starts a new one.
+        mutating func take() -> String {
+            out.append(UInt8(ascii: "]"))
+            defer {
+                out = [UInt8(ascii: "[")]
+                count = 0
+            }
+            return String(decoding: out, as: UTF8.self)
+        }
+    }
+
+    /// A finite double as JSON (Swift's shortest round-trip form is valid JSON), anything else as 0.
+    static func appendDouble(_ d: Double, to out: inout [UInt8]) {
+        if d == 0 || !d.isFinite { out.append(UInt8(ascii: "0")) } else { out += "\(d)".utf8 }
+    }
+
     static func appendInt(_ i: Int, to out: inout [UInt8]) {
         if (0..<10).contains(i) { out.append(UInt8(ascii: "0") + UInt8(i)) } else { out += String(i).utf8 }
     }
@@ -127,23 +198,242 @@ enum WrittenOnce {
         }
     }
 
-    /// `s` as a JSON string: `"` and `\` escaped, control characters as `\u00XX`, the rest as is (UTF-8).
+    /// `s` as a JSON string: `"` and `\` escaped, control characters as `\u00XX`, the rest as is (UTF-8),
+    /// copied in runs between the bytes to escape (tokens and ids have none: one copy).
     static func appendString(_ s: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for b in s.utf8 {
-            switch b {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
-                out.append(UInt8(ascii: "\\"))
-                out.append(b)
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                out += "\\u00".utf8
-                out.append(hex[Int(b >> 4)])
-                out.append(hex[Int(b & 0xF)])
-            default:
-                out.append(b)
+        var s = s
+        s.withUTF8 { bytes in
+            var start = 0
+            for i in 0..<bytes.count {
+                let b = bytes[i]
+                guard b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b < 0x20 else { continue }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<i]))
+                start = i + 1
+                if b < 0x20 {
+                    let hex = Array("0123456789abcdef".utf8)
+                    out += "\\u00".utf8
+                    out.append(hex[Int(b >> 4)])
+                    out.append(hex[Int(b & 0xF)])
+                } else {
+                    out.append(UInt8(ascii: "\\"))
+                    out.append(b)
+                }
             }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
         }
         out.append(UInt8(ascii: "\""))
+    }
+}
+
+extension WrittenOnce {
+    /// One job of `jobs_data` without a row (an array entry), as `encode` wrote it.
+    struct Entry: Equatable {
+        var kind: Int
+        var value: String
+        var keys: String?
+        var messageID: String
+        var attempts: Int
+        var maxAttempts: Int
+        /// `not_before - created_at`, `enqueued_at - created_at`.
+        var notBefore: Double
+        var enqueuedAt: Double
+    }
+
+    /// The array entries of `jobsData` (a notification's `jobs_data`, whose first job has id
+    /// `firstID`) with ids in `range`, in order: the backlog's read-back without SQLite's `json_each`
+    /// (which, with a result row per job through SQLiteNIO, cost more than the rest of the read).
+    /// Entries before the range are skipped without being decoded. Nil when the text is not what
+    /// `encode` writes (the caller reads the range with SQL instead): never a trap, whatever the text.
+    static func decode(_ jobsData: String, firstID: Int64, range: ClosedRange<Int64>) -> [(id: Int64, entry: Entry)]? {
+        var text = jobsData
+        return text.withUTF8 { bytes -> [(id: Int64, entry: Entry)]? in
+            var p = Scanner(bytes: bytes)
+            var out: [(id: Int64, entry: Entry)] = []
+            guard p.take(UInt8(ascii: "[")) else { return nil }
+            if p.take(UInt8(ascii: "]")) { return p.atEnd ? out : nil }
+            var id = firstID
+            while true {
+                if id > range.upperBound { return out }
+                if p.take(UInt8(ascii: "0")) {
+                    // a job written as a row
+                } else if id < range.lowerBound {
+                    guard p.skipArray() else { return nil }
+                } else {
+                    guard let e = p.entry() else { return nil }
+                    out.append((id, e))
+                }
+                if p.take(UInt8(ascii: "]")) { return p.atEnd ? out : nil }
+                guard p.take(UInt8(ascii: ",")) else { return nil }
+                let (next, overflow) = id.addingReportingOverflow(1)
+                if overflow { return nil }
+                id = next
+            }
+        }
+    }
+
+    /// A cursor over `jobs_data` bytes. Every read checks the bounds and returns nil or false on
+    /// anything unexpected.
+    private struct Scanner {
+        let bytes: UnsafeBufferPointer<UInt8>
+        var i = 0
+
+        var atEnd: Bool { i == bytes.count }
+
+        mutating func take(_ b: UInt8) -> Bool {
+            guard i < bytes.count, bytes[i] == b else { return false }
+            i += 1
+            return true
+        }
+
+        /// Past an entry's array (strings in it may hold brackets).
+        mutating func skipArray() -> Bool {
+            guard take(UInt8(ascii: "[")) else { return false }
+            while i < bytes.count {
+                switch bytes[i] {
+                case UInt8(ascii: "]"):
+                    i += 1
+                    return true
+                case UInt8(ascii: "\""):
+                    guard string() != nil else { return false }
+                default:
+                    i += 1
+                }
+            }
+            return false
+        }
+
+        mutating func entry() -> Entry? {
+            guard take(UInt8(ascii: "[")), let kind = int(), take(UInt8(ascii: ",")), let value = string(), take(UInt8(ascii: ","))
+            else { return nil }
+            var keys: String?
+            if !takeNull() {
+                guard let k = string() else { return nil }
+                keys = k
+            }
+            guard take(UInt8(ascii: ",")), let messageID = string(), take(UInt8(ascii: ",")), let attempts = int(),
+                take(UInt8(ascii: ",")), let maxAttempts = int(), take(UInt8(ascii: ",")), let notBefore = double(),
+                take(UInt8(ascii: ",")), let enqueuedAt = double(), take(UInt8(ascii: "]"))
+            else { return nil }
+            return Entry(
+                kind: kind, value: value, keys: keys, messageID: messageID, attempts: attempts, maxAttempts: maxAttempts,
+                notBefore: notBefore, enqueuedAt: enqueuedAt)
+        }
+
+        mutating func takeNull() -> Bool {
+            guard bytes.count - i >= 4, bytes[i] == UInt8(ascii: "n"), bytes[i + 1] == UInt8(ascii: "u"),
+                bytes[i + 2] == UInt8(ascii: "l"), bytes[i + 3] == UInt8(ascii: "l")
+            else { return false }
+            i += 4
+            return true
+        }
+
+        /// A JSON integer that fits `Int` (no fraction, no exponent).
+        mutating func int() -> Int? {
+            let negative = take(UInt8(ascii: "-"))
+            let start = i
+            var v = 0
+            while i < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) {
+                let (m, o1) = v.multipliedReportingOverflow(by: 10)
+                let (a, o2) = m.addingReportingOverflow(Int(bytes[i] - UInt8(ascii: "0")))
+                if o1 || o2 { return nil }
+                v = a
+                i += 1
+            }
+            guard i > start else { return nil }
+            return negative ? -v : v
+        }
+
+        /// The last number `double` parsed (the jobs of a notification share their time offsets).
+        var lastNumber: (bytes: Range<Int>, value: Double)?
+
+        /// A JSON number as `Double`; a finite one only.
+        mutating func double() -> Double? {
+            let start = i
+            while i < bytes.count {
+                switch bytes[i] {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "+"), UInt8(ascii: "."), UInt8(ascii: "e"),
+                    UInt8(ascii: "E"):
+                    i += 1
+                default:
+                    guard i > start else { return nil }
+                    let text = UnsafeBufferPointer(rebasing: bytes[start..<i])
+                    if let last = lastNumber, last.bytes.count == text.count,
+                        UnsafeBufferPointer(rebasing: bytes[last.bytes]).elementsEqual(text)
+                    {
+                        return last.value
+                    }
+                    guard let d = Double(String(decoding: text, as: UTF8.self)), d.isFinite else { return nil }
+                    lastNumber = (start..<i, d)
+                    return d
+                }
+            }
+            return nil
+        }
+
+        /// A JSON string; escapes decoded (`\uXXXX` with surrogate pairs).
+        mutating func string() -> String? {
+            guard take(UInt8(ascii: "\"")) else { return nil }
+            let start = i
+            // Fast path: no escape before the closing quote.
+            while i < bytes.count, bytes[i] != UInt8(ascii: "\""), bytes[i] != UInt8(ascii: "\\") { i += 1 }
+            guard i < bytes.count else { return nil }
+            if bytes[i] == UInt8(ascii: "\"") {
+                i += 1
+                return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<(i - 1)]), as: UTF8.self)
+            }
+            var out = Array(bytes[start..<i])
+            while i < bytes.count {
+                let b = bytes[i]
+                i += 1
+                switch b {
+                case UInt8(ascii: "\""):
+                    return String(decoding: out, as: UTF8.self)
+                case UInt8(ascii: "\\"):
+                    guard i < bytes.count else { return nil }
+                    let e = bytes[i]
+                    i += 1
+                    switch e {
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
+                    case UInt8(ascii: "b"): out.append(8)
+                    case UInt8(ascii: "f"): out.append(12)
+                    case UInt8(ascii: "n"): out.append(10)
+                    case UInt8(ascii: "r"): out.append(13)
+                    case UInt8(ascii: "t"): out.append(9)
+                    case UInt8(ascii: "u"):
+                        guard var u = hex4() else { return nil }
+                        if (0xD800..<0xDC00).contains(u) {
+                            guard take(UInt8(ascii: "\\")), take(UInt8(ascii: "u")), let low = hex4(), (0xDC00..<0xE000).contains(low)
+                            else { return nil }
+                            u = 0x10000 + ((u - 0xD800) << 10) + (low - 0xDC00)
+                        }
+                        guard let scalar = Unicode.Scalar(u) else { return nil }
+                        out += Array(String(Character(scalar)).utf8)
+                    default: return nil
+                    }
+                default:
+                    out.append(b)
+                }
+            }
+            return nil
+        }
+
+        mutating func hex4() -> UInt32? {
+            guard bytes.count - i >= 4 else { return nil }
+            var v: UInt32 = 0
+            for _ in 0..<4 {
+                let b = bytes[i]
+                i += 1
+                let d: UInt8
+                switch b {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): d = b - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): d = b - UInt8(ascii: "a") + 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): d = b - UInt8(ascii: "A") + 10
+                default: return nil
+                }
+                v = v << 4 | UInt32(d)
+            }
+            return v
+        }
     }
 }

@@ -210,4 +210,51 @@ final class WrittenOnceTests: XCTestCase {
         await again.complete(t2, outcome: .delivered(providerID: nil))
         await again.close()
     }
+
+    /// The backlog's read-back decodes `jobs_data` itself (`WrittenOnce.decode`): what `encode` wrote
+    /// comes back field for field, only the entries in the range, skipping the jobs written as rows;
+    /// and text it did not write gives nil (the caller falls back to SQLite's JSON reader), never a trap.
+    func testJobsDataDecodesAsEncodedAndRefusesAnythingElse() throws {
+        let targets: [PushTarget] = [
+            .token("plain"), .token("q\"uo\\te\n\t\u{01}é😀]["), .channel("ch,1"),
+            .subscription(WebPushSubscription(endpoint: "https://push.example/\"x\"", keys: .init(p256dh: "p\"k", auth: "a\\b"))),
+        ]
+        let jobs = targets.enumerated().map { k, t in
+            JobInsert(
+                target: t, messageID: "m-\(k)", attempts: k, maxAttempts: 5, notBefore: 1000.25 + Double(k), enqueuedAt: 1000.5, leased: true)
+        }
+        let rowless = [true, true, false, true]
+        let text = WrittenOnce.encode(jobs, rowless: rowless, createdAt: 1000)
+        let all = try XCTUnwrap(WrittenOnce.decode(text, firstID: 70, range: 70...73))
+        XCTAssertEqual(all.map(\.id), [70, 71, 73], "the job written as a row (72) is not an entry")
+        for (id, e) in all {
+            let k = Int(id - 70)
+            let t = TargetCodec.encode(targets[k])
+            XCTAssertEqual(e.kind, t.kind)
+            XCTAssertEqual(e.value, t.value)
+            XCTAssertEqual(e.keys, t.keys)
+            XCTAssertEqual(e.messageID, "m-\(k)")
+            XCTAssertEqual(e.attempts, k)
+            XCTAssertEqual(e.maxAttempts, 5)
+            XCTAssertEqual(e.notBefore, 0.25 + Double(k))
+            XCTAssertEqual(e.enqueuedAt, 0.5)
+        }
+        XCTAssertEqual(WrittenOnce.decode(text, firstID: 70, range: 71...71)?.map(\.id), [71])
+        XCTAssertEqual(WrittenOnce.decode(text, firstID: 70, range: 73...90)?.map(\.id), [73])
+        XCTAssertEqual(WrittenOnce.decode(text, firstID: 70, range: 80...90)?.count, 0)
+        XCTAssertEqual(WrittenOnce.decode("[]", firstID: 1, range: 1...5)?.count, 0)
+        // Not what `encode` writes: nil, whatever is wrong.
+        for bad in [
+            "", "[", "[[", "[0", "[0,]", "[1]", "{}", "[[0,\"t\",null,\"m\",0,1,0,0]", "[[0,\"t\",null,\"m\",0,1,0]]",
+            "[[0,\"t,null,\"m\",0,1,0,0]]", "[[0,\"t\\q\",null,\"m\",0,1,0,0]]", "[[0,\"\\ud800\",null,\"m\",0,1,0,0]]",
+            "[[99999999999999999999,\"t\",null,\"m\",0,1,0,0]]", "[[0,\"t\",null,\"m\",0,1,1e999,0]]", "[[0,\"t\",null,\"m\",0,1,0,0]]x",
+        ] {
+            XCTAssertNil(WrittenOnce.decode(bad, firstID: 1, range: 1...5), bad)
+        }
+        // Every cut of a valid text is refused or decodes a prefix: never a trap.
+        let bytes = Array(text.utf8)
+        for n in 0..<bytes.count {
+            _ = WrittenOnce.decode(String(decoding: bytes[0..<n], as: UTF8.self), firstID: 70, range: 70...73)
+        }
+    }
 }
