@@ -211,6 +211,44 @@ final class WrittenOnceTests: XCTestCase {
         await again.close()
     }
 
+    /// Outcome rows go in as one JSON array (`WrittenOnce.RowsJSON`, read with `jsonb_each`): a
+    /// target, provider id and reason with JSON's special characters are stored as they were.
+    func testOutcomeRowsKeepEveryCharacter() async throws {
+        let path = tempDir() + "/q.sqlite"
+        let odd = "quote\" back\\slash\nline\ttab\u{1}ctl é 😀 ]["
+        let sub = WebPushSubscription(endpoint: "https://push.example/a?b=\"c\"", keys: .init(p256dh: "BPk\"ey", auth: "a\\u"))
+        var note = PushNotification(platform: .ios, tokens: [odd])
+        note.message = "hello"
+        var web = PushNotification(platform: .webpush)
+        web.message = "hello"
+        let q = try await SQLiteQueue.open(path: path, options: options())
+        try await q.enqueue([
+            DeliveryJob(
+                id: 0, messageID: "m-1", target: .token(odd),
+                accepted: AcceptedNotification(notifID: "n-6", notification: note, prepared: TestPrepared()),
+                maxAttempts: 3, now: Date()),
+            DeliveryJob(
+                id: 0, messageID: "m-2", target: .subscription(sub),
+                accepted: AcceptedNotification(notifID: "n-7", notification: web, prepared: TestPrepared()), maxAttempts: 3, now: Date()),
+        ])
+        let t1 = try await take(q)
+        let t2 = try await take(q, .webpush)
+        await q.complete(t1, outcome: .delivered(providerID: "id \"1\" \\ é"))
+        await q.complete(t2, outcome: .failed(reason: "gone: \"x\"\n\u{2}", tokenDead: true))
+        await q.flush()
+        let status1 = try await q.deliveryStatus(notifID: "n-6")
+        let s1 = try XCTUnwrap(status1)
+        XCTAssertEqual(s1.map(\.token), [odd])
+        XCTAssertEqual(s1.map(\.state), [.delivered])
+        XCTAssertEqual(s1.first?.providerID, "id \"1\" \\ é")
+        let status2 = try await q.deliveryStatus(notifID: "n-7")
+        let s2 = try XCTUnwrap(status2)
+        XCTAssertEqual(s2.map(\.token), [sub.endpoint])
+        XCTAssertEqual(s2.map(\.state), [.failed])
+        XCTAssertEqual(s2.first?.error, "gone: \"x\"\n\u{2}")
+        await q.close()
+    }
+
     /// The backlog's read-back decodes `jobs_data` itself (`WrittenOnce.decode`): what `encode` wrote
     /// comes back field for field, only the entries in the range, skipping the jobs written as rows;
     /// and text it did not write gives nil (the caller falls back to SQLite's JSON reader), never a trap.
@@ -229,10 +267,7 @@ final class WrittenOnceTests: XCTestCase {
         XCTAssertEqual(all.map(\.id), [70, 71, 73], "the job written as a row (72) is not an entry")
         for (id, e) in all {
             let k = Int(id - 70)
-            let t = TargetCodec.encode(targets[k])
-            XCTAssertEqual(e.kind, t.kind)
-            XCTAssertEqual(e.value, t.value)
-            XCTAssertEqual(e.keys, t.keys)
+            XCTAssertEqual(TargetCodec.decode(kind: e.kind, value: e.value, keys: e.keys), targets[k])
             XCTAssertEqual(e.messageID, "m-\(k)")
             XCTAssertEqual(e.attempts, k)
             XCTAssertEqual(e.maxAttempts, 5)
