@@ -371,69 +371,25 @@ extension WrittenOnce {
             return nil
         }
 
-        /// A JSON string; escapes decoded (`\uXXXX` with surrogate pairs).
+        /// A JSON string. One without escapes (tokens, ids) is copied as is; one with escapes is
+        /// handed to the request parser's `JSONParser` (the same rules as for a request's strings).
         mutating func string() -> String? {
-            guard take(UInt8(ascii: "\"")) else { return nil }
-            let start = i
-            // Fast path: no escape before the closing quote.
-            while i < bytes.count, bytes[i] != UInt8(ascii: "\""), bytes[i] != UInt8(ascii: "\\") { i += 1 }
-            guard i < bytes.count else { return nil }
-            if bytes[i] == UInt8(ascii: "\"") {
-                i += 1
-                return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<(i - 1)]), as: UTF8.self)
-            }
-            var out = Array(bytes[start..<i])
-            while i < bytes.count {
-                let b = bytes[i]
-                i += 1
-                switch b {
-                case UInt8(ascii: "\""):
-                    return String(decoding: out, as: UTF8.self)
-                case UInt8(ascii: "\\"):
-                    guard i < bytes.count else { return nil }
-                    let e = bytes[i]
+            guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { return nil }
+            let open = i
+            i += 1
+            var escaped = false
+            while i < bytes.count, bytes[i] != UInt8(ascii: "\"") {
+                if bytes[i] == UInt8(ascii: "\\") {
+                    escaped = true
                     i += 1
-                    switch e {
-                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
-                    case UInt8(ascii: "b"): out.append(8)
-                    case UInt8(ascii: "f"): out.append(12)
-                    case UInt8(ascii: "n"): out.append(10)
-                    case UInt8(ascii: "r"): out.append(13)
-                    case UInt8(ascii: "t"): out.append(9)
-                    case UInt8(ascii: "u"):
-                        guard var u = hex4() else { return nil }
-                        if (0xD800..<0xDC00).contains(u) {
-                            guard take(UInt8(ascii: "\\")), take(UInt8(ascii: "u")), let low = hex4(), (0xDC00..<0xE000).contains(low)
-                            else { return nil }
-                            u = 0x10000 + ((u - 0xD800) << 10) + (low - 0xDC00)
-                        }
-                        guard let scalar = Unicode.Scalar(u) else { return nil }
-                        out += Array(String(Character(scalar)).utf8)
-                    default: return nil
-                    }
-                default:
-                    out.append(b)
                 }
-            }
-            return nil
-        }
-
-        mutating func hex4() -> UInt32? {
-            guard bytes.count - i >= 4 else { return nil }
-            var v: UInt32 = 0
-            for _ in 0..<4 {
-                let b = bytes[i]
                 i += 1
-                let d: UInt8
-                switch b {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): d = b - UInt8(ascii: "0")
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): d = b - UInt8(ascii: "a") + 10
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): d = b - UInt8(ascii: "A") + 10
-                default: return nil
-                }
-                v = v << 4 | UInt32(d)
             }
-            return v
+            guard i < bytes.count else { return nil }
+            i += 1
+            guard escaped else { return String(decoding: UnsafeBufferPointer(rebasing: bytes[(open + 1)..<(i - 1)]), as: UTF8.self) }
+            guard case .string(let s)? = try? JSONParser.parse(Array(bytes[open..<i])) else { return nil }
+            return s
         }
     }
 }
