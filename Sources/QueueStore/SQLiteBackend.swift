@@ -315,6 +315,9 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
 
     func parkedJobs(_ ranges: [ClosedRange<Int64>], owner: String) async throws -> [StoredJob] {
         var jobs: [StoredJob] = []
+        // The open notifications of `owner` (?3) whose jobs overlap ?1...?2: from the last one opened
+        // at or before ?1.
+        let overlapping = "o.owner = +?3 AND o.notif_row BETWEEN coalesce((SELECT max(notif_row) FROM open_notifs WHERE notif_row <= ?1), ?1) AND ?2"
         for r in ranges {
             let binds: [SQLiteData] = [.integer(Int(r.lowerBound)), .integer(Int(r.upperBound)), .text(owner)]
             // Rows (jobs retried, or under a dedup or coalescing rule): the pending ones leased to
@@ -336,7 +339,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             for row in try await reader.query(
                 """
                 SELECT n.id, n.platform, n.created_at, n.jobs_data FROM open_notifs o JOIN notifications n ON n.id = o.notif_row
-                WHERE o.owner = +?3 AND o.notif_row BETWEEN coalesce((SELECT max(notif_row) FROM open_notifs WHERE notif_row <= ?1), ?1) AND ?2
+                WHERE \(overlapping)
                 """, binds)
             {
                 guard let first = row.column("id")?.integer, let p = row.column("platform")?.integer, let platform = Platform(rawValue: p),
@@ -362,10 +365,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             }
             // Text this process did not write as `WrittenOnce.encode` does: SQLite's own JSON reader.
             let virtual = WrittenOnce.virtualJobs(
-                where: """
-                    o.owner = +?3 AND o.notif_row BETWEEN coalesce((SELECT max(notif_row) FROM open_notifs WHERE notif_row <= ?1), ?1) AND ?2
-                      AND n.id + j.key BETWEEN ?1 AND ?2
-                    """)
+                where: "\(overlapping) AND n.id + j.key BETWEEN ?1 AND ?2")
             for row in try await reader.query(
                 """
                 SELECT \(QueueSchema.leasedColumns) FROM jobs WHERE id BETWEEN ?1 AND ?2 AND state = 0 AND lease_owner = +?3

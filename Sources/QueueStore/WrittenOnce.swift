@@ -111,7 +111,7 @@ enum WrittenOnce {
     }
 
     /// Job rows as one JSON array of arrays, one per row, with the values of `columns` in order
-    /// (`SQLiteBackend.upsertRows` reads it with `json_each`).
+    /// (`SQLiteBackend.upsertRows` reads it with `jsonb_each`).
     struct RowsJSON {
         static let columns = [
             "id", "notif_row", "platform", "target_kind", "target", "target_keys", "message_id", "attempts", "max_attempts", "cred_retry",
@@ -193,7 +193,11 @@ enum WrittenOnce {
 
         mutating func append(_ d: Double, to out: inout [UInt8]) {
             let v = d.isFinite ? d : 0
-            if v != last.value { last = (v, v == 0 ? Array("0".utf8) : Array("\(v)".utf8)) }
+            if v != last.value {
+                var text: [UInt8] = []
+                WrittenOnce.appendDouble(v, to: &text)
+                last = (v, text)
+            }
             out += last.text
         }
     }
