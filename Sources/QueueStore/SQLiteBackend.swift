@@ -120,6 +120,10 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
                 }
             }
             let version = try await writer.query("SELECT value FROM pushgate_meta WHERE key = 'schema_version'").first?.column("value")?.integer ?? 0
+            // A newer store's rows may mean what this version cannot read (narrow outcome rows since 5).
+            if version > schemaVersion {
+                throw QueueStoreError("\(path): the queue schema is version \(version), newer than this Pushgate (\(schemaVersion))")
+            }
             if version < 4 {
                 logger.notice("\(path): queue schema version \(version) → \(schemaVersion) (job ranges of the stored notifications)")
                 try await transaction(on: writer) {
@@ -285,11 +289,15 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     }
 
     func status(notifID: String) async throws -> [DeliveryStatusRecord]? {
-        // The job rows of the notifications with this id, and their jobs without a row yet (`WrittenOnce`).
+        // The job rows of the notifications with this id (a narrow outcome row's target and time
+        // from its `jobs_data` entry), and their jobs without a row yet (`WrittenOnce`).
+        func entry(_ k: Int) -> String { "(n.jobs_data ->> ('$[' || (j.id - n.id) || '][\(k)]'))" }
         let rows = try await reader.query(
             """
-            SELECT j.id, j.platform, j.target_kind, j.target, j.target_keys, j.state, j.attempts, j.not_before, j.last_error, j.provider_id,
-                   j.finished_at, n.app, n.fallback
+            SELECT j.id, j.platform, iif(j.target_kind >= 0, j.target_kind, \(entry(0))) AS target_kind,
+                   iif(j.target_kind >= 0, j.target, \(entry(1))) AS target, iif(j.target_kind >= 0, j.target_keys, \(entry(2))) AS target_keys,
+                   j.state, j.attempts, iif(j.target_kind >= 0, j.not_before, n.created_at + \(entry(6))) AS not_before,
+                   j.last_error, j.provider_id, j.finished_at, n.app, n.fallback
             FROM notifications n JOIN jobs j ON j.id BETWEEN n.first_job AND n.first_job + n.job_count - 1 AND j.notif_row = n.id
             WHERE n.notif_id = ?1
             UNION ALL
@@ -534,9 +542,11 @@ extension SQLiteBackend: QueueStatements {
     }
 
     /// Writes the rows of the updates carrying their job (`row`) in one statement per kind:
-    /// a job without a row yet (`WrittenOnce`) gets its full row, a job with one is updated while
+    /// a job without a row yet (`WrittenOnce`) gets its row, a job with one is updated while
     /// `owner` holds its lease (an expired lease's rows were written free by another process: the
     /// update does not apply). Reschedules first, so a job retried and over in one batch ends over.
+    /// A retried job's row is whole (it is read back when leased); an outcome's row is narrow when
+    /// the job had none (`RowsJSON.addOutcome`: its description stays in `jobs_data`).
     ///
     /// The rows go in as one bound JSON array (`WrittenOnce.RowsJSON`) that SQLite reads with
     /// `jsonb_each` (its values are read from SQLite's binary form, not parsed again per column), so
@@ -548,42 +558,49 @@ extension SQLiteBackend: QueueStatements {
     /// time once the value was bound, 4 % of the gateway's CPU in the bench.)
     private func upsertRows(_ updates: [JobUpdate], owner: String) async throws {
         var rows = WrittenOnce.RowsJSON()
-        func flush(_ onConflict: String) async throws {
+        func flush(_ sql: String) async throws {
             guard rows.count > 0 else { return }
-            let columns = WrittenOnce.RowsJSON.columns
-            let values = (0..<columns.count).map { "r.value ->> \($0)" }.joined(separator: ", ")
-            _ = try await writer.query(
-                """
-                INSERT INTO jobs (\(columns.joined(separator: ", ")))
-                SELECT \(values) FROM jsonb_each(?1) AS r WHERE true
-                ON CONFLICT(id) DO UPDATE SET \(onConflict) WHERE jobs.lease_owner = +?2
-                """, [.text(rows.take()), .text(owner)])
+            _ = try await writer.query(sql, [.text(rows.take()), .text(owner)])
         }
-        let retried =
-            "attempts = excluded.attempts, not_before = excluded.not_before, last_error = excluded.last_error, cred_retry = excluded.cred_retry"
         for u in updates {
             guard case .reschedule(let id, let attempts, let notBefore, let lastError, let cred, let row?) = u else { continue }
             rows.add(
                 id: id, row, attempts: attempts, notBefore: notBefore, lastError: lastError, credentialRetryUsed: cred,
                 state: .pending, providerID: nil, finishedAt: nil, leaseOwner: owner)
-            if rows.count == 1000 { try await flush(retried) }
+            if rows.count == 1000 { try await flush(Self.upsertRetried) }
         }
-        try await flush(retried)
-        let over = """
-            state = excluded.state, attempts = excluded.attempts, provider_id = excluded.provider_id,
-            last_error = coalesce(excluded.last_error, jobs.last_error), finished_at = excluded.finished_at, lease_owner = NULL
-            """
+        try await flush(Self.upsertRetried)
         for u in updates {
             guard case .complete(let id, let state, let attempts, let info, let finishedAt, let row?) = u else { continue }
             let delivered = state == .delivered
-            rows.add(
-                id: id, row, attempts: attempts, notBefore: row.notBefore, lastError: delivered ? row.lastError : info,
-                credentialRetryUsed: row.credentialRetryUsed, state: state, providerID: delivered ? info : nil, finishedAt: finishedAt,
-                leaseOwner: nil)
-            if rows.count == 1000 { try await flush(over) }
+            rows.addOutcome(
+                id: id, notifRow: row.notifRow, platform: row.platform, attempts: attempts, lastError: delivered ? row.lastError : info,
+                state: state, providerID: delivered ? info : nil, finishedAt: finishedAt)
+            if rows.count == 1000 { try await flush(Self.upsertOutcomes) }
         }
-        try await flush(over)
+        try await flush(Self.upsertOutcomes)
     }
+
+    /// `upsertRows`' statement: rows of `RowsJSON.columns` from the array ?1, or the updates of
+    /// `onConflict` to the rows leased to ?2.
+    private static func upsert(values: [String], onConflict: String) -> String {
+        """
+        INSERT INTO jobs (\(WrittenOnce.RowsJSON.columns.joined(separator: ", ")))
+        SELECT \(values.joined(separator: ", ")) FROM jsonb_each(?1) AS r WHERE true
+        ON CONFLICT(id) DO UPDATE SET \(onConflict) WHERE jobs.lease_owner = +?2
+        """
+    }
+    private static let upsertRetried = upsert(
+        values: WrittenOnce.RowsJSON.columns.indices.map { "r.value ->> \($0)" },
+        onConflict:
+            "attempts = excluded.attempts, not_before = excluded.not_before, last_error = excluded.last_error, cred_retry = excluded.cred_retry"
+    )
+    private static let upsertOutcomes = upsert(
+        values: WrittenOnce.RowsJSON.outcomeValues,
+        onConflict: """
+            state = excluded.state, attempts = excluded.attempts, provider_id = excluded.provider_id,
+            last_error = coalesce(excluded.last_error, jobs.last_error), finished_at = excluded.finished_at, lease_owner = NULL
+            """)
 
     func renewLease(owner: String, until: Double) async throws {
         _ = try await writer.query(

@@ -122,6 +122,7 @@ enum WrittenOnce {
         /// The jobs of one notification share these: formatted once for consecutive rows.
         private var notBefores = Numbers()
         private var enqueuedAts = Numbers()
+        private var finishes = Numbers()
 
         mutating func add(
             id: Int64, _ row: StoredJob, attempts: Int, notBefore: Double, lastError: String?, credentialRetryUsed: Bool,
@@ -160,6 +161,40 @@ enum WrittenOnce {
             out.append(UInt8(ascii: "]"))
             count += 1
         }
+
+        /// The outcome row of a job that may have no row yet, narrow (schema version 5): the values of
+        /// `outcomeColumns`. Its target, message id and times are in its notification's `jobs_data`;
+        /// `outcomeValues` fills the other columns (`target_kind` -1 marks it). When the job has a
+        /// row, the upsert updates that row's outcome columns and the rest stays as it is.
+        mutating func addOutcome(
+            id: Int64, notifRow: Int64, platform: Platform, attempts: Int, lastError: String?, state: DeliveryState.Code,
+            providerID: String?, finishedAt: Double
+        ) {
+            if count > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "["))
+            WrittenOnce.appendInt(Int(id), to: &out)
+            for i in [Int(notifRow), platform.rawValue, attempts] {
+                out.append(UInt8(ascii: ","))
+                WrittenOnce.appendInt(i, to: &out)
+            }
+            out.append(UInt8(ascii: ","))
+            appendOptional(lastError)
+            out.append(UInt8(ascii: ","))
+            WrittenOnce.appendInt(state.rawValue, to: &out)
+            out.append(UInt8(ascii: ","))
+            appendOptional(providerID)
+            out.append(UInt8(ascii: ","))
+            finishes.append(finishedAt, to: &out)
+            out.append(UInt8(ascii: "]"))
+            count += 1
+        }
+
+        /// The values `addOutcome` writes, then the constants of the columns a narrow row leaves to `jobs_data`:
+        /// `columns` in order, as the SELECT list of the upsert (`r` is the `jsonb_each` row).
+        static let outcomeValues = [
+            "r.value ->> 0", "r.value ->> 1", "r.value ->> 2", "-1", "''", "NULL", "''", "r.value ->> 3", "0", "0", "0", "0",
+            "r.value ->> 4", "r.value ->> 5", "r.value ->> 6", "r.value ->> 7", "NULL",
+        ]
 
         private mutating func appendOptional(_ s: String?) {
             if let s { WrittenOnce.appendString(s, to: &out) } else { out += "null".utf8 }

@@ -126,14 +126,15 @@ final class QueueSchemaTests: XCTestCase {
     }
 
     func testSchemaIsVersionOnePlusTheAddedColumnsAndTheGuardTablesForBothStores() {
-        // SQLite, version 4: no `jobs_notif_row` index (a notification's jobs are an id range there).
+        // SQLite, version 4: no `jobs_notif_row` index (a notification's jobs are an id range there);
+        // version 5: the same tables (narrow outcome rows).
         XCTAssertEqual(
             normalized(QueueSchema.sqlite.statements),
             normalized(
                 Self.leasedByID(Self.version3(Self.oldSQLite, prefix: "", integer: "INTEGER", real: "REAL"), prefix: "")
                     .filter { !$0.contains("jobs_notif_row") }
-                    .map { $0.replacingOccurrences(of: "('schema_version', 3)", with: "('schema_version', 4)") }))
-        XCTAssertEqual(QueueSchema.sqliteVersion, 4)
+                    .map { $0.replacingOccurrences(of: "('schema_version', 3)", with: "('schema_version', 5)") }))
+        XCTAssertEqual(QueueSchema.sqliteVersion, 5)
         XCTAssertEqual(
             WrittenOnce.addedColumns.map { "\($0.table).\($0.column)" },
             ["notifications.first_job", "notifications.job_count", "notifications.jobs_data"])
@@ -194,7 +195,7 @@ final class QueueSchemaTests: XCTestCase {
 
         let check = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
         let v = try await check.query("SELECT value FROM pushgate_meta WHERE key = 'schema_version'")
-        XCTAssertEqual(v.first?.column("value")?.integer, 4)
+        XCTAssertEqual(v.first?.column("value")?.integer, 5)
         let indexes = try await check.query(
             "SELECT name FROM sqlite_master WHERE type = 'index' AND name IN ('jobs_owner', 'jobs_leased', 'jobs_notif_row')")
         XCTAssertEqual(

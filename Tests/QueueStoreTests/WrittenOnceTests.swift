@@ -246,7 +246,43 @@ final class WrittenOnceTests: XCTestCase {
         XCTAssertEqual(s2.map(\.token), [sub.endpoint])
         XCTAssertEqual(s2.map(\.state), [.failed])
         XCTAssertEqual(s2.first?.error, "gone: \"x\"\n\u{2}")
+        // Both outcome rows are narrow (schema version 5): status read the targets from `jobs_data`.
+        let narrow = try await rawCount(path, "SELECT count(*) AS n FROM jobs WHERE target_kind = -1 AND target = ''")
+        XCTAssertEqual(narrow, 2)
         await q.close()
+
+        // After the stop (the notifications closed) and a reopen, status reads the same.
+        let again = try await SQLiteQueue.open(path: path, options: options())
+        let open = try await rawCount(path, "SELECT count(*) AS n FROM open_notifs")
+        XCTAssertEqual(open, 0)
+        let after1 = try await again.deliveryStatus(notifID: "n-6")
+        XCTAssertEqual(after1?.map(\.token), [odd])
+        XCTAssertEqual(after1?.first?.providerID, "id \"1\" \\ é")
+        let after2 = try await again.deliveryStatus(notifID: "n-7")
+        XCTAssertEqual(after2?.map(\.token), [sub.endpoint])
+        XCTAssertEqual(after2?.first?.state, .failed)
+        XCTAssertEqual(after2?.first?.error, "gone: \"x\"\n\u{2}")
+        await again.close()
+    }
+
+    /// A store written by a newer Pushgate (its rows may mean what this version cannot read) is
+    /// refused with the versions named, and left as it was.
+    func testAStoreOfANewerSchemaIsRefused() async throws {
+        let path = tempDir() + "/q.sqlite"
+        let q = try await SQLiteQueue.open(path: path, options: options())
+        await q.close()
+        let c = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
+        _ = try await c.query("UPDATE pushgate_meta SET value = 99 WHERE key = 'schema_version'")
+        try await c.close()
+        do {
+            let q2 = try await SQLiteQueue.open(path: path, options: options())
+            await q2.close()
+            XCTFail("a version-99 store opened")
+        } catch {
+            XCTAssertTrue("\(error)".contains("version 99, newer than this Pushgate (\(QueueSchema.sqliteVersion))"), "\(error)")
+        }
+        let v = try await rawCount(path, "SELECT value AS n FROM pushgate_meta WHERE key = 'schema_version'")
+        XCTAssertEqual(v, 99)
     }
 
     /// The backlog's read-back decodes `jobs_data` itself (`WrittenOnce.decode`): what `encode` wrote
