@@ -425,11 +425,28 @@ public enum IngestValidation {
     /// `priority` is any string, as in gorush: each provider maps the values it knows ("high"/"normal",
     /// "10"/"5") and ignores the rest.
     public static func validate(_ n: PushNotification) -> IngestProblem? {
+        if let field = nulField(n) {
+            return IngestProblem(message: "NUL characters (\\u0000) are not allowed", detail: "\(field): contains a NUL character (\\u0000)")
+        }
         return ProviderRegistry.module(for: n.platform)?.checkIngest(n)
     }
 }
 
 extension IngestValidation {
+    /// The first target field of `n` holding a NUL character (the JSON route refuses them while
+    /// parsing; a gRPC string or a request built in code may carry one): a store column holds text up to its first
+    /// NUL, so a target with one would be read back cut short and sent to another device.
+    static func nulField(_ n: PushNotification) -> String? {
+        func nul(_ s: String) -> Bool { s.utf8.contains(0) }
+        if let k = n.tokens.firstIndex(where: nul) { return "tokens[\(k)]" }
+        if let k = n.channels?.firstIndex(where: nul) { return "channels[\(k)]" }
+        for (k, sub) in (n.subscriptions ?? []).enumerated() {
+            if nul(sub.endpoint) { return "subscriptions[\(k)].endpoint" }
+            if let keys = sub.keys, nul(keys.p256dh) || nul(keys.auth) { return "subscriptions[\(k)].keys" }
+        }
+        return nil
+    }
+
     /// The checks `/api/push` makes on a request already decoded (a `PushRequest` built in code, the
     /// embedding API): the notification count, `data.aps`, tokens per notification and in all, token
     /// size, then each notification's field checks. The error names the field as the route's 400 does.

@@ -127,6 +127,25 @@ final class PushgateKitTests: XCTestCase {
             guard case .invalidNotification(_, let detail?) = e else { return XCTFail("\(e)") }
             XCTAssertTrue(detail.hasPrefix("notifications[0].collapse_id: "), detail)
         }
+        // A NUL in a target (the JSON route refuses it while parsing): a store column would cut it short.
+        for (note, field) in [
+            (PushNotification(platform: .ios, tokens: [Self.good, "abc\u{0}def"]), "notifications[0].tokens[1]"),
+            (
+                {
+                    var w = PushNotification(platform: .webpush)
+                    w.subscriptions = [WebPushSubscription(endpoint: "https://push.example/\u{0}x", keys: .init(p256dh: "BPk", auth: "a"))]
+                    return w
+                }(), "notifications[0].subscriptions[0].endpoint"
+            ),
+        ] {
+            do {
+                _ = try await gateway.submit([note])
+                XCTFail("a NUL in \(field) was accepted")
+            } catch let e as PushgateError {
+                guard case .invalidNotification(_, let detail?) = e else { return XCTFail("\(e)") }
+                XCTAssertTrue(detail.hasPrefix("\(field): contains a NUL character"), detail)
+            }
+        }
         do {
             _ = try await gateway.submit([PushNotification(platform: .ios, tokens: [Self.good])], app: "chat")
             XCTFail("unknown app accepted")
