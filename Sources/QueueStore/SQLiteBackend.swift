@@ -26,6 +26,10 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     private let checkpoints: WALCheckpointer
 
     private let writerThreads: WriterThreads
+    /// Alone on the store: job ids reserved in `pushgate_meta` and not handed out yet (`allocate`).
+    private let reservedIDs = NIOLockedValueBox<Range<Int64>>(0..<0)
+    /// The owner `openOnInsert` set the writer connection's trigger up for.
+    private let openOwner = NIOLockedValueBox<String?>(nil)
 
     private init(
         path: String, writer: SQLiteConnection, writerThreads: WriterThreads, reader: SQLiteConnection, exclusive: Bool, lockFD: Int32,
@@ -214,7 +218,15 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         "SELECT finished_at FROM jobs WHERE state <> 0 AND finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT 1 OFFSET ?"
 
     private func transaction<T>(_ body: () async throws -> T) async throws -> T {
-        try await Self.transaction(on: writer, body)
+        do {
+            return try await Self.transaction(on: writer, body)
+        } catch {
+            // A reservation made in the rolled-back transaction is gone from the store: forget it
+            // (and the trigger's owner, whose row may have been rolled back too).
+            reservedIDs.withLockedValue { $0 = 0..<0 }
+            openOwner.withLockedValue { $0 = nil }
+            throw error
+        }
     }
 
     /// `body` in one write transaction on `connection` (rolled back when it throws).
@@ -231,12 +243,36 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     }
 
     /// The first of `jobs` new job ids (a notification's row id is its first job's id).
+    ///
+    /// Alone on the store, ids are reserved `idBlock` at a time and handed out from memory: a
+    /// transaction that inserts does not rewrite `pushgate_meta` each time (a statement and a page
+    /// of WAL per commit). A crash or a rollback leaves the rest of a block unused, never used twice
+    /// (the reservation commits with the first inserts that use it; `transaction` forgets a
+    /// reservation rolled back). Processes sharing the store allocate in each transaction.
     private func allocate(jobs: Int) async throws -> Int64 {
+        let n = Int64(jobs)
+        if exclusive,
+            let first = reservedIDs.withLockedValue({ r -> Int64? in
+                guard r.count >= n else { return nil }
+                defer { r = (r.lowerBound + n)..<r.upperBound }
+                return r.lowerBound
+            })
+        {
+            return first
+        }
+        let take = exclusive ? max(jobs, Self.idBlock) : jobs
         let rows = try await writer.query(
-            "UPDATE pushgate_meta SET value = value + ? WHERE key = 'next_job_id' RETURNING value", [.integer(jobs)])
-        guard let last = rows.first?.column("value")?.integer else { throw QueueStoreError("pushgate_meta has no next_job_id") }
-        return Int64(last - jobs + 1)
+            "UPDATE pushgate_meta SET value = value + ? WHERE key = 'next_job_id' RETURNING value", [.integer(take)])
+        guard let last = rows.first?.column("value")?.integer, last >= take, last < Int.max else {
+            throw QueueStoreError("pushgate_meta has no usable next_job_id")
+        }
+        let first = Int64(last - take + 1)
+        if exclusive { reservedIDs.withLockedValue { $0 = (first + n)..<(Int64(last) + 1) } }
+        return first
     }
+
+    /// Job ids reserved at a time alone on the store (`allocate`).
+    static let idBlock = 65_536
 
     func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double) async throws -> WriteResult {
         try await transaction { try await batch.run(self, owner: owner, now: now, leaseTimeout: leaseTimeout) }
@@ -399,14 +435,29 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
 /// SQLite's statements of the shared commit sequence (`WriteBatch.run`), on the writer connection
 /// inside the transaction `commit` opened.
 extension SQLiteBackend: QueueStatements {
+    /// Alone on the store, a notification inserted with `jobs_data` (jobs without a row) is opened
+    /// for `owner` by a trigger of the writer connection's (`temp`: not in the file), in the insert's
+    /// own statement: an `open_notifs` insert of its own cost a statement per commit.
+    private func openOnInsert(owner: String) async throws {
+        guard openOwner.withLockedValue({ $0 }) != owner else { return }
+        _ = try await writer.query("CREATE TEMP TABLE IF NOT EXISTS open_owner (owner TEXT NOT NULL)")
+        _ = try await writer.query(
+            """
+            CREATE TEMP TRIGGER IF NOT EXISTS open_on_insert AFTER INSERT ON main.notifications WHEN NEW.jobs_data IS NOT NULL
+            BEGIN INSERT INTO main.open_notifs (notif_row, job_count, owner) VALUES (NEW.id, NEW.job_count, (SELECT owner FROM temp.open_owner)); END
+            """)
+        _ = try await writer.query("DELETE FROM temp.open_owner")
+        _ = try await writer.query("INSERT INTO temp.open_owner (owner) VALUES (?)", [.text(owner)])
+        openOwner.withLockedValue { $0 = owner }
+    }
+
     func insert(_ inserts: [NotificationInsert], owner: String) async throws -> [(notifRow: Int64, jobIDs: [Int64])] {
         var inserted: [(notifRow: Int64, jobIDs: [Int64])] = []
         // A notification's row id is its first job's id (one id is spent on one without jobs).
         var jobID = try await allocate(jobs: inserts.reduce(0) { $0 + max(1, $1.jobs.count) })
         var notifBinds: [SQLiteData] = []
         var notifRows = 0
-        var openBinds: [SQLiteData] = []
-        var openRows = 0
+        if exclusive { try await openOnInsert(owner: owner) }
         var jobBinds: [SQLiteData] = []
         var jobRows = 0
         func flushNotifications() async throws {
@@ -416,11 +467,6 @@ extension SQLiteBackend: QueueStatements {
                     rows: notifRows, binds: notifBinds)
                 notifBinds.removeAll(keepingCapacity: true)
                 notifRows = 0
-            }
-            if openRows > 0 {
-                try await insertRows("open_notifs (notif_row, job_count, owner)", columns: 3, rows: openRows, binds: openBinds)
-                openBinds.removeAll(keepingCapacity: true)
-                openRows = 0
             }
         }
         for ins in inserts {
@@ -438,10 +484,6 @@ extension SQLiteBackend: QueueStatements {
                 open > 0 ? .text(WrittenOnce.encode(ins.jobs, rowless: rowless, createdAt: ins.createdAt)) : .null,
             ]
             notifRows += 1
-            if open > 0 {
-                openBinds += [.integer(Int(row)), .integer(ins.jobs.count), .text(owner)]
-                openRows += 1
-            }
             if notifRows == 500 { try await flushNotifications() }
             var ids: [Int64] = []
             ids.reserveCapacity(ins.jobs.count)

@@ -265,6 +265,36 @@ final class WrittenOnceTests: XCTestCase {
         await again.close()
     }
 
+    /// Alone on the store, job ids are reserved a block at a time (`SQLiteBackend.allocate`): after
+    /// a crash the next process starts past the whole block, so no id is handed out twice, and a
+    /// notification's ids stay consecutive.
+    func testJobIDsReservedInBlocksAreNeverReusedAfterACrash() async throws {
+        let path = tempDir() + "/q.sqlite"
+        let q = try await SQLiteQueue.open(path: path, options: options())
+        try await q.enqueue(makeJobs(3, notifID: "before"))
+        let first = try await take(q)
+        await q.flush()
+        await q.abandonForTesting()
+        let reserved = try await rawCount(path, "SELECT value AS n FROM pushgate_meta WHERE key = 'next_job_id'")
+        XCTAssertEqual(reserved, SQLiteBackend.idBlock, "one block reserved for the first insert, not one id per job")
+
+        let again = try await SQLiteQueue.open(path: path, options: options())
+        try await again.enqueue(makeJobs(2, notifID: "after"))
+        let rows = try await rawCount(
+            path, "SELECT min(id) AS n FROM notifications WHERE notif_id = 'after'")
+        XCTAssertEqual(rows, SQLiteBackend.idBlock + 1, "the next process starts past the reserved block")
+        var ids: Set<UInt64> = []
+        for _ in 0..<5 {
+            let j = try await take(again)
+            XCTAssertTrue(ids.insert(j.id).inserted, "job id \(j.id) handed out twice")
+            await again.complete(j, outcome: .delivered(providerID: nil))
+        }
+        XCTAssertTrue(ids.contains(first.id), "the job in flight at the crash comes back with its id")
+        let states = try await states(again, "after")
+        XCTAssertEqual(states.count, 2)
+        await again.close()
+    }
+
     /// A store written by a newer Pushgate (its rows may mean what this version cannot read) is
     /// refused with the versions named, and left as it was.
     func testAStoreOfANewerSchemaIsRefused() async throws {
