@@ -333,7 +333,8 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             SELECT j.id, j.platform, iif(j.target_kind >= 0, j.target_kind, \(entry(0))) AS target_kind,
                    iif(j.target_kind >= 0, j.target, \(entry(1))) AS target, iif(j.target_kind >= 0, j.target_keys, \(entry(2))) AS target_keys,
                    j.state, j.attempts, iif(j.target_kind >= 0, j.not_before, n.created_at + \(entry(6))) AS not_before,
-                   j.last_error, j.provider_id, j.finished_at, n.app, n.fallback
+                   j.last_error, iif(j.target_kind = \(WrittenOnce.RowsJSON.providerIDIsMessageID), \(entry(3)), j.provider_id) AS provider_id,
+                   j.finished_at, n.app, n.fallback
             FROM notifications n JOIN jobs j ON j.id BETWEEN n.first_job AND n.first_job + n.job_count - 1 AND j.notif_row = n.id
             WHERE n.notif_id = ?1
             UNION ALL
@@ -617,7 +618,7 @@ extension SQLiteBackend: QueueStatements {
             let delivered = state == .delivered
             rows.addOutcome(
                 id: id, notifRow: row.notifRow, platform: row.platform, attempts: attempts, lastError: delivered ? row.lastError : info,
-                state: state, providerID: delivered ? info : nil, finishedAt: finishedAt)
+                state: state, providerID: delivered ? info : nil, messageID: row.messageID, finishedAt: finishedAt)
             if rows.count == 1000 { try await flush(Self.upsertOutcomes) }
         }
         try await flush(Self.upsertOutcomes)
@@ -640,7 +641,8 @@ extension SQLiteBackend: QueueStatements {
     private static let upsertOutcomes = upsert(
         values: WrittenOnce.RowsJSON.outcomeValues,
         onConflict: """
-            state = excluded.state, attempts = excluded.attempts, provider_id = excluded.provider_id,
+            state = excluded.state, attempts = excluded.attempts,
+            provider_id = iif(excluded.target_kind = \(WrittenOnce.RowsJSON.providerIDIsMessageID), jobs.message_id, excluded.provider_id),
             last_error = coalesce(excluded.last_error, jobs.last_error), finished_at = excluded.finished_at, lease_owner = NULL
             """)
 

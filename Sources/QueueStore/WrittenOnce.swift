@@ -162,14 +162,16 @@ enum WrittenOnce {
             count += 1
         }
 
-        /// The outcome row of a job that may have no row yet, narrow (schema version 5): the values of
-        /// `outcomeColumns`. Its target, message id and times are in its notification's `jobs_data`;
-        /// `outcomeValues` fills the other columns (`target_kind` -1 marks it). When the job has a
-        /// row, the upsert updates that row's outcome columns and the rest stays as it is.
+        /// The outcome row of a job that may have no row yet, narrow (schema version 5): the values
+        /// of `outcomeValues`. Its target, message id and times are in its notification's `jobs_data`;
+        /// `target_kind` -1 marks it, -2 when the provider id is the message id (APNs answers with the
+        /// `apns-id` it was sent: 36 bytes a row not written twice). When the job has a row, the
+        /// upsert updates that row's outcome columns and the rest stays as it is.
         mutating func addOutcome(
             id: Int64, notifRow: Int64, platform: Platform, attempts: Int, lastError: String?, state: DeliveryState.Code,
-            providerID: String?, finishedAt: Double
+            providerID: String?, messageID: String, finishedAt: Double
         ) {
+            let sameID = providerID == messageID
             if count > 0 { out.append(UInt8(ascii: ",")) }
             out.append(UInt8(ascii: "["))
             WrittenOnce.appendInt(Int(id), to: &out)
@@ -182,17 +184,21 @@ enum WrittenOnce {
             out.append(UInt8(ascii: ","))
             WrittenOnce.appendInt(state.rawValue, to: &out)
             out.append(UInt8(ascii: ","))
-            appendOptional(providerID)
+            appendOptional(sameID ? nil : providerID)
             out.append(UInt8(ascii: ","))
             finishes.append(finishedAt, to: &out)
-            out.append(UInt8(ascii: "]"))
+            out += (sameID ? ",-2]" : ",-1]").utf8
             count += 1
         }
 
-        /// The values `addOutcome` writes, then the constants of the columns a narrow row leaves to `jobs_data`:
-        /// `columns` in order, as the SELECT list of the upsert (`r` is the `jsonb_each` row).
+        /// The `target_kind` of a narrow outcome row whose provider id is its message id.
+        static let providerIDIsMessageID = -2
+
+        /// `columns` in order, as the SELECT list of the outcomes' upsert (`r` is the `jsonb_each`
+        /// row): the values `addOutcome` writes, and constants for the columns a narrow row leaves
+        /// to `jobs_data`.
         static let outcomeValues = [
-            "r.value ->> 0", "r.value ->> 1", "r.value ->> 2", "-1", "''", "NULL", "''", "r.value ->> 3", "0", "0", "0", "0",
+            "r.value ->> 0", "r.value ->> 1", "r.value ->> 2", "r.value ->> 8", "''", "NULL", "''", "r.value ->> 3", "0", "0", "0", "0",
             "r.value ->> 4", "r.value ->> 5", "r.value ->> 6", "r.value ->> 7", "NULL",
         ]
 

@@ -265,6 +265,37 @@ final class WrittenOnceTests: XCTestCase {
         await again.close()
     }
 
+    /// A provider id equal to the job's message id (APNs echoes the `apns-id` it was sent) is not
+    /// written a second time in a narrow outcome row: status reads it from `jobs_data`. A job retried
+    /// first (a whole row) and then delivered so gets its message id as provider id too.
+    func testAProviderIDEqualToTheMessageIDIsReadFromTheJobsData() async throws {
+        let path = tempDir() + "/q.sqlite"
+        let q = try await SQLiteQueue.open(path: path, options: options())
+        try await q.enqueue(makeJobs(3, notifID: "n-8"))
+        let a = try await take(q)
+        var b = try await take(q)
+        let c = try await take(q)
+        await q.complete(a, outcome: .delivered(providerID: a.messageID))
+        await q.complete(c, outcome: .delivered(providerID: "other-id"))
+        b.attempts = 1
+        b.lastError = "ServiceUnavailable"
+        b.notBefore = Date()
+        await q.reschedule(b)
+        let retried = try await take(q)
+        XCTAssertEqual(retried.id, b.id)
+        await q.complete(retried, outcome: .delivered(providerID: b.messageID))
+        await q.flush()
+        let status = try await q.deliveryStatus(notifID: "n-8")
+        XCTAssertEqual(status?.map(\.state), [.delivered, .delivered, .delivered])
+        XCTAssertEqual(status?.map(\.providerID), [a.messageID, b.messageID, "other-id"])
+        let same = try await rawCount(
+            path, "SELECT count(*) AS n FROM jobs WHERE target_kind = \(WrittenOnce.RowsJSON.providerIDIsMessageID) AND provider_id IS NULL")
+        XCTAssertEqual(same, 1, "the first job's provider id is not stored twice")
+        let whole = try await rawCount(path, "SELECT count(*) AS n FROM jobs WHERE target_kind >= 0 AND provider_id = message_id")
+        XCTAssertEqual(whole, 1, "the retried job's row has its provider id")
+        await q.close()
+    }
+
     /// Alone on the store, job ids are reserved a block at a time (`SQLiteBackend.allocate`): after
     /// a crash the next process starts past the whole block, so no id is handed out twice, and a
     /// notification's ids stay consecutive.
