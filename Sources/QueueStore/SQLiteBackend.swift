@@ -28,6 +28,8 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     private let writerThreads: WriterThreads
     /// Alone on the store: job ids reserved in `pushgate_meta` and not handed out yet (`allocate`).
     private let reservedIDs = NIOLockedValueBox<Range<Int64>>(0..<0)
+    /// The last open notification a prune pass examined (`prune`: the next pass goes on after it).
+    private let closeCursor = NIOLockedValueBox<Int64>(0)
     /// The owner `openOnInsert` set the writer connection's trigger up for.
     private let openOwner = NIOLockedValueBox<String?>(nil)
 
@@ -712,14 +714,24 @@ extension SQLiteBackend: QueueStatements {
     }
 
     func prune(finishedBefore cutoff: Double, limit: Int) async throws -> Bool {
-        // Notifications whose every job has a row are no longer open (`WrittenOnce`): the oldest
-        // `limit`, a count of their id range each.
+        // Notifications whose every job has a row are no longer open (`WrittenOnce`): `limit` of them
+        // a pass, a count of their id range each, from where the last pass stopped (then from the
+        // start again): the oldest ones may stay open for long (a backlog), and the newer ones behind
+        // them must still close.
+        let from = closeCursor.withLockedValue { $0 }
+        let last = try await writer.query(
+            "SELECT max(notif_row) AS m, count(*) AS n FROM (SELECT notif_row FROM open_notifs WHERE notif_row > ? ORDER BY notif_row LIMIT ?)",
+            [.integer(Int(from)), .integer(limit)]
+        ).first
+        let examined = last?.column("n")?.integer ?? 0
+        let upTo = examined < limit ? nil : last?.column("m")?.integer
         _ = try await writer.query(
             """
             DELETE FROM open_notifs WHERE notif_row IN (
-              SELECT o.notif_row FROM (SELECT notif_row, job_count FROM open_notifs ORDER BY notif_row LIMIT ?) o
+              SELECT o.notif_row FROM (SELECT notif_row, job_count FROM open_notifs WHERE notif_row > ?2 ORDER BY notif_row LIMIT ?1) o
               WHERE (SELECT count(*) FROM jobs j WHERE j.id BETWEEN o.notif_row AND o.notif_row + o.job_count - 1) >= o.job_count)
-            """, [.integer(limit)])
+            """, [.integer(limit), .integer(Int(from))])
+        closeCursor.withLockedValue { $0 = upTo.map { Int64($0) } ?? 0 }
         // A job of an open notification keeps its row until the notification is over: there a job
         // without a row is a pending one.
         _ = try await writer.query(

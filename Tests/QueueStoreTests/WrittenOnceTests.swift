@@ -165,6 +165,37 @@ final class WrittenOnceTests: XCTestCase {
         await q.close()
     }
 
+    /// The prune passes' close step goes on from where the last one stopped: a notification whose
+    /// jobs are all over closes although an older one stays open (here with a pass of one).
+    func testANotificationClosesBehindAnOlderOneStillOpen() async throws {
+        let path = tempDir() + "/q.sqlite"
+        var o = options()
+        o.pruneInterval = 0.1
+        o.pruneBatch = 1
+        let q = try await SQLiteQueue.open(path: path, options: o)
+        try await q.enqueue(makeJobs(2, notifID: "older"))
+        try await q.enqueue(makeJobs(1, notifID: "newer"))
+        let a0 = try await take(q)
+        let a1 = try await take(q)
+        let b0 = try await take(q)
+        XCTAssertEqual(b0.accepted.notifID, "newer")
+        await q.complete(b0, outcome: .delivered(providerID: nil))
+        await q.flush()
+        try await waitUntil { try await self.rawCount(path, "SELECT count(*) AS n FROM open_notifs") == 1 }
+        let stillOpen = try await rawCount(path, "SELECT count(*) AS n FROM open_notifs")
+        XCTAssertEqual(stillOpen, 1, "the newer notification closed")
+        let open = try await rawCount(
+            path, "SELECT count(*) AS n FROM open_notifs o JOIN notifications n ON n.id = o.notif_row WHERE n.notif_id = 'older'")
+        XCTAssertEqual(open, 1, "the older notification, with both jobs in flight, stays open")
+        await q.complete(a0, outcome: .delivered(providerID: nil))
+        await q.complete(a1, outcome: .delivered(providerID: nil))
+        await q.flush()
+        try await waitUntil { try await self.rawCount(path, "SELECT count(*) AS n FROM open_notifs") == 0 }
+        let none = try await rawCount(path, "SELECT count(*) AS n FROM open_notifs")
+        XCTAssertEqual(none, 0)
+        await q.close()
+    }
+
     /// Targets with JSON's special characters, and a Web Push subscription with keys, read back as
     /// written: by the backlog's read-back, by status, and from the rows written after a crash.
     func testEveryTargetReadsBackAsWritten() async throws {
