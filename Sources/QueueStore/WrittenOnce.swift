@@ -5,12 +5,14 @@ import PushgateCore
 /// (`SQLiteBackend.exclusive`): a queued job has no row of its own until it is retried or over.
 ///
 /// - **Acceptance** writes the notification row only. It carries its jobs' fields in `jobs_data`
-///   (`encode`), and a row in `open_notifs` marks it open, its jobs leased to the process that
-///   holds them (`owner`). A notification's row id is its first job's id, and its jobs' ids are
+///   (`encode`), and a row in `open_notifs` (written by the writer connection's trigger,
+///   `SQLiteBackend.openOnInsert`) marks it open, its jobs leased to the process that holds them
+///   (`owner`). A notification's row id is its first job's id, and its jobs' ids are
 ///   consecutive (`first_job`, `job_count`).
-/// - **A retry or an outcome** inserts the job's full row (a retried job's row is updated from then
-///   on: one upsert). A prune pass closes the notifications whose every job has a row (deletes
-///   their `open_notifs` rows): nothing in the hot path counts.
+/// - **A retry** inserts the job's full row (updated from then on: one upsert); **an outcome** of a
+///   job without a row inserts a narrow one (`RowsJSON.addOutcome`, schema version 5: its target,
+///   message id and times stay in `jobs_data`). A prune pass closes the notifications whose every
+///   job has a row (deletes their `open_notifs` rows): nothing in the hot path counts.
 /// - **A pending job is derived, not stored**: a job of an open notification with no row
 ///   (`virtualJobs`). Status lookups and the backlog's read-back (`parkedJobs`) read them so.
 /// - **Leases:** such jobs are leased to `open_notifs.owner`. When the owner stops (`release`), its
