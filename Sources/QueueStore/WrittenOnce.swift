@@ -82,7 +82,7 @@ enum WrittenOnce {
         var out: [UInt8] = []
         out.reserveCapacity(jobs.count * 128 + 2)
         out.append(UInt8(ascii: "["))
-        var numbers = Numbers()
+        var numbers = Numbers(microseconds: true)
         for (k, j) in jobs.enumerated() {
             if k > 0 { out.append(UInt8(ascii: ",")) }
             guard rowless[k] else {
@@ -233,16 +233,45 @@ enum WrittenOnce {
     /// formatted again for each job.
     struct Numbers {
         private var last: (value: Double, text: [UInt8]) = (0, Array("0".utf8))
+        /// Rounded to the microsecond (`appendMicroseconds`).
+        private let microseconds: Bool
+
+        init(microseconds: Bool = false) { self.microseconds = microseconds }
 
         mutating func append(_ d: Double, to out: inout [UInt8]) {
             let v = d.isFinite ? d : 0
             if v != last.value {
                 var text: [UInt8] = []
-                WrittenOnce.appendDouble(v, to: &text)
+                if microseconds { WrittenOnce.appendMicroseconds(v, to: &text) } else { WrittenOnce.appendDouble(v, to: &text) }
                 last = (v, text)
             }
             out += last.text
         }
+    }
+
+    /// A time offset in seconds rounded to the microsecond, as short JSON: `-0.000204` where the
+    /// shortest round-trip form is `-0.0002040863037109375` (two per job in `jobs_data`: a fifth of
+    /// its bytes). A stored time (seconds since 1970, a double) is itself only precise to ~0.24 µs.
+    /// Offsets of a billion seconds or more, and non-finite ones, as `appendDouble` writes them.
+    static func appendMicroseconds(_ d: Double, to out: inout [UInt8]) {
+        guard d.isFinite, d.magnitude < 1e9 else {
+            appendDouble(d, to: &out)
+            return
+        }
+        let us = Int((d * 1e6).rounded())
+        guard us != 0 else {
+            out.append(UInt8(ascii: "0"))
+            return
+        }
+        if us < 0 { out.append(UInt8(ascii: "-")) }
+        let (whole, fraction) = us.magnitude.quotientAndRemainder(dividingBy: 1_000_000)
+        out += String(whole).utf8
+        guard fraction > 0 else { return }
+        var digits = Array(String(fraction).utf8)
+        digits.insert(contentsOf: repeatElement(UInt8(ascii: "0"), count: 6 - digits.count), at: 0)
+        while digits.last == UInt8(ascii: "0") { digits.removeLast() }
+        out.append(UInt8(ascii: "."))
+        out += digits
     }
 
     /// `s` as a JSON string: `"` and `\` escaped, control characters as `\u00XX`, the rest as is (UTF-8),

@@ -380,6 +380,32 @@ final class WrittenOnceTests: XCTestCase {
     /// The backlog's read-back decodes `jobs_data` itself (`WrittenOnce.decode`): what `encode` wrote
     /// comes back field for field, only the entries in the range, skipping the jobs written as rows;
     /// and text it did not write gives nil (the caller falls back to SQLite's JSON reader), never a trap.
+    /// `jobs_data`'s time offsets are written to the microsecond, in short JSON that reads back as
+    /// that value (SQLite's reader and `decode` alike); huge or non-finite ones as before.
+    func testTimeOffsetsAreWrittenToTheMicrosecond() throws {
+        func text(_ d: Double) -> String {
+            var out: [UInt8] = []
+            WrittenOnce.appendMicroseconds(d, to: &out)
+            return String(decoding: out, as: UTF8.self)
+        }
+        let cases: [(Double, String)] = [
+            (-0.0002040863037109375, "-0.000204"), (0.25, "0.25"), (1.5, "1.5"), (3, "3"), (0, "0"), (0.0000004, "0"),
+            (-0.0000006, "-0.000001"), (12345.000001, "12345.000001"), (-1.0000004, "-1"), (999_999_999.5, "999999999.5"),
+            (86_400.1234567, "86400.123457"), (1e9, "1000000000.0"), (-2e12, "-2000000000000.0"), (.infinity, "0"), (.nan, "0"),
+        ]
+        for (d, expected) in cases { XCTAssertEqual(text(d), expected, "\(d)") }
+        let jobs = [
+            JobInsert(
+                target: .token("t"), messageID: "m", attempts: 0, maxAttempts: 1, notBefore: 1_700_000_000.1234567,
+                enqueuedAt: 1_700_000_000 - 0.0002040863037109375, leased: true)
+        ]
+        let encoded = WrittenOnce.encode(jobs, rowless: [true], createdAt: 1_700_000_000)
+        XCTAssertEqual(encoded, #"[[0,"t",null,"m",0,1,0.123457,-0.000204]]"#)
+        let e = try XCTUnwrap(WrittenOnce.decode(encoded, firstID: 1, range: 1...1)?.first?.entry)
+        XCTAssertEqual(e.notBefore, 0.123457)
+        XCTAssertEqual(e.enqueuedAt, -0.000204)
+    }
+
     func testJobsDataDecodesAsEncodedAndRefusesAnythingElse() throws {
         let targets: [PushTarget] = [
             .token("plain"), .token("q\"uo\\te\n\t\u{01}é😀]["), .channel("ch,1"),
