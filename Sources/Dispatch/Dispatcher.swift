@@ -294,7 +294,7 @@ public final class Dispatcher: Sendable {
         var fallbacks: [FallbackUse] = []
         var fallbackBytes = 0
         var omittedFallbacks = 0
-        let requestID = requestID ?? RandomID.uuid()
+        let requestID = requestID ?? RandomID.timeOrdered()
         // In body order; a skipped notification (no, 0 or an unknown platform) has an empty slot.
         var notifIDs = [String](repeating: "", count: request.notifications.count + request.skipped.count)
         if let first = request.skipped.first {

@@ -59,7 +59,7 @@ extension Gateway {
         }
         switch claim {
         case .claimed:
-            return .proceed((key, RandomID.uuid()))
+            return .proceed((key, RandomID.timeOrdered()))
         case .replay(let a):
             var extra: [(HTTPField.Name, String)] = [(Self.requestIDHeader, a.requestID), (Self.idempotentReplayedHeader, "true")]
             if !a.notifIDs.isEmpty { extra.append((Self.notifIDsHeader, a.notifIDs)) }

@@ -102,4 +102,20 @@ final class EventLoopDispatchTests: XCTestCase {
             XCTAssertGreaterThan(values.count, 4, "position \(p)")
         }
     }
+
+    /// Request ids are version 7 UUIDs (RFC 9562): the millisecond time first, so ids made later
+    /// sort after (a store's index of notification ids grows at its end), the rest random.
+    func testTimeOrderedIDsAreVersion7UUIDsSortedByTheirMillisecond() {
+        let ms: UInt64 = 0x0193_4A5B_6C7D
+        let id = RandomID.timeOrdered(milliseconds: ms)
+        XCTAssertTrue(id.hasPrefix("01934a5b-6c7d-7"), id)
+        XCTAssertTrue("89ab".utf8.contains(Array(id.utf8)[19]), "RFC 9562 variant: \(id)")
+        XCTAssertNotNil(UUID(uuidString: id), id)
+        XCTAssertLessThan(RandomID.timeOrdered(milliseconds: ms), RandomID.timeOrdered(milliseconds: ms + 1))
+        XCTAssertTrue(RandomID.timeOrdered(milliseconds: UInt64.max).hasPrefix("ffffffff-ffff-7"), "only 48 bits of time")
+        XCTAssertEqual(Set((0..<10_000).map { _ in RandomID.timeOrdered(milliseconds: ms) }).count, 10_000, "74 random bits")
+        let t = RandomID.currentMilliseconds()
+        XCTAssertGreaterThan(t, 1_700_000_000_000)
+        XCTAssertEqual(String(RandomID.timeOrdered(milliseconds: t).prefix(8)), String(format: "%08llx", t >> 16))
+    }
 }
