@@ -8,8 +8,8 @@ import NIOConcurrencyHelpers
     import Darwin
 #endif
 
-/// Random (version 4) UUIDs in lower case: message ids (`apns-id`), idempotency slots; and
-/// time-ordered ones (version 7) for request ids.
+/// UUIDs in lower case: random ones (version 4) for message ids (`apns-id`), time-ordered ones
+/// (version 7) for request ids.
 ///
 /// Foundation's `UUID()` on Linux opens, reads and closes /dev/urandom for every id, and
 /// `uuidString` formats it with snprintf (then `lowercased()` copies it again): measured at a fifth of
