@@ -121,7 +121,15 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
             finishedAt: job.state.isFinal ? t : nil, app: job.accepted.app, fallback: job.accepted.fallback)
     }
 
-    private func accepted(_ job: DeliveryJob) {
+    /// A job's record as accepted. Its later events may come first: the job is visible to the
+    /// workers once enqueued, before the submitting task publishes its acceptance, and a fast
+    /// provider answer then finishes it before it is accepted here. An accepted event never
+    /// overwrites such a record (a token would show queued for ever).
+    private func accepted(_ job: DeliveryJob) { put(job, overwrite: false) }
+
+    private func update(_ job: DeliveryJob) { put(job, overwrite: true) }
+
+    private func put(_ job: DeliveryJob, overwrite: Bool) {
         let t = now()
         state.withLockedValue { s in
             let id = job.accepted.notifID
@@ -131,22 +139,22 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
             }
             // Mutated in place (`s.notifs[id]!.…`): copying the Notif out and back would copy its
             // entries on every job, O(tokens²) per notification.
-            if s.notifs[id]!.entries.updateValue(Self.record(job, at: t), forKey: job.id) == nil {
-                s.notifs[id]!.order.append(job.id)
+            if s.notifs[id]!.entries[job.id] == nil {
+                s.notifs[id]!.entries[job.id] = Self.record(job, at: t)
+                // In job id order (request order); a record made by an event that came before its
+                // acceptance may be inserted before later ones.
+                if let last = s.notifs[id]!.order.last, last > job.id {
+                    let at = s.notifs[id]!.order.firstIndex { $0 > job.id } ?? s.notifs[id]!.order.count
+                    s.notifs[id]!.order.insert(job.id, at: at)
+                } else {
+                    s.notifs[id]!.order.append(job.id)
+                }
                 s.records += 1
+            } else if overwrite {
+                s.notifs[id]!.entries[job.id] = Self.record(job, at: t)  // in place, see above
             }
             s.notifs[id]!.updated = t
             if s.records > maxRecords || t.timeIntervalSince(s.lastPrune) > 10 { prune(&s, now: t) }
-        }
-    }
-
-    private func update(_ job: DeliveryJob) {
-        let t = now()
-        state.withLockedValue { s in
-            let id = job.accepted.notifID
-            guard s.notifs[id]?.entries[job.id] != nil else { return }
-            s.notifs[id]!.entries[job.id] = Self.record(job, at: t)  // in place, see `accepted`
-            s.notifs[id]!.updated = t
         }
     }
 

@@ -224,4 +224,23 @@ final class DeliveryLifecycleTests: XCTestCase {
         XCTAssertEqual(stats.takeUnsaved(), snap, "increments kept for a durable engine to save")
         XCTAssertEqual(stats.takeUnsaved(), StatsSnapshot(), "taken once")
     }
+    /// A job is visible to the workers once enqueued, before the submitting task publishes its
+    /// acceptance: a fast answer may finish it first. The memory status keeps the outcome (the
+    /// acceptance coming after does not make it queued again) and lists the jobs in id order.
+    func testMemoryStatusKeepsAnOutcomeThatCameBeforeTheAcceptance() async throws {
+        let status = MemoryStatusStore(now: { Date(timeIntervalSince1970: 1_000_100) })
+        func run(_ t: DeliveryTransition) { for case .emit(let e) in t.effects { status.record(e) } }
+        var first = job()
+        first.id = 6
+        let second = job()  // id 7
+        let accepted = lifecycle.step(second, .accepted, now: t0)
+        let failed = lifecycle.step(accepted.job, .attempted(.tokenDead(reason: "BadDeviceToken", status: 400), started: t0), now: t0)
+        run(failed)  // the worker's outcome first
+        run(lifecycle.step(first, .accepted, now: t0))
+        run(accepted)  // then the submitting task's acceptances
+        let records = try await status.deliveryStatus(notifID: "n-1")
+        XCTAssertEqual(records?.map(\.state), [.queued, .failed], "in job id order; the outcome kept")
+        XCTAssertEqual(records?.last?.error, "BadDeviceToken")
+        XCTAssertEqual(status.recordCount, 2)
+    }
 }
