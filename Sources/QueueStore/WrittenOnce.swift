@@ -189,12 +189,17 @@ enum WrittenOnce {
             appendOptional(sameID ? nil : providerID)
             out.append(UInt8(ascii: ","))
             finishes.append(finishedAt, to: &out)
-            out += (sameID ? ",-2]" : ",-1]").utf8
+            out += sameID ? Self.sameIDEnd : Self.narrowEnd
             count += 1
         }
 
+        /// The `target_kind` of a narrow outcome row (a whole row's is 0 or more).
+        static let narrowOutcome = -1
         /// The `target_kind` of a narrow outcome row whose provider id is its message id.
         static let providerIDIsMessageID = -2
+        /// The last value of `addOutcome`'s row (`target_kind`) and the row's end, formatted once.
+        private static let narrowEnd = Array(",\(narrowOutcome)]".utf8)
+        private static let sameIDEnd = Array(",\(providerIDIsMessageID)]".utf8)
 
         /// `columns` in order, as the SELECT list of the outcomes' upsert (`r` is the `jsonb_each`
         /// row): the values `addOutcome` writes, and constants for the columns a narrow row leaves

@@ -278,7 +278,8 @@ final class WrittenOnceTests: XCTestCase {
         XCTAssertEqual(s2.map(\.state), [.failed])
         XCTAssertEqual(s2.first?.error, "gone: \"x\"\n\u{2}")
         // Both outcome rows are narrow (schema version 5): status read the targets from `jobs_data`.
-        let narrow = try await rawCount(path, "SELECT count(*) AS n FROM jobs WHERE target_kind = -1 AND target = ''")
+        let narrow = try await rawCount(
+            path, "SELECT count(*) AS n FROM jobs WHERE target_kind = \(WrittenOnce.RowsJSON.narrowOutcome) AND target = ''")
         XCTAssertEqual(narrow, 2)
         await q.close()
 
