@@ -44,7 +44,12 @@ public struct DurableQueueOptions: Sendable {
     /// Most jobs this process holds in memory (leased: ready, in flight, retrying). Async jobs
     /// enqueued beyond it stay in the store and are leased in batches as workers free up, so a
     /// backlog of millions costs disk, not memory. Sync-mode jobs are always held (their waiter is here).
-    public var maxHeld: Int = 10_000
+    public var maxHeld: Int = DurableQueueOptions.defaultMaxHeld
+    /// `maxHeld`'s default (`queue.max_held`): a held job costs ~430 bytes (100-token notifications,
+    /// measured: docs/benchmarks.md), so ~21 MB at most. A job beyond it is read back from the store
+    /// before it is sent, which costs the SQLite engine ~1.7 µs of CPU per job (decoding its
+    /// `jobs_data` entry and making the job again): ~3 % of its throughput while a backlog is drained.
+    public static let defaultMaxHeld = 50_000
     /// Most notification renderings kept for jobs left in the store (beyond it a leased job's
     /// notification is read back from the store).
     public var maxCachedNotifications: Int = 2_000
@@ -787,6 +792,9 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                     s.updatesDue = false
                     let w = s.work
                     s.work = Work()
+                    // The next batch likely holds as many updates: no regrowing (and copying) the array
+                    // from empty while the workers append to it under the lock.
+                    s.work.batch.updates.reserveCapacity(min(w.batch.updates.count, options.updateBatch))
                     return (w, finalize)
                 }
                 guard let (work, finalize) = taken else { break }

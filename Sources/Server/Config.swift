@@ -2,6 +2,7 @@ import Foundation
 import HTTP2Pool
 @_exported import ProviderKit
 import PushgateCore
+import QueueStore
 import Yams
 
 /// Raw configuration: YAML file + defaults + environment overrides, flattened to `section.key`.
@@ -635,12 +636,15 @@ public enum QueueConfig {
     public static let leaseTimeout = Setting<String>("lease_timeout", "60s")
     public static let statusRetention = Setting<String>("status_retention", "24h")
     public static let statusMaxRecords = Setting<Int>("status_max_records", 1_000_000, range: 0...1_000_000_000)
+    /// sqlite/postgres: deliveries held in memory (ready, in flight, retrying); the rest of a backlog
+    /// waits in the store and is read back as these finish (`DurableQueueOptions.maxHeld`).
+    public static let maxHeld = Setting<Int>("max_held", DurableQueueOptions.defaultMaxHeld, range: 100...10_000_000)
 
     public static let section = ConfigSection(
         "queue",
         keys: [
             engine.key, maxPending.key, sqlitePath.key, sqliteSynchronous.key, postgresURL.key, leaseTimeout.key,
-            statusRetention.key, statusMaxRecords.key,
+            statusRetention.key, statusMaxRecords.key, maxHeld.key,
         ])
 }
 

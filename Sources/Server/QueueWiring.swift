@@ -18,6 +18,7 @@ public enum QueueWiring {
         // Like the memory engine's status store: the newest `status_max_records` deliveries (here
         // the finished ones: pending deliveries are the queue, bounded by max_pending).
         options.statusMaxRecords = max(1, section[QueueConfig.statusMaxRecords])
+        options.maxHeld = section[QueueConfig.maxHeld]
         let opts = options
         let queueLogger = Logger(label: "pushgate.queue")
 

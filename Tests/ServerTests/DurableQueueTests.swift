@@ -32,9 +32,15 @@ final class DurableQueueTests: XCTestCase {
         let engine = try QueueWiring.make(raw: raw, settings: try GatewaySettings(raw), logger: .init(label: "t"))
         let queue = engine.driver
         XCTAssertTrue(queue is DurableQueue)
+        XCTAssertEqual((queue as? DurableQueue)?.options.maxHeld, 50_000, "queue.max_held's default")
         XCTAssertTrue(engine.sinks.isEmpty, "no memory status records: the store is the status source")
         XCTAssertTrue(FileManager.default.fileExists(atPath: dir + "/data/pushgate.sqlite"), "directory and file created")
         queue.shutdown()
+        var small = try RawConfig(yaml: nil, environment: ["PUSHGATE_QUEUE_MAX_HELD": "1234"])
+        small.set("queue.sqlite.path", .string(dir + "/data/small.sqlite"))
+        let smallEngine = try QueueWiring.make(raw: small, settings: try GatewaySettings(small), logger: .init(label: "t"))
+        XCTAssertEqual((smallEngine.driver as? DurableQueue)?.options.maxHeld, 1234, "queue.max_held reaches the queue")
+        smallEngine.driver.shutdown()
         XCTAssertThrowsError(try GatewaySettings(RawConfig(yaml: "queue:\n  engine: redis\n", environment: [:]))) { e in
             XCTAssertEqual((e as? ConfigError)?.key, "queue.engine")
         }

@@ -264,6 +264,7 @@ final class ConfigRangeTests: XCTestCase {
         for (key, value) in [
             ("core.feedback_timeout", "1000000000000"), ("core.sync_timeout", "-1"), ("ios.max_retry", "1000000"),
             ("core.max_json_depth", "100000"), ("core.port", "70000"), ("queue.max_pending", "0"),
+            ("queue.max_held", "99"),
         ] {
             let env = ["PUSHGATE_" + key.replacingOccurrences(of: ".", with: "_").uppercased(): value]
             XCTAssertThrowsError(try RawConfig(yaml: nil, environment: env), key) { error in
