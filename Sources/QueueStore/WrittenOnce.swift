@@ -124,7 +124,8 @@ enum WrittenOnce {
         /// The jobs of one notification share these: formatted once for consecutive rows.
         private var notBefores = Numbers()
         private var enqueuedAts = Numbers()
-        private var finishes = Numbers()
+        /// Finish times to the microsecond (a time since 1970 as a double holds ~0.24 µs at best).
+        private var finishes = Numbers(microseconds: true)
 
         mutating func add(
             id: Int64, _ row: StoredJob, attempts: Int, notBefore: Double, lastError: String?, credentialRetryUsed: Bool,
@@ -177,10 +178,12 @@ enum WrittenOnce {
             if count > 0 { out.append(UInt8(ascii: ",")) }
             out.append(UInt8(ascii: "["))
             WrittenOnce.appendInt(Int(id), to: &out)
-            for i in [Int(notifRow), platform.rawValue, attempts] {
-                out.append(UInt8(ascii: ","))
-                WrittenOnce.appendInt(i, to: &out)
-            }
+            out.append(UInt8(ascii: ","))
+            WrittenOnce.appendInt(Int(notifRow), to: &out)
+            out.append(UInt8(ascii: ","))
+            WrittenOnce.appendInt(platform.rawValue, to: &out)
+            out.append(UInt8(ascii: ","))
+            WrittenOnce.appendInt(attempts, to: &out)
             out.append(UInt8(ascii: ","))
             appendOptional(lastError)
             out.append(UInt8(ascii: ","))
@@ -229,8 +232,27 @@ enum WrittenOnce {
         if d == 0 || !d.isFinite { out.append(UInt8(ascii: "0")) } else { out += "\(d)".utf8 }
     }
 
+    /// Decimal digits written in place (`String(i)` allocated a string for each id of each row).
     static func appendInt(_ i: Int, to out: inout [UInt8]) {
-        if (0..<10).contains(i) { out.append(UInt8(ascii: "0") + UInt8(i)) } else { out += String(i).utf8 }
+        if (0..<10).contains(i) {
+            out.append(UInt8(ascii: "0") + UInt8(i))
+            return
+        }
+        if i < 0 { out.append(UInt8(ascii: "-")) }
+        appendDigits(i.magnitude, minimumCount: 1, to: &out)
+    }
+
+    /// `n` in decimal, with leading zeros up to `minimumCount` digits.
+    private static func appendDigits(_ n: UInt, minimumCount: Int, to out: inout [UInt8]) {
+        let start = out.count
+        var n = n
+        var count = 0
+        while n > 0 || count < minimumCount {
+            out.append(UInt8(ascii: "0") + UInt8(n % 10))
+            n /= 10
+            count += 1
+        }
+        out[start...].reverse()
     }
 
     /// Finite doubles as JSON (Swift's shortest round-trip form is valid JSON), anything else as 0.
@@ -246,9 +268,12 @@ enum WrittenOnce {
         mutating func append(_ d: Double, to out: inout [UInt8]) {
             let v = d.isFinite ? d : 0
             if v != last.value {
-                var text: [UInt8] = []
-                if microseconds { WrittenOnce.appendMicroseconds(v, to: &text) } else { WrittenOnce.appendDouble(v, to: &text) }
-                last = (v, text)
+                let start = out.count
+                if microseconds { WrittenOnce.appendMicroseconds(v, to: &out) } else { WrittenOnce.appendDouble(v, to: &out) }
+                last.value = v
+                last.text.removeAll(keepingCapacity: true)
+                last.text += out[start...]
+                return
             }
             out += last.text
         }
@@ -257,26 +282,37 @@ enum WrittenOnce {
     /// A time offset in seconds rounded to the microsecond, as short JSON: `-0.000204` where the
     /// shortest round-trip form is `-0.0002040863037109375` (two per job in `jobs_data`: a fifth of
     /// its bytes). A stored time (seconds since 1970, a double) is itself only precise to ~0.24 µs.
-    /// Offsets of a billion seconds or more, and non-finite ones, as `appendDouble` writes them.
+    /// Also absolute times (outcome rows' finish times). 1e12 seconds or more, and non-finite values,
+    /// as `appendDouble` writes them. Digits written in place, no string made.
     static func appendMicroseconds(_ d: Double, to out: inout [UInt8]) {
-        guard d.isFinite, d.magnitude < 1e9 else {
+        // Below 1e12 s (31,000 years) the microseconds fit an Int with room to spare.
+        guard d.isFinite, d.magnitude < 1e12 else {
             appendDouble(d, to: &out)
             return
         }
-        let us = Int((d * 1e6).rounded())
-        guard us != 0 else {
+        // Whole seconds and the fraction apart (both exact): `d * 1e6` would round at 2^53, a few
+        // microseconds off for a time since 1970.
+        var whole = d.magnitude.rounded(.down)
+        var fraction = UInt(((d.magnitude - whole) * 1e6).rounded())
+        if fraction == 1_000_000 {
+            whole += 1
+            fraction = 0
+        }
+        guard whole > 0 || fraction > 0 else {
             out.append(UInt8(ascii: "0"))
             return
         }
-        if us < 0 { out.append(UInt8(ascii: "-")) }
-        let (whole, fraction) = us.magnitude.quotientAndRemainder(dividingBy: 1_000_000)
-        out += String(whole).utf8
+        if d < 0 { out.append(UInt8(ascii: "-")) }
+        appendDigits(UInt(whole), minimumCount: 1, to: &out)
         guard fraction > 0 else { return }
-        var digits = Array(String(fraction).utf8)
-        digits.insert(contentsOf: repeatElement(UInt8(ascii: "0"), count: 6 - digits.count), at: 0)
-        while digits.last == UInt8(ascii: "0") { digits.removeLast() }
+        var f = fraction
+        var digits = 6
+        while f % 10 == 0 {
+            f /= 10
+            digits -= 1
+        }
         out.append(UInt8(ascii: "."))
-        out += digits
+        appendDigits(f, minimumCount: digits, to: &out)
     }
 
     /// `s` as a JSON string: `"` and `\` escaped, control characters as `\u00XX`, the rest as is (UTF-8),
