@@ -205,12 +205,22 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         self.parksJobs = backend.exclusive && options.leaseOnEnqueue
         self.rowAtOutcome = backend.exclusive
         let t = now().timeIntervalSince1970
-        let (pending, stats) = try await backend.start(owner: owner, now: t, leaseTimeout: options.leaseTimeout)
-        self.storedStats = StatsCodec.snapshot(stats)
+        let started: StartedStore
+        if parksJobs {
+            started = try await backend.startAdoptingParked(owner: owner, now: t, leaseTimeout: options.leaseTimeout)
+        } else {
+            let (pending, stats) = try await backend.start(owner: owner, now: t, leaseTimeout: options.leaseTimeout)
+            started = StartedStore(pending: pending, stats: stats)
+        }
+        let pending = started.pending
+        self.storedStats = StatsCodec.snapshot(started.stats)
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         self.signal = continuation
         state.withLockedValue { s in
             s.pendingBase = pending
+            for (platform, ids) in started.adopted where !ids.isEmpty {
+                s.changeParked(platform) { $0 = ids }
+            }
             s.lastHeartbeat = t
             s.lastStats = t
             s.lastPrune = t - options.pruneInterval + min(5, options.pruneInterval)  // first prune soon after start
@@ -984,7 +994,15 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                 }
                 state.withLockedValue { s in
                     // For the next lease batches of the same notifications (leases go in job order).
-                    for (row, a) in loaded { cache(row, CachedNotification(accepted: a, at: t, bytes: sizes[row] ?? 0, leftInStore: nil), in: &s) }
+                    for (row, a) in loaded {
+                        // Read back meanwhile by another batch (a lease and a read of parked jobs
+                        // at once): one notification, one copy.
+                        if let cached = s.notifications[row] {
+                            loaded[row] = cached.accepted
+                            continue
+                        }
+                        cache(row, CachedNotification(accepted: a, at: t, bytes: sizes[row] ?? 0, leftInStore: nil), in: &s)
+                    }
                 }
                 accepted.merge(loaded) { a, _ in a }
             } catch {

@@ -265,6 +265,11 @@ protocol QueueBackend: Sendable {
     /// leased to itself when they were enqueued but left in the store (`ParkedJobIDs`). A read,
     /// outside the writer's transactions.
     func parkedJobs(_ ranges: [ClosedRange<Int64>], owner: String) async throws -> [StoredJob]
+    /// Startup of a queue that parks jobs (`parkedJobs`): as `start`, except that a store this
+    /// process uses alone hands over the jobs without a row of the notifications earlier processes
+    /// left open as parked jobs of `owner` (read back as the workers free up), instead of writing a
+    /// row for each of them in the startup transaction. Other stores: `start`.
+    func startAdoptingParked(owner: String, now: Double, leaseTimeout: Double) async throws -> StartedStore
 }
 
 extension QueueBackend {
@@ -275,6 +280,19 @@ extension QueueBackend {
     func parkedJobs(_ ranges: [ClosedRange<Int64>], owner: String) async throws -> [StoredJob] {
         throw QueueStoreError("this store does not park jobs (only a store one process uses alone does)")
     }
+    func startAdoptingParked(owner: String, now: Double, leaseTimeout: Double) async throws -> StartedStore {
+        let (pending, stats) = try await start(owner: owner, now: now, leaseTimeout: leaseTimeout)
+        return StartedStore(pending: pending, stats: stats)
+    }
+}
+
+/// What `QueueBackend.startAdoptingParked` found.
+struct StartedStore: Sendable {
+    var pending: Int
+    var stats: [String: Int64]
+    /// The jobs without a row of the notifications left open by earlier processes, taken over as
+    /// this process's parked jobs (by platform, oldest first).
+    var adopted: [Platform: ParkedJobIDs] = [:]
 }
 
 /// The statements of one queue transaction in one SQL dialect. `WriteBatch.run` is the commit

@@ -18,6 +18,12 @@ final class WrittenOnceTests: XCTestCase {
         return try await c.query(sql).first?.column("n")?.integer ?? -1
     }
 
+    func rawExec(_ path: String, _ sql: String) async throws {
+        let c = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
+        _ = try await c.query(sql)
+        try await c.close()
+    }
+
     func states(_ q: DurableQueue, _ notifID: String) async throws -> [String] {
         try await q.deliveryStatus(notifID: notifID)?.map { "\($0.token):\($0.state.rawValue)" } ?? []
     }
@@ -56,6 +62,8 @@ final class WrittenOnceTests: XCTestCase {
         XCTAssertEqual(open, 3, "three jobs without a row")
         await q.abandonForTesting()
 
+        // Room for the four at once (they are taken before any is finished).
+        o.maxHeld = 4
         let again = try await SQLiteQueue.open(path: path, options: o)
         XCTAssertEqual(again.pendingCount, 4)
         var back: [String: DeliveryJob] = [:]
@@ -81,9 +89,10 @@ final class WrittenOnceTests: XCTestCase {
         await again.close()
     }
 
-    /// A graceful stop writes the rows of the jobs still without one, free for whoever opens the file
-    /// next; the next start hands each out once with its message id.
-    func testAGracefulStopWritesTheRowsOfTheJobsWithoutOne() async throws {
+    /// A graceful stop of a process alone on the file writes no row for the jobs still without one
+    /// (a backlog of millions would take minutes): the next start takes the notification over as it
+    /// is and hands each job out once, with its message id, without writing a row for it either.
+    func testAGracefulStopLeavesTheJobsWithoutARowForTheNextStart() async throws {
         let path = tempDir() + "/q.sqlite"
         var o = options()
         o.maxHeld = 1
@@ -91,20 +100,84 @@ final class WrittenOnceTests: XCTestCase {
         let jobs = makeJobs(3, notifID: "n-2")
         try await q.enqueue(jobs)
         await q.close()
-        let free = try await rawCount(path, "SELECT count(*) AS n FROM jobs WHERE state = 0 AND lease_owner IS NULL")
-        XCTAssertEqual(free, 3)
+        let rows = try await rawCount(path, "SELECT count(*) AS n FROM jobs")
+        XCTAssertEqual(rows, 0, "no row written on stop")
         let open = try await rawCount(path, "SELECT count(*) AS n FROM open_notifs")
-        XCTAssertEqual(open, 0)
+        XCTAssertEqual(open, 1)
 
         let again = try await SQLiteQueue.open(path: path, options: o)
+        XCTAssertEqual(again.pendingCount, 3)
+        let rowsAfterStart = try await rawCount(path, "SELECT count(*) AS n FROM jobs")
+        XCTAssertEqual(rowsAfterStart, 0, "no row written on start")
         var ids: [String] = []
         for _ in 0..<3 {
             let j = try await take(again)
             ids.append(j.messageID)
             await again.complete(j, outcome: .delivered(providerID: nil))
         }
-        XCTAssertEqual(Set(ids), Set(jobs.map(\.messageID)))
+        XCTAssertEqual(ids, jobs.map(\.messageID), "each once, in order")
+        let extra = await nextJob(again, timeout: 0.2)
+        XCTAssertNil(extra)
+        await again.flush()
+        XCTAssertEqual(again.pendingCount, 0)
         await again.close()
+        // The next start closes the notification whose jobs all have rows.
+        let third = try await SQLiteQueue.open(path: path, options: o)
+        let stillOpen = try await rawCount(path, "SELECT count(*) AS n FROM open_notifs")
+        XCTAssertEqual(stillOpen, 0)
+        XCTAssertEqual(third.pendingCount, 0)
+        await third.close()
+    }
+
+    /// A process sharing the file (not holding its lock) takes over at once, as free rows, the open
+    /// notifications of a process alone on it that stopped (`release` left them for the next start).
+    func testAProcessSharingTheFileTakesOverTheOpenNotificationsOfOneStopped() async throws {
+        let path = tempDir() + "/q.sqlite"
+        var o = options()
+        o.maxHeld = 1
+        let alone = try await SQLiteQueue.open(path: path, options: o)
+        XCTAssertTrue(alone.backend.exclusive)
+        let sharing = try await SQLiteQueue.open(path: path, options: o)
+        XCTAssertFalse(sharing.backend.exclusive, "the first holds the lock")
+        try await alone.enqueue(makeJobs(3, notifID: "n-8"))
+        await alone.close()
+        let rows = try await rawCount(path, "SELECT count(*) AS n FROM jobs WHERE state = 0 AND lease_owner IS NULL")
+        XCTAssertEqual(rows, 3, "another process was registered: the stop wrote the rows, free")
+        var tokens: [String] = []
+        for _ in 0..<3 {
+            let j = try await take(sharing)
+            if case .token(let t) = j.target { tokens.append(t) }
+            await sharing.complete(j, outcome: .delivered(providerID: nil))
+        }
+        XCTAssertEqual(tokens.sorted(), ["tok0", "tok1", "tok2"])
+        await sharing.close()
+    }
+
+    /// The race `release` leaves: a process sharing the file registered just after one alone on it
+    /// stopped and left its open notifications for the next start. Their owner is no longer
+    /// registered, so the sharing process takes them at its next heartbeat, not never.
+    func testOpenNotificationsOfAnOwnerNoLongerRegisteredAreTakenByASharingProcess() async throws {
+        let path = tempDir() + "/q.sqlite"
+        var o = options(lease: 60)
+        o.maxHeld = 1
+        let alone = try await SQLiteQueue.open(path: path, options: o)
+        try await alone.enqueue(makeJobs(3, notifID: "n-9"))
+        await alone.flush()
+        var shared = options(lease: 1)
+        shared.maxHeld = 10
+        let sharing = try await SQLiteQueue.open(path: path, options: shared)
+        XCTAssertFalse(sharing.backend.exclusive)
+        // The lone process gone without a trace in `owners` (its lease would otherwise expire only after 60 s).
+        await alone.abandonForTesting()
+        try await rawExec(path, "DELETE FROM owners WHERE owner = '\(alone.owner)'")
+        var tokens: [String] = []
+        for _ in 0..<3 {
+            let j = try await take(sharing, timeout: 10)
+            if case .token(let t) = j.target { tokens.append(t) }
+            await sharing.complete(j, outcome: .delivered(providerID: nil))
+        }
+        XCTAssertEqual(tokens.sorted(), ["tok0", "tok1", "tok2"])
+        await sharing.close()
     }
 
     /// A finished job's row is not pruned while its notification still has jobs without a row (there
@@ -283,7 +356,7 @@ final class WrittenOnceTests: XCTestCase {
         XCTAssertEqual(narrow, 2)
         await q.close()
 
-        // After the stop (the notifications closed) and a reopen, status reads the same.
+        // After the stop and a reopen (which closed the notifications), status reads the same.
         let again = try await SQLiteQueue.open(path: path, options: options())
         let open = try await rawCount(path, "SELECT count(*) AS n FROM open_notifs")
         XCTAssertEqual(open, 0)
