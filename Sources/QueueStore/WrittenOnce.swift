@@ -15,9 +15,12 @@ import PushgateCore
 ///   job has a row (deletes their `open_notifs` rows): nothing in the hot path counts.
 /// - **A pending job is derived, not stored**: a job of an open notification with no row
 ///   (`virtualJobs`). Status lookups and the backlog's read-back (`parkedJobs`) read them so.
-/// - **Leases:** such jobs are leased to `open_notifs.owner`. When the owner stops (`release`), its
-///   lease expires (`reclaimExpired`, a process sharing the store) or a process opens the store
-///   alone after a crash (`start`), their rows are written (`materialize`), free, as before version 4.
+/// - **Leases:** such jobs are leased to `open_notifs.owner`. A process that opens the store alone
+///   (after a stop or a crash) takes the open notifications over as they are: their jobs without a
+///   row become its parked jobs (`SQLiteBackend.startAdoptingParked`), no row written. A stop with
+///   another process registered (`release`), an expired lease or an owner no longer registered
+///   (`reclaimExpired`, a process sharing the store) writes their rows (`materialize`), free, as
+///   before version 4.
 ///
 /// A process sharing the store with another (no file lock) writes a row per job as PostgreSQL
 /// does. Measured in docs/benchmarks.md ("Goal 1, the SQLite engine"): the per-job insert, update
