@@ -24,6 +24,21 @@ final class WrittenOnceTests: XCTestCase {
         try await c.close()
     }
 
+    /// Takes `n` jobs of `q` one after the other, each marked delivered, in that order.
+    func deliverEach(_ n: Int, of q: DurableQueue, timeout: Double = 5) async throws -> [DeliveryJob] {
+        var jobs: [DeliveryJob] = []
+        for _ in 0..<n {
+            let j = try await take(q, timeout: timeout)
+            jobs.append(j)
+            await q.complete(j, outcome: .delivered(providerID: nil))
+        }
+        return jobs
+    }
+
+    func tokens(_ jobs: [DeliveryJob]) -> [String] {
+        jobs.map { if case .token(let t) = $0.target { t } else { "" } }
+    }
+
     func states(_ q: DurableQueue, _ notifID: String) async throws -> [String] {
         try await q.deliveryStatus(notifID: notifID)?.map { "\($0.token):\($0.state.rawValue)" } ?? []
     }
@@ -109,13 +124,8 @@ final class WrittenOnceTests: XCTestCase {
         XCTAssertEqual(again.pendingCount, 3)
         let rowsAfterStart = try await rawCount(path, "SELECT count(*) AS n FROM jobs")
         XCTAssertEqual(rowsAfterStart, 0, "no row written on start")
-        var ids: [String] = []
-        for _ in 0..<3 {
-            let j = try await take(again)
-            ids.append(j.messageID)
-            await again.complete(j, outcome: .delivered(providerID: nil))
-        }
-        XCTAssertEqual(ids, jobs.map(\.messageID), "each once, in order")
+        let delivered = try await deliverEach(3, of: again)
+        XCTAssertEqual(delivered.map(\.messageID), jobs.map(\.messageID), "each once, in order")
         let extra = await nextJob(again, timeout: 0.2)
         XCTAssertNil(extra)
         await again.flush()
@@ -143,13 +153,8 @@ final class WrittenOnceTests: XCTestCase {
         await alone.close()
         let rows = try await rawCount(path, "SELECT count(*) AS n FROM jobs WHERE state = 0 AND lease_owner IS NULL")
         XCTAssertEqual(rows, 3, "another process was registered: the stop wrote the rows, free")
-        var tokens: [String] = []
-        for _ in 0..<3 {
-            let j = try await take(sharing)
-            if case .token(let t) = j.target { tokens.append(t) }
-            await sharing.complete(j, outcome: .delivered(providerID: nil))
-        }
-        XCTAssertEqual(tokens.sorted(), ["tok0", "tok1", "tok2"])
+        let delivered = try await deliverEach(3, of: sharing)
+        XCTAssertEqual(tokens(delivered).sorted(), ["tok0", "tok1", "tok2"])
         await sharing.close()
     }
 
@@ -170,13 +175,8 @@ final class WrittenOnceTests: XCTestCase {
         // The lone process gone without a trace in `owners` (its lease would otherwise expire only after 60 s).
         await alone.abandonForTesting()
         try await rawExec(path, "DELETE FROM owners WHERE owner = '\(alone.owner)'")
-        var tokens: [String] = []
-        for _ in 0..<3 {
-            let j = try await take(sharing, timeout: 10)
-            if case .token(let t) = j.target { tokens.append(t) }
-            await sharing.complete(j, outcome: .delivered(providerID: nil))
-        }
-        XCTAssertEqual(tokens.sorted(), ["tok0", "tok1", "tok2"])
+        let delivered = try await deliverEach(3, of: sharing, timeout: 10)
+        XCTAssertEqual(tokens(delivered).sorted(), ["tok0", "tok1", "tok2"])
         await sharing.close()
     }
 
