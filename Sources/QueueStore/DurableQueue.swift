@@ -536,7 +536,8 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         // (at-least-once), never a lost one. Shutdown commits every pending write before closing.
         let t = now().timeIntervalSince1970
         let update = JobUpdate.completion(
-            id: Int64(job.id), outcome: outcome, attempts: job.attempts, finishedAt: t, row: storedRow(job))
+            id: Int64(job.id), outcome: outcome, attempts: job.attempts, finishedAt: t,
+            row: rowAtOutcome && job.storeRow != 0 ? OutcomeRow(job) : nil)
         var read: [ClosedRange<Int64>]?
         let wake: Bool = state.withLockedValue { s in
             let first = addUpdate(update, in: &s)

@@ -576,11 +576,11 @@ extension SQLiteBackend: QueueStatements {
         if exclusive, let owner {
             // Jobs that may have no row yet (`WrittenOnce`): inserted or updated in one statement
             // (`upsertRows` passes over the others). Usually that is every update of the batch: no copy.
-            let carried = all.reduce(0) { $0 + ($1.row != nil ? 1 : 0) }
+            let carried = all.reduce(0) { $0 + ($1.carriesRow ? 1 : 0) }
             if carried > 0 {
                 try await upsertRows(all, owner: owner)
                 if carried == all.count { return }
-                updates = all.filter { $0.row == nil }
+                updates = all.filter { !$0.carriesRow }
             }
         }
         // "" never matches a lease owner (owners are UUIDs): no owner means no lease condition.

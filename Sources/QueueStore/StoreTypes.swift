@@ -121,16 +121,39 @@ extension StoredJob {
     }
 }
 
+/// What an outcome's row needs of its job when the store may not have written the row yet: a
+/// narrow row (`WrittenOnce.RowsJSON.addOutcome`) takes the rest from `jobs_data`. Four fields
+/// where the whole `StoredJob` copied (and retained) the target and more per completion.
+struct OutcomeRow: Sendable {
+    var notifRow: Int64
+    var platform: Platform
+    var messageID: String
+    var lastError: String?
+
+    init(notifRow: Int64, platform: Platform, messageID: String, lastError: String?) {
+        self.notifRow = notifRow
+        self.platform = platform
+        self.messageID = messageID
+        self.lastError = lastError
+    }
+
+    init(_ job: DeliveryJob) {
+        self.init(notifRow: job.storeRow, platform: job.platform, messageID: job.messageID, lastError: StoreText.clean(job.lastError))
+    }
+}
+
 /// A state change of a leased job. `row`: the job as held, for a store that may not have written its
 /// row yet (nil: the row exists).
 enum JobUpdate: Sendable {
     case reschedule(id: Int64, attempts: Int, notBefore: Double, lastError: String?, credentialRetryUsed: Bool, row: StoredJob? = nil)
     /// `state` is `.delivered` or `.failed`; `info` is the provider id (delivered) or the reason (failed).
-    case complete(id: Int64, state: DeliveryState.Code, attempts: Int, info: String?, finishedAt: Double, row: StoredJob? = nil)
+    case complete(id: Int64, state: DeliveryState.Code, attempts: Int, info: String?, finishedAt: Double, row: OutcomeRow? = nil)
 
-    var row: StoredJob? {
+    /// It carries its job for a store that may not have written the job's row yet.
+    var carriesRow: Bool {
         switch self {
-        case .reschedule(_, _, _, _, _, let row), .complete(_, _, _, _, _, let row): return row
+        case .reschedule(_, _, _, _, _, let row): return row != nil
+        case .complete(_, _, _, _, _, let row): return row != nil
         }
     }
 
@@ -154,7 +177,7 @@ enum JobUpdate: Sendable {
     }
 
     /// The completion of a job, as stored.
-    static func completion(id: Int64, outcome: FinalOutcome, attempts: Int, finishedAt: Double, row: StoredJob? = nil) -> JobUpdate {
+    static func completion(id: Int64, outcome: FinalOutcome, attempts: Int, finishedAt: Double, row: OutcomeRow? = nil) -> JobUpdate {
         switch outcome {
         case .delivered(let providerID):
             return .complete(id: id, state: .delivered, attempts: attempts, info: StoreText.clean(providerID), finishedAt: finishedAt, row: row)
