@@ -205,19 +205,12 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         self.parksJobs = backend.exclusive && options.leaseOnEnqueue
         self.rowAtOutcome = backend.exclusive
         let t = now().timeIntervalSince1970
-        let started: StartedStore
-        if parksJobs {
-            started = try await backend.startAdoptingParked(owner: owner, now: t, leaseTimeout: options.leaseTimeout)
-        } else {
-            let (pending, stats) = try await backend.start(owner: owner, now: t, leaseTimeout: options.leaseTimeout)
-            started = StartedStore(pending: pending, stats: stats)
-        }
-        let pending = started.pending
+        let started = try await backend.start(owner: owner, now: t, leaseTimeout: options.leaseTimeout, adoptParked: parksJobs)
         self.storedStats = StatsCodec.snapshot(started.stats)
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         self.signal = continuation
         state.withLockedValue { s in
-            s.pendingBase = pending
+            s.pendingBase = started.pending
             for (platform, ids) in started.adopted where !ids.isEmpty {
                 s.changeParked(platform) { $0 = ids }
             }
@@ -233,7 +226,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         }
         let ticker = Task { [self] in await self.tickerLoop() }
         tasks.withLockedValue { $0 = [writer, ticker] }
-        if pending > 0 { logger.info("durable queue opened with \(pending) pending deliveries", metadata: ["owner": "\(owner)"]) }
+        if started.pending > 0 { logger.info("durable queue opened with \(started.pending) pending deliveries", metadata: ["owner": "\(owner)"]) }
     }
 
     /// Saves the increments of `stats` into the store periodically and on shutdown (added to the

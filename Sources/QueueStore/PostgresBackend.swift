@@ -85,7 +85,8 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
         }
     }
 
-    func start(owner: String, now: Double, leaseTimeout: Double) async throws -> (pending: Int, stats: [String: Int64]) {
+    /// (`adoptParked`: nothing is parked here, every job has a row.)
+    func start(owner: String, now: Double, leaseTimeout: Double, adoptParked: Bool) async throws -> StartedStore {
         let stats = try await client.withTransaction(logger: logger) { conn in
             let statements = PostgresStatements(conn: conn, logger: logger)
             try await statements.renewLease(owner: owner, until: now + leaseTimeout)
@@ -96,7 +97,7 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
                 logger: logger)
             return try await statements.readStats()
         }
-        return (try await pendingCount(), stats)
+        return StartedStore(pending: try await pendingCount(), stats: stats)
     }
 
     /// Pending jobs, counted as free + leased: each half matches the predicate of a partial index

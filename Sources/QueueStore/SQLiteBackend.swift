@@ -169,84 +169,83 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
 
     var eventLoop: (any EventLoop)? { writer.eventLoop }
 
-    func start(owner: String, now: Double, leaseTimeout: Double) async throws -> (pending: Int, stats: [String: Int64]) {
+    func start(owner: String, now: Double, leaseTimeout: Double, adoptParked: Bool) async throws -> StartedStore {
+        let adopting = exclusive && adoptParked
+        var adopted: [Platform: ParkedJobIDs] = [:]
+        var unknown: [Int] = []
         try await transaction {
             if exclusive {
                 // Nobody else runs on this file: every lease in it belongs to a stopped or crashed process.
-                _ = try await materialize(where: "1")
+                if adopting {
+                    // The open notifications whose jobs all have rows are closed, the rest taken over.
+                    _ = try await writer.query("DELETE FROM open_notifs AS o WHERE \(WrittenOnce.everyJobHasARow("o"))")
+                    _ = try await writer.query("UPDATE open_notifs SET owner = ?", [.text(owner)])
+                } else {
+                    _ = try await materialize(where: "1")
+                }
                 _ = try await writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner IS NOT NULL")
                 _ = try await writer.query("DELETE FROM owners")
             }
             try await renewLease(owner: owner, until: now + leaseTimeout)
             if !exclusive { _ = try await reclaimExpired(now: now) }
-        }
-        return (try await pendingCount(), try await readStats())
-    }
-
-    /// Alone on the file, the notifications earlier processes left open are taken over as they are:
-    /// their jobs without a row become this process's parked jobs (`ParkedJobIDs`), read back by id
-    /// as the workers free up. Writing a row for each of them instead (`start`) took 38 s, 1.9 GB of
-    /// WAL and ~400 MB of memory in one transaction for a backlog of 10,000,000 (docs/benchmarks.md).
-    /// A notification's jobs are the ids `notif_row ..< notif_row + job_count`; any row among them
-    /// stands for its job (retried, finished), and a pending row is leased as any free row is.
-    func startAdoptingParked(owner: String, now: Double, leaseTimeout: Double) async throws -> StartedStore {
-        guard exclusive else {
-            let (pending, stats) = try await start(owner: owner, now: now, leaseTimeout: leaseTimeout)
-            return StartedStore(pending: pending, stats: stats)
-        }
-        var adopted: [Platform: ParkedJobIDs] = [:]
-        var unknown: [Int] = []
-        try await transaction {
-            _ = try await writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner IS NOT NULL")
-            _ = try await writer.query("DELETE FROM owners")
-            // Those whose jobs all have rows (finished) are closed, the rest taken over.
-            _ = try await writer.query(
-                """
-                DELETE FROM open_notifs AS o
-                WHERE (SELECT count(*) FROM jobs j WHERE j.id BETWEEN o.notif_row AND o.notif_row + o.job_count - 1) >= o.job_count
-                """)
-            _ = try await writer.query("UPDATE open_notifs SET owner = ?", [.text(owner)])
-            try await renewLease(owner: owner, until: now + leaseTimeout)
-            let open = try await writer.query(
-                "SELECT o.notif_row AS r, o.job_count AS c, n.platform AS p FROM open_notifs o JOIN notifications n ON n.id = o.notif_row ORDER BY o.notif_row"
-            )
-            let withRows = try await writer.query(
-                "SELECT j.id AS id FROM open_notifs o JOIN jobs j ON j.id BETWEEN o.notif_row AND o.notif_row + o.job_count - 1 ORDER BY j.id")
-            var rows = withRows.lazy.compactMap { $0.column("id")?.integer.map(Int64.init) }.makeIterator()
-            var nextRow = rows.next()
-            for o in open {
-                guard let first = o.column("r")?.integer, let count = o.column("c")?.integer, count > 0,
-                    first <= Int.max - count, let p = o.column("p")?.integer
-                else { continue }
-                guard let platform = Platform(rawValue: p) else {
-                    unknown.append(first)
-                    continue
-                }
-                for id in Int64(first)..<Int64(first + count) {
-                    while let r = nextRow, r < id { nextRow = rows.next() }
-                    if nextRow == id { continue }
-                    adopted[platform, default: ParkedJobIDs()].append(id)
-                }
-            }
+            if adopting { (adopted, unknown) = try await parkedOfOpenNotifications() }
         }
         if !unknown.isEmpty {
             logger.error("queue store: \(unknown.count) open notifications of an unknown platform left as they are (rows \(unknown.prefix(10)))")
         }
-        let stored = try await reader.query(
-            "SELECT (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NULL) + (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NOT NULL) AS n"
-        )
-        let pending = (stored.first?.column("n")?.integer ?? 0) + adopted.values.reduce(0) { $0 + $1.count }
+        let pending: Int
+        if adopting {
+            let rows = try await reader.query("SELECT \(Self.pendingRowsSQL) AS n").first?.column("n")?.integer ?? 0
+            pending = rows + adopted.values.reduce(0) { $0 + $1.count }
+        } else {
+            pending = try await pendingCount()
+        }
         return StartedStore(pending: pending, stats: try await readStats(), adopted: adopted)
+    }
+
+    /// Alone on the file, the notifications earlier processes left open are taken over as they are
+    /// (`start` with `adoptParked`): their jobs without a row become this process's parked jobs
+    /// (`ParkedJobIDs`), read back by id as the workers free up. Writing a row for each of them
+    /// instead took 38 s, 1.9 GB of WAL and ~400 MB of memory in one transaction for a backlog of
+    /// 10,000,000 (docs/benchmarks.md). A notification's jobs are the ids `notif_row ..< notif_row +
+    /// job_count`; any row among them stands for its job (retried, finished), and a pending row is
+    /// leased as any free row is. Returns those ids by platform, and the open notifications of a
+    /// platform this build does not know (left as they are).
+    private func parkedOfOpenNotifications() async throws -> (adopted: [Platform: ParkedJobIDs], unknown: [Int]) {
+        var adopted: [Platform: ParkedJobIDs] = [:]
+        var unknown: [Int] = []
+        let open = try await writer.query(
+            "SELECT o.notif_row AS r, o.job_count AS c, n.platform AS p FROM open_notifs o JOIN notifications n ON n.id = o.notif_row ORDER BY o.notif_row"
+        )
+        let withRows = try await writer.query(
+            "SELECT j.id AS id FROM open_notifs o JOIN jobs j ON j.id BETWEEN o.notif_row AND o.notif_row + o.job_count - 1 ORDER BY j.id")
+        var rows = withRows.lazy.compactMap { $0.column("id")?.integer.map(Int64.init) }.makeIterator()
+        var nextRow = rows.next()
+        for o in open {
+            guard let first = o.column("r")?.integer, let count = o.column("c")?.integer, count > 0,
+                first <= Int.max - count, let p = o.column("p")?.integer
+            else { continue }
+            guard let platform = Platform(rawValue: p) else {
+                unknown.append(first)
+                continue
+            }
+            for id in Int64(first)..<Int64(first + count) {
+                while let r = nextRow, r < id { nextRow = rows.next() }
+                if nextRow == id { continue }
+                adopted[platform, default: ParkedJobIDs()].append(id)
+            }
+        }
+        return (adopted, unknown)
     }
 
     /// Pending jobs, counted as free + leased + the jobs of the open notifications (`WrittenOnce`; an
     /// upper bound: their jobs written over are counted until a prune pass closes them). Each of the
     /// first two matches the predicate of a partial index (`jobs_free`, `jobs_leased`), so retained
     /// finished rows are never read.
-    static let pendingCountSQL = """
-        SELECT (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NULL) + (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NOT NULL)
-          + (SELECT coalesce(sum(job_count), 0) FROM open_notifs) AS n
-        """
+    static let pendingCountSQL = "SELECT \(pendingRowsSQL) + (SELECT coalesce(sum(job_count), 0) FROM open_notifs) AS n"
+    /// The pending jobs that have a row: free + leased.
+    static let pendingRowsSQL =
+        "(SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NULL) + (SELECT count(*) FROM jobs WHERE state = 0 AND lease_owner IS NOT NULL)"
 
     /// Writes the rows of the jobs without one of the open notifications matching `condition` (on
     /// `o`, their `open_notifs` rows), free, and deletes those `open_notifs` rows (`WrittenOnce`).
@@ -788,7 +787,7 @@ extension SQLiteBackend: QueueStatements {
             """
             DELETE FROM open_notifs WHERE notif_row IN (
               SELECT o.notif_row FROM (SELECT notif_row, job_count FROM open_notifs WHERE notif_row > ?2 ORDER BY notif_row LIMIT ?1) o
-              WHERE (SELECT count(*) FROM jobs j WHERE j.id BETWEEN o.notif_row AND o.notif_row + o.job_count - 1) >= o.job_count)
+              WHERE \(WrittenOnce.everyJobHasARow("o")))
             """, [.integer(limit), .integer(Int(from))])
         closeCursor.withLockedValue { $0 = upTo.map { Int64($0) } ?? 0 }
         // A job of an open notification keeps its row until the notification is over: there a job
@@ -812,7 +811,7 @@ extension SQLiteBackend: QueueStatements {
 
     func release(owner: String) async throws {
         // Alone on the file with no other process registered, its open notifications stay as they
-        // are for the next start to take over (`startAdoptingParked`): no row written per job left
+        // are for the next start to take over (`start`, `adoptParked`): no row written per job left
         // (a stop with a backlog of 10,000,000 wrote them for over 30 s). A process sharing the file
         // takes them at once as free rows.
         let others = try await writer.query("SELECT count(*) AS n FROM owners WHERE owner <> ?", [.text(owner)]).first?.column("n")?.integer ?? 1

@@ -267,8 +267,12 @@ protocol QueueBackend: Sendable {
     /// left by an earlier process is stale and is released at once on startup.
     var exclusive: Bool { get }
     func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double) async throws -> WriteResult
-    /// Startup: registers the owner; in exclusive mode frees every earlier lease. Returns (pending jobs, stats counters).
-    func start(owner: String, now: Double, leaseTimeout: Double) async throws -> (pending: Int, stats: [String: Int64])
+    /// Startup: registers the owner; in exclusive mode frees every earlier lease. With `adoptParked`
+    /// (a queue that parks jobs: `parkedJobs`), a store this process uses alone hands over the jobs
+    /// without a row of the notifications earlier processes left open as parked jobs of `owner` (read
+    /// back as the workers free up), instead of writing a row for each of them in the startup
+    /// transaction; other stores ignore it.
+    func start(owner: String, now: Double, leaseTimeout: Double, adoptParked: Bool) async throws -> StartedStore
     func notifications(_ rows: [Int64]) async throws -> [Int64: StoredNotification]
     func status(notifID: String) async throws -> [DeliveryStatusRecord]?
     func pendingCount() async throws -> Int
@@ -288,11 +292,6 @@ protocol QueueBackend: Sendable {
     /// leased to itself when they were enqueued but left in the store (`ParkedJobIDs`). A read,
     /// outside the writer's transactions.
     func parkedJobs(_ ranges: [ClosedRange<Int64>], owner: String) async throws -> [StoredJob]
-    /// Startup of a queue that parks jobs (`parkedJobs`): as `start`, except that a store this
-    /// process uses alone hands over the jobs without a row of the notifications earlier processes
-    /// left open as parked jobs of `owner` (read back as the workers free up), instead of writing a
-    /// row for each of them in the startup transaction. Other stores: `start`.
-    func startAdoptingParked(owner: String, now: Double, leaseTimeout: Double) async throws -> StartedStore
 }
 
 extension QueueBackend {
@@ -303,13 +302,9 @@ extension QueueBackend {
     func parkedJobs(_ ranges: [ClosedRange<Int64>], owner: String) async throws -> [StoredJob] {
         throw QueueStoreError("this store does not park jobs (only a store one process uses alone does)")
     }
-    func startAdoptingParked(owner: String, now: Double, leaseTimeout: Double) async throws -> StartedStore {
-        let (pending, stats) = try await start(owner: owner, now: now, leaseTimeout: leaseTimeout)
-        return StartedStore(pending: pending, stats: stats)
-    }
 }
 
-/// What `QueueBackend.startAdoptingParked` found.
+/// What `QueueBackend.start` found.
 struct StartedStore: Sendable {
     var pending: Int
     var stats: [String: Int64]

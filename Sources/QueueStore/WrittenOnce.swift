@@ -17,7 +17,7 @@ import PushgateCore
 ///   (`virtualJobs`). Status lookups and the backlog's read-back (`parkedJobs`) read them so.
 /// - **Leases:** such jobs are leased to `open_notifs.owner`. A process that opens the store alone
 ///   (after a stop or a crash) takes the open notifications over as they are: their jobs without a
-///   row become its parked jobs (`SQLiteBackend.startAdoptingParked`), no row written. A stop with
+///   row become its parked jobs (`SQLiteBackend.start`, `adoptParked`), no row written. A stop with
 ///   another process registered (`release`), an expired lease or an owner no longer registered
 ///   (`reclaimExpired`, a process sharing the store) writes their rows (`materialize`), free, as
 ///   before version 4.
@@ -73,6 +73,12 @@ enum WrittenOnce {
             "INSERT INTO jobs (\(QueueSchema.leasedColumns)) \(virtualJobs(where: condition)) ON CONFLICT(id) DO NOTHING",
             "DELETE FROM open_notifs AS o WHERE \(condition)"
         )
+    }
+
+    /// SQL: every job of the open notification `o` (an `open_notifs` row) has a row (it is over or
+    /// retried): it can be closed.
+    static func everyJobHasARow(_ o: String) -> String {
+        "(SELECT count(*) FROM jobs j WHERE j.id BETWEEN \(o).notif_row AND \(o).notif_row + \(o).job_count - 1) >= \(o).job_count"
     }
 
     /// `notifications.jobs_data`: a JSON array with one entry per job, in id order:

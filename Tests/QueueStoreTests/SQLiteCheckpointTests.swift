@@ -27,7 +27,7 @@ final class SQLiteCheckpointTests: XCTestCase {
         let backend = try await SQLiteBackend.open(
             path: path, synchronous: "normal", checkpointInterval: .milliseconds(20),
             restartFrames: 256, logger: Logger(label: "test"))
-        _ = try await backend.start(owner: "o", now: Date().timeIntervalSince1970, leaseTimeout: 60)
+        _ = try await backend.start(owner: "o", now: Date().timeIntervalSince1970, leaseTimeout: 60, adoptParked: false)
         let body = String(repeating: "x", count: 300)
         var maxWAL = 0
         var jobIDs: [Int64] = []
