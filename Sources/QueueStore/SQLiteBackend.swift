@@ -18,7 +18,7 @@ import SQLiteNIO
 final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     // @unchecked: the connections are thread-safe (SQLITE_OPEN_FULLMUTEX); `lockFD` is set once in `open`.
     let path: String
-    let writer: SQLiteConnection
+    let writer: WriterConnection
     let reader: SQLiteConnection
     let exclusive: Bool
     private let lockFD: Int32
@@ -34,7 +34,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     private let openOwner = NIOLockedValueBox<String?>(nil)
 
     private init(
-        path: String, writer: SQLiteConnection, writerThreads: WriterThreads, reader: SQLiteConnection, exclusive: Bool, lockFD: Int32,
+        path: String, writer: WriterConnection, writerThreads: WriterThreads, reader: SQLiteConnection, exclusive: Bool, lockFD: Int32,
         checkpoints: WALCheckpointer, logger: Logger
     ) {
         self.path = path
@@ -93,16 +93,15 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             logger.warning(
                 "another process holds \(path).lock: sharing the SQLite queue (leases of a stopped process expire after queue.lease_timeout)")
         }
-        // The writer connection has a thread for its SQLite calls and an event loop for the queue's
-        // writer task of its own (`WriterThreads`): on the shared ones each of a transaction's
-        // statements waited for threads busy with the network (the writer's group commits took
-        // ~4 ms each in the bench, ~2 ms so), and acceptance waits for those commits.
+        // The queue's writer task runs on an event loop of its own (`WriterThreads`), and the writer
+        // connection's statements run there (`WriterConnection`): on the shared loops each of a
+        // transaction's statements waited for threads busy with the network (the writer's group
+        // commits took ~4 ms each in the bench, ~2 ms so), and acceptance waits for those commits.
         let threads = WriterThreads()
-        let writer: SQLiteConnection
+        let writer: WriterConnection
         do {
-            writer = try await SQLiteConnection.open(storage: .file(path: path), threadPool: threads.pool, logger: logger, on: threads.loop)
+            writer = try WriterConnection.open(path: path)
         } catch {
-            await threads.shutdown()
             if fd >= 0 { Glibc.close(fd) }
             throw error
         }
@@ -110,22 +109,22 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         let checkpoints: WALCheckpointer
         let sync = synchronous == "full" ? "FULL" : "NORMAL"
         do {
-            _ = try await writer.query("PRAGMA journal_mode=WAL")
-            _ = try await writer.query("PRAGMA synchronous=\(sync)")
-            _ = try await writer.query("PRAGMA temp_store=MEMORY")
-            _ = try await writer.query("PRAGMA cache_size=-16000")
+            _ = try writer.query("PRAGMA journal_mode=WAL")
+            _ = try writer.query("PRAGMA synchronous=\(sync)")
+            _ = try writer.query("PRAGMA temp_store=MEMORY")
+            _ = try writer.query("PRAGMA cache_size=-16000")
             // Checkpoints run beside the writer (WALCheckpointer), not inside its commits.
-            _ = try await writer.query("PRAGMA wal_autocheckpoint=0")
-            for sql in schema + WrittenOnce.tables { _ = try await writer.query(sql) }
+            _ = try writer.query("PRAGMA wal_autocheckpoint=0")
+            for sql in schema + WrittenOnce.tables { _ = try writer.query(sql) }
             // Older stores: add the columns they lack (a version-1 store's rows belong to the default app).
             for c in QueueSchema.addedColumns + WrittenOnce.addedColumns {
-                let has = try await writer.query(
+                let has = try writer.query(
                     "SELECT count(*) AS n FROM pragma_table_info('\(c.table)') WHERE name = '\(c.column)'")
                 if has.first?.column("n")?.integer == 0 {
-                    _ = try await writer.query(QueueSchema.sqlite.addColumn(c))
+                    _ = try writer.query(QueueSchema.sqlite.addColumn(c))
                 }
             }
-            let version = try await writer.query("SELECT value FROM pushgate_meta WHERE key = 'schema_version'").first?.column("value")?.integer ?? 0
+            let version = try writer.query("SELECT value FROM pushgate_meta WHERE key = 'schema_version'").first?.column("value")?.integer ?? 0
             // A newer store's rows may mean what this version cannot read (narrow outcome rows since 5).
             if version > schemaVersion {
                 throw QueueStoreError("\(path): the queue schema is version \(version), newer than this Pushgate (\(schemaVersion))")
@@ -133,10 +132,10 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             if version < 4 {
                 logger.notice("\(path): queue schema version \(version) → \(schemaVersion) (job ranges of the stored notifications)")
                 try await transaction(on: writer) {
-                    for sql in WrittenOnce.migration { _ = try await writer.query(sql) }
+                    for sql in WrittenOnce.migration { _ = try writer.query(sql) }
                 }
             }
-            _ = try await writer.query("UPDATE pushgate_meta SET value = \(schemaVersion) WHERE key = 'schema_version' AND value < \(schemaVersion)")
+            _ = try writer.query("UPDATE pushgate_meta SET value = \(schemaVersion) WHERE key = 'schema_version' AND value < \(schemaVersion)")
             reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
             do {
                 checkpoints = try await WALCheckpointer.start(
@@ -147,8 +146,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
                 throw error
             }
         } catch {
-            try? await writer.close()
-            await threads.shutdown()
+            writer.close()
             if fd >= 0 { Glibc.close(fd) }
             throw error
         }
@@ -161,13 +159,13 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     /// few frames committed since the last one, so its next transaction starts the WAL over.
     func afterCommit() async {
         guard checkpoints.takeFinishRequest() else { return }
-        _ = try? await writer.query("PRAGMA wal_checkpoint(RESTART)")
+        _ = try? writer.query("PRAGMA wal_checkpoint(RESTART)")
         checkpoints.finished()
     }
 
     static let schema = QueueSchema.sqlite.statements
 
-    var eventLoop: (any EventLoop)? { writer.eventLoop }
+    var eventLoop: (any EventLoop)? { writerThreads.loop }
 
     func start(owner: String, now: Double, leaseTimeout: Double, adoptParked: Bool) async throws -> StartedStore {
         let adopting = exclusive && adoptParked
@@ -178,13 +176,13 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
                 // Nobody else runs on this file: every lease in it belongs to a stopped or crashed process.
                 if adopting {
                     // The open notifications whose jobs all have rows are closed, the rest taken over.
-                    _ = try await writer.query("DELETE FROM open_notifs AS o WHERE \(WrittenOnce.everyJobHasARow("o"))")
-                    _ = try await writer.query("UPDATE open_notifs SET owner = ?", [.text(owner)])
+                    _ = try writer.query("DELETE FROM open_notifs AS o WHERE \(WrittenOnce.everyJobHasARow("o"))")
+                    _ = try writer.query("UPDATE open_notifs SET owner = ?", [.text(owner)])
                 } else {
-                    _ = try await materialize(where: "1")
+                    _ = try materialize(where: "1")
                 }
-                _ = try await writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner IS NOT NULL")
-                _ = try await writer.query("DELETE FROM owners")
+                _ = try writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner IS NOT NULL")
+                _ = try writer.query("DELETE FROM owners")
             }
             try await renewLease(owner: owner, until: now + leaseTimeout)
             if !exclusive { _ = try await reclaimExpired(now: now) }
@@ -214,10 +212,10 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     private func parkedOfOpenNotifications() async throws -> (adopted: [Platform: ParkedJobIDs], unknown: [Int]) {
         var adopted: [Platform: ParkedJobIDs] = [:]
         var unknown: [Int] = []
-        let open = try await writer.query(
+        let open = try writer.query(
             "SELECT o.notif_row AS r, o.job_count AS c, n.platform AS p FROM open_notifs o JOIN notifications n ON n.id = o.notif_row ORDER BY o.notif_row"
         )
-        let withRows = try await writer.query(
+        let withRows = try writer.query(
             "SELECT j.id AS id FROM open_notifs o JOIN jobs j ON j.id BETWEEN o.notif_row AND o.notif_row + o.job_count - 1 ORDER BY j.id")
         var rows = withRows.lazy.compactMap { $0.column("id")?.integer.map(Int64.init) }.makeIterator()
         var nextRow = rows.next()
@@ -250,11 +248,11 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     /// Writes the rows of the jobs without one of the open notifications matching `condition` (on
     /// `o`, their `open_notifs` rows), free, and deletes those `open_notifs` rows (`WrittenOnce`).
     /// Returns how many rows it wrote.
-    private func materialize(where condition: String, _ binds: [SQLiteData] = []) async throws -> Int {
+    private func materialize(where condition: String, _ binds: [SQLiteData] = []) throws -> Int {
         let (insert, forget) = WrittenOnce.materialize(where: condition)
-        _ = try await writer.query(insert, binds)
-        let n = try await changes()
-        _ = try await writer.query(forget, binds)
+        _ = try writer.query(insert, binds)
+        let n = changes()
+        _ = try writer.query(forget, binds)
         return n
     }
 
@@ -287,14 +285,14 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     }
 
     /// `body` in one write transaction on `connection` (rolled back when it throws).
-    private static func transaction<T>(on connection: SQLiteConnection, _ body: () async throws -> T) async throws -> T {
-        _ = try await connection.query("BEGIN IMMEDIATE")
+    private static func transaction<T>(on connection: WriterConnection, _ body: () async throws -> T) async throws -> T {
+        try connection.query("BEGIN IMMEDIATE")
         do {
             let r = try await body()
-            _ = try await connection.query("COMMIT")
+            try connection.query("COMMIT")
             return r
         } catch {
-            _ = try? await connection.query("ROLLBACK")
+            _ = try? connection.query("ROLLBACK")
             throw error
         }
     }
@@ -318,7 +316,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             return first
         }
         let take = exclusive ? max(jobs, Self.idBlock) : jobs
-        let rows = try await writer.query(
+        let rows = try writer.query(
             "UPDATE pushgate_meta SET value = value + ? WHERE key = 'next_job_id' RETURNING value", [.integer(take)])
         guard let last = rows.first?.column("value")?.integer, last >= take, last < Int.max else {
             throw QueueStoreError("pushgate_meta has no usable next_job_id")
@@ -338,7 +336,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     private func insertRows(_ table: String, columns: Int, rows: Int, binds: [SQLiteData]) async throws {
         let one = "(" + Array(repeating: "?", count: columns).joined(separator: ", ") + ")"
         let values = Array(repeating: one, count: rows).joined(separator: ", ")
-        _ = try await writer.query("INSERT INTO \(table) VALUES \(values)", binds)
+        _ = try writer.query("INSERT INTO \(table) VALUES \(values)", binds)
     }
 
     private func insertJobs(_ binds: [SQLiteData], rows: Int) async throws {
@@ -347,7 +345,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             columns: 12, rows: rows, binds: binds)
     }
 
-    static func storedJob(_ row: SQLiteRow) -> StoredJob? {
+    static func storedJob(_ row: some StoreRow) -> StoredJob? {
         guard let id = row.column("id")?.integer, let notifRow = row.column("notif_row")?.integer,
             let p = row.column("platform")?.integer, let platform = Platform(rawValue: p)
         else { return nil }
@@ -483,9 +481,8 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     func close() async {
         await checkpoints.stop()
         try? await reader.close()
-        _ = try? await writer.query("PRAGMA wal_checkpoint(TRUNCATE)")
-        try? await writer.close()
-        await writerThreads.shutdown()
+        _ = try? writer.query("PRAGMA wal_checkpoint(TRUNCATE)")
+        writer.close()
         if lockFD >= 0 { Glibc.close(lockFD) }
     }
 }
@@ -498,14 +495,14 @@ extension SQLiteBackend: QueueStatements {
     /// own statement: an `open_notifs` insert of its own cost a statement per commit.
     private func openOnInsert(owner: String) async throws {
         guard openOwner.withLockedValue({ $0 }) != owner else { return }
-        _ = try await writer.query("CREATE TEMP TABLE IF NOT EXISTS open_owner (owner TEXT NOT NULL)")
-        _ = try await writer.query(
+        _ = try writer.query("CREATE TEMP TABLE IF NOT EXISTS open_owner (owner TEXT NOT NULL)")
+        _ = try writer.query(
             """
             CREATE TEMP TRIGGER IF NOT EXISTS open_on_insert AFTER INSERT ON main.notifications WHEN NEW.jobs_data IS NOT NULL
             BEGIN INSERT INTO main.open_notifs (notif_row, job_count, owner) VALUES (NEW.id, NEW.job_count, (SELECT owner FROM temp.open_owner)); END
             """)
-        _ = try await writer.query("DELETE FROM temp.open_owner")
-        _ = try await writer.query("INSERT INTO temp.open_owner (owner) VALUES (?)", [.text(owner)])
+        _ = try writer.query("DELETE FROM temp.open_owner")
+        _ = try writer.query("INSERT INTO temp.open_owner (owner) VALUES (?)", [.text(owner)])
         openOwner.withLockedValue { $0 = owner }
     }
 
@@ -592,7 +589,7 @@ extension SQLiteBackend: QueueStatements {
         func flushCompletes() async throws {
             guard nc > 0 else { return }
             let values = Array(repeating: "(?, ?, ?, ?, ?, ?)", count: nc).joined(separator: ", ")
-            _ = try await writer.query(
+            _ = try writer.query(
                 """
                 UPDATE jobs SET state = v.column2, attempts = v.column3, provider_id = v.column4,
                   last_error = coalesce(v.column5, jobs.last_error), finished_at = v.column6, lease_owner = NULL
@@ -604,7 +601,7 @@ extension SQLiteBackend: QueueStatements {
         func flushReschedules() async throws {
             guard nr > 0 else { return }
             let values = Array(repeating: "(?, ?, ?, ?, ?)", count: nr).joined(separator: ", ")
-            _ = try await writer.query(
+            _ = try writer.query(
                 """
                 UPDATE jobs SET attempts = v.column2, not_before = v.column3, last_error = v.column4, cred_retry = v.column5
                 FROM (VALUES \(values)) AS v WHERE jobs.id = v.column1 AND (? OR jobs.lease_owner = ?)
@@ -660,7 +657,7 @@ extension SQLiteBackend: QueueStatements {
         var rows = WrittenOnce.RowsJSON()
         func flush(_ sql: String) async throws {
             guard rows.count > 0 else { return }
-            _ = try await writer.query(sql, [.text(rows.take()), .text(owner)])
+            _ = try writer.query(sql, [.text(rows.take()), .text(owner)])
         }
         for u in updates {
             guard case .reschedule(let id, let attempts, let notBefore, let lastError, let cred, let row?) = u else { continue }
@@ -704,33 +701,33 @@ extension SQLiteBackend: QueueStatements {
             """)
 
     func renewLease(owner: String, until: Double) async throws {
-        _ = try await writer.query(
+        _ = try writer.query(
             "INSERT INTO owners (owner, lease_until) VALUES (?, ?) ON CONFLICT(owner) DO UPDATE SET lease_until = excluded.lease_until",
             [.text(owner), .float(until)])
     }
 
     /// Frees the jobs of owners whose lease expired. Returns how many.
     func reclaimExpired(now: Double) async throws -> Int {
-        let expired = try await writer.query("SELECT owner FROM owners WHERE lease_until < ?", [.float(now)]).compactMap {
+        let expired = try writer.query("SELECT owner FROM owners WHERE lease_until < ?", [.float(now)]).compactMap {
             $0.column("owner")?.string
         }
         // Open notifications of an owner no longer registered: a process alone on the file stopped
         // and left them for the next start (`release`) while this one, started meanwhile, shares it.
         // (Alone on the file there are none: its start took every open notification over.)
-        var n = exclusive ? 0 : try await materialize(where: "o.owner NOT IN (SELECT owner FROM owners)")
+        var n = exclusive ? 0 : try materialize(where: "o.owner NOT IN (SELECT owner FROM owners)")
         for o in expired {
-            n += try await materialize(where: "o.owner = +?", [.text(o)])
+            n += try materialize(where: "o.owner = +?", [.text(o)])
             n +=
-                try await writer.query("SELECT count(*) AS n FROM jobs WHERE state = 0 AND lease_owner = ?", [.text(o)]).first?.column("n")?.integer
+                try writer.query("SELECT count(*) AS n FROM jobs WHERE state = 0 AND lease_owner = ?", [.text(o)]).first?.column("n")?.integer
                 ?? 0
-            _ = try await writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner = ?", [.text(o)])
-            _ = try await writer.query("DELETE FROM owners WHERE owner = ?", [.text(o)])
+            _ = try writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner = ?", [.text(o)])
+            _ = try writer.query("DELETE FROM owners WHERE owner = ?", [.text(o)])
         }
         return n
     }
 
     func lease(_ req: LeaseRequest, owner: String, now: Double) async throws -> [StoredJob] {
-        let rows = try await writer.query(
+        let rows = try writer.query(
             """
             UPDATE jobs SET lease_owner = ? WHERE id IN (
               SELECT id FROM jobs WHERE state = 0 AND lease_owner IS NULL AND platform = ? AND not_before <= ?
@@ -744,13 +741,13 @@ extension SQLiteBackend: QueueStatements {
         var binds: [SQLiteData] = []
         for (k, v) in increments.sorted(by: { $0.key < $1.key }) { binds += [.text(k), .integer(Int(v))] }
         let values = Array(repeating: "(?, ?)", count: increments.count).joined(separator: ", ")
-        _ = try await writer.query(
+        _ = try writer.query(
             "INSERT INTO stats (key, value) VALUES \(values) ON CONFLICT(key) DO UPDATE SET value = value + excluded.value", binds)
     }
 
     func readStats() async throws -> [String: Int64] {
         var out: [String: Int64] = [:]
-        for row in try await writer.query("SELECT key, value FROM stats") {
+        for row in try writer.query("SELECT key, value FROM stats") {
             if let k = row.column("key")?.string, let v = row.column("value").flatMap(Self.storedCounter) { out[k] = v }
         }
         return out
@@ -767,8 +764,8 @@ extension SQLiteBackend: QueueStatements {
     }
 
     /// Rows changed by the writer's last statement.
-    private func changes() async throws -> Int {
-        try await writer.query("SELECT changes() AS n").first?.column("n")?.integer ?? 0
+    private func changes() -> Int {
+        writer.changes()
     }
 
     func prune(finishedBefore cutoff: Double, limit: Int) async throws -> Bool {
@@ -777,13 +774,13 @@ extension SQLiteBackend: QueueStatements {
         // start again): the oldest ones may stay open for long (a backlog), and the newer ones behind
         // them must still close.
         let from = closeCursor.withLockedValue { $0 }
-        let last = try await writer.query(
+        let last = try writer.query(
             "SELECT max(notif_row) AS m, count(*) AS n FROM (SELECT notif_row FROM open_notifs WHERE notif_row > ? ORDER BY notif_row LIMIT ?)",
             [.integer(Int(from)), .integer(limit)]
         ).first
         let examined = last?.column("n")?.integer ?? 0
         let upTo = examined < limit ? nil : last?.column("m")?.integer
-        _ = try await writer.query(
+        _ = try writer.query(
             """
             DELETE FROM open_notifs WHERE notif_row IN (
               SELECT o.notif_row FROM (SELECT notif_row, job_count FROM open_notifs WHERE notif_row > ?2 ORDER BY notif_row LIMIT ?1) o
@@ -792,20 +789,20 @@ extension SQLiteBackend: QueueStatements {
         closeCursor.withLockedValue { $0 = upTo.map { Int64($0) } ?? 0 }
         // A job of an open notification keeps its row until the notification is over: there a job
         // without a row is a pending one.
-        _ = try await writer.query(
+        _ = try writer.query(
             """
             DELETE FROM jobs WHERE id IN (
               SELECT id FROM jobs WHERE state <> 0 AND finished_at < ? AND notif_row NOT IN (SELECT notif_row FROM open_notifs) LIMIT ?)
             """, [.float(cutoff), .integer(limit)])
-        let jobs = try await changes()
-        _ = try await writer.query(
+        let jobs = changes()
+        _ = try writer.query(
             """
             DELETE FROM notifications WHERE id IN (
               SELECT n.id FROM notifications n WHERE n.created_at < ?
                 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id BETWEEN n.first_job AND n.first_job + n.job_count - 1)
                 AND NOT EXISTS (SELECT 1 FROM open_notifs o WHERE o.notif_row = n.id) LIMIT ?)
             """, [.float(cutoff), .integer(limit)])
-        let notifications = try await changes()
+        let notifications = changes()
         return jobs >= limit || notifications >= limit
     }
 
@@ -814,14 +811,14 @@ extension SQLiteBackend: QueueStatements {
         // are for the next start to take over (`start`, `adoptParked`): no row written per job left
         // (a stop with a backlog of 10,000,000 wrote them for over 30 s). A process sharing the file
         // takes them at once as free rows.
-        let others = try await writer.query("SELECT count(*) AS n FROM owners WHERE owner <> ?", [.text(owner)]).first?.column("n")?.integer ?? 1
-        if !exclusive || others > 0 { _ = try await materialize(where: "o.owner = +?", [.text(owner)]) }
-        _ = try await writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner = ?", [.text(owner)])
-        _ = try await writer.query("DELETE FROM owners WHERE owner = ?", [.text(owner)])
+        let others = try writer.query("SELECT count(*) AS n FROM owners WHERE owner <> ?", [.text(owner)]).first?.column("n")?.integer ?? 1
+        if !exclusive || others > 0 { _ = try materialize(where: "o.owner = +?", [.text(owner)]) }
+        _ = try writer.query("UPDATE jobs SET lease_owner = NULL WHERE state = 0 AND lease_owner = ?", [.text(owner)])
+        _ = try writer.query("DELETE FROM owners WHERE owner = ?", [.text(owner)])
     }
 
     func claimDedup(_ k: String, until: Double, now: Double) async throws -> Bool {
-        let rows = try await writer.query(
+        let rows = try writer.query(
             "INSERT INTO dedup (k, hold_until) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET hold_until = excluded.hold_until WHERE dedup.hold_until <= ? RETURNING k",
             [.text(k), .float(until), .float(now)])
         return !rows.isEmpty
@@ -829,14 +826,14 @@ extension SQLiteBackend: QueueStatements {
 
     func lockWindow(_ k: String) async throws -> CoalesceWindow? {
         // The transaction is BEGIN IMMEDIATE: nobody else writes meanwhile.
-        let rows = try await writer.query("SELECT window_end, held_job, seconds FROM coalesce_windows WHERE k = ?", [.text(k)])
+        let rows = try writer.query("SELECT window_end, held_job, seconds FROM coalesce_windows WHERE k = ?", [.text(k)])
         guard let r = rows.first, let end = r.column("window_end")?.double, let seconds = r.column("seconds")?.double else { return nil }
         let held = r.column("held_job").flatMap { $0.isNull ? nil : $0.integer }.flatMap { UInt64(exactly: $0) }
         return CoalesceWindow(end: end, held: held, seconds: seconds)
     }
 
     func saveWindow(_ k: String, _ w: CoalesceWindow) async throws {
-        _ = try await writer.query(
+        _ = try writer.query(
             """
             INSERT INTO coalesce_windows (k, window_end, held_job, seconds, expires) VALUES (?, ?, ?, ?, ?)
             ON CONFLICT(k) DO UPDATE SET window_end = excluded.window_end, held_job = excluded.held_job, seconds = excluded.seconds, expires = excluded.expires
@@ -845,25 +842,25 @@ extension SQLiteBackend: QueueStatements {
     }
 
     func markCoalesced(job: Int64, at: Double) async throws {
-        _ = try await writer.query(
+        _ = try writer.query(
             "UPDATE jobs SET state = ?, finished_at = ? WHERE id = ? AND state = 0",
             [.integer(DeliveryState.Code.coalesced.rawValue), .float(at), .integer(Int(job))])
     }
 
     func setNotBefore(job: Int64, _ t: Double) async throws {
-        _ = try await writer.query("UPDATE jobs SET not_before = ? WHERE id = ?", [.float(t), .integer(Int(job))])
+        _ = try writer.query("UPDATE jobs SET not_before = ? WHERE id = ?", [.float(t), .integer(Int(job))])
     }
 
     func idempotency(_ op: IdempotencyOp) async throws -> IdempotencyClaim? {
         switch op {
         case .claim(let app, let key, let hash, let now, let expires, let abandonBefore):
-            let inserted = try await writer.query(
+            let inserted = try writer.query(
                 """
                 INSERT INTO idempotency (app, k, body_hash, claimed_at, expires) VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT(app, k) DO NOTHING RETURNING k
                 """, [.text(app), .text(key), .text(hash), .float(now), .float(expires)])
             if !inserted.isEmpty { return .claimed }
-            let rows = try await writer.query(
+            let rows = try writer.query(
                 "SELECT body_hash, status, body, request_id, notif_ids, claimed_at, expires FROM idempotency WHERE app = ? AND k = ?",
                 [.text(app), .text(key)])
             if let r = rows.first,
@@ -875,19 +872,19 @@ extension SQLiteBackend: QueueStatements {
             {
                 return decided
             }
-            _ = try await writer.query(
+            _ = try writer.query(
                 """
                 UPDATE idempotency SET body_hash = ?, status = NULL, body = NULL, request_id = '', notif_ids = '', claimed_at = ?, expires = ?
                 WHERE app = ? AND k = ?
                 """, [.text(hash), .float(now), .float(expires), .text(app), .text(key)])
             return .claimed
         case .finish(let app, let key, let a):
-            _ = try await writer.query(
+            _ = try writer.query(
                 "UPDATE idempotency SET status = ?, body = ?, request_id = ?, notif_ids = ? WHERE app = ? AND k = ?",
                 [.integer(a.status), .text(String(decoding: a.body, as: UTF8.self)), .text(a.requestID), .text(a.notifIDs), .text(app), .text(key)])
             return nil
         case .release(let app, let key):
-            _ = try await writer.query("DELETE FROM idempotency WHERE app = ? AND k = ? AND status IS NULL", [.text(app), .text(key)])
+            _ = try writer.query("DELETE FROM idempotency WHERE app = ? AND k = ? AND status IS NULL", [.text(app), .text(key)])
             return nil
         }
     }
@@ -899,8 +896,8 @@ extension SQLiteBackend: QueueStatements {
             "DELETE FROM coalesce_windows WHERE k IN (SELECT k FROM coalesce_windows WHERE expires < ? LIMIT ?)",
             "DELETE FROM idempotency WHERE rowid IN (SELECT rowid FROM idempotency WHERE expires < ? LIMIT ?)",
         ] {
-            _ = try await writer.query(sql, [.float(now), .integer(limit)])
-            if try await changes() >= limit { more = true }
+            _ = try writer.query(sql, [.float(now), .integer(limit)])
+            if changes() >= limit { more = true }
         }
         return more
     }
@@ -911,23 +908,14 @@ extension SQLiteBackend: QueueStatements {
     }
 }
 
-/// The writer connection's own thread for SQLite calls, and the event loop its queue's writer task
-/// runs on (see `SQLiteBackend.open`). That loop is one per process and never shut down (as NIO's
-/// singletons): the writer task calls `close`, and a loop cannot be shut down from its own thread.
-/// It only ever runs writer tasks, which never block it (several queues in one process share it).
+/// The event loop the queue's writer task runs on, and with it the writer connection's statements
+/// (`WriterConnection`, see `SQLiteBackend.open`). That loop is one per process and never shut down
+/// (as NIO's singletons): the writer task calls `close`, and a loop cannot be shut down from its own
+/// thread. It only ever runs writer tasks (several queues in one process share it: one transaction
+/// at a time, each run to its end without suspending, as its statements do not).
 final class WriterThreads: Sendable {
-    let pool: NIOThreadPool
     private static let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     var loop: any EventLoop { Self.loops.any() }
-
-    init() {
-        pool = NIOThreadPool(numberOfThreads: 1)
-        pool.start()
-    }
-
-    func shutdown() async {
-        try? await pool.shutdownGracefully()
-    }
 }
 
 /// Copies WAL frames into the database from its own connection and thread, so commits never wait
