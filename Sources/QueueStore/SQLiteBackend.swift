@@ -638,18 +638,19 @@ extension SQLiteBackend: QueueStatements {
         try await flushCompletes()
     }
 
-    /// Writes the rows of the updates carrying their job (`row`) in one statement per kind:
-    /// a job without a row yet (`WrittenOnce`) gets its row, a job with one is updated while
-    /// `owner` holds its lease (an expired lease's rows were written free by another process: the
-    /// update does not apply). Reschedules first, so a job retried and over in one batch ends over.
-    /// A retried job's row is whole (it is read back when leased); an outcome's row is narrow when
-    /// the job had none (`RowsJSON.addOutcome`: its description stays in `jobs_data`).
+    /// Writes the rows of the updates carrying their job (`row`): a job without a row yet
+    /// (`WrittenOnce`) gets its row, a job with one is updated while `owner` holds its lease (an
+    /// expired lease's rows were written free by another process: the update does not apply).
+    /// Reschedules first, so a job retried and over in one batch ends over. A retried job's row is
+    /// whole (it is read back when leased); an outcome's row is narrow when the job had none
+    /// (`upsertOutcome`: its description stays in `jobs_data`).
     ///
-    /// The rows go in as one bound JSON array (`WrittenOnce.RowsJSON`) that SQLite reads with
-    /// `jsonb_each` (its values are read from SQLite's binary form, not parsed again per column), so
-    /// the statement's text is the same for any batch: with a `VALUES` list of 17 parameters per
-    /// row, preparing the statement and binding its values were 40 % of the writer thread's time in
-    /// the bench (docs/benchmarks.md).
+    /// Outcomes, one per delivery: one kept statement stepped per row, its values bound from the
+    /// update (`WriterConnection.executeEach`). Retried rows (rare): one bound JSON array
+    /// (`WrittenOnce.RowsJSON`) that SQLite reads with `jsonb_each`, one statement for the batch.
+    /// (Before the writer kept its statements, a statement per row was not possible and a `VALUES`
+    /// list of 17 parameters per row cost 40 % of the writer thread in preparing and binding; the
+    /// outcomes went in as a JSON array too until the tenth session, docs/benchmarks.md.)
     ///
     /// (`+?`: a bound value compared with `=` in some statements made SQLite prepare them a second
     /// time once the value was bound, 4 % of the gateway's CPU in the bench.)
@@ -667,15 +668,23 @@ extension SQLiteBackend: QueueStatements {
             if rows.count == 1000 { try await flush(Self.upsertRetried) }
         }
         try await flush(Self.upsertRetried)
-        for u in updates {
-            guard case .complete(let id, let state, let attempts, let info, let finishedAt, let row?) = u else { continue }
+        let outcomes = updates.indices.filter { if case .complete(_, _, _, _, _, _?) = updates[$0] { true } else { false } }
+        try writer.executeEach(Self.upsertOutcome, count: outcomes.count) { k, b in
+            guard case .complete(let id, let state, let attempts, let info, let finishedAt, let row?) = updates[outcomes[k]] else { return }
             let delivered = state == .delivered
-            rows.addOutcome(
-                id: id, notifRow: row.notifRow, platform: row.platform, attempts: attempts, lastError: delivered ? row.lastError : info,
-                state: state, providerID: delivered ? info : nil, messageID: row.messageID, finishedAt: finishedAt)
-            if rows.count == 1000 { try await flush(Self.upsertOutcomes) }
+            let providerID = delivered ? info : nil
+            let sameID = providerID == row.messageID
+            b.int(1, Int(id))
+            b.int(2, Int(row.notifRow))
+            b.int(3, row.platform.rawValue)
+            b.int(4, sameID ? WrittenOnce.RowsJSON.providerIDIsMessageID : WrittenOnce.RowsJSON.narrowOutcome)
+            b.int(5, attempts)
+            b.text(6, delivered ? row.lastError : info)
+            b.int(7, state.rawValue)
+            b.text(8, sameID ? nil : providerID)
+            b.double(9, finishedAt)
+            b.text(10, owner)
         }
-        try await flush(Self.upsertOutcomes)
     }
 
     /// `upsertRows`' statement: rows of `RowsJSON.columns` from the array ?1, or the updates of
@@ -692,13 +701,21 @@ extension SQLiteBackend: QueueStatements {
         onConflict:
             "attempts = excluded.attempts, not_before = excluded.not_before, last_error = excluded.last_error, cred_retry = excluded.cred_retry"
     )
-    private static let upsertOutcomes = upsert(
-        values: WrittenOnce.RowsJSON.outcomeValues,
-        onConflict: """
-            state = excluded.state, attempts = excluded.attempts,
-            provider_id = iif(excluded.target_kind = \(WrittenOnce.RowsJSON.providerIDIsMessageID), jobs.message_id, excluded.provider_id),
-            last_error = coalesce(excluded.last_error, jobs.last_error), finished_at = excluded.finished_at, lease_owner = NULL
-            """)
+    /// The narrow outcome row of one job (schema version 5), stepped once per row: its id,
+    /// notification, platform, `target_kind` (`RowsJSON.narrowOutcome`, or `providerIDIsMessageID`
+    /// with no provider id of its own), attempts, last error, state, provider id, finish time, and
+    /// ?10 the lease owner. Its target, message id and times stay in `jobs_data`; when the job has
+    /// a row (retried), the upsert updates that row's outcome columns and the rest stays as it is.
+    private static let upsertOutcome = """
+        INSERT INTO jobs (\(WrittenOnce.RowsJSON.columns.joined(separator: ", ")))
+        VALUES (?1, ?2, ?3, ?4, '', NULL, '', ?5, 0, 0, 0, 0, ?6, ?7, ?8, ?9, NULL)
+        ON CONFLICT(id) DO UPDATE SET \(outcomeOnConflict) WHERE jobs.lease_owner = +?10
+        """
+    private static let outcomeOnConflict = """
+        state = excluded.state, attempts = excluded.attempts,
+        provider_id = iif(excluded.target_kind = \(WrittenOnce.RowsJSON.providerIDIsMessageID), jobs.message_id, excluded.provider_id),
+        last_error = coalesce(excluded.last_error, jobs.last_error), finished_at = excluded.finished_at, lease_owner = NULL
+        """
 
     func renewLease(owner: String, until: Double) async throws {
         _ = try writer.query(

@@ -106,6 +106,53 @@ final class WriterConnection: @unchecked Sendable {
         }
     }
 
+    /// Runs `sql` (one statement, no result rows) `count` times, its parameters bound by `bind` for
+    /// each of `0..<count` in turn: one statement prepared once and stepped per row, its values bound
+    /// straight from the caller's data. Returns the rows changed in all.
+    @discardableResult
+    func executeEach(_ sql: String, count: Int, _ bind: (Int, Binder) throws -> Void) throws -> Int {
+        try lock.withLock {
+            guard let handle else { throw QueueStoreError("the SQLite queue's writer connection is closed") }
+            let s = try prepared(sql, handle).statement
+            defer {
+                sqlite_nio_sqlite3_reset(s)
+                sqlite_nio_sqlite3_clear_bindings(s)
+            }
+            let binder = Binder(statement: s)
+            var changed = 0
+            for k in 0..<count {
+                try bind(k, binder)
+                guard binder.failed == SQLITE_OK else { throw error(handle) }
+                let ret = sqlite_nio_sqlite3_step(s)
+                guard ret == SQLITE_DONE || ret == SQLITE_ROW else { throw error(handle) }
+                changed += Int(sqlite_nio_sqlite3_changes64(handle))
+                sqlite_nio_sqlite3_reset(s)
+            }
+            return changed
+        }
+    }
+
+    /// Binds one row's parameters (`executeEach`), by 1-based index.
+    final class Binder {
+        fileprivate let statement: OpaquePointer
+        /// The first failed bind's code (SQLITE_OK: none failed).
+        fileprivate var failed = SQLITE_OK
+
+        fileprivate init(statement: OpaquePointer) { self.statement = statement }
+
+        private func check(_ ret: Int32) { if failed == SQLITE_OK { failed = ret } }
+
+        func int(_ i: Int32, _ v: Int) { check(sqlite_nio_sqlite3_bind_int64(statement, i, Int64(v))) }
+        func double(_ i: Int32, _ v: Double) { check(sqlite_nio_sqlite3_bind_double(statement, i, v)) }
+        func text(_ i: Int32, _ v: String?) {
+            guard var v else { return check(sqlite_nio_sqlite3_bind_null(statement, i)) }
+            check(
+                v.withUTF8 {
+                    sqlite_nio_sqlite3_bind_text64(statement, i, $0.baseAddress, UInt64($0.count), WriterConnection.transient, UInt8(SQLITE_UTF8))
+                })
+        }
+    }
+
     /// Rows changed by the last INSERT, UPDATE or DELETE.
     func changes() -> Int {
         lock.withLock { handle.map { Int(sqlite_nio_sqlite3_changes64($0)) } ?? 0 }
@@ -161,7 +208,7 @@ final class WriterConnection: @unchecked Sendable {
         return QueueStoreError("SQLite error \(code): \(message)")
     }
 
-    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+    fileprivate static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 }
 
 /// A row of `WriterConnection.query`, read as sqlite-nio's `SQLiteRow` is.

@@ -10,7 +10,7 @@ import PushgateCore
 ///   (`owner`). A notification's row id is its first job's id, and its jobs' ids are
 ///   consecutive (`first_job`, `job_count`).
 /// - **A retry** inserts the job's full row (updated from then on: one upsert); **an outcome** of a
-///   job without a row inserts a narrow one (`RowsJSON.addOutcome`, schema version 5: its target,
+///   job without a row inserts a narrow one (`SQLiteBackend.upsertOutcome`, schema version 5: its target,
 ///   message id and times stay in `jobs_data`). A prune pass closes the notifications whose every
 ///   job has a row (deletes their `open_notifs` rows): nothing in the hot path counts.
 /// - **A pending job is derived, not stored**: a job of an open notification with no row
@@ -133,8 +133,6 @@ enum WrittenOnce {
         /// The jobs of one notification share these: formatted once for consecutive rows.
         private var notBefores = Numbers()
         private var enqueuedAts = Numbers()
-        /// Finish times to the microsecond (a time since 1970 as a double holds ~0.24 µs at best).
-        private var finishes = Numbers(microseconds: true)
 
         mutating func add(
             id: Int64, _ row: StoredJob, attempts: Int, notBefore: Double, lastError: String?, credentialRetryUsed: Bool,
@@ -174,52 +172,12 @@ enum WrittenOnce {
             count += 1
         }
 
-        /// The outcome row of a job that may have no row yet, narrow (schema version 5): the values
-        /// of `outcomeValues`. Its target, message id and times are in its notification's `jobs_data`;
-        /// `target_kind` -1 marks it, -2 when the provider id is the message id (APNs answers with the
-        /// `apns-id` it was sent: 36 bytes a row not written twice). When the job has a row, the
-        /// upsert updates that row's outcome columns and the rest stays as it is.
-        mutating func addOutcome(
-            id: Int64, notifRow: Int64, platform: Platform, attempts: Int, lastError: String?, state: DeliveryState.Code,
-            providerID: String?, messageID: String, finishedAt: Double
-        ) {
-            let sameID = providerID == messageID
-            if count > 0 { out.append(UInt8(ascii: ",")) }
-            out.append(UInt8(ascii: "["))
-            WrittenOnce.appendInt(Int(id), to: &out)
-            out.append(UInt8(ascii: ","))
-            WrittenOnce.appendInt(Int(notifRow), to: &out)
-            out.append(UInt8(ascii: ","))
-            WrittenOnce.appendInt(platform.rawValue, to: &out)
-            out.append(UInt8(ascii: ","))
-            WrittenOnce.appendInt(attempts, to: &out)
-            out.append(UInt8(ascii: ","))
-            appendOptional(lastError)
-            out.append(UInt8(ascii: ","))
-            WrittenOnce.appendInt(state.rawValue, to: &out)
-            out.append(UInt8(ascii: ","))
-            appendOptional(sameID ? nil : providerID)
-            out.append(UInt8(ascii: ","))
-            finishes.append(finishedAt, to: &out)
-            out += sameID ? Self.sameIDEnd : Self.narrowEnd
-            count += 1
-        }
-
-        /// The `target_kind` of a narrow outcome row (a whole row's is 0 or more).
+        /// The `target_kind` of a narrow outcome row (`SQLiteBackend.upsertOutcome`; a whole row's is 0
+        /// or more): its target, message id and times are in its notification's `jobs_data`.
         static let narrowOutcome = -1
-        /// The `target_kind` of a narrow outcome row whose provider id is its message id.
+        /// The `target_kind` of a narrow outcome row whose provider id is its message id (APNs answers
+        /// with the `apns-id` it was sent: 36 bytes a row not written twice).
         static let providerIDIsMessageID = -2
-        /// The last value of `addOutcome`'s row (`target_kind`) and the row's end, formatted once.
-        private static let narrowEnd = Array(",\(narrowOutcome)]".utf8)
-        private static let sameIDEnd = Array(",\(providerIDIsMessageID)]".utf8)
-
-        /// `columns` in order, as the SELECT list of the outcomes' upsert (`r` is the `jsonb_each`
-        /// row): the values `addOutcome` writes, and constants for the columns a narrow row leaves
-        /// to `jobs_data`.
-        static let outcomeValues = [
-            "r.value ->> 0", "r.value ->> 1", "r.value ->> 2", "r.value ->> 8", "''", "NULL", "''", "r.value ->> 3", "0", "0", "0", "0",
-            "r.value ->> 4", "r.value ->> 5", "r.value ->> 6", "r.value ->> 7", "NULL",
-        ]
 
         private mutating func appendOptional(_ s: String?) {
             if let s { WrittenOnce.appendString(s, to: &out) } else { out += "null".utf8 }

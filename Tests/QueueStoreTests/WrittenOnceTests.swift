@@ -315,7 +315,7 @@ final class WrittenOnceTests: XCTestCase {
         await again.close()
     }
 
-    /// Outcome rows go in as one JSON array (`WrittenOnce.RowsJSON`, read with `jsonb_each`): a
+    /// Outcome rows (`SQLiteBackend.upsertOutcome`, values bound per row; a JSON array before): a
     /// target, provider id and reason with JSON's special characters are stored as they were.
     func testOutcomeRowsKeepEveryCharacter() async throws {
         let path = tempDir() + "/q.sqlite"
