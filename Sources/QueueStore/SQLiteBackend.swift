@@ -251,7 +251,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     private func materialize(where condition: String, _ binds: [SQLiteData] = []) throws -> Int {
         let (insert, forget) = WrittenOnce.materialize(where: condition)
         _ = try writer.query(insert, binds)
-        let n = changes()
+        let n = writer.changes()
         _ = try writer.query(forget, binds)
         return n
     }
@@ -670,7 +670,10 @@ extension SQLiteBackend: QueueStatements {
         try await flush(Self.upsertRetried)
         let outcomes = updates.indices.filter { if case .complete(_, _, _, _, _, _?) = updates[$0] { true } else { false } }
         try writer.executeEach(Self.upsertOutcome, count: outcomes.count) { k, b in
-            guard case .complete(let id, let state, let attempts, let info, let finishedAt, let row?) = updates[outcomes[k]] else { return }
+            guard case .complete(let id, let state, let attempts, let info, let finishedAt, let row?) = updates[outcomes[k]] else {
+                // `outcomes` holds exactly these: not reached (a row left unbound would step the last one again).
+                throw QueueStoreError("SQLite queue: update \(outcomes[k]) is not an outcome with its job")
+            }
             let delivered = state == .delivered
             let providerID = delivered ? info : nil
             let sameID = providerID == row.messageID
@@ -780,11 +783,6 @@ extension SQLiteBackend: QueueStatements {
         }
     }
 
-    /// Rows changed by the writer's last statement.
-    private func changes() -> Int {
-        writer.changes()
-    }
-
     func prune(finishedBefore cutoff: Double, limit: Int) async throws -> Bool {
         // Notifications whose every job has a row are no longer open (`WrittenOnce`): `limit` of them
         // a pass, a count of their id range each, from where the last pass stopped (then from the
@@ -811,7 +809,7 @@ extension SQLiteBackend: QueueStatements {
             DELETE FROM jobs WHERE id IN (
               SELECT id FROM jobs WHERE state <> 0 AND finished_at < ? AND notif_row NOT IN (SELECT notif_row FROM open_notifs) LIMIT ?)
             """, [.float(cutoff), .integer(limit)])
-        let jobs = changes()
+        let jobs = writer.changes()
         _ = try writer.query(
             """
             DELETE FROM notifications WHERE id IN (
@@ -819,7 +817,7 @@ extension SQLiteBackend: QueueStatements {
                 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id BETWEEN n.first_job AND n.first_job + n.job_count - 1)
                 AND NOT EXISTS (SELECT 1 FROM open_notifs o WHERE o.notif_row = n.id) LIMIT ?)
             """, [.float(cutoff), .integer(limit)])
-        let notifications = changes()
+        let notifications = writer.changes()
         return jobs >= limit || notifications >= limit
     }
 
@@ -914,7 +912,7 @@ extension SQLiteBackend: QueueStatements {
             "DELETE FROM idempotency WHERE rowid IN (SELECT rowid FROM idempotency WHERE expires < ? LIMIT ?)",
         ] {
             _ = try writer.query(sql, [.float(now), .integer(limit)])
-            if changes() >= limit { more = true }
+            if writer.changes() >= limit { more = true }
         }
         return more
     }

@@ -74,21 +74,10 @@ final class WriterConnection: @unchecked Sendable {
             guard Int(sqlite_nio_sqlite3_bind_parameter_count(s)) == binds.count else {
                 throw QueueStoreError("SQLite statement has \(sqlite_nio_sqlite3_bind_parameter_count(s)) parameters, \(binds.count) bound")
             }
-            for (k, value) in binds.enumerated() {
-                let i = Int32(k + 1)
-                let ret: Int32
-                switch value {
-                case .integer(let v): ret = sqlite_nio_sqlite3_bind_int64(s, i, Int64(v))
-                case .float(let v): ret = sqlite_nio_sqlite3_bind_double(s, i, v)
-                case .text(let v):
-                    var v = v
-                    ret = v.withUTF8 { sqlite_nio_sqlite3_bind_text64(s, i, $0.baseAddress, UInt64($0.count), Self.transient, UInt8(SQLITE_UTF8)) }
-                case .blob(let b):
-                    ret = b.withUnsafeReadableBytes { sqlite_nio_sqlite3_bind_blob64(s, i, $0.baseAddress, UInt64($0.count), Self.transient) }
-                case .null: ret = sqlite_nio_sqlite3_bind_null(s, i)
-                }
-                guard ret == SQLITE_OK else { throw error(handle) }
-            }
+            let binder = Binder(statement: s)
+            // `binds.count` is the statement's parameter count (an Int32): k + 1 fits.
+            for (k, value) in binds.enumerated() { binder.value(Int32(k + 1), value) }
+            guard binder.failed == SQLITE_OK else { throw error(handle) }
             var rows: [WriterRow] = []
             while true {
                 switch sqlite_nio_sqlite3_step(s) {
@@ -132,7 +121,7 @@ final class WriterConnection: @unchecked Sendable {
         }
     }
 
-    /// Binds one row's parameters (`executeEach`), by 1-based index.
+    /// Binds a statement's parameters (`query`, and one row's in `executeEach`), by 1-based index.
     final class Binder {
         fileprivate let statement: OpaquePointer
         /// The first failed bind's code (SQLITE_OK: none failed).
@@ -150,6 +139,19 @@ final class WriterConnection: @unchecked Sendable {
                 v.withUTF8 {
                     sqlite_nio_sqlite3_bind_text64(statement, i, $0.baseAddress, UInt64($0.count), WriterConnection.transient, UInt8(SQLITE_UTF8))
                 })
+        }
+        func value(_ i: Int32, _ v: SQLiteData) {
+            switch v {
+            case .integer(let v): int(i, v)
+            case .float(let v): double(i, v)
+            case .text(let v): text(i, v)
+            case .blob(let b):
+                check(
+                    b.withUnsafeReadableBytes {
+                        sqlite_nio_sqlite3_bind_blob64(statement, i, $0.baseAddress, UInt64($0.count), WriterConnection.transient)
+                    })
+            case .null: check(sqlite_nio_sqlite3_bind_null(statement, i))
+            }
         }
     }
 
