@@ -30,6 +30,9 @@ public enum QueueWiring {
         case "sqlite":
             let path = section[QueueConfig.sqlitePath]
             guard !path.isEmpty else { throw ConfigError(key: "queue.sqlite.path", problem: "must not be empty") }
+            // SQLite and open(2) read the path as a C string: at a NUL byte they would stop, and open
+            // another file than the one named (and its lock file `<path>.lock` would be that file).
+            guard !path.utf8.contains(0) else { throw ConfigError(key: "queue.sqlite.path", problem: "contains a NUL byte") }
             let sync = section[QueueConfig.sqliteSynchronous].lowercased()
             guard ["normal", "full"].contains(sync) else {
                 throw ConfigError(key: "queue.sqlite.synchronous", problem: "\"\(sync)\" is not normal or full")

@@ -38,6 +38,8 @@ final class ConfigTests: XCTestCase {
             // The queue is opened after the providers and their HTTP client: a bad queue closes them
             // (an HTTP client dropped open traps in debug builds) and names the key.
             ("queue:\n  engine: sqlite\n  sqlite:\n    path: /proc/pushgate-no-such-dir/q.sqlite\n", "queue.sqlite.path"),
+            // A NUL byte would have SQLite open `<dir>/q.sqlite` instead, with itself as its lock file.
+            ("queue:\n  engine: sqlite\n  sqlite:\n    path: \"\(dir)/q.sqlite\\0.other\"\n", "queue.sqlite.path"),
             ("queue:\n  engine: postgres\n", "queue.postgres.url"),
         ]
         for (yaml, key) in cases {
