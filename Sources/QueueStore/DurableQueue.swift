@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
+import NIOCore
 import PushDispatch
 import PushgateCore
 
@@ -780,14 +781,24 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                         if !s.updatesDue {
                             if !s.updateWakeScheduled {
                                 s.updateWakeScheduled = true
-                                let delay = UInt64(min(max(options.updateDelay, 0), 1) * 1e9)
-                                Task { [self] in
-                                    try? await Task.sleep(nanoseconds: delay)
+                                let delay = Int64(min(max(options.updateDelay, 0), 1) * 1e9)
+                                let wake: @Sendable () -> Void = { [self] in
                                     state.withLockedValue { s in
                                         s.updateWakeScheduled = false
                                         s.updatesDue = true
                                     }
                                     signal.yield()
+                                }
+                                // A timer of the writer's own event loop, where the writer runs: no
+                                // task, no timer thread, no hop through the global executor (each
+                                // was a thread wake-up per batch of completions).
+                                if let loop = backend.eventLoop {
+                                    loop.scheduleTask(in: .nanoseconds(delay), wake)
+                                } else {
+                                    Task {
+                                        try? await Task.sleep(nanoseconds: UInt64(delay))
+                                        wake()
+                                    }
                                 }
                             }
                             return nil
