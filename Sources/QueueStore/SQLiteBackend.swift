@@ -263,14 +263,16 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
 
     func finishedCutoff(keeping keep: Int) async throws -> Double? {
         // Cheap bound first (two primary-key seeks): ids only grow, so the table holds at most
-        // max - min + 1 rows. Past it, a walk of `keep` entries of the finished index.
+        // max - min + 1 rows. Past it, a walk of `keep` finished rows from the newest id down: the
+        // finish time of the `keep`-th newest by id (ids follow acceptance, so a job retried for long
+        // counts by when it was accepted; there is no index by finish time, `QueueSchema.finishedIndex`).
         let span = try await reader.query("SELECT (SELECT min(id) FROM jobs) AS lo, (SELECT max(id) FROM jobs) AS hi").first
         guard let lo = span?.column("lo")?.integer, let hi = span?.column("hi")?.integer, hi - lo + 1 > keep else { return nil }
         return try await reader.query(Self.finishedCutoffSQL, [.integer(max(0, keep - 1))]).first?.column("finished_at")?.double
     }
 
     static let finishedCutoffSQL =
-        "SELECT finished_at FROM jobs WHERE state <> 0 AND finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT 1 OFFSET ?"
+        "SELECT finished_at FROM jobs WHERE state <> 0 AND finished_at IS NOT NULL ORDER BY id DESC LIMIT 1 OFFSET ?"
 
     private func transaction<T>(_ body: () async throws -> T) async throws -> T {
         do {
@@ -804,11 +806,11 @@ extension SQLiteBackend: QueueStatements {
         closeCursor.withLockedValue { $0 = upTo.map { Int64($0) } ?? 0 }
         // A job of an open notification keeps its row until the notification is over: there a job
         // without a row is a pending one.
-        _ = try writer.query(
-            """
-            DELETE FROM jobs WHERE id IN (
-              SELECT id FROM jobs WHERE state <> 0 AND finished_at < ? AND notif_row NOT IN (SELECT notif_row FROM open_notifs) LIMIT ?)
-            """, [.float(cutoff), .integer(limit)])
+        // No index by finish time (`QueueSchema.finishedIndex`): the rows are read in id order up to
+        // the first notification accepted at or after the cutoff (its jobs and all later ones
+        // cannot have finished before it), so a pass reads the rows it deletes plus the few below
+        // that bound still pending or finished later (retried).
+        _ = try writer.query(Self.pruneJobsSQL, [.float(cutoff), .integer(limit)])
         let jobs = writer.changes()
         _ = try writer.query(
             """
@@ -820,6 +822,13 @@ extension SQLiteBackend: QueueStatements {
         let notifications = writer.changes()
         return jobs >= limit || notifications >= limit
     }
+
+    /// A prune pass's jobs: at most ?2 finished before ?1, of closed notifications (`prune`).
+    static let pruneJobsSQL = """
+        DELETE FROM jobs WHERE id IN (
+          SELECT id FROM jobs WHERE id < ifnull((SELECT first_job FROM notifications WHERE created_at >= ?1 ORDER BY created_at LIMIT 1), \(Int64.max))
+            AND state <> 0 AND finished_at < ?1 AND notif_row NOT IN (SELECT notif_row FROM open_notifs) LIMIT ?2)
+        """
 
     func release(owner: String) async throws {
         // Alone on the file with no other process registered, its open notifications stay as they

@@ -15,6 +15,11 @@ struct QueueSchema: Sendable {
     /// jobs by id range instead (`notifications.first_job`, `job_count`: the job ids of one
     /// notification are consecutive there), and has no such index since version 4.
     var jobsByNotification = true
+    /// Finished jobs indexed by their finish time (`jobs_finished`, for the prune passes). The SQLite
+    /// store prunes by id range instead (`SQLiteBackend.prune`, `finishedCutoff`): the index was a
+    /// fifth of its WAL (an entry per outcome, its leaf and interior pages written again at every
+    /// commit, docs/benchmarks.md) and is dropped from stores that have it.
+    var finishedIndex = true
 
     /// 2: `notifications.app` (the app a notification was accepted for).
     /// 3: tables `dedup`, `coalesce_windows`, `idempotency`; job states 3 (duplicate) and 4 (coalesced).
@@ -33,7 +38,7 @@ struct QueueSchema: Sendable {
         prefix: "", integer: "INTEGER", real: "REAL",
         idAllocation: [
             "INSERT OR IGNORE INTO pushgate_meta (key, value) VALUES ('schema_version', \(sqliteVersion)), ('next_job_id', 0), ('next_notif_id', 0)"
-        ], jobsByNotification: false)
+        ], jobsByNotification: false, finishedIndex: false)
     static let postgres = QueueSchema(
         prefix: "pushgate_", integer: "BIGINT", real: "DOUBLE PRECISION",
         idAllocation: [
@@ -77,7 +82,9 @@ struct QueueSchema: Sendable {
             "DROP INDEX IF EXISTS \(j)_owner",
             "CREATE INDEX IF NOT EXISTS \(j)_leased ON \(j) (id) WHERE state = \(pending) AND lease_owner IS NOT NULL",
         ] + (jobsByNotification ? ["CREATE INDEX IF NOT EXISTS \(j)_notif_row ON \(j) (notif_row)"] : []) + [
-            "CREATE INDEX IF NOT EXISTS \(j)_finished ON \(j) (finished_at) WHERE state <> \(pending)",
+            finishedIndex
+                ? "CREATE INDEX IF NOT EXISTS \(j)_finished ON \(j) (finished_at) WHERE state <> \(pending)"
+                : "DROP INDEX IF EXISTS \(j)_finished",
             "CREATE TABLE IF NOT EXISTS \(owners) (owner TEXT PRIMARY KEY, lease_until \(r) NOT NULL)",
             "CREATE TABLE IF NOT EXISTS \(stats) (key TEXT PRIMARY KEY, value \(i) NOT NULL)",
             // `dedup_key` claims: k = SHA-256 of (app, platform, target, dedup_key), held until `hold_until`.

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import PostgresNIO
 import PushDispatch
 import PushgateCore
@@ -37,6 +38,50 @@ extension SQLiteQueueTests {
         }
         let pending = try await b.pendingCount()
         XCTAssertEqual(pending, 3)
+        await q.close()
+    }
+
+    /// The SQLite store has no index by finish time (its entries were a fifth of the WAL): one left
+    /// by an older version goes when the store opens, and a prune pass reads the jobs by id, up to
+    /// the first notification accepted at or after its cutoff; the finished ones before it go.
+    func testPruneReadsJobsByIdWithoutAnIndexByFinishTime() async throws {
+        let path = tempDir() + "/q.sqlite"
+        let finishedIndex = "SELECT count(*) AS n FROM sqlite_master WHERE name = 'jobs_finished'"
+        var q = try await SQLiteQueue.open(path: path, options: options())
+        var n = try await sqliteCount(q, finishedIndex)
+        XCTAssertEqual(n, 0)
+        await q.close()
+        let raw = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
+        _ = try await raw.query("CREATE INDEX jobs_finished ON jobs (finished_at) WHERE state <> 0")  // as version 5 had it
+        try await raw.close()
+        var o = options()
+        o.statusRetention = 1
+        o.pruneInterval = 0.05
+        q = try await SQLiteQueue.open(path: path, options: o)
+        n = try await sqliteCount(q, finishedIndex)
+        XCTAssertEqual(n, 0, "dropped when the store opens")
+
+        let b = try XCTUnwrap(q.backend as? SQLiteBackend)
+        let plan = try await b.reader.query(
+            "EXPLAIN QUERY PLAN " + SQLiteBackend.pruneJobsSQL, [.float(Date().timeIntervalSince1970), .integer(1000)]
+        ).compactMap { $0.column("detail")?.string }
+        XCTAssertTrue(plan.contains { $0.contains("SEARCH jobs USING INTEGER PRIMARY KEY (rowid<?)") }, "\(plan)")
+        XCTAssertTrue(plan.contains { $0.contains("notifications USING INDEX notifications_created") }, "\(plan)")
+        XCTAssertFalse(plan.contains { $0.contains("SCAN jobs") }, "\(plan)")
+
+        // Retention 1 s: "old" is past it one second after it finished, "new" (finished 2 s after
+        // "old") one second later.
+        try await storeFinished(q, 50, notifID: "old")
+        try await Task.sleep(for: .seconds(2))
+        try await storeFinished(q, 30, notifID: "new")
+        var old: [DeliveryStatusRecord]? = []
+        for _ in 0..<25 where old != nil {
+            old = try await q.deliveryStatus(notifID: "old")
+            if old != nil { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        XCTAssertNil(old, "finished more than the retention ago: pruned")
+        let new = try await q.deliveryStatus(notifID: "new")
+        XCTAssertEqual(new?.count, 30, "finished since: kept")
         await q.close()
     }
 }
