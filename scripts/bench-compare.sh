@@ -38,26 +38,51 @@ done
 #    gateway renders for the bench notification (--payload-bytes 200: 265-268 bytes) with INFLIGHT
 #    requests in flight (net/http opens one HTTP/2 connection while the mock's 1000 streams allow);
 #    the gateways have ios.max_concurrent_pushes = INFLIGHT over ios.connections (2) connections.
+#    First one run per gateway that is not counted (warm-up: the processes' heaps and the SQLite
+#    file and WAL grow to their steady size once; printed all the same). Then per round: the Go
+#    client, then the gateways in the order memory, sqlite, sqlite, memory (each run COUNT
+#    deliveries), so that a machine getting faster or slower during the round weighs on both
+#    engines alike; an engine's rate in a round is its deliveries over its runs' delivery time. The
+#    last line adds up all rounds.
 JWT=$(curl -s http://127.0.0.1:18446/__mock/apns-jwt)
 python3 -c 'import sys; open(sys.argv[1], "w").write("{\"aps\":{\"alert\":{\"title\":\"Bench\",\"body\":\"" + "x" * 200 + "\"}},\"pgbt\":1234567890123456}")' "$W/apns.json"
 cpu() { awk '{print $14+$15}' /proc/$1/stat; }
+# gateway_run NAME PORT PID OUT: one bench of COUNT deliveries through a gateway; prints its line and
+# appends "name delivered seconds cpu_ticks" to OUT.
+gateway_run() {
+  local c0 c1
+  c0=$(cpu $3)
+  "$BIN" bench --gateway-url http://127.0.0.1:$2 --mock-url http://127.0.0.1:18446 --count "$COUNT" --tokens 100 --concurrency 4 \
+    --payload-bytes 200 --quiet --json > "$W/$1.json"
+  c1=$(cpu $3)
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=(int(sys.argv[5]) - int(sys.argv[4])); print("%s engine: %d of %d delivered, %.0f delivered/s, gateway CPU %.2f s" % (sys.argv[2], d["delivered"], int(sys.argv[3]), d["delivered_per_sec"], t / int(sys.argv[6]))); open(sys.argv[7], "a").write("%s %d %s %d\n" % (sys.argv[2], d["delivered"], d["delivery_seconds"], t))' \
+    "$W/$1.json" "$1" "$COUNT" "$c0" "$c1" "$(getconf CLK_TCK)" "$4"
+}
+# rates OUT: "memory_rate sqlite_rate" (deliveries over delivery seconds, per engine) of the lines in OUT
+rates() { python3 -c 'import sys; t={}
+for l in open(sys.argv[1]):
+    n, d, s, c = l.split(); a = t.setdefault(n, [0, 0.0]); a[0] += int(d); a[1] += float(s)
+print("%.0f %.0f" % tuple(t[e][0] / t[e][1] if t[e][1] > 0 else 0 for e in ("memory", "sqlite")))' "$1"; }
+echo "== warm-up (not counted): $COUNT deliveries through each gateway"
+gateway_run memory 18087 $GWM "$W/warmup.txt"; gateway_run sqlite 18088 $GW "$W/warmup.txt"
+: > "$W/all.txt"; GOSUM=0
 for r in $(seq 1 "$ROUNDS"); do
   echo "== round $r: Go net/http HTTP/2 client, $COUNT POSTs, $INFLIGHT in flight, straight at the mock APNs"
   "$GOCLIENT" -n "$COUNT" -c "$INFLIGHT" -url https://127.0.0.1:18443/3/device/ -ca "$W/m/mock-ca.pem" -payload "$W/apns.json" \
     -auth "bearer $JWT" | tee "$W/go.txt"
-  GO=$(sed -n 's/.*= \([0-9]*\) req\/s.*/\1/p' "$W/go.txt")
-  for g in "memory 18087 $GWM" "sqlite 18088 $GW"; do
-    set -- $g
-    c0=$(cpu $3)
-    "$BIN" bench --gateway-url http://127.0.0.1:$2 --mock-url http://127.0.0.1:18446 --count "$COUNT" --tokens 100 --concurrency 4 \
-      --payload-bytes 200 --quiet --json > "$W/$1.json"
-    c1=$(cpu $3)
-    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%s engine: %d of %d delivered, %.0f delivered/s, gateway CPU %.2f s" % (sys.argv[2], d["delivered"], int(sys.argv[3]), d["delivered_per_sec"], (int(sys.argv[5]) - int(sys.argv[4])) / int(sys.argv[6])))' \
-      "$W/$1.json" "$1" "$COUNT" "$c0" "$c1" "$(getconf CLK_TCK)"
+  GO=$(sed -n 's/.*= \([0-9]*\) req\/s.*/\1/p' "$W/go.txt"); GOSUM=$((GOSUM + GO))
+  : > "$W/round.txt"
+  for g in "memory 18087 $GWM" "sqlite 18088 $GW" "sqlite 18088 $GW" "memory 18087 $GWM"; do
+    gateway_run $g "$W/round.txt"
   done
-  python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["delivered_per_sec"]; s=json.load(open(sys.argv[2]))["delivered_per_sec"]; g=float(sys.argv[3]); print("round %s: Go %.0f/s | memory %.0f/s = %.2f x Go | sqlite %.0f/s = %.2f x Go = %.2f x memory" % (sys.argv[4], g, m, m / g, s, s / g, s / m))' \
-    "$W/memory.json" "$W/sqlite.json" "$GO" "$r"
+  cat "$W/round.txt" >> "$W/all.txt"
+  read -r M S < <(rates "$W/round.txt")
+  python3 -c 'import sys; g, m, s = map(float, sys.argv[1:4]); print("round %s: Go %.0f/s | memory %.0f/s = %.2f x Go | sqlite %.0f/s = %.2f x Go = %.2f x memory" % (sys.argv[4], g, m, m / g, s, s / g, s / m))' \
+    "$GO" "$M" "$S" "$r"
 done
+read -r M S < <(rates "$W/all.txt")
+python3 -c 'import sys; g, m, s = map(float, sys.argv[1:4]); print("all %s rounds: Go %.0f/s (mean) | memory %.0f/s = %.2f x Go | sqlite %.0f/s = %.2f x Go = %.2f x memory" % (sys.argv[4], g, m, m / g, s, s / g, s / m))' \
+  "$(( GOSUM / ROUNDS ))" "$M" "$S" "$ROUNDS"
 
 # 3. h2load against the same mock APNs (another reference, when installed)
 if command -v h2load >/dev/null; then
