@@ -807,9 +807,10 @@ extension SQLiteBackend: QueueStatements {
         // A job of an open notification keeps its row until the notification is over: there a job
         // without a row is a pending one.
         // No index by finish time (`QueueSchema.finishedIndex`): the rows are read in id order up to
-        // the first notification accepted at or after the cutoff (its jobs and all later ones
-        // cannot have finished before it), so a pass reads the rows it deletes plus the few below
-        // that bound still pending or finished later (retried).
+        // the first notification with jobs accepted at or after the cutoff (its jobs and all later
+        // ones cannot have finished before it; a notification migrated from version 3 without jobs
+        // has `first_job` 0), so a pass reads the rows it deletes plus the few below that bound
+        // still pending or finished later (retried).
         _ = try writer.query(Self.pruneJobsSQL, [.float(cutoff), .integer(limit)])
         let jobs = writer.changes()
         _ = try writer.query(
@@ -826,7 +827,7 @@ extension SQLiteBackend: QueueStatements {
     /// A prune pass's jobs: at most ?2 finished before ?1, of closed notifications (`prune`).
     static let pruneJobsSQL = """
         DELETE FROM jobs WHERE id IN (
-          SELECT id FROM jobs WHERE id < ifnull((SELECT first_job FROM notifications WHERE created_at >= ?1 ORDER BY created_at LIMIT 1), \(Int64.max))
+          SELECT id FROM jobs WHERE id < ifnull((SELECT first_job FROM notifications WHERE created_at >= ?1 AND job_count > 0 ORDER BY created_at LIMIT 1), \(Int64.max))
             AND state <> 0 AND finished_at < ?1 AND notif_row NOT IN (SELECT notif_row FROM open_notifs) LIMIT ?2)
         """
 
