@@ -48,21 +48,23 @@ JWT=$(curl -s http://127.0.0.1:18446/__mock/apns-jwt)
 python3 -c 'import sys; open(sys.argv[1], "w").write("{\"aps\":{\"alert\":{\"title\":\"Bench\",\"body\":\"" + "x" * 200 + "\"}},\"pgbt\":1234567890123456}")' "$W/apns.json"
 cpu() { awk '{print $14+$15}' /proc/$1/stat; }
 # gateway_run NAME PORT PID OUT: one bench of COUNT deliveries through a gateway; prints its line and
-# appends "name delivered seconds cpu_ticks" to OUT.
+# appends "name delivered delivery_seconds" to OUT.
 gateway_run() {
   local c0 c1
   c0=$(cpu $3)
   "$BIN" bench --gateway-url http://127.0.0.1:$2 --mock-url http://127.0.0.1:18446 --count "$COUNT" --tokens 100 --concurrency 4 \
     --payload-bytes 200 --quiet --json > "$W/$1.json"
   c1=$(cpu $3)
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=(int(sys.argv[5]) - int(sys.argv[4])); print("%s engine: %d of %d delivered, %.0f delivered/s, gateway CPU %.2f s" % (sys.argv[2], d["delivered"], int(sys.argv[3]), d["delivered_per_sec"], t / int(sys.argv[6]))); open(sys.argv[7], "a").write("%s %d %s %d\n" % (sys.argv[2], d["delivered"], d["delivery_seconds"], t))' \
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=(int(sys.argv[5]) - int(sys.argv[4])); print("%s engine: %d of %d delivered, %.0f delivered/s, gateway CPU %.2f s" % (sys.argv[2], d["delivered"], int(sys.argv[3]), d["delivered_per_sec"], t / int(sys.argv[6]))); open(sys.argv[7], "a").write("%s %d %s\n" % (sys.argv[2], d["delivered"], d["delivery_seconds"]))' \
     "$W/$1.json" "$1" "$COUNT" "$c0" "$c1" "$(getconf CLK_TCK)" "$4"
 }
-# rates OUT: "memory_rate sqlite_rate" (deliveries over delivery seconds, per engine) of the lines in OUT
-rates() { python3 -c 'import sys; t={}
-for l in open(sys.argv[1]):
-    n, d, s, c = l.split(); a = t.setdefault(n, [0, 0.0]); a[0] += int(d); a[1] += float(s)
-print("%.0f %.0f" % tuple(t[e][0] / t[e][1] if t[e][1] > 0 else 0 for e in ("memory", "sqlite")))' "$1"; }
+# ratio_line LABEL GO OUT: the ratios of the runs in OUT (each engine's deliveries over its delivery
+# seconds) to each other and to GO, Go's rate described as in LABEL ("round 1: Go", "all 3 rounds: Go ... (mean)").
+ratio_line() { python3 -c 'import sys; t={}
+for l in open(sys.argv[3]):
+    n, d, s = l.split(); a = t.setdefault(n, [0, 0.0]); a[0] += int(d); a[1] += float(s)
+m, s = (t[e][0] / t[e][1] for e in ("memory", "sqlite")); g = float(sys.argv[2])
+print("%s | memory %.0f/s = %.2f x Go | sqlite %.0f/s = %.2f x Go = %.2f x memory" % (sys.argv[1] % g, m, m / g, s, s / g, s / m))' "$@"; }
 echo "== warm-up (not counted): $COUNT deliveries through each gateway"
 gateway_run memory 18087 $GWM "$W/warmup.txt"; gateway_run sqlite 18088 $GW "$W/warmup.txt"
 : > "$W/all.txt"; GOSUM=0
@@ -76,13 +78,9 @@ for r in $(seq 1 "$ROUNDS"); do
     gateway_run $g "$W/round.txt"
   done
   cat "$W/round.txt" >> "$W/all.txt"
-  read -r M S < <(rates "$W/round.txt")
-  python3 -c 'import sys; g, m, s = map(float, sys.argv[1:4]); print("round %s: Go %.0f/s | memory %.0f/s = %.2f x Go | sqlite %.0f/s = %.2f x Go = %.2f x memory" % (sys.argv[4], g, m, m / g, s, s / g, s / m))' \
-    "$GO" "$M" "$S" "$r"
+  ratio_line "round $r: Go %.0f/s" "$GO" "$W/round.txt"
 done
-read -r M S < <(rates "$W/all.txt")
-python3 -c 'import sys; g, m, s = map(float, sys.argv[1:4]); print("all %s rounds: Go %.0f/s (mean) | memory %.0f/s = %.2f x Go | sqlite %.0f/s = %.2f x Go = %.2f x memory" % (sys.argv[4], g, m, m / g, s, s / g, s / m))' \
-  "$(( GOSUM / ROUNDS ))" "$M" "$S" "$ROUNDS"
+ratio_line "all $ROUNDS rounds: Go %.0f/s (mean)" "$(( GOSUM / ROUNDS ))" "$W/all.txt"
 
 # 3. h2load against the same mock APNs (another reference, when installed)
 if command -v h2load >/dev/null; then
