@@ -173,7 +173,18 @@ enum APNsChannelRoutes {
             }
             apns = a
         }
-        let topic = o.topic.flatMap { $0.isEmpty ? nil : $0 } ?? apns.configuration.topic ?? ""
+        let own = apns.configuration.topic ?? ""
+        let topic = o.topic.flatMap { $0.isEmpty ? nil : $0 } ?? own
+        // An app's key manages its own app's channels: those of its ios.topic's bundle id only (the
+        // APNs key may serve every app of the team; which bundle ids a tenant reaches is the gateway's call).
+        if request.appScoped, APNsPushType.liveactivity.bundleID(of: topic) != APNsPushType.liveactivity.bundleID(of: own) || own.isEmpty {
+            return ProviderRouteResponse(
+                RequestError(
+                    status: 403, message: "Forbidden.",
+                    detail: own.isEmpty
+                        ? "topic: this key's app has no ios.topic; an admin key manages channels of any topic"
+                        : "topic: this key's app manages the channels of its own bundle id only (ios.topic); an admin key manages any"))
+        }
         guard !topic.isEmpty, topic.utf8.count <= 255, topic.utf8.allSatisfy(APNsChannels.isBundleIDByte) else {
             return ProviderRouteResponse(
                 RequestError(

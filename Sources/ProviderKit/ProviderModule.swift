@@ -183,14 +183,18 @@ public struct ProviderRouteRequest: Sendable {
     /// The provider of the module's platform for an app: `app_id` (nil: the API key's app, else the
     /// default app), resolved and authorised as `/api/push` does; else the error to answer.
     public var provider: @Sendable (_ platform: Platform, _ appID: String?) -> Result<any PushProvider, RequestError>
+    /// The caller holds an app's key (not an admin key, and keys are configured): it may act only
+    /// within its app's own configuration (APNs: its `ios.topic`, not another bundle id).
+    public var appScoped: Bool
 
     public init(
-        body: [UInt8], parameters: [String: String], query: [String: String],
+        body: [UInt8], parameters: [String: String], query: [String: String], appScoped: Bool = false,
         provider: @escaping @Sendable (_ platform: Platform, _ appID: String?) -> Result<any PushProvider, RequestError>
     ) {
         self.body = body
         self.parameters = parameters
         self.query = query
+        self.appScoped = appScoped
         self.provider = provider
     }
 }

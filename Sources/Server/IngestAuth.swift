@@ -116,41 +116,71 @@ public struct IngestAuth: Sendable {
     }
 }
 
-/// Asks for a key on every route but the health check and `/version` once any key is configured:
-/// 401 without a valid key (`WWW-Authenticate: Bearer`), 403 when an app key asks for an admin route.
-struct AuthMiddleware: RouterMiddleware {
-    typealias Context = BasicRequestContext
-    let gateway: Gateway
-    /// Routes that need no key, and routes that need an admin key (from `api.*`, fixed at start).
-    let openRoutes: Set<String>
-    let adminRoutes: Set<String>
+/// What a route needs once any key is configured: declared where the route is registered
+/// (`GatewayRouter.on(_:_:access:)`) and checked on the route the router matched, before the
+/// handler runs (and so before any body is read). A spelling of a path the router folds onto a
+/// route (`//`, a trailing `/`) gets that route's check; one it does not fold answers 401/404.
+public enum RouteAccess: Sendable, Equatable {
+    /// No key: the health and readiness checks, `/version`, `/metrics` for scrapers.
+    case open
+    /// Any valid key, an app's or an admin's (push, delivery status, provider routes).
+    case key
+    /// An admin key (`core.admin_keys`): configuration, process and request statistics, reload.
+    case admin
+}
 
-    init(gateway: Gateway) {
-        self.gateway = gateway
-        let r = gateway.settings.routes
-        let metricsAdminOnly = gateway.settings.auth.metricsAdminOnly
-        openRoutes = Set([r.health, "/version"] + (metricsAdminOnly ? [] : [r.metrics]))
-        adminRoutes = Set([r.config, r.statGo, r.statApp, r.sysStats, Gateway.reloadRoute] + (metricsAdminOnly ? [r.metrics] : []))
-    }
+/// The check of one route's `RouteAccess`: 401 without a valid key (`WWW-Authenticate: Bearer`),
+/// 403 when an app key asks for an admin route. Added to the route's own middleware group, so it
+/// runs on the matched route only.
+struct RouteAccessMiddleware: RouterMiddleware {
+    typealias Context = BasicRequestContext
+    let access: RouteAccess
+    let gateway: Gateway
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let auth = gateway.auth
-        guard auth.enabled else { return try await next(request, context) }
-        let path = request.uri.path
-        if openRoutes.contains(path) { return try await next(request, context) }
-        guard let role = auth.identify(request.headers) else {
-            let presented = IngestAuth.presentedKey(request.headers) != nil
-            var response = gateway.error(
-                RequestError(
-                    status: 401, message: "Unauthorized.",
-                    detail: presented ? "the API key is not valid" : "send an API key: Authorization: Bearer <key> or X-API-Key: <key>"))
-            response.headers[.wwwAuthenticate] = "Bearer realm=\"pushgate\""
-            return response
-        }
-        if adminRoutes.contains(path), role != .admin {
-            return gateway.error(
-                RequestError(status: 403, message: "Forbidden.", detail: "\(path.logSafe(max: 128)) needs an admin key (core.admin_keys)"))
-        }
+        if let refusal = gateway.accessRefusal(access, headers: request.headers, route: context.endpointPath) { return refusal }
         return try await next(request, context)
+    }
+}
+
+extension Gateway {
+    /// The answer refusing a caller `access` does not admit, or nil to go on.
+    func accessRefusal(_ access: RouteAccess, headers: HTTPFields, route: String?) -> Response? {
+        guard access != .open else { return nil }
+        let auth = self.auth
+        guard auth.enabled else { return nil }
+        guard let role = auth.identify(headers) else { return unauthorized(headers) }
+        if access == .admin, role != .admin {
+            return error(
+                RequestError(
+                    status: 403, message: "Forbidden.", detail: "\((route ?? "this route").logSafe(max: 128)) needs an admin key (core.admin_keys)"))
+        }
+        return nil
+    }
+
+    /// 401 JSON with `WWW-Authenticate`; the detail says whether a key was sent (never which).
+    func unauthorized(_ headers: HTTPFields) -> Response {
+        let presented = IngestAuth.presentedKey(headers) != nil
+        var response = error(
+            RequestError(
+                status: 401, message: "Unauthorized.",
+                detail: presented ? "the API key is not valid" : "send an API key: Authorization: Bearer <key> or X-API-Key: <key>"))
+        response.headers[.wwwAuthenticate] = "Bearer realm=\"pushgate\""
+        return response
+    }
+}
+
+/// The gateway's router with each route registered beside the access it needs.
+struct GatewayRouter {
+    let router: Router<BasicRequestContext>
+    let gateway: Gateway
+
+    func on(
+        _ method: HTTPRequest.Method, _ path: String, access: RouteAccess,
+        use handler: @escaping @Sendable (Request, BasicRequestContext) async throws -> Response
+    ) {
+        let group = router.group()
+        if access != .open { group.add(middleware: RouteAccessMiddleware(access: access, gateway: gateway)) }
+        group.on(RouterPath(path), method: method, use: handler)
     }
 }

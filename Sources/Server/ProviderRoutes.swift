@@ -9,11 +9,11 @@ import PushgateCore
 /// the same API keys as `/api/push`: an app's key reaches its own app's provider, an admin key (or
 /// no keys configured) any app's through `app_id`.
 extension Gateway {
-    func registerProviderRoutes(_ router: Router<BasicRequestContext>) {
+    func registerProviderRoutes(_ routes: GatewayRouter) {
         for module in ProviderRegistry.modules {
             for route in module.routes {
                 let names = route.path.split(separator: "/").filter { $0.hasPrefix(":") }.map { String($0.dropFirst()) }
-                router.on(RouterPath(route.path), method: HTTPRequest.Method(route.method) ?? .get) { request, context in
+                routes.on(HTTPRequest.Method(route.method) ?? .get, route.path, access: .key) { request, context in
                     await self.handleProviderRoute(route, names: names, request, context)
                 }
             }
@@ -36,7 +36,9 @@ extension Gateway {
         var query: [String: String] = [:]
         for (k, v) in request.uri.queryParameters where query[String(k)] == nil { query[String(k)] = String(v) }
         let headers = request.headers
-        let routeRequest = ProviderRouteRequest(body: body, parameters: parameters, query: query) { platform, appID in
+        var appScoped = false
+        if auth.enabled, case .app? = auth.identify(headers) { appScoped = true }
+        let routeRequest = ProviderRouteRequest(body: body, parameters: parameters, query: query, appScoped: appScoped) { platform, appID in
             switch self.resolveApp(headers: headers, requested: appID) {
             case .failure(let e): return .failure(e)
             case .success(let app):

@@ -56,19 +56,20 @@ extension Gateway {
 
     public func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
-        router.add(middleware: AuthMiddleware(gateway: self))
+        // Unknown routes and methods: 401 without a valid key (once keys are configured), else a JSON 404.
         router.add(middleware: JSONNotFoundMiddleware(gateway: self))
+        let routes = GatewayRouter(router: router, gateway: self)
         let r = settings.routes
-        router.get("/") { _, _ in
+        routes.on(.get, "/", access: .key) { _, _ in
             self.json(.ok, Array(#"{"text":"Welcome to notification server."}"#.utf8))
         }
-        router.get(RouterPath(r.health)) { _, _ in
+        routes.on(.get, r.health, access: .open) { _, _ in
             var h = Self.jsonHeaders
             h[.contentType] = nil
             return Response(status: .ok, headers: h)
         }
-        router.head(RouterPath(r.health)) { _, _ in Response(status: .ok, headers: Self.jsonHeaders) }
-        router.get("/version") { _, _ in
+        routes.on(.head, r.health, access: .open) { _, _ in Response(status: .ok, headers: Self.jsonHeaders) }
+        routes.on(.get, "/version", access: .open) { _, _ in
             var w = JSONWriter()
             var first = true
             w.raw("{")
@@ -79,29 +80,30 @@ extension Gateway {
             w.raw("}")
             return self.json(.ok, w.bytes)
         }
-        router.post(RouterPath(r.push)) { request, _ in
+        routes.on(.post, r.push, access: .key) { request, _ in
             await self.handlePush(request)
         }
-        router.get(RouterPath(r.statApp)) { _, _ in
+        routes.on(.get, r.statApp, access: .admin) { _, _ in
             self.json(.ok, self.appStatsJSON())
         }
-        router.get(RouterPath(r.statGo)) { _, _ in
+        routes.on(.get, r.statGo, access: .admin) { _, _ in
             self.json(.ok, self.processStatsJSON())
         }
-        router.get(RouterPath(r.sysStats)) { _, _ in
+        routes.on(.get, r.sysStats, access: .admin) { _, _ in
             self.json(.ok, self.sysStatsJSON())
         }
-        router.get(RouterPath(r.config)) { _, _ in
+        routes.on(.get, r.config, access: .admin) { _, _ in
             var h = Self.jsonHeaders
             h[.contentType] = "application/yaml; charset=utf-8"
             return Response(status: .ok, headers: h, body: .init(byteBuffer: ByteBuffer(string: self.raw.redactedYAML())))
         }
-        router.get(RouterPath(r.metrics)) { _, _ in
+        // Open for scrapers unless core.metrics_admin_only.
+        routes.on(.get, r.metrics, access: settings.auth.metricsAdminOnly ? .admin : .open) { _, _ in
             var h = Self.jsonHeaders
             h[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
             return Response(status: .ok, headers: h, body: .init(byteBuffer: ByteBuffer(bytes: MetricsSetup.exposition(gateway: self))))
         }
-        router.post(RouterPath(Self.reloadRoute)) { _, _ in
+        routes.on(.post, Self.reloadRoute, access: .admin) { _, _ in
             do {
                 let summary = try await self.reload()
                 var w = JSONWriter()
@@ -121,8 +123,8 @@ extension Gateway {
                 return self.error(RequestError(status: 409, message: "Reload refused; the running configuration is kept.", detail: "\(error)"))
             }
         }
-        registerStatusRoutes(router)
-        registerProviderRoutes(router)
+        registerStatusRoutes(routes)
+        registerProviderRoutes(routes)
         return router
     }
 
@@ -378,6 +380,9 @@ struct JSONNotFoundMiddleware: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch let e as HTTPError where e.status == .notFound {
+            // No route matched, so none declared its access: any valid key is asked for, as on every
+            // route but the open ones (a caller without one learns nothing of which routes exist).
+            if gateway.auth.enabled, gateway.auth.identify(request.headers) == nil { return gateway.unauthorized(request.headers) }
             return gateway.error(
                 RequestError(
                     status: 404, message: "Not found.",

@@ -16,9 +16,9 @@ import QueueStore
 /// `"fallback":{"payload_bytes":N,"limit":N,"fallback_bytes":N}`.
 /// Tokens are masked per `log.hide_token`. 404 for an unknown (or pruned) notif_id.
 extension Gateway {
-    func registerStatusRoutes(_ router: Router<BasicRequestContext>) {
+    func registerStatusRoutes(_ routes: GatewayRouter) {
         let base = settings.routes.push.hasSuffix("/") ? String(settings.routes.push.dropLast()) : settings.routes.push
-        router.get(RouterPath(base + "/:notif_id")) { request, context in
+        routes.on(.get, base + "/:notif_id", access: .key) { request, context in
             // The id travels percent-encoded in the path (`order%2042%2F%C3%A9` is "order 42/é").
             let raw = context.parameters.get("notif_id") ?? ""
             // An app's key sees its own app's deliveries only; an admin key (or no keys configured) all.
@@ -26,6 +26,13 @@ extension Gateway {
             if self.auth.enabled, case .app(let own)? = self.auth.identify(request.headers) { app = own }
             return await self.deliveryStatusResponse(notifID: raw.removingPercentEncoding ?? raw, app: app)
         }
+    }
+
+    func unknownNotification(_ notifID: String) -> Response {
+        error(
+            RequestError(
+                status: 404, message: "Unknown notif_id.",
+                detail: "no deliveries recorded for \(notifID.logSafe(max: 256)) (records are kept queue.status_retention)"))
     }
 
     func deliveryStatusResponse(notifID: String, app: String? = nil) async -> Response {
@@ -37,25 +44,19 @@ extension Gateway {
         do {
             records = try await source.deliveryStatus(notifID: notifID)
         } catch {
+            // The store cannot be read now (a database unreachable, an I/O error): a retryable answer.
             logger.error("delivery status query failed: \(error)")
             return json(
-                .internalServerError,
-                RequestError(status: 500, message: "Internal error.", detail: "the delivery status could not be read; see the gateway log").json)
+                .serviceUnavailable,
+                RequestError(status: 503, message: "Delivery status is unavailable.", detail: "the queue store could not be read; try again").json,
+                extra: [(.retryAfter, "5")])
         }
-        guard var records else {
-            return self.error(
-                RequestError(
-                    status: 404, message: "Unknown notif_id.",
-                    detail: "no deliveries recorded for \(notifID.logSafe(max: 256)) (records are kept queue.status_retention)"))
-        }
+        // Rows of another app than the key's are left out: a notification only another app has is
+        // answered exactly as an unknown one (a client-chosen id's existence is not told).
+        guard var records else { return unknownNotification(notifID) }
         if let app {
-            let all = records.count
             records.removeAll { $0.app != app }
-            if all > 0, records.isEmpty {
-                return self.error(
-                    RequestError(
-                        status: 403, message: "Forbidden.", detail: "\(notifID.logSafe(max: 256)) belongs to another app than this key's (\(app))"))
-            }
+            if records.isEmpty { return unknownNotification(notifID) }
         }
         return json(.ok, Self.statusJSON(notifID: notifID, records: records, hideToken: settings.hideToken))
     }

@@ -89,6 +89,69 @@ final class IngestAuthTests: XCTestCase {
         }
     }
 
+    /// Every spelling of a path the router might fold onto an admin route (`//`, a trailing `/`,
+    /// `.` and `..` segments, `%2F`, another case, a query string): an app's key never gets past
+    /// 401/403/404 and never runs the handler (a reload answered 403, not 200 or 409); the admin key
+    /// gets the canonical route.
+    func testAdminRoutesRefuseAppKeysUnderEverySpelling() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        let environment = [
+            "PUSHGATE_CORE_API_KEYS": Self.appKey, "PUSHGATE_CORE_ADMIN_KEYS": Self.adminKey, "PUSHGATE_CORE_METRICS_ADMIN_ONLY": "true",
+        ]
+        try await env.withGateway(environment: environment) { client, _ in
+            func status(_ uri: String, _ method: HTTPRequest.Method, key: String?) async throws -> (Int, String) {
+                var headers: HTTPFields = [:]
+                if let key { headers[.authorization] = "Bearer \(key)" }
+                return try await client.execute(uri: uri, method: method, headers: headers) { (Int($0.status.code), String(buffer: $0.body)) }
+            }
+            func spellings(_ route: String) -> [String] {
+                let segments = route.split(separator: "/").map(String.init)
+                let tail = segments.dropFirst().joined(separator: "/")
+                var out = [
+                    route, route + "/", route + "//", "/" + route, "//" + route.dropFirst(), route + "?x=1", route + "/?x=1", route + "/.",
+                    "/." + route, route.uppercased(), "/" + segments[0] + "/../" + route.dropFirst(),
+                    "/" + segments[0].replacingOccurrences(of: "a", with: "%61") + (tail.isEmpty ? "" : "/" + tail),
+                ]
+                if !tail.isEmpty {
+                    out += [
+                        "/" + segments[0] + "//" + tail, "/" + segments[0] + "/./" + tail, "/" + segments[0] + "%2F" + tail,
+                        "/" + segments[0] + "%2f" + tail,
+                    ]
+                }
+                return out
+            }
+            let routes: [(String, HTTPRequest.Method)] = [
+                ("/api/config", .get), ("/api/stat/app", .get), ("/api/stat/go", .get), ("/sys/stats", .get), ("/metrics", .get),
+                ("/api/reload", .post),
+            ]
+            for (route, method) in routes {
+                for uri in spellings(route) {
+                    let app = try await status(uri, method, key: Self.appKey)
+                    XCTAssertTrue([401, 403, 404].contains(app.0), "\(method) \(uri) with an app key: \(app.0) \(app.1)")
+                    XCTAssertTrue(app.1.contains(#""code":\#(app.0)"#), "\(method) \(uri): a JSON error, \(app.1)")
+                    let none = try await status(uri, method, key: nil)
+                    XCTAssertEqual(none.0, 401, "\(method) \(uri) without a key")
+                }
+                if method == .get {
+                    let admin = try await status(route, method, key: Self.adminKey)
+                    XCTAssertEqual(admin.0, 200, "\(route) with the admin key")
+                    let folded = try await status(route + "/", method, key: Self.adminKey)
+                    XCTAssertEqual(folded.0, 200, "\(route)/ is the same route for the admin key")
+                } else {
+                    // No configuration file behind this gateway: the reload itself is refused, after the key was admitted.
+                    let admin = try await status(route, method, key: Self.adminKey)
+                    XCTAssertFalse([401, 403, 404].contains(admin.0), "\(route) with the admin key: \(admin.0) \(admin.1)")
+                }
+            }
+            // The app key still reaches its own routes under the router's folded spellings.
+            let health = try await status("/healthz/", .get, key: nil)
+            XCTAssertEqual(health.0, 200)
+            let push = try await status("//api/push/no-such-id", .get, key: Self.appKey)
+            XCTAssertEqual(push.0, 404)
+        }
+    }
+
     func testBadKeysAreOneLineErrorsWithoutTheKey() throws {
         XCTAssertThrowsError(try GatewaySettings(try RawConfig(yaml: "core:\n  api_keys: [\"sha256:abc\"]\n", environment: [:]))) {
             XCTAssertTrue("\($0)".hasPrefix("config error: core.api_keys: a sha256: entry must be 64 hex digits"), "\($0)")

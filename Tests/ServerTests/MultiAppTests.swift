@@ -86,6 +86,25 @@ final class MultiAppTests: XCTestCase {
             XCTAssertEqual(jsonObject(walletList.body)["channels"] as? [String], [walletID], walletList.body)
             let crossList = try await Self.call(client, "/api/apns/channels?app_id=wallet", key: Self.chatKey)
             XCTAssertEqual(crossList.status, 403, crossList.body)
+            // Nor another bundle id through `topic` (the APNs key may serve every app of the team):
+            // chat's key reaches com.example.chat only, under either spelling of its topic.
+            let before = env.apns.channels(of: "com.example.wallet")
+            let walletSegment = walletID.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+            for (method, uri, body) in [
+                (HTTPRequest.Method.post, "/api/apns/channels", #"{"message_storage_policy":0,"topic":"com.example.wallet"}"#),
+                (.get, "/api/apns/channels?topic=com.example.wallet", ""),
+                (.delete, "/api/apns/channels/\(walletSegment)?topic=com.example.wallet", ""),
+                (.get, "/api/apns/channels/\(walletSegment)?topic=com.example.wallet", ""),
+            ] {
+                let r = try await Self.call(client, uri, method, key: Self.chatKey, body: body.isEmpty ? nil : ByteBuffer(string: body))
+                XCTAssertEqual(r.status, 403, "\(method) \(uri): \(r.body)")
+                XCTAssertTrue(r.body.contains("topic"), r.body)
+            }
+            XCTAssertEqual(env.apns.channels(of: "com.example.wallet"), before, "nothing made or deleted under wallet's bundle id")
+            let ownTopic = try await Self.call(client, "/api/apns/channels?topic=com.example.chat.push-type.liveactivity", key: Self.chatKey)
+            XCTAssertEqual(ownTopic.status, 200, ownTopic.body)
+            let adminTopic = try await Self.call(client, "/api/apns/channels?app_id=wallet&topic=com.example.wallet", key: Self.adminKey)
+            XCTAssertEqual(adminTopic.status, 200, adminTopic.body)
         }
     }
 
@@ -136,15 +155,18 @@ final class MultiAppTests: XCTestCase {
             XCTAssertEqual(env.apns.requests(for: Self.token(6)).first?.providerKeyID, "WALLETKEY1")
             XCTAssertTrue(env.apns.requests(for: Self.token(4)).isEmpty)
 
-            // Status: chat's key cannot read wallet's notification; wallet's and the admin key can.
+            // Status: chat's key cannot read wallet's notification (answered exactly as an unknown id,
+            // so its existence is not told); wallet's and the admin key can.
             let delivered = await eventually {
                 let s = try? await Self.call(client, "/api/push/w1", key: Self.walletKey)
                 return s?.body.contains(#""delivered":1"#) == true
             }
             XCTAssertTrue(delivered)
             let denied = try await Self.call(client, "/api/push/w1", key: Self.chatKey)
-            XCTAssertEqual(denied.status, 403)
-            XCTAssertFalse(denied.body.contains("deliveries"), denied.body)
+            let unknownID = try await Self.call(client, "/api/push/w2", key: Self.chatKey)
+            XCTAssertEqual(denied.status, 404)
+            XCTAssertEqual(denied.body.replacingOccurrences(of: "w1", with: "w2"), unknownID.body)
+            XCTAssertFalse(denied.body.contains(#""deliveries":"#), denied.body)
             let adminStatus = try await Self.call(client, "/api/push/w1", key: Self.adminKey)
             XCTAssertEqual(adminStatus.status, 200)
             XCTAssertTrue(adminStatus.body.contains(#""app":"wallet""#), adminStatus.body)
@@ -173,8 +195,9 @@ final class MultiAppTests: XCTestCase {
     }
 
     func testOneAppFillingItsShareLeavesTheOthersServedAndRateLimitAnswers429() async throws {
-        // Slow answers keep chat's deliveries pending while it floods.
-        let env = try await TestEnvironment.start(apnsDelay: .seconds(3))
+        // Held answers keep chat's deliveries pending while it floods.
+        let hold = MockResponseHold()
+        let env = try await TestEnvironment.start(apnsHold: hold)
         defer { Task { await env.stop() } }
         let yaml = Self.appsYAML(env, chat: "max_pending: 4", wallet: "rate_limit: 5")
         try await env.withGateway(yaml, environment: Self.keys) { client, gateway in
@@ -197,6 +220,7 @@ final class MultiAppTests: XCTestCase {
             XCTAssertEqual(limited.headers[.retryAfter], "1")
             XCTAssertTrue(limited.body.contains("rate_limit"), limited.body)
             // After the deliveries finish, chat's share is free again.
+            hold.release()
             let drained = await eventually(timeout: 20) { gateway.dispatcher.queue.pendingCount == 0 }
             XCTAssertTrue(drained)
             XCTAssertEqual(gateway.dispatcher.pendingCount(app: "chat"), 0)
@@ -302,7 +326,7 @@ final class MultiAppTests: XCTestCase {
             let st = try await Self.call(client, "/api/push/wallet-1", key: Self.walletKey)
             XCTAssertTrue(st.body.contains(#""delivered":2"#), st.body)
             let denied = try await Self.call(client, "/api/push/wallet-1", key: Self.chatKey)
-            XCTAssertEqual(denied.status, 403)
+            XCTAssertEqual(denied.status, 404)
             _ = gateway
         }
         // A restart without wallet: its stored deliveries fail with the reason; chat's are unaffected.
