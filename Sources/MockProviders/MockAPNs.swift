@@ -162,6 +162,8 @@ public final class MockAPNs: Sendable {
         public var port: Int = 0
         /// Scripted latency added before every response.
         public var responseDelay: TimeAmount? = nil
+        /// Answers held until released (`MockResponseHold`).
+        public var responseHold: MockResponseHold? = nil
         /// SETTINGS_MAX_CONCURRENT_STREAMS (APNs: 1 until a valid token was seen, then e.g. 500; here constant).
         public var maxConcurrentStreams: Int = 1000
         /// CA certificates (PEM) that client certificates must chain to. When set (and `tls` is),
@@ -254,6 +256,7 @@ public final class MockAPNs: Sendable {
         }
         serverOptions.port = options.port
         serverOptions.responseDelay = options.responseDelay
+        serverOptions.responseHold = options.responseHold
         serverOptions.maxConcurrentStreams = options.maxConcurrentStreams
         let server = MockHTTPServer(
             options: serverOptions, eventLoopGroup: eventLoopGroup,

@@ -80,6 +80,9 @@ public final class MockHTTPServer: Sendable {
         public var maxConcurrentStreams: Int = 1000
         /// Delay added before every response is written.
         public var responseDelay: TimeAmount? = nil
+        /// While held, answers wait until the test releases them (a provider that is slow for exactly
+        /// as long as the test needs, whatever the machine's speed).
+        public var responseHold: MockResponseHold? = nil
         public init() {}
     }
 
@@ -290,12 +293,19 @@ public final class MockHTTPServer: Sendable {
         respond: @escaping @Sendable (MockResponse) -> Void
     ) {
         let delay = self.options.responseDelay
+        let hold = self.options.responseHold
+        let send: @Sendable (MockResponse) -> Void = { response in
+            let write: @Sendable () -> Void = { eventLoop.execute { respond(response) } }
+            if let hold { hold.after(write) } else { write() }
+        }
         switch self.handler {
         case .sync(let h):
             let response = h(request)
             self.state.withLockedValue { $0.requestsHandled += 1 }
             if let delay {
-                eventLoop.scheduleTask(in: delay) { respond(response) }
+                eventLoop.scheduleTask(in: delay) { send(response) }
+            } else if hold != nil {
+                send(response)
             } else {
                 respond(response)
             }
@@ -304,9 +314,9 @@ public final class MockHTTPServer: Sendable {
                 let response = await h(request)
                 self.state.withLockedValue { $0.requestsHandled += 1 }
                 if let delay {
-                    eventLoop.scheduleTask(in: delay) { respond(response) }
+                    eventLoop.scheduleTask(in: delay) { send(response) }
                 } else {
-                    eventLoop.execute { respond(response) }
+                    send(response)
                 }
             }
         }
@@ -668,4 +678,35 @@ final class PriorKnowledgeDetector: ChannelInboundHandler, RemovableChannelHandl
     }
 
     typealias InboundOut = ByteBuffer
+}
+
+/// Holds a mock's answers until released: the requests are handled (and recorded) at once, their
+/// answers written when `release()` is called.
+public final class MockResponseHold: Sendable {
+    private let state = NIOLockedValueBox<(held: Bool, waiting: [@Sendable () -> Void])>((true, []))
+
+    public init() {}
+
+    /// Runs `write` now when released, else at the release.
+    func after(_ write: @escaping @Sendable () -> Void) {
+        let now = state.withLockedValue { s -> Bool in
+            if !s.held { return true }
+            s.waiting.append(write)
+            return false
+        }
+        if now { write() }
+    }
+
+    /// Answers held so far.
+    public var waiting: Int { state.withLockedValue { $0.waiting.count } }
+
+    /// Writes the held answers and every later one at once.
+    public func release() {
+        let writes = state.withLockedValue { s -> [@Sendable () -> Void] in
+            s.held = false
+            defer { s.waiting = [] }
+            return s.waiting
+        }
+        for w in writes { w() }
+    }
 }

@@ -30,6 +30,9 @@ public struct DurableQueueOptions: Sendable {
     public var pruneInterval: TimeInterval = 60
     /// Most rows of one table one prune transaction deletes.
     public var pruneBatch: Int = 5_000
+    /// When the first prune pass after start runs (then every `pruneInterval`): soon, so a store
+    /// that grew while the gateway was down is trimmed early.
+    public var firstPruneAfter: TimeInterval = 5
     /// `queue.status_max_records`: most finished deliveries kept for `GET /api/push/{notif_id}`
     /// (the oldest finished are pruned first, before `statusRetention` if need be); 0: no limit
     /// but the retention. Pending deliveries are the queue (bounded by `capacity`), never pruned.
@@ -217,7 +220,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             }
             s.lastHeartbeat = t
             s.lastStats = t
-            s.lastPrune = t - options.pruneInterval + min(5, options.pruneInterval)  // first prune soon after start
+            s.lastPrune = t - options.pruneInterval + min(max(0, options.firstPruneAfter), options.pruneInterval)
         }
         let writer: Task<Void, Never>
         if #available(macOS 15.0, iOS 18.0, *), let loop = backend.eventLoop {
@@ -1180,6 +1183,12 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
 }
 
 extension DurableQueue {
+    /// Starts a prune pass now of the finished deliveries older than `cutoff` (seconds since 1970),
+    /// as the timer does every `pruneInterval` with the retention's cutoff; `statusMaxRecords` applies.
+    public func prune(finishedBefore cutoff: Double) async {
+        await startPrune(retentionCutoff: cutoff)
+    }
+
     /// Starts a prune pass: finished deliveries older than the retention, or older than the newest
     /// `statusMaxRecords` finished ones (read outside the writer's transactions).
     fileprivate func startPrune(retentionCutoff: Double) async {

@@ -281,7 +281,8 @@ final class HTTP2PoolTests: XCTestCase {
             default: XCTFail("unexpected error \(error)")
             }
         }
-        XCTAssertLessThan(ContinuousClock.now - start, .seconds(3))
+        // Fails fast rather than hanging (the bound is far above any machine's connect time).
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(30))
 
         // Still failing fast on the next attempt (backoff does not turn into a hang).
         let start2 = ContinuousClock.now
@@ -291,14 +292,14 @@ final class HTTP2PoolTests: XCTestCase {
         } catch let error as HTTP2PoolError {
             guard error.code == .connectFailed else { return XCTFail("unexpected error \(error)") }
         }
-        XCTAssertLessThan(ContinuousClock.now - start2, .seconds(3))
+        XCTAssertLessThan(ContinuousClock.now - start2, .seconds(30))
         await pool.shutdown()
     }
 
     func testRequestTimeoutWithSlowHandler() async throws {
         let server = try await makeServer { request in
             if request.path == "/slow" {
-                try? await Task.sleep(for: .seconds(3))
+                try? await Task.sleep(for: .seconds(60))
             }
             return MockResponse(status: 200)
         }
@@ -313,7 +314,7 @@ final class HTTP2PoolTests: XCTestCase {
         }
         let elapsed = ContinuousClock.now - start
         XCTAssertGreaterThanOrEqual(elapsed, .milliseconds(250))
-        XCTAssertLessThan(elapsed, .seconds(2))
+        XCTAssertLessThan(elapsed, .seconds(30), "the timeout, not the handler's minute")
         // The connection is still usable.
         let r = try await pool.execute(HTTP2Request(path: "/fast"))
         XCTAssertEqual(r.status, 200)
@@ -394,7 +395,7 @@ final class HTTP2PoolTests: XCTestCase {
             XCTAssertFalse(message.isEmpty)
             XCTAssertFalse(error.isRetryable)
         }
-        XCTAssertLessThan(ContinuousClock.now - start, .seconds(3))
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(30))
         XCTAssertEqual(pool.connectionsOpened, 0)
 
         // The system-roots + extra-PEM helper trusts our dev CA.

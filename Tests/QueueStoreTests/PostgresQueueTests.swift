@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import PostgresNIO
 import PushDispatch
 import PushgateCore
+import TestSupport
 import XCTest
 
 @testable import QueueStore
@@ -258,9 +259,8 @@ final class PostgresQueueTests: XCTestCase {
         let shares = perQueue.withLockedValue { $0 }
         XCTAssertGreaterThan(shares[0], 0)
         XCTAssertGreaterThan(shares[1], 0)
-        try await Task.sleep(for: .milliseconds(200))
-        let left = try await a.backend.pendingCount()
-        XCTAssertEqual(left, 0)
+        // The last completions are committed a moment after they were made.
+        try await waitUntil("every completion committed", timeout: 30) { try await a.backend.pendingCount() == 0 }
         await a.close()
         await b.close()
     }

@@ -4,6 +4,7 @@ import PostgresNIO
 import PushDispatch
 import PushgateCore
 import SQLiteNIO
+import TestSupport
 import XCTest
 
 @testable import QueueStore
@@ -54,10 +55,7 @@ extension SQLiteQueueTests {
         let raw = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
         _ = try await raw.query("CREATE INDEX jobs_finished ON jobs (finished_at) WHERE state <> 0")  // as version 5 had it
         try await raw.close()
-        var o = options()
-        o.statusRetention = 1
-        o.pruneInterval = 0.05
-        q = try await SQLiteQueue.open(path: path, options: o)
+        q = try await SQLiteQueue.open(path: path, options: onePruneOptions())
         n = try await sqliteCount(q, finishedIndex)
         XCTAssertEqual(n, 0, "dropped when the store opens")
 
@@ -69,19 +67,21 @@ extension SQLiteQueueTests {
         XCTAssertTrue(plan.contains { $0.contains("notifications USING INDEX notifications_created") }, "\(plan)")
         XCTAssertFalse(plan.contains { $0.contains("SCAN jobs") }, "\(plan)")
 
-        // Retention 1 s: "old" is past it one second after it finished, "new" (finished 2 s after
-        // "old") one second later.
+        // "old" finished before the cutoff, "new" after it: the pass started with that cutoff takes
+        // "old" only (the sleeps order the finish times around the cutoff; nothing waits on speed).
         try await storeFinished(q, 50, notifID: "old")
-        try await Task.sleep(for: .seconds(2))
+        await q.flush()
+        try await Task.sleep(for: .milliseconds(20))
+        let cutoff = Date().timeIntervalSince1970
+        try await Task.sleep(for: .milliseconds(20))
         try await storeFinished(q, 30, notifID: "new")
-        var old: [DeliveryStatusRecord]? = []
-        for _ in 0..<25 where old != nil {
-            old = try await q.deliveryStatus(notifID: "old")
-            if old != nil { try await Task.sleep(for: .milliseconds(20)) }
-        }
-        XCTAssertNil(old, "finished more than the retention ago: pruned")
+        await q.flush()
+        await q.prune(finishedBefore: cutoff)
+        try await waitUntil("old pruned", timeout: 30) { try await q.deliveryStatus(notifID: "old") == nil }
+        let old = try await q.deliveryStatus(notifID: "old")
+        XCTAssertNil(old, "finished before the cutoff: pruned")
         let new = try await q.deliveryStatus(notifID: "new")
-        XCTAssertEqual(new?.count, 30, "finished since: kept")
+        XCTAssertEqual(new?.count, 30, "finished after the cutoff: kept")
         await q.close()
     }
 }
@@ -121,19 +121,12 @@ extension PostgresQueueTests {
 /// Store rows counted by SQL (`t` prefixes the table names).
 typealias RowCount = (_ sql: (_ t: String) -> String) async throws -> Int
 
-/// Options whose first prune pass runs about 5 s after opening and no other during the test.
+/// No prune pass but those the test starts (`DurableQueue.prune(finishedBefore:)`).
 func onePruneOptions() -> DurableQueueOptions {
     var o = options()
     o.pruneInterval = 3600
+    o.firstPruneAfter = 3600
     return o
-}
-
-/// Waits (up to 20 s) until `done`.
-func waitUntil(_ done: () async throws -> Bool) async throws {
-    for _ in 0..<200 {
-        if try await done() { return }
-        try await Task.sleep(for: .milliseconds(100))
-    }
 }
 
 /// Issue 17: 25,000 finished deliveries past the retention, more than one bounded statement
@@ -146,12 +139,14 @@ func checkOnePrunePassKeepsUp(_ q: DurableQueue, _ count: @escaping RowCount) as
     let finished = { try await count { "SELECT count(*) AS n FROM \($0)jobs WHERE state <> 0" } }
     let stored = try await finished()
     XCTAssertEqual(stored, 25_000)
-    try await waitUntil { try await finished() == 0 }
+    // Every finished delivery is before a cutoff a minute ahead: one pass, started here, takes them all.
+    await q.prune(finishedBefore: Date().timeIntervalSince1970 + 60)
+    try await waitUntil("every finished row pruned", timeout: 60) { try await finished() == 0 }
     let left = try await finished()
     XCTAssertEqual(left, 0, "one prune pass deletes every finished delivery past the retention")
     let pending = try await q.deliveryStatus(notifID: "still-queued")
     XCTAssertEqual(pending?.map(\.state), [.queued, .queued, .queued], "pending deliveries are never pruned")
-    try await waitUntil { try await count { "SELECT count(*) AS n FROM \($0)notifications" } == 1 }
+    try await waitUntil("the emptied notifications pruned", timeout: 60) { try await count { "SELECT count(*) AS n FROM \($0)notifications" } == 1 }
     let notifications = try await count { "SELECT count(*) AS n FROM \($0)notifications" }
     XCTAssertEqual(notifications, 1, "the notifications left without deliveries go too")
     XCTAssertEqual(q.pendingCount, 3)
@@ -170,7 +165,9 @@ func checkStatusMaxRecords(_ q: DurableQueue, _ count: @escaping RowCount) async
     let finished = { try await count { "SELECT count(*) AS n FROM \($0)jobs WHERE state <> 0" } }
     let stored = try await finished()
     XCTAssertEqual(stored, 300)
-    try await waitUntil { try await finished() <= 100 }
+    // A retention cutoff long past: only status_max_records decides what this pass prunes.
+    await q.prune(finishedBefore: 0)
+    try await waitUntil("status_max_records kept", timeout: 60) { try await finished() <= 100 }
     let kept = try await finished()
     XCTAssertEqual(kept, 100, "the newest status_max_records finished deliveries are kept")
     let newest = try await q.deliveryStatus(notifID: "c-2")

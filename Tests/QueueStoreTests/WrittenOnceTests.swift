@@ -3,6 +3,7 @@ import Logging
 import PushDispatch
 import PushgateCore
 import SQLiteNIO
+import TestSupport
 import XCTest
 
 @testable import QueueStore

@@ -119,15 +119,16 @@ final class DeliveryControlsTests: XCTestCase {
     }
 
     func testTheSecondOfTwoConcurrentRequestsWithOneKeyIsTold409() async throws {
-        // The first request is sync and waits for a slow provider answer: the second comes meanwhile.
-        let env = try await TestEnvironment.start(apnsDelay: .milliseconds(800))
+        // The first request is sync and waits for the provider's answer, held until the second was answered.
+        let hold = MockResponseHold()
+        let env = try await TestEnvironment.start(apnsHold: hold)
         defer { Task { await env.stop() } }
         let t = Self.token(4)
         let body = #"{"sync":true,"notifications":[{"tokens":["\#(t)"],"platform":1,"message":"slow"}]}"#
         try await env.withGateway { client, _ in
             let port = try XCTUnwrap(client.port)
             async let first = Self.post(client, body, key: "slow-key")
-            try await Task.sleep(for: .milliseconds(300))
+            try await waitUntil("the first request at the provider") { env.apns.requests(for: t).count == 1 }
             // On a second connection while the first waits for the provider.
             let second = try await withHTTPClient(HTTPClient.Configuration()) { http in
                 var req = HTTPClientRequest(url: "http://127.0.0.1:\(port)/api/push")
@@ -141,6 +142,7 @@ final class DeliveryControlsTests: XCTestCase {
             }
             XCTAssertEqual(second.status, 409, second.body)
             XCTAssertEqual(second.retryAfter, "1")
+            hold.release()
             let f = try await first
             XCTAssertEqual(f.status, 200)
             let third = try await Self.post(client, body, key: "slow-key")

@@ -201,7 +201,9 @@ final class DurableQueueTests: XCTestCase {
     }
 
     func testQueueFullWithSQLiteAnswers503() async throws {
-        let env = try await TestEnvironment.start(apnsDelay: .milliseconds(100))
+        // APNs holds its answers until the queue was seen full.
+        let hold = MockResponseHold()
+        let env = try await TestEnvironment.start(apnsHold: hold)
         defer { Task { await env.stop() } }
         let body =
             #"{"notifications":[{"tokens":["# + (20..<24).map { "\"\(self.token($0))\"" }.joined(separator: ",") + #"],"platform":1,"message":"x"}]}"#
@@ -210,6 +212,7 @@ final class DurableQueueTests: XCTestCase {
             let full = try await client.pushUntil503(body, attempts: 10)
             XCTAssertNotNil(full)
             XCTAssertEqual(full?.headers[.retryAfter], "1")
+            hold.release()
             let drained = await eventually(timeout: 20) { gateway.dispatcher.queue.pendingCount == 0 }
             XCTAssertTrue(drained, "earlier work is still delivered")
         }

@@ -242,8 +242,9 @@ final class GatewayAPNsTests: XCTestCase {
     }
 
     func testQueueFullAnswers503WithRetryAfter() async throws {
-        // A slow APNs keeps deliveries pending; the queue holds 5.
-        let env = try await TestEnvironment.start(apnsDelay: .milliseconds(100))
+        // APNs holds its answers: deliveries stay pending; the queue holds 5.
+        let hold = MockResponseHold()
+        let env = try await TestEnvironment.start(apnsHold: hold)
         defer { Task { await env.stop() } }
         env.apns.setDefaultReply(.ok)
         try await env.withGateway(environment: ["PUSHGATE_QUEUE_MAX_PENDING": "5", "PUSHGATE_IOS_MAX_CONCURRENT_PUSHES": "1"]) { client, gateway in
@@ -255,6 +256,7 @@ final class GatewayAPNsTests: XCTestCase {
             XCTAssertEqual(full?.headers[.retryAfter], "1")
             XCTAssertEqual(full.map { jsonObject($0.body)["code"] as? Int } ?? nil, 503)
             // Earlier work is still delivered and the server is up.
+            hold.release()
             let drained = await eventually(timeout: 20) { gateway.dispatcher.queue.pendingCount == 0 }
             XCTAssertTrue(drained)
             let r = try await client.push(body)

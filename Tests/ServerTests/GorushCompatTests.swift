@@ -134,8 +134,9 @@ final class GorushCompatTests: XCTestCase {
     }
 
     func testBusyWorkersAreTheDeliveriesInFlight() async throws {
-        // The mock APNs answers after 2 s: the three deliveries are in flight meanwhile.
-        let env = try await TestEnvironment.start(apnsDelay: .seconds(2))
+        // The mock APNs holds its answers: the three deliveries are in flight until it is released.
+        let hold = MockResponseHold()
+        let env = try await TestEnvironment.start(apnsHold: hold)
         defer { Task { await env.stop() } }
         let tokens = (1...3).map { String(format: "%064x", $0) }
         try await env.withGateway { client, _ in
@@ -151,6 +152,7 @@ final class GorushCompatTests: XCTestCase {
             XCTAssertTrue(busy, "gorush_busy_workers \(seen), expected 3 while APNs holds the answers")
             let stat = try await client.execute(uri: "/api/stat/app", method: .get) { jsonObject(String(buffer: $0.body)) }
             XCTAssertEqual(stat["busy_workers"] as? Int, 3)
+            hold.release()
             let idle = await eventually {
                 let m = (try? await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }) ?? ""
                 let s = Self.samples(m)

@@ -501,8 +501,9 @@ final class GorushRPCTests: XCTestCase {
     }
 
     func testQueueFullIsResourceExhausted() async throws {
-        // A slow APNs keeps deliveries pending; the queue holds 5.
-        let env = try await TestEnvironment.start(apnsDelay: .milliseconds(200))
+        // APNs holds its answers: deliveries stay pending; the queue holds 5.
+        let hold = MockResponseHold()
+        let env = try await TestEnvironment.start(apnsHold: hold)
         defer { Task { await env.stop() } }
         env.apns.setDefaultReply(.ok)
         try await withRPC(env, environment: ["PUSHGATE_QUEUE_MAX_PENDING": "5", "PUSHGATE_IOS_MAX_CONCURRENT_PUSHES": "1"]) { client, _, _, _ in
@@ -521,6 +522,7 @@ final class GorushRPCTests: XCTestCase {
             XCTAssertEqual(e.code, .resourceExhausted)
             XCTAssertTrue(e.message.hasPrefix("Queue is full, try again later."), e.message)
             XCTAssertNotNil(e.metadata[stringValues: "retry-after"].first { _ in true })
+            hold.release()
         }
     }
 

@@ -49,7 +49,7 @@ final class TestEnvironment: Sendable {
         self.directory = directory
     }
 
-    static func start(apnsMaxStreams: Int = 1000, apnsDelay: TimeAmount? = nil) async throws -> TestEnvironment {
+    static func start(apnsMaxStreams: Int = 1000, apnsDelay: TimeAmount? = nil, apnsHold: MockResponseHold? = nil) async throws -> TestEnvironment {
         let group = MultiThreadedEventLoopGroup.singleton
         let pki = try TestPKI.generate()
         let tls = try pki.serverTLSConfiguration()
@@ -60,6 +60,7 @@ final class TestEnvironment: Sendable {
         options.additionalKeys = [chatKey, walletKey]
         options.maxConcurrentStreams = apnsMaxStreams
         options.responseDelay = apnsDelay
+        options.responseHold = apnsHold
         let apns = MockAPNs(options: options, eventLoopGroup: group)
         try await apns.start()
         let account = try TestServiceAccount.generate()

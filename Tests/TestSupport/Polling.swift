@@ -21,17 +21,21 @@ public struct WaitTimedOut: Error, CustomStringConvertible {
     public var description: String
 }
 
-/// `eventually`, failing the test (at the caller's line) and throwing when the condition does not
-/// hold in time.
+/// Polls `condition` until it holds, failing the test (at the caller's line) and throwing when it
+/// does not within `timeout` seconds; an error the condition throws ends the wait and is thrown.
 public func waitUntil(
     _ what: String = "condition",
-    timeout: Double = 5,
+    timeout: Double = 10,
     file: StaticString = #filePath,
     line: UInt = #line,
-    _ condition: () async -> Bool
+    _ condition: () async throws -> Bool
 ) async throws {
-    if await !eventually(timeout: timeout, interval: .milliseconds(5), condition) {
-        XCTFail("\(what) not met within \(timeout) s", file: file, line: line)
-        throw WaitTimedOut(description: "\(what) not met within \(timeout) s")
+    let deadline = ContinuousClock.now + .milliseconds(Int64(timeout * 1000))
+    while ContinuousClock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(5))
     }
+    if try await condition() { return }
+    XCTFail("\(what) not met within \(timeout) s", file: file, line: line)
+    throw WaitTimedOut(description: "\(what) not met within \(timeout) s")
 }

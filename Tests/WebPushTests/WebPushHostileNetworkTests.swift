@@ -312,7 +312,7 @@ final class WebPushHostileNetworkTests: XCTestCase {
         } catch {
             XCTAssertTrue("\(error)".contains("timed out"), "\(error)")
         }
-        XCTAssertLessThan(ContinuousClock.now - start, .seconds(3))
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(30), "the timeout, not the stuck lookup")
         // Concurrent lookups of one host share one call.
         async let a = dns.resolve("slow2.test", port: 443)
         async let b = dns.resolve("slow2.test", port: 443)
