@@ -71,12 +71,6 @@ def spellings(route):
     return out
 
 
-def app_yaml(run, app, key, n):
-    return (f"  - id: {app}\n    api_keys: [\"{key}\"]\n"
-            f"    ios: {{ key_path: \"{run.mockdir}/mock-apns-app{n}.p8\", key_id: \"MOCKAPP00{n}\", team_id: \"{run.team}\", "
-            f"topic: com.example.{app}, endpoint: \"{run.apns}\" }}\n")
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pushgate", default=None)
@@ -92,13 +86,9 @@ def main():
 
     try:
         run.start_mock()
-        run.mockdir = os.path.join(run.work, "mock")
-        snippet = open(run.snippet).read()
-        run.team = next(line.split('"')[1] for line in snippet.splitlines() if "team_id" in line)
-        ios = snippet.split("\nios:", 1)[1]
-        run.apns = next(line.split('"')[1] for line in ios.splitlines() if line.strip().startswith("endpoint:"))
+        snippet = run.read_mock_apps()
         config = os.path.join(run.work, "authz.yml")
-        base = snippet + "\napps:\n" + app_yaml(run, "chat", CHAT, 1) + app_yaml(run, "wallet", WALLET, 2)
+        base = snippet + "\napps:\n" + run.app_yaml("chat", CHAT, 1) + run.app_yaml("wallet", WALLET, 2)
         open(config, "w").write(base)
         run.snippet = config
         gw = run.start_gateway("1", {
@@ -123,7 +113,7 @@ def main():
                 check(status == 200, f"{method} {route} with the admin key: {status}")
 
         # 2. A reload asked for with chat's key does not run: the app added to the file stays unknown.
-        open(config, "w").write(base + app_yaml(run, "later", "authz-later-key-0123456789", 1))
+        open(config, "w").write(base + run.app_yaml("later", "authz-later-key-0123456789", 1))
         for target in ("/api/reload/", "//api/reload", "/api//reload"):
             status, _ = request(port, "POST", target, key=CHAT)
             check(status == 403, f"POST {target} with chat's key: {status}")

@@ -142,6 +142,21 @@ class Run:
         p.url = url
         return p
 
+    def read_mock_apps(self):
+        """After start_mock: the mock's folder, APNs team id and APNs URL, for `app_yaml`."""
+        self.mockdir = os.path.join(self.work, "mock")
+        snippet = open(self.snippet).read()
+        self.team = next(line.split('"')[1] for line in snippet.splitlines() if "team_id" in line)
+        ios = snippet.split("\nios:", 1)[1]
+        self.apns = next(line.split('"')[1] for line in ios.splitlines() if line.strip().startswith("endpoint:"))
+        return snippet
+
+    def app_yaml(self, app, key, n, extra=""):
+        """An `apps:` entry on the mock APNs with the mock's app key n (kid MOCKAPP00n), topic com.example.<app>."""
+        return (f"  - id: {app}\n    api_keys: [\"{key}\"]\n"
+                f"    ios: {{ key_path: \"{self.mockdir}/mock-apns-app{n}.p8\", key_id: \"MOCKAPP00{n}\", team_id: \"{self.team}\", "
+                f"topic: com.example.{app}, endpoint: \"{self.apns}\"{extra} }}\n")
+
     def dump_log(self, file, lines=40):
         try:
             with open(os.path.join(self.work, file)) as f:

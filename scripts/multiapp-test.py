@@ -60,9 +60,7 @@ def push_all(run, url, key, seqs, batch=500):
 
 
 def app_yaml(run, app, key, n):
-    return (f"  - id: {app}\n    api_keys: [\"{key}\"]\n"
-            f"    ios: {{ key_path: \"{run.mockdir}/mock-apns-app{n}.p8\", key_id: \"MOCKAPP00{n}\", team_id: \"{run.team}\", "
-            f"topic: com.example.{app}, endpoint: \"{run.apns}\", max_concurrent_pushes: 4 }}\n")
+    return run.app_yaml(app, key, n, extra=", max_concurrent_pushes: 4")
 
 
 def main():
@@ -79,11 +77,7 @@ def main():
     run = Run("multiapp-test", find_pushgate(args.pushgate, "multiapp-test"), keep=args.keep)
     try:
         run.start_mock("--record", "--apns-latency-ms", "2")
-        run.mockdir = os.path.join(run.work, "mock")
-        snippet = open(run.snippet).read()
-        run.team = next(l.split('"')[1] for l in snippet.splitlines() if "team_id" in l)
-        ios = snippet.split("\nios:", 1)[1]
-        run.apns = next(l.split('"')[1] for l in ios.splitlines() if l.strip().startswith("endpoint:"))
+        snippet = run.read_mock_apps()
         config = os.path.join(run.work, "multi.yml")
         base = snippet + "\napps:\n" + app_yaml(run, "chat", CHAT, 1)
         open(config, "w").write(base)
