@@ -18,7 +18,6 @@ public final class FeedbackSender: Sendable {
     private let stream: AsyncStream<LogEntry>
     private let continuation: AsyncStream<LogEntry>.Continuation
     private let queued = NIOLockedValueBox(0)
-    private let counters = NIOLockedValueBox((sent: 0, failed: 0))
 
     /// - Parameter headers: gorush's `core.feedback_header` strings, `"Key: value"`.
     public init(
@@ -38,10 +37,6 @@ public final class FeedbackSender: Sendable {
         self.baseDelay = baseDelay
         (stream, continuation) = AsyncStream.makeStream(of: LogEntry.self)
     }
-
-    /// Entries POSTed successfully / given up on.
-    public var sentCount: Int { counters.withLockedValue { $0.sent } }
-    public var failedCount: Int { counters.withLockedValue { $0.failed } }
 
     public func post(_ entry: LogEntry) {
         let ok = queued.withLockedValue { n -> Bool in
@@ -86,10 +81,7 @@ public final class FeedbackSender: Sendable {
                 request.body = .bytes(ByteBuffer(bytes: body))
                 let response = try await client.execute(request, timeout: .seconds(10))
                 _ = try? await response.body.collect(upTo: 1 << 20)
-                if (200..<300).contains(Int(response.status.code)) {
-                    counters.withLockedValue { $0.sent += 1 }
-                    return
-                }
+                if (200..<300).contains(Int(response.status.code)) { return }
                 logger.warning("feedback hook answered \(response.status.code)", metadata: ["attempt": "\(attempt)"])
                 if (400..<500).contains(Int(response.status.code)), response.status.code != 429, response.status.code != 408 { break }
             } catch {
@@ -102,7 +94,6 @@ public final class FeedbackSender: Sendable {
                 if Task.isCancelled { break }
             }
         }
-        counters.withLockedValue { $0.failed += 1 }
         logger.error("feedback hook gave up on an entry", metadata: ["token": "\(entry.token.logSafe())", "error": "\(entry.error.logSafe())"])
     }
 }

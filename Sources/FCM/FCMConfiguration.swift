@@ -1,5 +1,6 @@
 import Foundation
 import HTTP2Pool
+import ProviderKit
 import _CryptoExtras
 
 /// A configuration problem that stops startup. `description` is one line naming the problem.
@@ -160,10 +161,4 @@ public struct FCMConfiguration: Sendable {
         let prefix = (try? Self.parseEndpoint(endpoint).1) ?? ""
         return "\(prefix)/v1/projects/\(serviceAccount.projectID)/messages:send"
     }
-}
-
-func oneLine(_ s: String, max: Int = 200) -> String {
-    var out = s.replacingOccurrences(of: "\r", with: " ").replacingOccurrences(of: "\n", with: " ")
-    if out.count > max { out = String(out.prefix(max)) + "..." }
-    return out
 }

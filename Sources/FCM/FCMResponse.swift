@@ -1,4 +1,5 @@
 import Foundation
+import ProviderKit
 import PushgateCore
 
 /// Classifies FCM HTTP v1 `messages:send` responses.

@@ -199,10 +199,6 @@ public final class HTTP2PoolGroup: Sendable {
         return closed.count
     }
 
-    /// Closes idle pools now (tests; the timer does it every `poolIdleTimeout / 2`).
-    @discardableResult
-    public func closeIdlePools(unusedFor idle: TimeAmount) -> Int { self.sweep(idle) }
-
     public func shutdown() async {
         let (pools, task) = self.state.withLockedValue { state -> ([HTTP2ConnectionPool], RepeatedTask?) in
             state.shutdown = true

@@ -1,5 +1,6 @@
 import Foundation
 import HTTP2Pool
+import ProviderKit
 
 /// A configuration problem that stops startup. `description` is one line naming the problem; it
 /// never contains `huawei.appsecret`.
@@ -90,10 +91,4 @@ public struct HuaweiConfiguration: Sendable, CustomStringConvertible {
     public var description: String {
         "HuaweiConfiguration(appID: \(appID), appSecret: [REDACTED], endpoint: \(endpoint), tokenURL: \(tokenURL), maxRetry: \(maxRetry))"
     }
-}
-
-func oneLine(_ s: String, max: Int = 200) -> String {
-    var out = s.replacingOccurrences(of: "\r", with: " ").replacingOccurrences(of: "\n", with: " ")
-    if out.count > max { out = String(out.prefix(max)) + "..." }
-    return out
 }

@@ -1,4 +1,5 @@
 import Foundation
+import ProviderKit
 import PushgateCore
 
 /// Classifies HMS `messages:send` responses: `{"code":"80000000","msg":"Success","requestId":"..."}`.

@@ -275,12 +275,10 @@ public enum KeyLoading {
     public enum Failure: Error, CustomStringConvertible {
         case unreadable(path: String, String)
         case notP256(String)
-        case notRSA(String)
         public var description: String {
             switch self {
             case .unreadable(let path, let why): return "cannot read key file \(path): \(why)"
             case .notP256(let why): return "not a P-256 PKCS#8 private key (\(why))"
-            case .notRSA(let why): return "not an RSA PKCS#8 private key (\(why))"
             }
         }
     }
@@ -293,9 +291,5 @@ public enum KeyLoading {
         let pem: String
         do { pem = try String(contentsOfFile: path, encoding: .utf8) } catch { throw Failure.unreadable(path: path, "\(error.localizedDescription)") }
         return try p256PrivateKey(pem: pem)
-    }
-
-    public static func rsaPrivateKey(pem: String) throws -> _RSA.Signing.PrivateKey {
-        do { return try _RSA.Signing.PrivateKey(pemRepresentation: pem) } catch { throw Failure.notRSA("\(error)") }
     }
 }

@@ -189,11 +189,6 @@ public struct EndpointPolicy: Sendable {
         return .success(ep)
     }
 
-    /// Whether resolved addresses must be checked (a host name while private endpoints are refused).
-    public func needsResolution(_ ep: WebPushEndpoint) -> Bool {
-        !allowPrivateEndpoints && IPAddressClassifier.parse(ep.host) == nil
-    }
-
     /// The refusal for a set of resolved addresses: refused if any one of them is not public.
     public func check(resolved addresses: [[UInt8]], host: String) -> PushFailure? {
         if allowPrivateEndpoints { return nil }
