@@ -3,6 +3,7 @@ import Foundation
 import HTTP2Pool
 import Logging
 import NIOCore
+import ProviderKit
 import PushgateCore
 
 /// FCM HTTP v1 provider (platform 2): one HTTP/2 `messages:send` per token over pooled connections,
@@ -14,8 +15,7 @@ public final class FCMProvider: PushProvider {
     public let configuration: FCMConfiguration
     public let tokenProvider: FCMTokenProvider
     public let pool: HTTP2ConnectionPool
-    let sendPath: String
-    let logger: Logger
+    let sender: BearerJSONSender
 
     /// - Parameters:
     ///   - httpClient: used for the OAuth2 token exchange with `token_uri` (owned by the caller).
@@ -43,9 +43,11 @@ public final class FCMProvider: PushProvider {
         let (target, _) = try FCMConfiguration.parseEndpoint(configuration.endpoint)
         self.configuration = configuration
         self.tokenProvider = tokenProvider
-        self.sendPath = configuration.sendPath
-        self.logger = logger
-        self.pool = HTTP2ConnectionPool(target: target, configuration: poolConfiguration, eventLoopGroup: eventLoopGroup, logger: logger)
+        let pool = HTTP2ConnectionPool(target: target, configuration: poolConfiguration, eventLoopGroup: eventLoopGroup, logger: logger)
+        self.pool = pool
+        self.sender = BearerJSONSender(
+            name: "FCM", pool: pool, path: configuration.sendPath, contentType: "application/json", tokens: tokenProvider.cache, logger: logger
+        ) { status, body, retryAfter in FCMResponseClassifier.classify(status: status, body: body, retryAfter: retryAfter) }
     }
 
     public func prepare(_ notification: PushNotification) throws -> any PreparedPush {
@@ -81,52 +83,7 @@ public final class FCMProvider: PushProvider {
             return .permanent(reason: "unsupported FCM target", status: nil)
         }
 
-        let accessToken: String
-        do {
-            accessToken = try await tokenProvider.accessToken()
-        } catch let error as FCMAuthError {
-            logger.error("FCM access token unavailable", metadata: ["error": "\(error)"])
-            if error.isPermanent { return .permanent(reason: error.description, status: error.status) }
-            return .transient(reason: error.description, status: error.status, retryAfter: nil)
-        } catch {
-            return .transient(reason: "FCM OAuth: \(error)", status: nil, retryAfter: nil)
-        }
-
-        let request = HTTP2Request(
-            method: "POST",
-            path: sendPath,
-            headers: [
-                ("authorization", "Bearer \(accessToken)"),
-                ("content-type", "application/json"),
-            ],
-            body: ByteBuffer(bytes: body)
-        )
-
-        // One attempt: a connection-level failure goes back to the retry policy (the pool has
-        // already re-queued what the server refused unprocessed).
-        let response: HTTP2Response
-        do {
-            response = try await pool.execute(request)
-        } catch {
-            let reason = "\(error)"
-            logger.debug("FCM send failed at the connection level", metadata: ["error": "\(reason)", "message_id": "\(context.messageID)"])
-            return .transient(reason: reason, status: nil, retryAfter: nil)
-        }
-
-        var bodyBuffer = response.body
-        let responseBytes = bodyBuffer.readBytes(length: bodyBuffer.readableBytes) ?? []
-        let outcome = FCMResponseClassifier.classify(status: response.status, body: responseBytes, retryAfter: response.header("retry-after"))
-        if case .credentials = outcome {
-            await tokenProvider.invalidate(accessToken)
-        }
-        if !outcome.isDelivered {
-            logger.debug(
-                "FCM send not delivered",
-                metadata: [
-                    "status": "\(response.status)", "outcome": "\(outcome.className)", "reason": "\(outcome.reason ?? "")",
-                ])
-        }
-        return outcome
+        return await sender.send(body, context: context)
     }
 
     public func shutdown() async {

@@ -21,7 +21,8 @@ public final class FCMTokenProvider: Sendable {
 
     public let serviceAccount: ServiceAccount
     private let signer: JWTSigner
-    private let cache: OAuthTokenCache
+    /// The shared token (what `BearerJSONSender` authorises sends with).
+    public let cache: OAuthTokenCache
 
     /// Uses `httpClient` for the token exchange (give it a TLS configuration trusting the token endpoint).
     public convenience init(

@@ -3,6 +3,7 @@ import Foundation
 import HTTP2Pool
 import Logging
 import NIOCore
+import ProviderKit
 import PushgateCore
 
 /// Huawei HMS Push Kit provider (gorush platform 3): one HTTP/2 `messages:send` per token over
@@ -14,8 +15,7 @@ public final class HuaweiProvider: PushProvider {
     public let configuration: HuaweiConfiguration
     public let tokenProvider: HuaweiTokenProvider
     public let pool: HTTP2ConnectionPool
-    let sendPath: String
-    let logger: Logger
+    let sender: BearerJSONSender
 
     /// - Parameters:
     ///   - httpClient: used for the OAuth token requests to `token_url` (owned by the caller).
@@ -45,9 +45,12 @@ public final class HuaweiProvider: PushProvider {
         let (target, _) = try HuaweiConfiguration.parseEndpoint(configuration.endpoint)
         self.configuration = configuration
         self.tokenProvider = tokenProvider
-        self.sendPath = configuration.sendPath
-        self.logger = logger
-        self.pool = HTTP2ConnectionPool(target: target, configuration: poolConfiguration, eventLoopGroup: eventLoopGroup, logger: logger)
+        let pool = HTTP2ConnectionPool(target: target, configuration: poolConfiguration, eventLoopGroup: eventLoopGroup, logger: logger)
+        self.pool = pool
+        self.sender = BearerJSONSender(
+            name: "HMS", pool: pool, path: configuration.sendPath, contentType: "application/json;charset=utf-8", tokens: tokenProvider.cache,
+            maxResponseBytes: HuaweiResponseClassifier.maxBodyBytes + 1, logger: logger
+        ) { status, body, retryAfter in HuaweiResponseClassifier.classify(status: status, body: body, retryAfter: retryAfter) }
     }
 
     public func prepare(_ notification: PushNotification) throws -> any PreparedPush {
@@ -83,51 +86,7 @@ public final class HuaweiProvider: PushProvider {
             return .permanent(reason: "unsupported HMS target", status: nil)
         }
 
-        let accessToken: String
-        do {
-            accessToken = try await tokenProvider.accessToken()
-        } catch let error as HuaweiAuthError {
-            logger.error("HMS access token unavailable", metadata: ["error": "\(error)"])
-            if error.isPermanent { return .permanent(reason: error.description, status: error.status) }
-            return .transient(reason: error.description, status: error.status, retryAfter: nil)
-        } catch {
-            return .transient(reason: "HMS OAuth: \(tokenProvider.scrub("\(error)"))", status: nil, retryAfter: nil)
-        }
-
-        let request = HTTP2Request(
-            method: "POST",
-            path: sendPath,
-            headers: [
-                ("authorization", "Bearer \(accessToken)"),
-                ("content-type", "application/json;charset=utf-8"),
-            ],
-            body: ByteBuffer(bytes: body)
-        )
-
-        // One attempt: a connection-level failure goes back to the retry policy.
-        let response: HTTP2Response
-        do {
-            response = try await pool.execute(request)
-        } catch {
-            let reason = "\(error)"
-            logger.debug("HMS send failed at the connection level", metadata: ["error": "\(reason)", "message_id": "\(context.messageID)"])
-            return .transient(reason: reason, status: nil, retryAfter: nil)
-        }
-
-        var bodyBuffer = response.body
-        let responseBytes = bodyBuffer.readBytes(length: min(bodyBuffer.readableBytes, HuaweiResponseClassifier.maxBodyBytes + 1)) ?? []
-        let outcome = HuaweiResponseClassifier.classify(status: response.status, body: responseBytes, retryAfter: response.header("retry-after"))
-        if case .credentials = outcome {
-            await tokenProvider.invalidate(accessToken)
-        }
-        if !outcome.isDelivered {
-            logger.debug(
-                "HMS send not delivered",
-                metadata: [
-                    "status": "\(response.status)", "outcome": "\(outcome.className)", "reason": "\(outcome.reason ?? "")",
-                ])
-        }
-        return outcome
+        return await sender.send(body, context: context)
     }
 
     public func shutdown() async {

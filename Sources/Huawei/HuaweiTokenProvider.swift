@@ -21,7 +21,8 @@ public final class HuaweiTokenProvider: Sendable {
 
     public let appID: String
     public let tokenURL: String
-    private let cache: OAuthTokenCache
+    /// The shared token (what `BearerJSONSender` authorises sends with).
+    public let cache: OAuthTokenCache
 
     /// Uses `httpClient` for the token exchange (give it a TLS configuration trusting the token endpoint).
     public convenience init(
