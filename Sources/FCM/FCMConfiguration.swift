@@ -144,16 +144,7 @@ public struct FCMConfiguration: Sendable {
         guard let target = HTTP2Target(url: endpoint) else {
             throw FCMConfigurationError("FCM: android.endpoint is not an http(s) URL: \(oneLine(endpoint))")
         }
-        var prefix = ""
-        if let schemeEnd = endpoint.range(of: "://") {
-            let rest = endpoint[schemeEnd.upperBound...]
-            if let slash = rest.firstIndex(of: "/") {
-                prefix = String(rest[slash...])
-                if let q = prefix.firstIndex(where: { $0 == "?" || $0 == "#" }) { prefix = String(prefix[..<q]) }
-                while prefix.hasSuffix("/") { prefix.removeLast() }
-            }
-        }
-        return (target, prefix)
+        return (target, HTTP2Target.pathPrefix(of: endpoint))
     }
 
     /// `POST` path of `messages:send` for this project.

@@ -57,6 +57,18 @@ public struct HTTP2Target: Hashable, Sendable, CustomStringConvertible {
         self.init(scheme: scheme, host: String(host), port: port)
     }
 
+    /// The path of a URL without its query, fragment and trailing slashes ("" for none): the prefix
+    /// a provider's own paths go under ("https://host/base/" -> "/base").
+    public static func pathPrefix(of url: String) -> String {
+        guard let schemeEnd = url.range(of: "://") else { return "" }
+        let rest = url[schemeEnd.upperBound...]
+        guard let slash = rest.firstIndex(of: "/") else { return "" }
+        var prefix = rest[slash...]
+        if let q = prefix.firstIndex(where: { $0 == "?" || $0 == "#" }) { prefix = prefix[..<q] }
+        while prefix.hasSuffix("/") { prefix.removeLast() }
+        return String(prefix)
+    }
+
     var isTLS: Bool { self.scheme == "https" }
     var defaultPort: Int { self.isTLS ? 443 : 80 }
 
