@@ -555,6 +555,8 @@ public enum CoreConfig {
     public static let readTimeout = Setting<Int>("read_timeout", 30, range: 1...3600)
     public static let idleTimeout = Setting<Int>("idle_timeout", 60, range: 1...86_400)
     public static let maxConnections = Setting<Int>("max_connections", 4096, range: 1...1_000_000)
+    /// The lowest TLS version ingest (HTTP and gRPC) accepts: "1.2" or "1.3".
+    public static let tlsMinVersion = Setting<String>("tls_min_version", "1.2")
     /// Ingest keys (none: every route open, as in gorush). Plain or `sha256:<hex>`.
     public static let apiKeys = Setting<[String]>("api_keys", [], secrecy: .secret)
     public static let adminKeys = Setting<[String]>("admin_keys", [], secrecy: .secret)
@@ -585,7 +587,7 @@ public enum CoreConfig {
             sync.key, syncTimeout.key, feedbackHookURL.key, feedbackTimeout.key, feedbackHeader.key, shutdownTimeout.key,
             mode.key, caFile.key, retryBackoffMs.key, retryBackoffMaxMs.key, maxDeliveriesPerRequest.key, maxTokenBytes.key,
             maxFieldBytes.key, maxMessageBytes.key, maxObjectKeys.key, maxJSONDepth.key, maxLogMessageBytes.key,
-            maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key, ssl.key, certPath.key, keyPath.key,
+            maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key, ssl.key, tlsMinVersion.key, certPath.key, keyPath.key,
             certBase64.key, keyBase64.key, pidEnabled.key, pidPath.key, pidOverride.key, apiKeys.key, adminKeys.key, metricsAdminOnly.key,
             httpProxy.key, appMaxPending.key, appRateLimit.key, idempotencyTTL.key,
         ])
