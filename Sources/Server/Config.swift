@@ -405,6 +405,9 @@ public struct GatewaySettings: Sendable {
     public var idleTimeout: Int
     /// `core.max_connections`: open client connections; more are closed at once.
     public var maxConnections: Int
+    /// `core.max_connections_per_address`: open connections of one client IP address on each port;
+    /// more from that address are closed at once, so one client cannot take every slot.
+    public var maxConnectionsPerAddress: Int
     /// `core.idempotency_ttl`: how long an `Idempotency-Key`'s answer and a `dedup_key` hold (seconds).
     public var idempotencyTTL: Double
     /// `grpc.enabled` / `grpc.port`: gorush's gRPC ingest (nil: off).
@@ -484,6 +487,7 @@ public struct GatewaySettings: Sendable {
         readTimeout = core[C.readTimeout]
         idleTimeout = core[C.idleTimeout]
         maxConnections = core[C.maxConnections]
+        maxConnectionsPerAddress = core[C.maxConnectionsPerAddress]
         let grpc = raw.section("grpc")
         grpcPort = grpc[GRPCConfig.enabled] ? grpc[GRPCConfig.port] : nil
         if let grpcPort, grpcPort != 0, grpcPort == port {
@@ -555,6 +559,8 @@ public enum CoreConfig {
     public static let readTimeout = Setting<Int>("read_timeout", 30, range: 1...3600)
     public static let idleTimeout = Setting<Int>("idle_timeout", 60, range: 1...86_400)
     public static let maxConnections = Setting<Int>("max_connections", 4096, range: 1...1_000_000)
+    /// Open connections of one client IP address on each port (HTTP and gRPC count their own).
+    public static let maxConnectionsPerAddress = Setting<Int>("max_connections_per_address", 256, range: 1...1_000_000)
     /// The lowest TLS version ingest (HTTP and gRPC) accepts: "1.2" or "1.3".
     public static let tlsMinVersion = Setting<String>("tls_min_version", "1.2")
     /// Ingest keys (none: every route open, as in gorush). Plain or `sha256:<hex>`.
@@ -587,7 +593,8 @@ public enum CoreConfig {
             sync.key, syncTimeout.key, feedbackHookURL.key, feedbackTimeout.key, feedbackHeader.key, shutdownTimeout.key,
             mode.key, caFile.key, retryBackoffMs.key, retryBackoffMaxMs.key, maxDeliveriesPerRequest.key, maxTokenBytes.key,
             maxFieldBytes.key, maxMessageBytes.key, maxObjectKeys.key, maxJSONDepth.key, maxLogMessageBytes.key,
-            maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key, ssl.key, tlsMinVersion.key, certPath.key, keyPath.key,
+            maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key, maxConnectionsPerAddress.key, ssl.key, tlsMinVersion.key,
+            certPath.key, keyPath.key,
             certBase64.key, keyBase64.key, pidEnabled.key, pidPath.key, pidOverride.key, apiKeys.key, adminKeys.key, metricsAdminOnly.key,
             httpProxy.key, appMaxPending.key, appRateLimit.key, idempotencyTTL.key,
         ])
