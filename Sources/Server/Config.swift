@@ -412,6 +412,12 @@ public struct GatewaySettings: Sendable {
     public var idempotencyTTL: Double
     /// `grpc.enabled` / `grpc.port`: gorush's gRPC ingest (nil: off).
     public var grpcPort: Int?
+    /// `grpc.max_message_bytes`: the largest request message a gRPC stream may announce.
+    public var grpcMaxMessageBytes: Int
+    /// `grpc.max_pending_bytes_per_connection` / `grpc.max_pending_bytes`: request bytes the gRPC
+    /// port holds for messages not yet complete, per connection and in all.
+    public var grpcMaxPendingBytesPerConnection: Int
+    public var grpcMaxPendingBytes: Int
 
     public struct Routes: Sendable {
         public var push, statGo, statApp, config, sysStats, metrics, health: String
@@ -492,6 +498,22 @@ public struct GatewaySettings: Sendable {
         grpcPort = grpc[GRPCConfig.enabled] ? grpc[GRPCConfig.port] : nil
         if let grpcPort, grpcPort != 0, grpcPort == port {
             throw ConfigError(key: grpc.path(GRPCConfig.port), problem: "\(grpcPort) is also core.port; gRPC needs a port of its own")
+        }
+        grpcMaxMessageBytes = grpc[GRPCConfig.maxMessageBytes]
+        grpcMaxPendingBytesPerConnection = grpc[GRPCConfig.maxPendingBytesPerConnection]
+        grpcMaxPendingBytes = grpc[GRPCConfig.maxPendingBytes]
+        // A message of the largest size (and its 5-byte gRPC prefix) must fit in each budget.
+        guard grpcMaxPendingBytesPerConnection >= grpcMaxMessageBytes + 5 else {
+            throw ConfigError(
+                key: grpc.path(GRPCConfig.maxPendingBytesPerConnection),
+                problem:
+                    "\(grpcMaxPendingBytesPerConnection) is less than grpc.max_message_bytes (\(grpcMaxMessageBytes)) + 5: no message of the largest size could arrive"
+            )
+        }
+        guard grpcMaxPendingBytes >= grpcMaxPendingBytesPerConnection else {
+            throw ConfigError(
+                key: grpc.path(GRPCConfig.maxPendingBytes),
+                problem: "\(grpcMaxPendingBytes) is less than grpc.max_pending_bytes_per_connection (\(grpcMaxPendingBytesPerConnection))")
         }
         routes = Routes(
             push: api[APIConfig.pushURI], statGo: api[APIConfig.statGoURI], statApp: api[APIConfig.statAppURI],
@@ -673,8 +695,16 @@ public enum GRPCConfig {
     public static let enabled = Setting<Bool>("enabled", false)
     /// gorush writes it as a string ("9000"); a number is read either way.
     public static let port = Setting<Int>("port", 9000, range: 0...65535)
+    /// The largest request message (protobuf bytes) a stream may announce; larger ones are refused
+    /// (RESOURCE_EXHAUSTED) before any of it is held. 1 MiB holds a `Send` of 1,000 long tokens.
+    public static let maxMessageBytes = Setting<Int>("max_message_bytes", 1 << 20, range: 1024...(64 << 20))
+    /// Bytes of request messages not yet complete that one connection, and all together, may hold;
+    /// a stream that would go past either is refused (RESOURCE_EXHAUSTED).
+    public static let maxPendingBytesPerConnection = Setting<Int>("max_pending_bytes_per_connection", 4 << 20, range: 1029...(1 << 30))
+    public static let maxPendingBytes = Setting<Int>("max_pending_bytes", 64 << 20, range: 1029...(1 << 34))
 
-    public static let section = ConfigSection("grpc", keys: [enabled.key, port.key])
+    public static let section = ConfigSection(
+        "grpc", keys: [enabled.key, port.key, maxMessageBytes.key, maxPendingBytesPerConnection.key, maxPendingBytes.key])
 }
 
 /// The `mock:` section.
