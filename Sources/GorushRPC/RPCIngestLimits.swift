@@ -90,16 +90,27 @@ final class RPCIngestLimits: Sendable {
     /// The hooks for `HTTP2ServerTransport.Posix.Config.channelDebuggingCallbacks`.
     var callbacks: HTTP2ServerTransport.Config.ChannelDebuggingCallbacks {
         .init(
-            onBindTCPListener: nil,
+            onBindTCPListener: { [self] channel in self.listen(channel) },
             onAcceptTCPConnection: { [self] channel in self.accept(channel) },
             onAcceptHTTP2Stream: { [self] channel in self.bound(stream: channel) })
     }
 
-    /// Counts an accepted connection until it closes, or closes it at once past the cap. This runs in
-    /// NIO's child channel initializer, before the connection is registered: on a failed future NIO
-    /// drops it without registering it (gRPC never sees it, nothing is read from it) and leaves the
-    /// closing to us.
-    func accept(_ channel: any Channel) -> EventLoopFuture<Void> {
+    /// Puts `RPCListenerAdmission` on the listening channel, in front of NIO's accept handler: a
+    /// connection past a cap is closed before any of gRPC's pipeline is built for it. Also sets the
+    /// listen backlog to the HTTP port's (1024): grpc-swift leaves NIO's 128, and a burst of
+    /// connections from one client filled it, so that others' connections waited for SYN retries.
+    /// (This runs before the channel binds, when the backlog is applied.)
+    func listen(_ channel: any Channel) -> EventLoopFuture<Void> {
+        channel.eventLoop.makeCompletedFuture {
+            try channel.syncOptions?.setOption(ChannelOptions.backlog, value: 1024)
+            try channel.pipeline.syncOperations.addHandler(RPCListenerAdmission(limits: self))
+        }
+    }
+
+    /// Counts an accepted connection until it closes (true), or answers false past
+    /// `core.max_connections` or its address's `core.max_connections_per_address` (the caller closes
+    /// it, uncounted). Logs the refusals past the first cap once, then at most once a minute.
+    func admit(_ channel: any Channel) -> Bool {
         let now = NIODeadline.now()
         // (admitted, refused connections to report now: the first past the cap, then at most one
         // warning a minute counting those refused since the last one).
@@ -121,21 +132,24 @@ final class RPCIngestLimits: Sendable {
                     "gRPC port: core.max_connections (\(maxConnections)) connections open, new ones are closed at once (\(refused) since the last warning; logged at most once a minute)"
                 )
             }
-            channel.close(promise: nil)
-            return channel.eventLoop.makeFailedFuture(ConnectionLimitReached())
+            return false
         }
         guard perAddress.admit(channel) else {
-            // Not counted after all: this connection is closed before it is registered.
             state.withLock { $0.open -= 1 }
-            channel.close(promise: nil)
-            return channel.eventLoop.makeFailedFuture(AddressConnectionLimitReached())
+            return false
         }
         channel.closeFuture.whenComplete { [self] _ in
             self.state.withLock { $0.open -= 1 }
         }
-        return channel.eventLoop.makeCompletedFuture {
+        return true
+    }
+
+    /// An admitted connection, after gRPC configured its pipeline: its budget of unfinished-message
+    /// bytes, and with `core.tls_min_version` 1.3 the TLS version check.
+    func accept(_ channel: any Channel) -> EventLoopFuture<Void> {
+        channel.eventLoop.makeCompletedFuture {
             let sync = channel.pipeline.syncOperations
-            // The connection's budget of unfinished-message bytes, found by its streams' handlers.
+            // Found by the connection's stream handlers (`bound(stream:)`).
             try sync.addHandler(RPCConnectionBudget(cap: maxPendingBytesPerConnection))
             if let minimumTLSVersion {
                 try sync.addHandler(RPCTLSVersionCheck(minimum: minimumTLSVersion), position: .after(try sync.handler(type: NIOSSLHandler.self)))
@@ -215,8 +229,28 @@ final class RPCConnectionBudget: ChannelInboundHandler {
     }
 }
 
-struct ConnectionLimitReached: Error, CustomStringConvertible {
-    var description: String { "core.max_connections reached on the gRPC port" }
+/// On the gRPC listening channel, before NIO's accept handler: each accepted connection is admitted
+/// (`RPCIngestLimits.admit`) or closed there, unregistered, before gRPC builds its pipeline (TLS,
+/// HTTP/2) for it, so that a flood of connections past a cap costs little.
+@available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *)
+final class RPCListenerAdmission: ChannelInboundHandler {
+    typealias InboundIn = any Channel
+    typealias InboundOut = any Channel
+
+    let limits: RPCIngestLimits
+
+    init(limits: RPCIngestLimits) {
+        self.limits = limits
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let child = unwrapInboundIn(data)
+        guard limits.admit(child) else {
+            child.close(promise: nil)
+            return
+        }
+        context.fireChannelRead(data)
+    }
 }
 
 /// Resets an HTTP/2 stream whose request has not ended (END_STREAM) within `timeout` of the stream's

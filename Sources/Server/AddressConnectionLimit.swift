@@ -67,11 +67,6 @@ public final class AddressConnectionLimit: Sendable {
         }
         return true
     }
-
-    /// Connections open from `address` (tests).
-    public func openConnections(from address: String) -> Int {
-        state.withLockedValue { $0.open[address, default: 0] }
-    }
 }
 
 /// Hummingbird's child channel (HTTP/1.1, or HTTP/2 over TLS) behind `AddressConnectionLimit`: a
@@ -103,7 +98,6 @@ func addressLimited(_ base: any ServerChildChannel, limit: AddressConnectionLimi
     return wrap(base)
 }
 
-public struct AddressConnectionLimitReached: Error, CustomStringConvertible {
-    public init() {}
-    public var description: String { "core.max_connections_per_address reached" }
+struct AddressConnectionLimitReached: Error, CustomStringConvertible {
+    var description: String { "core.max_connections_per_address reached" }
 }
