@@ -696,7 +696,8 @@ public enum GRPCConfig {
     /// gorush writes it as a string ("9000"); a number is read either way.
     public static let port = Setting<Int>("port", 9000, range: 0...65535)
     /// The largest request message (protobuf bytes) a stream may announce; larger ones are refused
-    /// (RESOURCE_EXHAUSTED) before any of it is held. 1 MiB holds a `Send` of 1,000 long tokens.
+    /// (RESOURCE_EXHAUSTED) before any of it is held. 1 MiB holds a `Send` of 1,000 FCM tokens
+    /// (about 160 bytes each) and a 256 KiB message.
     public static let maxMessageBytes = Setting<Int>("max_message_bytes", 1 << 20, range: 1024...(64 << 20))
     /// Bytes of request messages not yet complete that one connection, and all together, may hold;
     /// a stream that would go past either is refused (RESOURCE_EXHAUSTED).
