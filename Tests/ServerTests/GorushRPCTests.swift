@@ -252,6 +252,10 @@ final class GorushRPCTests: XCTestCase {
                 errors["bad_platform"]?["details"],
                 "Invalid platform. (notifications[0].platform: unknown platform 42 (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush))")
             XCTAssertEqual(errors["no_tokens"]?["code"], "INVALID_ARGUMENT")
+            // grpcio (grpc-core) reads the status answered on HEADERS, before the message, as sent.
+            XCTAssertEqual(errors["no_key"]?["code"], "UNAUTHENTICATED", out)
+            XCTAssertEqual(errors["no_key"]?["details"], "send an API key: metadata authorization: Bearer <key>", out)
+            XCTAssertEqual(result["health_without_key"] as? String, "SERVING", out)
 
             // What gorush builds from that request, through the HTTP API, for comparison.
             let h = try await http.execute(
