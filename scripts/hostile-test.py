@@ -447,6 +447,9 @@ def main():
             "PUSHGATE_CORE_RETRY_BACKOFF_MAX_MS": 1000,
             "PUSHGATE_CORE_SYNC_TIMEOUT": SYNC_TIMEOUT,
             "PUSHGATE_IOS_MAX_RETRY": 10,                 # a failing APNs keeps a sync request retrying ~10 s
+            # Every case here connects from 127.0.0.1, the idle-connections case with --idle-connections
+            # of them at once: the per-address cap (scripts/edge-limits-test.py tests it) must not cut them.
+            "PUSHGATE_CORE_MAX_CONNECTIONS_PER_ADDRESS": 4096,
         }
         main_gw = Gateway(run, "main", common, sampler)
         ssrf_env = dict(common)

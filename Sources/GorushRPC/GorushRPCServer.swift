@@ -36,12 +36,13 @@ public struct GorushRPCServer: Service {
         } else {
             security = .plaintext
         }
-        // core.max_connections (its own count on this port) and core.read_timeout (per stream), as on HTTP.
-        let limits = RPCIngestLimits(
-            maxConnections: settings.maxConnections, readTimeout: .seconds(Int64(settings.readTimeout)), logger: gateway.logger)
+        // core.max_connections and core.max_connections_per_address (their own counts on this port)
+        // and core.read_timeout (per stream), as on HTTP; each stream's key and message bytes.
+        let limits = RPCIngestLimits(gateway: gateway)
         let config = HTTP2ServerTransport.Posix.Config.defaults { c in
-            // A request message is held to core.max_body_bytes, as a /api/push body is.
-            c.rpc.maxRequestPayloadSize = settings.maxBodyBytes
+            // grpc.max_message_bytes: RPCStreamAdmissionHandler refuses a larger message on its prefix;
+            // grpc-swift's own limit (also after decompression) is the same.
+            c.rpc.maxRequestPayloadSize = settings.grpcMaxMessageBytes
             c.connection.maxIdleTime = .seconds(settings.idleTimeout)
             // grpc-swift's default is no limit: each open stream may hold a message up to the size above.
             c.http2.maxConcurrentStreams = 100

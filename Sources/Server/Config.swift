@@ -405,10 +405,19 @@ public struct GatewaySettings: Sendable {
     public var idleTimeout: Int
     /// `core.max_connections`: open client connections; more are closed at once.
     public var maxConnections: Int
+    /// `core.max_connections_per_address`: open connections of one client IP address on each port;
+    /// more from that address are closed at once, so one client cannot take every slot.
+    public var maxConnectionsPerAddress: Int
     /// `core.idempotency_ttl`: how long an `Idempotency-Key`'s answer and a `dedup_key` hold (seconds).
     public var idempotencyTTL: Double
     /// `grpc.enabled` / `grpc.port`: gorush's gRPC ingest (nil: off).
     public var grpcPort: Int?
+    /// `grpc.max_message_bytes`: the largest request message a gRPC stream may announce.
+    public var grpcMaxMessageBytes: Int
+    /// `grpc.max_pending_bytes_per_connection` / `grpc.max_pending_bytes`: request bytes the gRPC
+    /// port holds for messages not yet complete, per connection and in all.
+    public var grpcMaxPendingBytesPerConnection: Int
+    public var grpcMaxPendingBytes: Int
 
     public struct Routes: Sendable {
         public var push, statGo, statApp, config, sysStats, metrics, health: String
@@ -484,10 +493,27 @@ public struct GatewaySettings: Sendable {
         readTimeout = core[C.readTimeout]
         idleTimeout = core[C.idleTimeout]
         maxConnections = core[C.maxConnections]
+        maxConnectionsPerAddress = core[C.maxConnectionsPerAddress]
         let grpc = raw.section("grpc")
         grpcPort = grpc[GRPCConfig.enabled] ? grpc[GRPCConfig.port] : nil
         if let grpcPort, grpcPort != 0, grpcPort == port {
             throw ConfigError(key: grpc.path(GRPCConfig.port), problem: "\(grpcPort) is also core.port; gRPC needs a port of its own")
+        }
+        grpcMaxMessageBytes = grpc[GRPCConfig.maxMessageBytes]
+        grpcMaxPendingBytesPerConnection = grpc[GRPCConfig.maxPendingBytesPerConnection]
+        grpcMaxPendingBytes = grpc[GRPCConfig.maxPendingBytes]
+        // A message of the largest size (and its 5-byte gRPC prefix) must fit in each budget.
+        guard grpcMaxPendingBytesPerConnection >= grpcMaxMessageBytes + 5 else {
+            throw ConfigError(
+                key: grpc.path(GRPCConfig.maxPendingBytesPerConnection),
+                problem:
+                    "\(grpcMaxPendingBytesPerConnection) is less than grpc.max_message_bytes (\(grpcMaxMessageBytes)) + 5: no message of the largest size could arrive"
+            )
+        }
+        guard grpcMaxPendingBytes >= grpcMaxPendingBytesPerConnection else {
+            throw ConfigError(
+                key: grpc.path(GRPCConfig.maxPendingBytes),
+                problem: "\(grpcMaxPendingBytes) is less than grpc.max_pending_bytes_per_connection (\(grpcMaxPendingBytesPerConnection))")
         }
         routes = Routes(
             push: api[APIConfig.pushURI], statGo: api[APIConfig.statGoURI], statApp: api[APIConfig.statAppURI],
@@ -555,6 +581,10 @@ public enum CoreConfig {
     public static let readTimeout = Setting<Int>("read_timeout", 30, range: 1...3600)
     public static let idleTimeout = Setting<Int>("idle_timeout", 60, range: 1...86_400)
     public static let maxConnections = Setting<Int>("max_connections", 4096, range: 1...1_000_000)
+    /// Open connections of one client IP address on each port (HTTP and gRPC count their own).
+    public static let maxConnectionsPerAddress = Setting<Int>("max_connections_per_address", 256, range: 1...1_000_000)
+    /// The lowest TLS version ingest (HTTP and gRPC) accepts: "1.2" or "1.3".
+    public static let tlsMinVersion = Setting<String>("tls_min_version", "1.2")
     /// Ingest keys (none: every route open, as in gorush). Plain or `sha256:<hex>`.
     public static let apiKeys = Setting<[String]>("api_keys", [], secrecy: .secret)
     public static let adminKeys = Setting<[String]>("admin_keys", [], secrecy: .secret)
@@ -585,7 +615,8 @@ public enum CoreConfig {
             sync.key, syncTimeout.key, feedbackHookURL.key, feedbackTimeout.key, feedbackHeader.key, shutdownTimeout.key,
             mode.key, caFile.key, retryBackoffMs.key, retryBackoffMaxMs.key, maxDeliveriesPerRequest.key, maxTokenBytes.key,
             maxFieldBytes.key, maxMessageBytes.key, maxObjectKeys.key, maxJSONDepth.key, maxLogMessageBytes.key,
-            maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key, ssl.key, certPath.key, keyPath.key,
+            maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key, maxConnectionsPerAddress.key, ssl.key, tlsMinVersion.key,
+            certPath.key, keyPath.key,
             certBase64.key, keyBase64.key, pidEnabled.key, pidPath.key, pidOverride.key, apiKeys.key, adminKeys.key, metricsAdminOnly.key,
             httpProxy.key, appMaxPending.key, appRateLimit.key, idempotencyTTL.key,
         ])
@@ -664,8 +695,17 @@ public enum GRPCConfig {
     public static let enabled = Setting<Bool>("enabled", false)
     /// gorush writes it as a string ("9000"); a number is read either way.
     public static let port = Setting<Int>("port", 9000, range: 0...65535)
+    /// The largest request message (protobuf bytes) a stream may announce; larger ones are refused
+    /// (RESOURCE_EXHAUSTED) before any of it is held. 1 MiB holds a `Send` of 1,000 FCM tokens
+    /// (about 160 bytes each) and a 256 KiB message.
+    public static let maxMessageBytes = Setting<Int>("max_message_bytes", 1 << 20, range: 1024...(64 << 20))
+    /// Bytes of request messages not yet complete that one connection, and all together, may hold;
+    /// a stream that would go past either is refused (RESOURCE_EXHAUSTED).
+    public static let maxPendingBytesPerConnection = Setting<Int>("max_pending_bytes_per_connection", 4 << 20, range: 1029...(1 << 30))
+    public static let maxPendingBytes = Setting<Int>("max_pending_bytes", 64 << 20, range: 1029...(1 << 34))
 
-    public static let section = ConfigSection("grpc", keys: [enabled.key, port.key])
+    public static let section = ConfigSection(
+        "grpc", keys: [enabled.key, port.key, maxMessageBytes.key, maxPendingBytesPerConnection.key, maxPendingBytes.key])
 }
 
 /// The `mock:` section.

@@ -87,22 +87,31 @@ public final class Gateway: Sendable {
         let maxBody = settings.maxBodyBytes
         let idle = Duration.seconds(settings.idleTimeout)
         // Slow and many clients: a connection that sends nothing is closed after core.idle_timeout,
-        // a request must arrive whole within core.read_timeout, and past core.max_connections new
-        // connections wait in the listen backlog until one closes (Hummingbird's own limiter).
+        // a request must arrive whole within core.read_timeout, past core.max_connections new
+        // connections wait in the listen backlog until one closes (Hummingbird's own limiter), and
+        // past core.max_connections_per_address one address's new connections are closed at once.
         let http1 = HTTP1Channel.Configuration(
             additionalChannelHandlers: [RequestReadTimeoutHandler(timeout: readTimeout, maxBodyBytes: maxBody)],
             idleTimeout: .seconds(Int64(settings.idleTimeout)))
+        // core.max_connections_per_address: one client's connections past it are closed as they are
+        // accepted, so they never wait in the backlog ahead of other clients (health checks, scrapers).
+        let perAddress = AddressConnectionLimit(maxPerAddress: settings.maxConnectionsPerAddress, portName: "HTTP port", logger: logger)
         let server: HTTPServerBuilder
         if let tls = settings.tls {
-            server = try .http2Upgrade(
-                tlsConfiguration: tls.configuration,
-                configuration: .init(
-                    idleTimeout: idle,
-                    streamConfiguration: .init(additionalChannelHandlers: [
-                        RequestReadTimeoutHandler(timeout: readTimeout, maxBodyBytes: maxBody)
-                    ])))
+            let configuration = HTTP2UpgradeChannel.Configuration(
+                idleTimeout: idle,
+                streamConfiguration: .init(additionalChannelHandlers: [
+                    RequestReadTimeoutHandler(timeout: readTimeout, maxBodyBytes: maxBody)
+                ]))
+            server = HTTPServerBuilder { responder in
+                addressLimited(
+                    try HTTP2UpgradeChannel(tlsConfiguration: tls.configuration, configuration: configuration, responder: responder),
+                    limit: perAddress)
+            }
         } else {
-            server = .http1(configuration: http1)
+            server = HTTPServerBuilder { responder in
+                addressLimited(HTTP1Channel(responder: responder, configuration: http1), limit: perAddress)
+            }
         }
         var app = Application(
             router: makeRouter(),

@@ -13,9 +13,13 @@ public struct IngestTLS: Sendable {
     /// The PEM certificate chain and key as loaded (checked to match), for the gRPC listener.
     public var certificatePEM: [UInt8] = []
     public var keyPEM: [UInt8] = []
+    /// `core.tls_min_version`: the lowest version a client may negotiate (1.2 or 1.3).
+    public var minimumVersion: TLSVersion = .tlsv12
 
     static func load(_ core: SectionValues) throws -> IngestTLS? {
         typealias C = CoreConfig
+        // Checked with TLS off too: a wrong value is an error before the day TLS is turned on.
+        let minimumVersion = try Self.minimumVersion(core)
         guard core[C.ssl] else { return nil }
         let certPEM = try pem(core, base64: C.certBase64, path: C.certPath, what: "certificate")
         let keyPEM = try pem(core, base64: C.keyBase64, path: C.keyPath, what: "private key")
@@ -38,7 +42,9 @@ public struct IngestTLS: Sendable {
         if notAfter < Date() {
             throw ConfigError(key: certKey, problem: "the certificate expired on \(ISO8601DateFormatter().string(from: notAfter))")
         }
-        let configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+        var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+        // NIOSSL's server default accepts TLS 1.0 and 1.1, which have no secure cipher suites left.
+        configuration.minimumTLSVersion = minimumVersion
         do {
             // Builds the context once now: a key that does not belong to the certificate fails here, at start.
             _ = try NIOSSLContext(configuration: configuration)
@@ -48,7 +54,17 @@ public struct IngestTLS: Sendable {
         let days = Int(notAfter.timeIntervalSinceNow / 86_400)
         return IngestTLS(
             configuration: configuration, summary: "certificate valid until \(ISO8601DateFormatter().string(from: notAfter)) (\(days) days)",
-            certificatePEM: certPEM, keyPEM: keyPEM)
+            certificatePEM: certPEM, keyPEM: keyPEM, minimumVersion: minimumVersion)
+    }
+
+    /// `core.tls_min_version`: "1.2" (the default) or "1.3"; anything lower or else is an error.
+    static func minimumVersion(_ core: SectionValues) throws -> TLSVersion {
+        switch core[CoreConfig.tlsMinVersion].trimmingCharacters(in: .whitespaces) {
+        case "1.2": return .tlsv12
+        case "1.3": return .tlsv13
+        case let other:
+            throw ConfigError(key: core.path(CoreConfig.tlsMinVersion), problem: "\"\(other)\" is not accepted: \"1.2\" or \"1.3\"")
+        }
     }
 
     private static func pem(_ core: SectionValues, base64: Setting<String>, path: Setting<String>, what: String) throws -> [UInt8] {

@@ -17,9 +17,22 @@ import XCTest
 final class RawConnection {
     let fd: Int32
 
-    init(port: Int) throws {
+    /// - Parameter source: the local address to connect from (127.0.0.2: another client than 127.0.0.1).
+    init(port: Int, from source: String? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EMFILE) }
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                close(fd)
+                throw POSIXError(.EADDRNOTAVAIL)
+            }
+        }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -61,6 +74,11 @@ final class RawConnection {
             if !out.isEmpty { break }
         }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Closes both directions now (the server sees the connection end), keeping the descriptor until deinit.
+    func shutdown() {
+        _ = Glibc.shutdown(fd, Int32(SHUT_RDWR))
     }
 
     /// Whether the server closed the connection (read returns 0 or a reset) within `seconds`.

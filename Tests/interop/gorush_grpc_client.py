@@ -103,6 +103,15 @@ def main() -> None:
                 errors[name] = {"code": "OK"}
             except grpc.RpcError as e:
                 errors[name] = {"code": e.code().name, "details": e.details()}
+        if a.key:
+            # No key: refused on the stream's HEADERS (a trailers-only status, then the stream reset).
+            try:
+                gorush.Send(android, timeout=10)
+                errors["no_key"] = {"code": "OK"}
+            except grpc.RpcError as e:
+                errors["no_key"] = {"code": e.code().name, "details": e.details()}
+            # Health needs no key even then.
+            result["health_without_key"] = pb.HealthCheckResponse.ServingStatus.Name(health.Check(pb.HealthCheckRequest(), timeout=10).status)
         result["errors"] = errors
     print(json.dumps(result, sort_keys=True))
 

@@ -1,0 +1,103 @@
+import HummingbirdCore
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// `core.max_connections_per_address`: how many connections one client IP address may hold open on
+/// one port. Past it, a new connection from that address is closed as it is accepted (nothing is
+/// read from it), so one client cannot take the slots of `core.max_connections` that everyone
+/// shares; the refusals are logged at most once a minute with their count.
+///
+/// The address is the peer's IP as the socket reports it (an IPv4 client of a dual-stack listener is
+/// its `::ffff:a.b.c.d` form); a connection without an IP address (a Unix socket) is not counted.
+public final class AddressConnectionLimit: Sendable {
+    public let maxPerAddress: Int
+    /// Names the port in the log line ("HTTP port", "gRPC port").
+    let portName: String
+    let logger: Logger
+    /// How often, at most, refused connections are logged (with the count refused since).
+    public static let warningInterval = TimeAmount.seconds(60)
+
+    private struct State {
+        var open: [String: Int] = [:]
+        var refusedUnlogged = 0
+        var lastWarning: NIODeadline?
+    }
+    private let state = NIOLockedValueBox(State())
+
+    public init(maxPerAddress: Int, portName: String, logger: Logger) {
+        self.maxPerAddress = maxPerAddress
+        self.portName = portName
+        self.logger = logger
+    }
+
+    /// Counts `channel` against its address until it closes and answers true, or answers false when
+    /// its address already holds `maxPerAddress` connections (the caller closes it, uncounted).
+    public func admit(_ channel: any Channel) -> Bool {
+        guard let address = channel.remoteAddress?.ipAddress else { return true }
+        let now = NIODeadline.now()
+        // (admitted, refused connections to report now: the first refusal, then at most one warning
+        // a minute counting those refused since the last one).
+        let (admitted, report) = state.withLockedValue { s -> (Bool, Int?) in
+            let open = s.open[address, default: 0]
+            if open < maxPerAddress {
+                s.open[address] = open + 1
+                return (true, nil)
+            }
+            s.refusedUnlogged += 1
+            if let last = s.lastWarning, now - last < Self.warningInterval { return (false, nil) }
+            let refused = s.refusedUnlogged
+            s.lastWarning = now
+            s.refusedUnlogged = 0
+            return (false, refused)
+        }
+        guard admitted else {
+            if let refused = report {
+                logger.warning(
+                    "\(portName): \(address) holds core.max_connections_per_address (\(maxPerAddress)) connections, its new ones are closed at once (\(refused) refused since the last warning; logged at most once a minute)"
+                )
+            }
+            return false
+        }
+        channel.closeFuture.whenComplete { [self] _ in
+            self.state.withLockedValue { s in
+                let left = s.open[address, default: 1] - 1
+                s.open[address] = left > 0 ? left : nil
+            }
+        }
+        return true
+    }
+}
+
+/// Hummingbird's child channel (HTTP/1.1, or HTTP/2 over TLS) behind `AddressConnectionLimit`: a
+/// connection over its address's cap is closed before any handler is added to it. Hummingbird has
+/// a global limit only (`availableConnectionsDelegate`, which holds further connections in the
+/// listen backlog), so one address's idle connections would otherwise keep every other client out.
+struct AddressLimitedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
+    typealias Value = Base.Value
+    let base: Base
+    let limit: AddressConnectionLimit
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        guard limit.admit(channel) else {
+            // A failed initializer makes NIO drop the connection without registering it: close it here.
+            channel.close(promise: nil)
+            return channel.eventLoop.makeFailedFuture(AddressConnectionLimitReached())
+        }
+        return base.setup(channel: channel, logger: logger)
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        await base.handle(value: value, logger: logger)
+    }
+}
+
+/// `base` behind `limit`, for `HTTPServerBuilder`'s existential child channel.
+func addressLimited(_ base: any ServerChildChannel, limit: AddressConnectionLimit) -> any ServerChildChannel {
+    func wrap<C: ServerChildChannel>(_ c: C) -> any ServerChildChannel { AddressLimitedChildChannel<C>(base: c, limit: limit) }
+    return wrap(base)
+}
+
+struct AddressConnectionLimitReached: Error, CustomStringConvertible {
+    var description: String { "core.max_connections_per_address reached" }
+}
