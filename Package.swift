@@ -234,7 +234,7 @@ let package = Package(
         .testTarget(
             name: "QueueStoreTests",
             dependencies: [
-                "QueueStore", "PushDispatch", "PushgateCore", .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                "TestSupport", "QueueStore", "PushDispatch", "PushgateCore", .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(name: "SigningTests", dependencies: ["Signing"]),
