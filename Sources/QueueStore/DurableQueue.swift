@@ -1326,7 +1326,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         do {
             _ = try await commitBounded(batch, now: now().timeIntervalSince1970)
             // What the next start finds, read from the store (another process may share it).
-            if let left = try? await backend.pendingCount() {
+            if let left = try? await backend.pendingAtRest() {
                 logger.info("queue store closed; \(left) deliveries left in the store for the next start")
             } else {
                 logger.info("queue store closed; about \(known) deliveries left in the store for the next start")

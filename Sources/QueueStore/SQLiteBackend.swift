@@ -261,6 +261,18 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         return rows.first?.column("n")?.integer ?? 0
     }
 
+    /// As `start` counts (`adoptParked`): the pending rows plus the jobs of the open notifications
+    /// without a row. Exact where `pendingCount` is an upper bound; it reads the rows of the open
+    /// notifications' jobs (once, at shutdown).
+    func pendingAtRest() async throws -> Int {
+        let rows = try await reader.query(
+            """
+            SELECT \(Self.pendingRowsSQL) + (SELECT coalesce(sum(job_count), 0) FROM open_notifs)
+              - (SELECT count(*) FROM open_notifs o JOIN jobs j ON j.id BETWEEN o.notif_row AND o.notif_row + o.job_count - 1) AS n
+            """)
+        return rows.first?.column("n")?.integer ?? 0
+    }
+
     func finishedCutoff(keeping keep: Int) async throws -> Double? {
         // Cheap bound first (two primary-key seeks): ids only grow, so the table holds at most
         // max - min + 1 rows. Past it, a walk of `keep` finished rows from the newest id down: the

@@ -292,6 +292,8 @@ protocol QueueBackend: Sendable {
     /// The deliveries of `notifID` with their job ids, in job order; nil when unknown.
     func status(notifID: String) async throws -> [StoredStatus]?
     func pendingCount() async throws -> Int
+    /// The pending jobs the next start will find (read when the queue is closed, its leases released).
+    func pendingAtRest() async throws -> Int
     /// `finished_at` of the `keep`-th newest finished delivery when more than `keep` are stored
     /// (deleting the finished ones before it keeps the newest `keep`), nil when at most `keep` are.
     /// Read outside the writer's transactions.
@@ -311,6 +313,7 @@ protocol QueueBackend: Sendable {
 }
 
 extension QueueBackend {
+    func pendingAtRest() async throws -> Int { try await pendingCount() }
     func afterCommit() async {}
     var eventLoop: (any EventLoop)? { nil }
     /// Only a store one process uses alone (`exclusive`) has jobs parked (PostgreSQL never is: its

@@ -41,6 +41,7 @@ final class RefusingBackend: QueueBackend, @unchecked Sendable {
     func notifications(_ rows: [Int64]) async throws -> [Int64: StoredNotification] { try await inner.notifications(rows) }
     func status(notifID: String) async throws -> [StoredStatus]? { try await inner.status(notifID: notifID) }
     func pendingCount() async throws -> Int { try await inner.pendingCount() }
+    func pendingAtRest() async throws -> Int { try await inner.pendingAtRest() }
     func finishedCutoff(keeping keep: Int) async throws -> Double? { try await inner.finishedCutoff(keeping: keep) }
     func jobState(_ id: Int64) async throws -> Int? { try await inner.jobState(id) }
     func close() async { await inner.close() }
