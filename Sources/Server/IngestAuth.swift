@@ -129,7 +129,7 @@ struct AuthMiddleware: RouterMiddleware {
         self.gateway = gateway
         let r = gateway.settings.routes
         let metricsAdminOnly = gateway.settings.auth.metricsAdminOnly
-        openRoutes = Set([r.health, "/version"] + (metricsAdminOnly ? [] : [r.metrics]))
+        openRoutes = Set([r.health, Gateway.readyRoute, "/version"] + (metricsAdminOnly ? [] : [r.metrics]))
         adminRoutes = Set([r.config, r.statGo, r.statApp, r.sysStats, Gateway.reloadRoute] + (metricsAdminOnly ? [r.metrics] : []))
     }
 

@@ -68,6 +68,8 @@ extension Gateway {
             return Response(status: .ok, headers: h)
         }
         router.head(RouterPath(r.health)) { _, _ in Response(status: .ok, headers: Self.jsonHeaders) }
+        router.get(RouterPath(Self.readyRoute)) { _, _ in self.readiness() }
+        router.head(RouterPath(Self.readyRoute)) { _, _ in self.readiness(head: true) }
         router.get("/version") { _, _ in
             var w = JSONWriter()
             var first = true
