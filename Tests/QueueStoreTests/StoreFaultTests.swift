@@ -51,7 +51,73 @@ final class RefusingBackend: QueueBackend, @unchecked Sendable {
     }
 }
 
+/// A store shared with other processes (`exclusive` false: its writes are bounded by
+/// `storeTimeout`) whose transactions never answer while `hanging` is set, as a database server that
+/// went away leaves its connection pool waiting; they end only when cancelled.
+final class HangingBackend: QueueBackend, @unchecked Sendable {
+    // @unchecked: `inner` is Sendable; the switch is in a lock.
+    let inner: any QueueBackend
+    private let hangingBox = NIOLockedValueBox(false)
+    init(_ inner: any QueueBackend) { self.inner = inner }
+
+    var hanging: Bool {
+        get { hangingBox.withLockedValue { $0 } }
+        set { hangingBox.withLockedValue { $0 = newValue } }
+    }
+
+    var exclusive: Bool { false }
+
+    func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double) async throws -> WriteResult {
+        // Not answered while hanging: only cancellation ends the wait.
+        while hanging { try await Task.sleep(for: .milliseconds(5)) }
+        return try await inner.commit(batch, owner: owner, now: now, leaseTimeout: leaseTimeout)
+    }
+    func start(owner: String, now: Double, leaseTimeout: Double, adoptParked: Bool) async throws -> StartedStore {
+        try await inner.start(owner: owner, now: now, leaseTimeout: leaseTimeout, adoptParked: false)
+    }
+    func notifications(_ rows: [Int64]) async throws -> [Int64: StoredNotification] { try await inner.notifications(rows) }
+    func status(notifID: String) async throws -> [StoredStatus]? { try await inner.status(notifID: notifID) }
+    func pendingCount() async throws -> Int { try await inner.pendingCount() }
+    func finishedCutoff(keeping keep: Int) async throws -> Double? { try await inner.finishedCutoff(keeping: keep) }
+    func jobState(_ id: Int64) async throws -> Int? { try await inner.jobState(id) }
+    func close() async { await inner.close() }
+}
+
 final class StoreFaultTests: XCTestCase {
+    /// A store that does not answer: the request is refused after `storeTimeout` (never a hang),
+    /// the next ones at once, readiness is down; once it answers again requests are taken.
+    func testAStoreThatDoesNotAnswerIsGivenUpAfterTheStoreTimeout() async throws {
+        let backend = HangingBackend(
+            try await SQLiteBackend.open(path: tempDir() + "/q.sqlite", synchronous: "normal", logger: Logger(label: "test")))
+        var o = options()
+        o.storeTimeout = 0.2
+        let q = try await DurableQueue(backend: backend, options: o, logger: Logger(label: "test"))
+        backend.hanging = true
+        do {
+            try await q.enqueue(makeJobs(1, notifID: "n-1"))
+            XCTFail("enqueue succeeded on a store that does not answer")
+        } catch let e as StoreUnavailableError {
+            XCTAssertEqual(e.cause, .timeout)
+            XCTAssertEqual(e.httpStatus, 503)
+        }
+        XCTAssertEqual(q.storeProblem?.cause, .timeout)
+        // Known: refused at once, without another wait.
+        do {
+            try await q.enqueue(makeJobs(1, notifID: "n-2"))
+            XCTFail("enqueue succeeded on a store known not to answer")
+        } catch let e as StoreUnavailableError {
+            XCTAssertEqual(e.cause, .timeout)
+        }
+        backend.hanging = false
+        try await waitUntil("the store answers again") { q.storeProblem == nil }
+        try await q.enqueue(makeJobs(2, notifID: "n-3"))
+        let statusRead = try await q.deliveryStatus(notifID: "n-3")
+        XCTAssertEqual(try XCTUnwrap(statusRead).map(\.state), [.queued, .queued])
+        let refused = try await q.deliveryStatus(notifID: "n-1")
+        XCTAssertNil(refused, "a request refused for the timeout left nothing in the store")
+        await q.close()
+    }
+
     private func open(_ path: String) async throws -> (DurableQueue, RefusingBackend) {
         let backend = RefusingBackend(try await SQLiteBackend.open(path: path, synchronous: "normal", logger: Logger(label: "test")))
         let q = try await DurableQueue(backend: backend, options: options(), logger: Logger(label: "test"))

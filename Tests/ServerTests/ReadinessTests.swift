@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import NIOCore
 import TestSupport
 import XCTest
@@ -38,5 +39,17 @@ final class ReadinessTests: XCTestCase {
             let health = try await call("/healthz")
             XCTAssertEqual(health.0, 200)
         }
+    }
+
+    /// `queue.store_timeout` is a duration between 100ms and 10m; any other value is an error naming the key.
+    func testStoreTimeoutIsRangeChecked() throws {
+        for bad in ["0s", "50ms", "11m", "soon", "-1s"] {
+            let raw = try RawConfig(yaml: "queue:\n  engine: memory\n  store_timeout: \"\(bad)\"\n", environment: [:])
+            XCTAssertThrowsError(try QueueWiring.make(raw: raw, settings: try GatewaySettings(raw), logger: Logger(label: "test")), bad) { e in
+                XCTAssertTrue("\(e)".contains("queue.store_timeout"), "\(e)")
+            }
+        }
+        let raw = try RawConfig(yaml: "queue:\n  engine: memory\n  store_timeout: \"2s\"\n", environment: [:])
+        XCTAssertNoThrow(try QueueWiring.make(raw: raw, settings: try GatewaySettings(raw), logger: Logger(label: "test")))
     }
 }
