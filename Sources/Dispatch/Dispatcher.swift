@@ -402,16 +402,32 @@ public final class Dispatcher: Sendable {
             jobs[i] = step.job
             for case .emit(let e) in step.effects { accepted.append(e) }
         }
-        if !jobs.isEmpty {
+        // Failures found before any network call are final at once: stored for the status in the
+        // same write as the request's queued deliveries (all or nothing: a request answered 200 has
+        // every status record), then told to the sinks. Deliveries to a platform that is not
+        // served are reported in the logs only (not counted, no feedback).
+        var rejected: [(job: DeliveryJob, reason: String)] = []
+        var rejectedEvents: [DeliveryEvent] = []
+        for f in early {
+            let step = lifecycle.step(f.job, .rejected(reason: f.reason, served: f.served), now: t)
+            for effect in step.effects {
+                switch effect {
+                case .recordFailedBeforeSending(let reason): rejected.append((step.job, reason))
+                case .emit(let e): rejectedEvents.append(e)
+                default: break
+                }
+            }
+        }
+        if !jobs.isEmpty || !rejected.isEmpty {
             // The app's own share first (one app cannot fill the queue for the others), then the queue.
-            if let full = appPending.reserve(appID, jobs.count, limit: app?.maxPending ?? 0, queuePending: queue.pendingCount) {
+            if !jobs.isEmpty, let full = appPending.reserve(appID, jobs.count, limit: app?.maxPending ?? 0, queuePending: queue.pendingCount) {
                 if let waiterID { waiters.cancel(waiterID) }
                 throw QueueFullError(pending: full, capacity: app?.maxPending ?? 0, app: appID)
             }
             do {
-                dispositions = try await queue.enqueue(jobs)
+                dispositions = try await queue.enqueue(jobs, failedBeforeSending: rejected)
             } catch {
-                appPending.release(appID, jobs.count)
+                if !jobs.isEmpty { appPending.release(appID, jobs.count) }
                 if let waiterID { waiters.cancel(waiterID) }
                 throw error
             }
@@ -425,28 +441,6 @@ public final class Dispatcher: Sendable {
         for e in accepted { publish(e) }
         for e in duplicates { publish(e) }
 
-        // Failures found before any network call are final at once: stored for the status, then
-        // told to the sinks. Deliveries to a platform that is not served are reported in the logs
-        // only (not counted, no feedback).
-        var rejected: [(job: DeliveryJob, reason: String)] = []
-        var rejectedEvents: [DeliveryEvent] = []
-        for f in early {
-            let step = lifecycle.step(f.job, .rejected(reason: f.reason, served: f.served), now: t)
-            for effect in step.effects {
-                switch effect {
-                case .recordFailedBeforeSending(let reason): rejected.append((step.job, reason))
-                case .emit(let e): rejectedEvents.append(e)
-                default: break
-                }
-            }
-        }
-        if !rejected.isEmpty {
-            do {
-                try await queue.recordFailedBeforeSending(rejected)
-            } catch {
-                logger.warning("could not store the status of \(rejected.count) deliveries that failed before sending: \(error)")
-            }
-        }
         var unavailableEntries = BoundedLogs(budget: sync ? answer.maxAnswerBytes : 0)
         var failedNow = BoundedLogs(budget: sync ? answer.maxAnswerBytes : 0)
         var earlyOutcomes: [DeliveryOutcome] = []

@@ -190,6 +190,14 @@ public protocol QueueDriver: Sendable {
     /// Whether a job held for the end of its coalescing window was replaced by a later push since
     /// (asked by the worker before sending it; `DeliveryJob.isHeldForCoalescing`).
     func wasReplaced(_ job: DeliveryJob) async -> Bool
+    /// `enqueue` and `recordFailedBeforeSending` of one request together: a durable store writes
+    /// both in one transaction, so a request is either stored whole (its failed deliveries' status
+    /// included) or refused whole. The default does one after the other.
+    @discardableResult
+    func enqueue(_ jobs: [DeliveryJob], failedBeforeSending: [(job: DeliveryJob, reason: String)]) async throws -> [EnqueueDisposition]
+    /// Why the store cannot take writes now (nil: it can, or there is no store). Readiness is down
+    /// while it is set.
+    var storeProblem: StoreUnavailableError? { get }
 }
 
 extension QueueDriver {
@@ -197,4 +205,11 @@ extension QueueDriver {
     public func nextIfReady(platform: Platform) -> DeliveryJob? { nil }
     public func recordFailedBeforeSending(_ failures: [(job: DeliveryJob, reason: String)]) async throws {}
     public func wasReplaced(_ job: DeliveryJob) async -> Bool { false }
+    public var storeProblem: StoreUnavailableError? { nil }
+    @discardableResult
+    public func enqueue(_ jobs: [DeliveryJob], failedBeforeSending: [(job: DeliveryJob, reason: String)]) async throws -> [EnqueueDisposition] {
+        let d = jobs.isEmpty ? [] : try await enqueue(jobs)
+        if !failedBeforeSending.isEmpty { try await recordFailedBeforeSending(failedBeforeSending) }
+        return d
+    }
 }

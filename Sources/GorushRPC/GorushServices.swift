@@ -97,15 +97,16 @@ struct GorushSendService: Proto_Gorush.ServiceProtocol {
         case 400: code = .invalidArgument
         case 401: code = .unauthenticated
         case 403: code = .permissionDenied
-        case 429, 503: code = .resourceExhausted
+        case 429, 503, 507: code = .resourceExhausted
         default: code = .internalError
         }
         return RPCError(code: code, message: e.description)
     }
 }
 
-/// `proto.Health/Check`: SERVING while the gateway takes work, NOT_SERVING from the start of a
-/// graceful shutdown. The service names it knows are "" (the server) and those it serves.
+/// `proto.Health/Check`: SERVING while the gateway takes work, NOT_SERVING as `/readyz` answers 503
+/// (graceful shutdown started, the queue's store refuses writes, no provider enabled). The service
+/// names it knows are "" (the server) and those it serves.
 @available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *)
 struct GorushHealthService: Proto_Health.SimpleServiceProtocol {
     let gateway: Gateway
@@ -115,7 +116,7 @@ struct GorushHealthService: Proto_Health.SimpleServiceProtocol {
     func check(request: Proto_HealthCheckRequest, context: ServerContext) async throws -> Proto_HealthCheckResponse {
         guard Self.known.contains(request.service) else { throw RPCError(code: .notFound, message: "unknown service") }
         var response = Proto_HealthCheckResponse()
-        response.status = gateway.isDraining ? .notServing : .serving
+        response.status = gateway.notReadyReason == nil ? .serving : .notServing
         return response
     }
 }

@@ -70,6 +70,13 @@ public struct DurableQueueOptions: Sendable {
     public var updateDelay: TimeInterval = 0.01
     /// Completions and reschedules that are committed at once without waiting for `updateDelay`.
     public var updateBatch: Int = 2_000
+    /// `queue.store_timeout`: longest wait for a write of a store that can hang (a database server
+    /// that went away: its connection pool waits for a connection); past it the write is given up
+    /// and ingest answers 503. A store this process alone uses (SQLite) answers or fails at once.
+    public var storeTimeout: TimeInterval = 5
+    /// Backoff of the writes retried while the store refuses them (completions kept in memory, and a
+    /// probe write that tells when the store takes writes again): first delay, doubled up to the last.
+    public var faultRetryDelay: ClosedRange<TimeInterval> = 0.25...2
 
     public init(capacity: Int) { self.capacity = max(1, capacity) }
 }
@@ -157,6 +164,22 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         var updateWakeScheduled = false
         /// That wake came: the updates gathered are committed now.
         var updatesDue = false
+        /// The store refused the last write for a fault of its own (full disk, I/O error,
+        /// unreachable): requests are refused with it at once, without waiting for the writer, until
+        /// a write succeeds again (the timer probes the store with backoff). Readiness reads it.
+        var fault: StoreUnavailableError?
+        /// Completions and reschedules the store refused, oldest first: kept (never dropped, or the
+        /// jobs would stay pending in the store and be sent again at the next start) and written
+        /// ahead of the newer ones in every transaction until one commits. Bounded: no jobs are
+        /// leased or read back while they fill the `maxHeld` window.
+        var retained: [JobUpdate] = []
+        /// When the timer next writes to the store while `fault` or `retained` is set, and the delay after that.
+        var faultRetryAt: Double = 0
+        var faultRetryDelay: Double = 0
+
+        /// Updates the store has not taken: refused ones, and those gathered while it refuses writes
+        /// (they count against the `maxHeld` window: memory stays bounded while the store is down).
+        var unwritten: Int { retained.count + (fault == nil ? 0 : work.batch.updates.count) }
 
         /// Changes `platform`'s parked ids and `parked` (their total) with them.
         mutating func changeParked<R>(_ platform: Platform, _ body: (inout ParkedJobIDs) -> R) -> R {
@@ -250,18 +273,31 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
 
     @discardableResult
     public func enqueue(_ jobs: [DeliveryJob]) async throws -> [EnqueueDisposition] {
-        guard !jobs.isEmpty else { return [] }
+        try await enqueue(jobs, failedBeforeSending: [])
+    }
+
+    /// The jobs and the status records of the request's deliveries that failed before sending, in
+    /// one transaction: both are stored or neither.
+    @discardableResult
+    public func enqueue(_ jobs: [DeliveryJob], failedBeforeSending failures: [(job: DeliveryJob, reason: String)]) async throws
+        -> [EnqueueDisposition]
+    {
+        guard !jobs.isEmpty else {
+            try await recordFailedBeforeSending(failures)
+            return []
+        }
         let n = jobs.count
         // Room in memory for leasing on enqueue (approximate across concurrent enqueues: the
         // window is a memory bound, not an exact count).
         // Platforms with parked jobs: their new async jobs are parked behind them (first in, first out).
         let (room, parkedPlatforms): (Int, [Platform]) = try state.withLockedValue { s in
             if s.finalized || s.finalizeRequested { throw QueueClosedError() }
+            if let fault = s.fault { throw fault }
             let pending = max(0, s.pendingBase + s.pendingDelta)
             if pending + n > options.capacity { throw QueueFullError(pending: pending, capacity: options.capacity) }
             s.pendingDelta += n
             let parked = s.parked > 0 ? s.platforms.compactMap { $0.value.parked.isEmpty ? nil : $0.key } : []
-            return (max(0, options.maxHeld - s.held), parked)
+            return (max(0, options.maxHeld - s.held - s.unwritten), parked)
         }
         var leasing = 0
         var hold = [Bool](repeating: false, count: n)
@@ -292,7 +328,8 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         let ids: [(notifRow: Int64, jobIDs: [Int64])]
         let guarded: [Int64: GuardOutcome]
         do {
-            (ids, guarded) = try await commit(inserts)
+            // The failed deliveries' rows come after the jobs' (their ids are not read).
+            (ids, guarded) = try await commit(failures.isEmpty ? inserts : inserts + (try failedInserts(failures)))
         } catch {
             state.withLockedValue { $0.pendingDelta -= n }
             throw error
@@ -395,25 +432,30 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     /// Hands an idempotency operation to the writer's next group commit.
     private func idempotency(_ op: IdempotencyOp) async throws -> IdempotencyClaim? {
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<IdempotencyClaim?, any Error>) in
-            let closed: Bool = state.withLockedValue { s in
-                if s.finalized { return true }
+            let refused: (any Error)? = state.withLockedValue { s in
+                if s.finalized { return QueueClosedError() }
+                if let fault = s.fault { return fault }
                 s.work.batch.idempotency.append(op)
                 s.work.idempotencyWaiters.append(c)
-                return false
+                return nil
             }
-            if closed { c.resume(throwing: QueueClosedError()) } else { signal.yield() }
+            if let refused { c.resume(throwing: refused) } else { signal.yield() }
         }
     }
 
     public func recordFailedBeforeSending(_ failures: [(job: DeliveryJob, reason: String)]) async throws {
         guard !failures.isEmpty else { return }
-        let (inserts, _) = try Self.notificationInserts(failures.map(\.job), createdAt: now().timeIntervalSince1970) { j, i in
+        _ = try await commit(try failedInserts(failures))
+    }
+
+    /// The stored form of deliveries that failed before sending: finished rows, for the status.
+    private func failedInserts(_ failures: [(job: DeliveryJob, reason: String)]) throws -> [NotificationInsert] {
+        try Self.notificationInserts(failures.map(\.job), createdAt: now().timeIntervalSince1970) { j, i in
             JobInsert(
                 target: j.target, messageID: j.messageID, attempts: 0, maxAttempts: j.maxAttempts,
                 notBefore: j.notBefore.timeIntervalSince1970, enqueuedAt: j.enqueuedAt.timeIntervalSince1970,
                 leased: false, failedReason: StoreText.clean(failures[i].reason))
-        }
-        _ = try await commit(inserts)
+        }.inserts
     }
 
     /// One stored notification (body encoded once) per accepted notification, in order of first
@@ -463,13 +505,14 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     /// Hands inserts to the writer's next group commit; returns each notification's row and job ids.
     private func commit(_ inserts: [NotificationInsert]) async throws -> Inserted {
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<Inserted, any Error>) in
-            let closed: Bool = state.withLockedValue { s in
-                if s.finalized { return true }
+            let refused: (any Error)? = state.withLockedValue { s in
+                if s.finalized { return QueueClosedError() }
+                if let fault = s.fault { return fault }
                 s.work.batch.inserts += inserts
                 s.work.insertGroups.append(InsertGroup(count: inserts.count, continuation: c))
-                return false
+                return nil
             }
-            if closed { c.resume(throwing: QueueClosedError()) } else { signal.yield() }
+            if let refused { c.resume(throwing: refused) } else { signal.yield() }
         }
     }
 
@@ -602,7 +645,33 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
 
     public func deliveryStatus(notifID: String) async throws -> [DeliveryStatusRecord]? {
         await flush()  // read this process's own changes
-        return try await backend.status(notifID: notifID)
+        guard let stored = try await backend.status(notifID: notifID) else { return nil }
+        // Updates the store refused are not in it yet: what happened is what this process holds.
+        let pending: [Int64: JobUpdate] = state.withLockedValue { s in
+            guard !s.retained.isEmpty else { return [:] }
+            var byJob: [Int64: JobUpdate] = [:]
+            for u in s.retained { byJob[u.jobID] = u }  // the last of a job's updates
+            return byJob
+        }
+        return stored.map { row in pending[row.jobID].map { Self.overlay($0, on: row.record) } ?? row.record }
+    }
+
+    /// A stored record as an update not written yet leaves it.
+    static func overlay(_ u: JobUpdate, on r: DeliveryStatusRecord) -> DeliveryStatusRecord {
+        var out = r
+        switch u {
+        case .reschedule(_, let attempts, let notBefore, let lastError, _, _):
+            out.state = .retrying
+            out.attempts = attempts
+            out.nextTry = Date(timeIntervalSince1970: notBefore)
+            out.error = lastError
+        case .complete(_, let code, let attempts, let info, let finishedAt, _):
+            let state = DeliveryState(code: code, attempts: attempts, notBefore: Date(timeIntervalSince1970: 0), lastError: info, providerID: info)
+            out = DeliveryStatusRecord(
+                platform: r.platform, token: r.token, state: state, attempts: attempts, finishedAt: Date(timeIntervalSince1970: finishedAt),
+                app: r.app, fallback: r.fallback)
+        }
+        return out
     }
 
     // MARK: internals (call with the lock held)
@@ -687,6 +756,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     /// When the timer has something to do next (call with the lock held).
     private func nextTimerDue(_ s: State, heartbeatEvery: Double) -> Double {
         var due = min(s.lastHeartbeat + heartbeatEvery, s.lastPrune + options.pruneInterval)
+        if s.fault != nil || !s.retained.isEmpty { due = min(due, s.faultRetryAt) }
         if s.stats != nil { due = min(due, s.lastStats + options.statsInterval) }
         for ps in s.platforms.values {
             if let top = ps.jobs.delayed.peek { due = min(due, top.notBefore.timeIntervalSince1970) }
@@ -703,6 +773,8 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     /// Adds a lease request for `platform` to the next transaction when workers wait and the store may have jobs.
     private func requestLeaseIfNeeded(_ platform: Platform, in s: inout State, now t: Double) -> Bool {
         guard !s.shutdown, !s.finalizeRequested, let ps = s.platforms[platform] else { return false }
+        // Not while the store refuses writes (a lease is one), nor while its refused updates fill the window.
+        guard s.fault == nil, s.unwritten < options.maxHeld else { return false }
         guard !ps.fetching, !ps.jobs.waiters.isEmpty, ps.jobs.ready.count == 0 else { return false }
         guard let poll = nextPoll(ps, in: s), poll <= t else { return false }
         // One lease of up to `leaseBatch` rows: the dispatcher waits here with one feed loop per
@@ -724,7 +796,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         if ps.parkedReadFailed > 0 {
             guard let t, t >= ps.parkedReadFailed + options.pollInterval else { return nil }
         }
-        let n = min(options.leaseBatch, options.maxHeld - s.held)
+        let n = min(options.leaseBatch, options.maxHeld - s.held - s.unwritten)
         guard n > 0 else { return nil }
         s.platforms[platform]!.readingParked = true
         return s.changeParked(platform) { $0.take(n) }
@@ -776,6 +848,15 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             while true {
                 let taken: (work: Work, finalize: Bool)? = state.withLockedValue { s in
                     let finalize = s.finalizeRequested && !s.finalized
+                    if s.fault != nil {
+                        // The store refuses writes. Shutting down: what is left goes into the one
+                        // last try of `finalizeStore`. Else what nobody waits for is kept for the
+                        // timer's next try (a heartbeat, with backoff), not tried on every completion.
+                        if finalize { return (Work(), true) }
+                        if !s.work.batch.heartbeat, s.work.insertGroups.isEmpty, s.work.idempotencyWaiters.isEmpty, s.work.updateWaiters.isEmpty {
+                            return nil
+                        }
+                    }
                     if !finalize, !s.shutdown, !s.work.batch.updates.isEmpty, s.work.batch.updates.count < options.updateBatch,
                         s.work.onlyUnwaited
                     {
@@ -808,8 +889,14 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                         }
                     }
                     s.updatesDue = false
-                    let w = s.work
+                    var w = s.work
                     s.work = Work()
+                    if !s.retained.isEmpty, !w.batch.isEmpty {
+                        // Refused earlier: written first, so a job's changes reach the store in order
+                        // (alone they wait for the timer's next try: no loop on a failing store).
+                        w.batch.updates = s.retained + w.batch.updates
+                        s.retained = []
+                    }
                     // The next batch likely holds as many updates: no regrowing (and copying) the array
                     // from empty while the workers append to it under the lock.
                     s.work.batch.updates.reserveCapacity(min(w.batch.updates.count, options.updateBatch))
@@ -828,15 +915,36 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     }
 
     private func execute(_ work: Work) async {
+        var work = work
         let t = now().timeIntervalSince1970
+        if let fault = state.withLockedValue({ $0.fault }) {
+            // Gathered before the store was found failing: refused at once, not after another wait
+            // for a store known to fail (the timer's probe finds when it takes writes again).
+            refuseWaiting(&work, fault)
+            if work.batch.isEmpty {
+                for c in work.updateWaiters { c.resume() }
+                return
+            }
+            if !work.batch.heartbeat {
+                // Only the timer's tries (a heartbeat, with backoff) go to a store known to refuse
+                // writes; the rest is kept for them (on PostgreSQL each would wait `storeTimeout`).
+                storeRefused(work, fault, error: nil, now: t, tried: false)
+                return
+            }
+        }
         let result: WriteResult
         do {
-            result = try await backend.commit(work.batch, owner: owner, now: t, leaseTimeout: options.leaseTimeout)
+            result = try await commitBounded(work.batch, now: t)
         } catch {
+            if let cause = StoreFaults.cause(of: error) {
+                storeRefused(work, StoreUnavailableError(cause), error: error, now: t)
+                return
+            }
             logger.error("queue store transaction failed: \(error); retrying its parts one by one")
             await isolate(work, now: t)
             return
         }
+        storeAccepted()
         var k = 0
         for g in work.insertGroups {
             g.continuation.resume(returning: (Array(result.inserted[k..<(k + g.count)]), result.guarded))
@@ -845,6 +953,106 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         resumeIdempotency(work, claims: result.claims)
         await finishMaintenance(work, result)
     }
+
+    /// One transaction, given up after `storeTimeout` on a store that can hang (a database server
+    /// gone: the pool waits for a connection). A store this process alone uses answers or fails at
+    /// once and is called directly (its writer runs on the store's event loop).
+    private func commitBounded(_ batch: WriteBatch, now t: Double) async throws -> WriteResult {
+        let backend = self.backend
+        let owner = self.owner
+        let lease = options.leaseTimeout
+        if backend.exclusive { return try await backend.commit(batch, owner: owner, now: t, leaseTimeout: lease) }
+        let timeout = options.storeTimeout
+        return try await withThrowingTaskGroup(of: WriteResult?.self) { group in
+            group.addTask { try await backend.commit(batch, owner: owner, now: t, leaseTimeout: lease) }
+            group.addTask {
+                try await Task.sleep(nanoseconds: UInt64(max(0, timeout) * 1e9))
+                return nil
+            }
+            defer { group.cancelAll() }
+            var timedOut = false
+            do {
+                while let next = try await group.next() {
+                    // The transaction's result stands even when it came after the timer (it committed).
+                    if let result = next { return result }
+                    // The timer: the transaction is cancelled; its answer (an error, as a rule) is awaited.
+                    timedOut = true
+                    group.cancelAll()
+                }
+            } catch {
+                if timedOut { throw StoreUnavailableError(.timeout) }
+                throw error
+            }
+            throw StoreUnavailableError(.timeout)
+        }
+    }
+
+    /// A fault of the store as the error its waiters get; other errors as they are.
+    private static func refusal(_ error: any Error) -> any Error {
+        StoreFaults.cause(of: error).map { StoreUnavailableError($0) } ?? error
+    }
+
+    /// Refuses the requests and Idempotency-Key operations of `work` with `fault` (nothing of them
+    /// is written) and takes them out of its batch.
+    private func refuseWaiting(_ work: inout Work, _ fault: any Error) {
+        for g in work.insertGroups { g.continuation.resume(throwing: fault) }
+        for c in work.idempotencyWaiters { c.resume(throwing: fault) }
+        work.insertGroups = []
+        work.idempotencyWaiters = []
+        work.batch.inserts = []
+        work.batch.idempotency = []
+    }
+
+    /// The store refused a transaction for a fault of its own: the requests waiting for it get the
+    /// fault (nothing of them was stored), its completions and reschedules are kept to be written
+    /// again, its counter increments go back into the next batch, and the timer tries the store
+    /// again with backoff. Until a write succeeds new requests are refused at once.
+    /// `tried` false: the batch was not tried (the store was known to refuse): no backoff step, no log.
+    private func storeRefused(_ work: Work, _ fault: StoreUnavailableError, error: (any Error)?, now t: Double, tried: Bool = true) {
+        var work = work
+        refuseWaiting(&work, fault)
+        let (first, kept): (Bool, Int) = state.withLockedValue { s in
+            let first = s.fault == nil
+            s.fault = fault
+            s.retained = work.batch.updates + s.retained
+            s.work.batch.statsDelta.merge(work.batch.statsDelta, uniquingKeysWith: Int64.saturatingSum)
+            for req in work.batch.leases { s.platforms[req.platform]?.fetching = false }
+            guard tried else { return (false, s.retained.count) }
+            let delays = options.faultRetryDelay
+            s.faultRetryDelay = first ? delays.lowerBound : min(max(s.faultRetryDelay * 2, delays.lowerBound), delays.upperBound)
+            s.faultRetryAt = t + s.faultRetryDelay
+            if s.tickerWake > s.faultRetryAt {
+                s.tickerWake = 0
+                s.tickerSleeper?.cancel()
+            }
+            return (first, s.retained.count)
+        }
+        for c in work.updateWaiters { c.resume() }
+        guard tried else { return }
+        let why = error.map { ": \($0)" } ?? ""
+        if first {
+            logger.error(
+                "queue store cannot take writes (\(fault.cause.rawValue))\(why); requests are answered \(fault.httpStatus) until it does, \(kept) delivery updates kept to be written then"
+            )
+        } else {
+            logger.debug("queue store still refuses writes (\(fault.cause.rawValue))\(why); \(kept) delivery updates kept")
+        }
+    }
+
+    /// A transaction committed: a fault found earlier is over.
+    private func storeAccepted() {
+        let was: StoreUnavailableError? = state.withLockedValue { s in
+            defer { s.fault = nil }
+            return s.fault
+        }
+        if let was { logger.notice("queue store takes writes again (it refused them: \(was.cause.rawValue))") }
+    }
+
+    /// Why the store cannot take writes now (nil: the last write succeeded).
+    public var storeProblem: StoreUnavailableError? { state.withLockedValue { $0.fault } }
+
+    /// Delivery updates the store refused, kept in memory to be written again.
+    public var unwrittenUpdates: Int { state.withLockedValue { $0.unwritten } }
 
     /// Resumes the idempotency waiters after their operations were committed: each claim gets its answer.
     private func resumeIdempotency(_ work: Work, claims: [IdempotencyClaim]) {
@@ -911,22 +1119,22 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             part.inserts = Array(work.batch.inserts[k..<(k + g.count)])
             k += g.count
             do {
-                let r = try await backend.commit(part, owner: owner, now: t, leaseTimeout: options.leaseTimeout)
+                let r = try await commitBounded(part, now: t)
                 g.continuation.resume(returning: (r.inserted, r.guarded))
             } catch {
                 logger.error("queue store refused one request's \(g.count) notification(s): \(error)")
-                g.continuation.resume(throwing: error)
+                g.continuation.resume(throwing: Self.refusal(error))
             }
         }
         if !work.batch.idempotency.isEmpty {
             var part = WriteBatch()
             part.idempotency = work.batch.idempotency
             do {
-                let r = try await backend.commit(part, owner: owner, now: t, leaseTimeout: options.leaseTimeout)
+                let r = try await commitBounded(part, now: t)
                 resumeIdempotency(work, claims: r.claims)
             } catch {
                 logger.error("queue store refused \(work.idempotencyWaiters.count) Idempotency-Key operation(s): \(error)")
-                for c in work.idempotencyWaiters { c.resume(throwing: error) }
+                for c in work.idempotencyWaiters { c.resume(throwing: Self.refusal(error)) }
             }
         }
         var rest = work.batch
@@ -937,26 +1145,58 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             return
         }
         do {
-            let r = try await backend.commit(rest, owner: owner, now: t, leaseTimeout: options.leaseTimeout)
+            let r = try await commitBounded(rest, now: t)
+            storeAccepted()
             await finishMaintenance(work, r)
             return
         } catch {
+            if let cause = StoreFaults.cause(of: error) {
+                var left = work
+                left.batch = rest
+                left.insertGroups = []
+                left.idempotencyWaiters = []
+                storeRefused(left, StoreUnavailableError(cause), error: error, now: t)
+                return
+            }
             logger.error("queue store transaction failed again without inserts: \(error)")
         }
         var kept = 0
+        var refused: [JobUpdate] = []
+        var fault: StoreUnavailableError?
         for u in rest.updates {
+            if fault != nil {
+                refused.append(u)
+                continue
+            }
             var one = WriteBatch()
             one.updates = [u]
             do {
-                _ = try await backend.commit(one, owner: owner, now: t, leaseTimeout: options.leaseTimeout)
+                _ = try await commitBounded(one, now: t)
                 kept += 1
             } catch {
-                logger.error("queue store refused one delivery update, dropped: \(error)")
+                if let cause = StoreFaults.cause(of: error) {
+                    // The store, not this update: it and the rest are kept and written again.
+                    fault = StoreUnavailableError(cause)
+                    refused.append(u)
+                } else {
+                    // This update's own value (the store took the others): it cannot ever be
+                    // written; its job stays leased and is retried after the lease timeout.
+                    logger.error("queue store refused one delivery update, dropped: \(error)")
+                }
             }
         }
         rest.updates = []
+        if let fault {
+            var left = work
+            left.batch = rest
+            left.batch.updates = refused
+            left.insertGroups = []
+            left.idempotencyWaiters = []
+            storeRefused(left, fault, error: nil, now: t)
+            return
+        }
         do {
-            let r = rest.isEmpty ? WriteResult() : try await backend.commit(rest, owner: owner, now: t, leaseTimeout: options.leaseTimeout)
+            let r = rest.isEmpty ? WriteResult() : try await commitBounded(rest, now: t)
             await finishMaintenance(work, r)
         } catch {
             logger.error("queue store upkeep failed (\(kept) updates kept): \(error)")
@@ -1070,14 +1310,38 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     private func finalizeStore() async {
         var batch = WriteBatch()
         batch.release = true
-        if let stats = state.withLockedValue({ $0.stats }) { batch.statsDelta = StatsCodec.increments(stats.takeUnsaved()) }
-        let held = heldCount
-        do {
-            _ = try await backend.commit(batch, owner: owner, now: now().timeIntervalSince1970, leaseTimeout: options.leaseTimeout)
-            logger.info("queue store closed; \(held) deliveries left in the store for the next start")
-        } catch {
-            logger.error("cannot release leases on shutdown (they expire after \(options.leaseTimeout) s): \(error)")
+        // Updates the store refused until now: a last try (a job whose outcome is not written is
+        // pending in the store and sent again at the next start).
+        // With the store refusing writes the writer leaves its gathered work here (`writerLoop`).
+        let (retained, leftover, stats, known, fault): ([JobUpdate], Work, Stats?, Int, StoreUnavailableError?) = state.withLockedValue { s in
+            defer {
+                s.retained = []
+                s.work = Work()
+            }
+            return (s.retained, s.work, s.stats, max(0, s.pendingBase + s.pendingDelta), s.fault)
         }
+        var left = leftover
+        refuseWaiting(&left, fault.map { $0 as any Error } ?? QueueClosedError())
+        let retainedUpdates = retained + leftover.batch.updates
+        batch.updates = retainedUpdates
+        batch.statsDelta = leftover.batch.statsDelta
+        if let stats { batch.statsDelta.merge(StatsCodec.increments(stats.takeUnsaved()), uniquingKeysWith: Int64.saturatingSum) }
+        do {
+            _ = try await commitBounded(batch, now: now().timeIntervalSince1970)
+            // What the next start finds, read from the store (another process may share it).
+            if let left = try? await backend.pendingAtRest() {
+                logger.info("queue store closed; \(left) deliveries left in the store for the next start")
+            } else {
+                logger.info("queue store closed; about \(known) deliveries left in the store for the next start")
+            }
+        } catch {
+            // Completions not written: their jobs are still pending in the store.
+            let unwritten = retainedUpdates.filter { if case .complete = $0 { return true } else { return false } }.count
+            logger.error(
+                "cannot write to the queue store on shutdown: \(unwritten) delivery outcomes not written (sent again at the next start), about \(known + unwritten) deliveries left in the store; leases expire after \(options.leaseTimeout) s: \(error)"
+            )
+        }
+        for c in leftover.updateWaiters { c.resume() }
         await backend.close()
         let (waiters, closeWaiters): ([CheckedContinuation<DeliveryJob?, Never>], [CheckedContinuation<Void, Never>]) = state.withLockedValue { s in
             s.finalized = true
@@ -1137,6 +1401,13 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                         if requestLeaseIfNeeded(p, in: &s, now: t) { go = true }
                         if let r = readParkedIfNeeded(p, in: &s, now: t) { reads.append((p, r)) }
                     }
+                }
+                if s.fault != nil || !s.retained.isEmpty, t >= s.faultRetryAt {
+                    // A write (the heartbeat) to find whether the store takes writes again; the
+                    // refused updates ride along. Not again before the backoff's delay.
+                    s.faultRetryAt = t + max(s.faultRetryDelay, options.faultRetryDelay.lowerBound)
+                    s.work.batch.heartbeat = true
+                    go = true
                 }
                 if t - s.lastHeartbeat >= heartbeatEvery {
                     s.lastHeartbeat = t

@@ -21,7 +21,11 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
         self.logger = logger
     }
 
-    /// Parses `postgres://user:password@host:port/database?sslmode=disable|prefer|require`.
+    /// Parses `postgres://user:password@host:port/database?sslmode=disable|prefer|require|verify-ca|verify-full`.
+    /// Without `sslmode`: `verify-full` (TLS, the server's certificate checked against the system's
+    /// trust roots and the host name) for a host off this machine, `disable` for a loopback one; the
+    /// URL's `sslmode` wins. `prefer` falls back to plain text when the server offers no TLS (an
+    /// attacker on the path can force that), so it is only ever used when asked for.
     static func configuration(url: String) throws -> PostgresClient.Configuration {
         guard let c = URLComponents(string: url), ["postgres", "postgresql"].contains(c.scheme ?? ""), let host = c.host, !host.isEmpty else {
             throw QueueStoreError("queue.postgres.url: expected postgres://user:password@host:port/database")
@@ -30,14 +34,17 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
         let password = c.password.flatMap { $0.removingPercentEncoding }
         var db = c.path
         if db.hasPrefix("/") { db.removeFirst() }
-        let sslmode =
-            c.queryItems?.first { $0.name == "sslmode" }?.value
-            ?? (host == "127.0.0.1" || host == "localhost" || host == "::1" ? "disable" : "prefer")
+        let sslmode = c.queryItems?.first { $0.name == "sslmode" }?.value ?? (isLoopback(host) ? "disable" : "verify-full")
         let tls: PostgresClient.Configuration.TLS
+        // swift-nio-ssl's client configuration verifies the certificate chain and the host name:
+        // `require` and `verify-ca` are as strict as `verify-full` here.
         switch sslmode {
         case "disable": tls = .disable
+        case "prefer", "allow": tls = .prefer(.makeClientConfiguration())
         case "require", "verify-ca", "verify-full": tls = .require(.makeClientConfiguration())
-        default: tls = .prefer(.makeClientConfiguration())
+        default:
+            throw QueueStoreError(
+                "queue.postgres.url: sslmode=\(sslmode.prefix(32)) is not one of disable, allow, prefer, require, verify-ca, verify-full")
         }
         var config = PostgresClient.Configuration(
             host: host, port: c.port ?? 5432, username: user, password: password,
@@ -45,6 +52,15 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
         config.options.maximumConnections = 8
         config.options.minimumConnections = 1
         return config
+    }
+
+    /// A host name or address of this machine: no network in between, no TLS needed by default.
+    static func isLoopback(_ host: String) -> Bool {
+        let h = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        if h == "localhost" || h == "::1" { return true }
+        // An IPv4 literal in 127.0.0.0/8 (not a name that merely starts with "127.").
+        let parts = h.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts.allSatisfy { UInt8($0) != nil } && parts[0] == "127"
     }
 
     static func open(url: String, logger: Logger) async throws -> PostgresBackend {
@@ -150,22 +166,22 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
         return out
     }
 
-    func status(notifID: String) async throws -> [DeliveryStatusRecord]? {
-        var out: [DeliveryStatusRecord] = []
+    func status(notifID: String) async throws -> [StoredStatus]? {
+        var out: [StoredStatus] = []
         let rows = try await client.query(
             """
-            SELECT j.platform, j.target_kind, j.target, j.target_keys, j.state, j.attempts, j.not_before, j.last_error, j.provider_id,
+            SELECT j.id, j.platform, j.target_kind, j.target, j.target_keys, j.state, j.attempts, j.not_before, j.last_error, j.provider_id,
                    j.finished_at, n.app, n.fallback
             FROM pushgate_jobs j JOIN pushgate_notifications n ON n.id = j.notif_row WHERE n.notif_id = \(notifID) ORDER BY j.id
             """, logger: logger)
-        for try await (p, kind, target, keys, state, att, nb, err, pid, fin, app, fallback) in rows.decode(
-            (Int, Int, String, String?, Int, Int, Double, String?, String?, Double?, String, String?).self)
+        for try await (id, p, kind, target, keys, state, att, nb, err, pid, fin, app, fallback) in rows.decode(
+            (Int64, Int, Int, String, String?, Int, Int, Double, String?, String?, Double?, String, String?).self)
         {
-            out.append(
-                storedStatusRecord(
-                    platform: Platform(rawValue: p) ?? .ios, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
-                    state: state, attempts: att, notBefore: nb, lastError: err, providerID: pid, finishedAt: fin, app: app,
-                    fallback: fallback))
+            let record = storedStatusRecord(
+                platform: Platform(rawValue: p) ?? .ios, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
+                state: state, attempts: att, notBefore: nb, lastError: err, providerID: pid, finishedAt: fin, app: app,
+                fallback: fallback)
+            out.append(StoredStatus(jobID: id, record: record))
         }
         if out.isEmpty {
             var known = false

@@ -261,6 +261,18 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         return rows.first?.column("n")?.integer ?? 0
     }
 
+    /// As `start` counts (`adoptParked`): the pending rows plus the jobs of the open notifications
+    /// without a row. Exact where `pendingCount` is an upper bound; it reads the rows of the open
+    /// notifications' jobs (once, at shutdown).
+    func pendingAtRest() async throws -> Int {
+        let rows = try await reader.query(
+            """
+            SELECT \(Self.pendingRowsSQL) + (SELECT coalesce(sum(job_count), 0) FROM open_notifs)
+              - (SELECT count(*) FROM open_notifs o JOIN jobs j ON j.id BETWEEN o.notif_row AND o.notif_row + o.job_count - 1) AS n
+            """)
+        return rows.first?.column("n")?.integer ?? 0
+    }
+
     func finishedCutoff(keeping keep: Int) async throws -> Double? {
         // Cheap bound first (two primary-key seeks): ids only grow, so the table holds at most
         // max - min + 1 rows. Past it, a walk of `keep` finished rows from the newest id down: the
@@ -381,7 +393,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         return out
     }
 
-    func status(notifID: String) async throws -> [DeliveryStatusRecord]? {
+    func status(notifID: String) async throws -> [StoredStatus]? {
         // The job rows of the notifications with this id (a narrow outcome row's target and time
         // from its `jobs_data` entry), and their jobs without a row yet (`WrittenOnce`).
         func entry(_ k: Int) -> String { "(n.jobs_data ->> ('$[' || (j.id - n.id) || '][\(k)]'))" }
@@ -405,13 +417,14 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         }
         return rows.map { r in
             func str(_ c: String) -> String? { r.column(c).flatMap { $0.isNull ? nil : $0.string } }
-            return storedStatusRecord(
+            let record = storedStatusRecord(
                 platform: Platform(rawValue: r.column("platform")?.integer ?? 1) ?? .ios,
                 target: TargetCodec.decode(kind: r.column("target_kind")?.integer ?? 0, value: str("target") ?? "", keys: str("target_keys")),
                 state: r.column("state")?.integer ?? 0, attempts: r.column("attempts")?.integer ?? 0,
                 notBefore: r.column("not_before")?.double ?? 0, lastError: str("last_error"), providerID: str("provider_id"),
                 finishedAt: r.column("finished_at").flatMap { $0.isNull ? nil : $0.double }, app: str("app") ?? AppID.defaultApp,
                 fallback: str("fallback"))
+            return StoredStatus(jobID: Int64(r.column("id")?.integer ?? 0), record: record)
         }
     }
 

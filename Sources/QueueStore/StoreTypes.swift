@@ -149,6 +149,14 @@ enum JobUpdate: Sendable {
     /// `state` is `.delivered` or `.failed`; `info` is the provider id (delivered) or the reason (failed).
     case complete(id: Int64, state: DeliveryState.Code, attempts: Int, info: String?, finishedAt: Double, row: OutcomeRow? = nil)
 
+    /// The job it changes.
+    var jobID: Int64 {
+        switch self {
+        case .reschedule(let id, _, _, _, _, _): return id
+        case .complete(let id, _, _, _, _, _): return id
+        }
+    }
+
     /// It carries its job for a store that may not have written the job's row yet.
     var carriesRow: Bool {
         switch self {
@@ -248,6 +256,13 @@ struct WriteResult: Sendable {
     var storedStats: [String: Int64]?
 }
 
+/// One delivery's status as read from a store, with its job's id (the queue overlays the updates
+/// the store has not taken yet).
+struct StoredStatus: Sendable {
+    var jobID: Int64
+    var record: DeliveryStatusRecord
+}
+
 /// One delivery's status as stored (the same columns in both SQL stores).
 func storedStatusRecord(
     platform: Platform, target: PushTarget, state: Int, attempts: Int, notBefore: Double, lastError: String?,
@@ -274,8 +289,11 @@ protocol QueueBackend: Sendable {
     /// transaction; other stores ignore it.
     func start(owner: String, now: Double, leaseTimeout: Double, adoptParked: Bool) async throws -> StartedStore
     func notifications(_ rows: [Int64]) async throws -> [Int64: StoredNotification]
-    func status(notifID: String) async throws -> [DeliveryStatusRecord]?
+    /// The deliveries of `notifID` with their job ids, in job order; nil when unknown.
+    func status(notifID: String) async throws -> [StoredStatus]?
     func pendingCount() async throws -> Int
+    /// The pending jobs the next start will find (read when the queue is closed, its leases released).
+    func pendingAtRest() async throws -> Int
     /// `finished_at` of the `keep`-th newest finished delivery when more than `keep` are stored
     /// (deleting the finished ones before it keeps the newest `keep`), nil when at most `keep` are.
     /// Read outside the writer's transactions.
@@ -295,6 +313,7 @@ protocol QueueBackend: Sendable {
 }
 
 extension QueueBackend {
+    func pendingAtRest() async throws -> Int { try await pendingCount() }
     func afterCommit() async {}
     var eventLoop: (any EventLoop)? { nil }
     /// Only a store one process uses alone (`exclusive`) has jobs parked (PostgreSQL never is: its
@@ -515,7 +534,12 @@ enum StatsCodec {
 
 public struct QueueStoreError: Error, CustomStringConvertible, Sendable {
     public var description: String
-    public init(_ d: String) { description = d }
+    /// The SQLite (extended) result code of the statement that failed, when SQLite answered one.
+    public var sqliteCode: Int32?
+    public init(_ d: String, sqliteCode: Int32? = nil) {
+        description = d
+        self.sqliteCode = sqliteCode
+    }
 }
 
 /// Ids of the jobs a process alone on its store (SQLite with its lock) leased to itself when they were

@@ -207,7 +207,7 @@ final class WriterConnection: @unchecked Sendable {
     private func error(_ handle: OpaquePointer) -> QueueStoreError {
         let code = sqlite_nio_sqlite3_extended_errcode(handle)
         let message = sqlite_nio_sqlite3_errmsg(handle).map { String(cString: $0) } ?? ""
-        return QueueStoreError("SQLite error \(code): \(message)")
+        return QueueStoreError("SQLite error \(code): \(message)", sqliteCode: code)
     }
 
     fileprivate static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)

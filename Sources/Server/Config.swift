@@ -670,12 +670,15 @@ public enum QueueConfig {
     /// sqlite/postgres: deliveries held in memory (ready, in flight, retrying); the rest of a backlog
     /// waits in the store and is read back as these finish (`DurableQueueOptions.maxHeld`).
     public static let maxHeld = Setting<Int>("max_held", DurableQueueOptions.defaultMaxHeld, range: 100...10_000_000)
+    /// sqlite/postgres: longest wait for the store's write of a request; past it (a database gone)
+    /// the request is answered 503 with `Retry-After` (`DurableQueueOptions.storeTimeout`).
+    public static let storeTimeout = Setting<String>("store_timeout", "5s")
 
     public static let section = ConfigSection(
         "queue",
         keys: [
             engine.key, maxPending.key, sqlitePath.key, sqliteSynchronous.key, postgresURL.key, leaseTimeout.key,
-            statusRetention.key, statusMaxRecords.key, maxHeld.key,
+            statusRetention.key, statusMaxRecords.key, maxHeld.key, storeTimeout.key,
         ])
 }
 

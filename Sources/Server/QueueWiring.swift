@@ -11,6 +11,10 @@ public enum QueueWiring {
         let retention = try duration(raw, QueueConfig.statusRetention)
         let leaseTimeout = try duration(raw, QueueConfig.leaseTimeout)
         guard leaseTimeout >= 1 else { throw ConfigError(key: "queue.lease_timeout", problem: "must be at least 1s") }
+        let storeTimeout = try duration(raw, QueueConfig.storeTimeout)
+        guard (0.1...600).contains(storeTimeout) else {
+            throw ConfigError(key: "queue.store_timeout", problem: "must be between 100ms and 10m")
+        }
         var options = DurableQueueOptions(capacity: settings.maxPending)
         options.leaseTimeout = leaseTimeout
         options.statusRetention = retention
@@ -19,6 +23,7 @@ public enum QueueWiring {
         // the finished ones: pending deliveries are the queue, bounded by max_pending).
         options.statusMaxRecords = max(1, section[QueueConfig.statusMaxRecords])
         options.maxHeld = section[QueueConfig.maxHeld]
+        options.storeTimeout = storeTimeout
         let opts = options
         let queueLogger = Logger(label: "pushgate.queue")
 

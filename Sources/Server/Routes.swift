@@ -69,6 +69,8 @@ extension Gateway {
             return Response(status: .ok, headers: h)
         }
         routes.on(.head, r.health, access: .open) { _, _ in Response(status: .ok, headers: Self.jsonHeaders) }
+        routes.on(.get, Self.readyRoute, access: .open) { _, _ in self.readiness() }
+        routes.on(.head, Self.readyRoute, access: .open) { _, _ in self.readiness(head: true) }
         routes.on(.get, "/version", access: .open) { _, _ in
             var w = JSONWriter()
             var first = true
