@@ -45,10 +45,7 @@ public final class AppProviders: Sendable {
 
     /// Waits (up to `timeout` seconds) until nothing is sent with these providers, then closes them.
     public func retire(timeout: Double) async {
-        let deadline = Date().addingTimeInterval(timeout)
-        while inFlight > 0, Date() < deadline {
-            try? await Task.sleep(for: .milliseconds(50))
-        }
+        _ = await waitForZero(timeout: timeout) { inFlight }
         await shutdown()
     }
 }

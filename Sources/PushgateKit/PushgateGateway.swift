@@ -260,16 +260,7 @@ public final class PushgateGateway: Sendable {
             let gateway = self.gateway
             let logger = self.logger
             let t = Task {
-                let dispatcher = gateway.dispatcher
-                if !dispatcher.queue.isDurable {
-                    let deadline = Date().addingTimeInterval(Double(gateway.settings.shutdownTimeout))
-                    while dispatcher.queue.pendingCount > 0, Date() < deadline {
-                        try? await Task.sleep(for: .milliseconds(20))
-                    }
-                    let left = dispatcher.queue.pendingCount
-                    if left > 0 { logger.warning("shutdown timeout reached with \(left) deliveries pending") }
-                }
-                dispatcher.shutdown()
+                await gateway.dispatcher.drainAndShutdown(timeout: Double(gateway.settings.shutdownTimeout), logger: logger)
                 await workers?.value
                 gateway.feedback?.finish()
                 await feedback?.value

@@ -165,27 +165,9 @@ struct DispatcherService: Service {
             await withGracefulShutdownHandler {
                 await dispatcher.run()
             } onGracefulShutdown: {
-                drain(dispatcher: dispatcher, timeout: timeout, logger: logger)
+                Task { await dispatcher.drainAndShutdown(timeout: Double(timeout), logger: logger) }
             }
         } onCancel: {
-            dispatcher.shutdown()
-        }
-    }
-
-    private func drain(dispatcher: Dispatcher, timeout: Int, logger: Logger) {
-        // A durable queue keeps what is not sent: its shutdown finishes the sends in flight,
-        // commits and releases leases. Only the memory queue must be emptied before exit.
-        guard !dispatcher.queue.isDurable else {
-            dispatcher.shutdown()
-            return
-        }
-        Task {
-            let deadline = Date().addingTimeInterval(Double(timeout))
-            while dispatcher.queue.pendingCount > 0, Date() < deadline {
-                try? await Task.sleep(for: .milliseconds(50))
-            }
-            let left = dispatcher.queue.pendingCount
-            if left > 0 { logger.warning("shutdown timeout reached with \(left) deliveries pending") }
             dispatcher.shutdown()
         }
     }
