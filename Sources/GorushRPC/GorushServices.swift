@@ -14,9 +14,6 @@ struct GorushSendService: Proto_Gorush.ServiceProtocol {
     static let appIDKey = "app-id"
 
     func send(request: ServerRequest<Proto_NotificationRequest>, context: ServerContext) async throws -> ServerResponse<Proto_NotificationReply> {
-        if gateway.isDraining {
-            throw RPCError(code: .unavailable, message: "the gateway is shutting down; retry on another instance")
-        }
         let role = try Self.authenticate(request.metadata, auth: gateway.auth)
         let r = request.message
         let parsed: PushRequest
@@ -25,18 +22,13 @@ struct GorushSendService: Proto_Gorush.ServiceProtocol {
         } catch {
             throw Self.rpcError(error)
         }
-        if let problem = Self.check(parsed) ?? Gateway.fieldProblem(parsed) { throw Self.rpcError(problem) }
+        if let problem = Self.check(parsed) { throw Self.rpcError(problem) }
         let requestedApp = request.metadata[stringValues: Self.appIDKey].first { _ in true }
         if let id = requestedApp, id.utf8.count > 256 {
             throw RPCError(code: .invalidArgument, message: "Unknown app. (app-id: \(id.utf8.count) bytes, longer than any app id)")
         }
-        let app: String
-        switch gateway.resolveApp(role: role, requested: requestedApp) {
-        case .success(let id): app = id
-        case .failure(let e): throw Self.rpcError(e)
-        }
-        switch await gateway.admit(parsed, app: app, sync: false) {
-        case .success(let result):
+        switch await gateway.accept(parsed, from: role.map { .key($0) } ?? .open, options: IngestOptions(sync: false, app: requestedApp)) {
+        case .accepted(let result, _):
             var reply = Proto_NotificationReply()
             reply.success = true
             // gorush: `counts, err := safeIntToInt32(len(notification.Tokens))` (the tokens, not the topic).
@@ -46,7 +38,11 @@ struct GorushSendService: Proto_Gorush.ServiceProtocol {
             // As the HTTP header: a client's own id percent-encoded outside visible ASCII (and "%", ",").
             metadata.addString(result.notifIDs.map(Gateway.headerEncoded).joined(separator: ","), forKey: "x-pushgate-notif-ids")
             return ServerResponse(message: reply, metadata: metadata)
-        case .failure(let refused):
+        case .replay:
+            // No idempotency key travels in gorush.proto: nothing to replay.
+            throw RPCError(code: .internalError, message: "unexpected idempotent replay")
+        case .refused(let refused):
+            if refused.kind == .draining { throw RPCError(code: .unavailable, message: "the gateway is shutting down; retry on another instance") }
             var e = Self.rpcError(refused.error)
             if let wait = refused.retryAfter { e.metadata.addString(String(wait), forKey: "retry-after") }
             throw e

@@ -17,6 +17,8 @@ public enum PushgateError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidNotification(message: String, detail: String?)
     /// The queue (or the app's share of it) is full: nothing was queued; try again after `retryAfter` seconds.
     case queueFull(retryAfter: Int, detail: String)
+    /// The app's `rate_limit`: try again after `retryAfter` seconds.
+    case rateLimited(retryAfter: Int, detail: String)
     /// No such app is configured.
     case unknownApp(String)
     /// `shutdown()` was called.
@@ -29,6 +31,7 @@ public enum PushgateError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidConfiguration(let key, let problem): return "config error: \(key): \(problem)"
         case .invalidNotification(let message, let detail): return detail.map { "\(message) (\($0))" } ?? message
         case .queueFull(let retryAfter, let detail): return "queue full (retry after \(retryAfter) s): \(detail)"
+        case .rateLimited(let retryAfter, let detail): return "rate limited (retry after \(retryAfter) s): \(detail)"
         case .unknownApp(let id): return "app \(id) is not configured"
         case .shutDown: return "the gateway is shut down"
         case .storage(let what): return "the queue engine failed: \(what)"
@@ -210,24 +213,23 @@ public final class PushgateGateway: Sendable {
 
     private func run(_ request: PushRequest, app: String, outcomes: Bool, timeout: Double?) async throws -> SubmitResult {
         guard state.withLockedValue({ $0.accepting }) else { throw PushgateError.shutDown }
-        if let problem = IngestValidation.validate(request: request, limits: gateway.settings.limits) {
-            throw PushgateError.invalidNotification(message: problem.message, detail: problem.detail)
-        }
-        guard gateway.dispatcher.app(app) != nil else { throw PushgateError.unknownApp(app) }
-        do {
-            return try await gateway.dispatcher.submit(request, sync: false, app: app, outcomes: outcomes, timeout: timeout)
-        } catch let full as QueueFullError {
-            throw PushgateError.queueFull(retryAfter: full.retryAfter, detail: full.description)
-        } catch is QueueClosedError {
-            throw PushgateError.shutDown
-        } catch {
-            logger.error("push submission failed: \(error)")
-            throw PushgateError.storage(String(describing: error))
+        switch await gateway.accept(request, from: .embedder, options: IngestOptions(sync: false, app: app, outcomes: outcomes, timeout: timeout)) {
+        case .accepted(let result, _): return result
+        case .replay: throw PushgateError.storage("unexpected idempotent replay")
+        case .refused(let refused):
+            let e = refused.error
+            switch refused.kind {
+            case .unknownApp(let id): throw PushgateError.unknownApp(id)
+            case .queueFull: throw PushgateError.queueFull(retryAfter: refused.retryAfter ?? 1, detail: e.detail ?? e.message)
+            case .rateLimited: throw PushgateError.rateLimited(retryAfter: refused.retryAfter ?? 1, detail: e.detail ?? e.message)
+            case .draining: throw PushgateError.shutDown
+            case .storeUnavailable: throw PushgateError.storage(e.description)
+            case .invalid, .forbidden, .idempotencyConflict, .idempotencyMismatch:
+                throw PushgateError.invalidNotification(message: e.message, detail: e.detail)
+            }
         }
     }
 
-    /// The deliveries of a notification, as `GET /api/push/{notif_id}` lists them; nil when unknown
-    /// (never seen, or older than `statusRetention`).
     public func status(notifID: String) async throws -> [DeliveryStatus]? {
         guard let source = gateway.dispatcher.statusSource else { return nil }
         let records: [DeliveryStatusRecord]?

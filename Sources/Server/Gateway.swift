@@ -41,13 +41,17 @@ public final class Gateway: Sendable {
     let reloading = NIOLockedValueBox(false)
     /// Set when graceful shutdown starts (`isDraining`).
     let draining = NIOLockedValueBox(false)
+    /// Seconds since 1970, for the apps' rate limits (tests inject a clock that moves when told).
+    let clock: @Sendable () -> Double
 
     public init(
         raw: RawConfig, settings: GatewaySettings, dispatcher: Dispatcher, feedback: FeedbackSender?, logger: Logger,
         shutdownHooks: [@Sendable () async -> Void] = [], context: ProviderBuildContext? = nil,
-        environment: [String: String] = ProcessInfo.processInfo.environment, reloadSource: (@Sendable () throws -> RawConfig)? = nil
+        environment: [String: String] = ProcessInfo.processInfo.environment, reloadSource: (@Sendable () throws -> RawConfig)? = nil,
+        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
     ) {
-        self.runtime = NIOLockedValueBox(GatewayRuntime(raw: raw, auth: settings.auth, environment: environment))
+        self.clock = clock
+        self.runtime = NIOLockedValueBox(GatewayRuntime(raw: raw, auth: settings.auth, environment: environment, now: clock()))
         self.settings = settings
         self.dispatcher = dispatcher
         self.feedback = feedback

@@ -13,7 +13,7 @@ struct GatewayRuntime: Sendable {
     var limiters: [String: RateLimiter] = [:]
     var fingerprints: [String: String] = [:]
 
-    init(raw: RawConfig, auth: IngestAuth, environment: [String: String], previous: GatewayRuntime? = nil) {
+    init(raw: RawConfig, auth: IngestAuth, environment: [String: String], now: Double, previous: GatewayRuntime? = nil) {
         self.raw = raw
         self.auth = auth
         var rates: [String: Int] = [AppID.defaultApp: raw.section("core")[CoreConfig.appRateLimit]]
@@ -24,7 +24,7 @@ struct GatewayRuntime: Sendable {
         }
         for (id, rate) in rates where rate > 0 {
             // A limiter whose rate did not change keeps its bucket (a reload is no free burst).
-            if let old = previous?.limiters[id], old.rate == rate { limiters[id] = old } else { limiters[id] = RateLimiter(rate: rate) }
+            if let old = previous?.limiters[id], old.rate == rate { limiters[id] = old } else { limiters[id] = RateLimiter(rate: rate, now: now) }
         }
     }
 
@@ -43,7 +43,7 @@ final class RateLimiter: Sendable {
     let rate: Int
     private let bucket: NIOLockedValueBox<(tokens: Double, last: Double)>
 
-    init(rate: Int, now: Double = Date().timeIntervalSince1970) {
+    init(rate: Int, now: Double) {
         self.rate = max(1, rate)
         bucket = NIOLockedValueBox((Double(max(1, rate)), now))
     }
@@ -55,7 +55,7 @@ final class RateLimiter: Sendable {
     }
 
     /// Takes `n` deliveries' worth; nil when they may go, else the seconds to wait (1...3600).
-    func take(_ n: Int, now: Double = Date().timeIntervalSince1970) -> Int? {
+    func take(_ n: Int, now: Double) -> Int? {
         let r = Double(rate)
         return bucket.withLockedValue { b in
             let elapsed = now - b.last
@@ -126,7 +126,7 @@ extension Gateway {
             throw ReloadError(description: "\(error)")
         }
         let previous = runtime.withLockedValue { $0 }
-        let next = GatewayRuntime(raw: raw, auth: settings.auth, environment: environment, previous: previous)
+        let next = GatewayRuntime(raw: raw, auth: settings.auth, environment: environment, now: clock(), previous: previous)
 
         var summary = ReloadSummary()
         var apps: [AppProviders] = []

@@ -20,7 +20,8 @@ public enum GatewayBuilder {
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         environment: [String: String] = ProcessInfo.processInfo.environment,
         reloadSource: (@Sendable () throws -> RawConfig)? = nil,
-        extraTrustRootsPEM: [String] = []
+        extraTrustRootsPEM: [String] = [],
+        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
     ) throws -> Gateway {
         let settings = try GatewaySettings(raw)
         for w in raw.warnings { logger.warning("\(w)") }
@@ -103,7 +104,7 @@ public enum GatewayBuilder {
         }
         return Gateway(
             raw: raw, settings: settings, dispatcher: dispatcher, feedback: feedback, logger: logger, shutdownHooks: hooks,
-            context: providers.context, environment: environment, reloadSource: reloadSource)
+            context: providers.context, environment: environment, reloadSource: reloadSource, clock: clock)
     }
 }
 

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -133,33 +134,11 @@ extension Gateway {
     /// Admin-only: reads the configuration file again (as SIGHUP does).
     static let reloadRoute = "/api/reload"
 
-    /// The app a push is for: the key's app (a different `app_id` is 403), or with an admin key (or
-    /// no keys configured) `app_id` when given, else the default app.
-    func resolveApp(_ request: Request, requested: String?) -> Result<String, RequestError> {
-        resolveApp(headers: request.headers, requested: requested)
-    }
-
+    /// The app a request of a provider route is for (`resolveApp(role:requested:)` with the key the
+    /// headers present), or the error to answer.
     func resolveApp(headers: HTTPFields, requested: String?) -> Result<String, RequestError> {
         let auth = self.auth
-        return resolveApp(role: auth.enabled ? auth.identify(headers) : nil, requested: requested)
-    }
-
-    /// The same choice for the role a key was already identified as (nil: no keys configured).
-    public func resolveApp(role: IngestAuth.Role?, requested: String?) -> Result<String, RequestError> {
-        if case .app(let own)? = role {
-            if let requested, requested != own {
-                return .failure(
-                    RequestError(
-                        status: 403, message: "Forbidden.",
-                        detail: "app_id: this key belongs to app \(own), not \(requested) (use that app's key or an admin key)"))
-            }
-            return .success(own)
-        }
-        let id = requested ?? AppID.defaultApp
-        guard dispatcher.app(id) != nil else {
-            return .failure(RequestError(message: "Unknown app.", detail: "app_id: no app \(id) is configured (apps[].id)"))
-        }
-        return .success(id)
+        return resolveApp(role: auth.enabled ? auth.identify(headers) : nil, requested: requested).mapError(\.error)
     }
 
     func handlePush(_ request: Request) async -> Response {
@@ -185,24 +164,23 @@ extension Gateway {
         } catch {
             return self.error(error)
         }
-        if let problem = Self.fieldProblem(parsed) { return self.error(problem) }
-        let app: String
-        switch resolveApp(request, requested: parsed.appID) {
-        case .success(let id): app = id
-        case .failure(let e): return self.error(e)
+        var options = IngestOptions(sync: parsed.sync ?? settings.sync)
+        switch Self.idempotencyKey(request.headers) {
+        case .none: break
+        case .some(.success(let key)): options.idempotency = (key, Hex.encode(SHA256.hash(data: body.readableBytesView)))
+        case .some(.failure(let e)): return self.error(e)
         }
-        // Idempotency-Key: a replay answers here, before the rate limit and without sending.
-        var idem: (key: String, requestID: String)?
-        switch await claimIdempotency(request, body: body, app: app) {
-        case .proceed(let claimed): idem = claimed
-        case .answer(let response): return response
-        }
-        let sync = parsed.sync ?? settings.sync
+        let auth = self.auth
+        let caller: IngestCaller = auth.enabled ? auth.identify(request.headers).map { .key($0) } ?? .open : .open
         let result: SubmitResult
-        switch await admit(parsed, app: app, sync: sync, requestID: idem?.requestID) {
-        case .success(let r): result = r
-        case .failure(let refused):
-            if let idem { await dispatcher.idempotency.release(app: app, key: idem.key) }
+        let app: String
+        switch await accept(parsed, from: caller, options: options) {
+        case .accepted(let r, let a): (result, app) = (r, a)
+        case .replay(let a):
+            var extra: [(HTTPField.Name, String)] = [(Self.requestIDHeader, a.requestID), (Self.idempotentReplayedHeader, "true")]
+            if !a.notifIDs.isEmpty { extra.append((Self.notifIDsHeader, a.notifIDs)) }
+            return json(HTTPResponse.Status(code: a.status), a.body, extra: extra)
+        case .refused(let refused):
             return json(
                 HTTPResponse.Status(code: refused.error.status), refused.error.json,
                 extra: refused.retryAfter.map { [(.retryAfter, String($0))] } ?? [])
@@ -255,10 +233,10 @@ extension Gateway {
         // ",", is percent-encoded (so the header carries the exact id, CR/LF included).
         let ids = result.notifIDs.map(Self.headerEncoded).joined(separator: ",")
         if ids.utf8.count <= Self.maxNotifIDsHeader { extra.append((Self.notifIDsHeader, ids)) }
-        if let idem {
+        if let (key, _) = options.idempotency {
             let kept = IdempotentAnswer(
                 status: 200, body: w.bytes, requestID: result.requestID, notifIDs: ids.utf8.count <= Self.maxNotifIDsHeader ? ids : "")
-            await keepIdempotentAnswer(app: app, key: idem.key, kept)
+            await keepIdempotentAnswer(app: app, key: key, kept)
         }
         return json(.ok, w.bytes, extra: extra)
     }

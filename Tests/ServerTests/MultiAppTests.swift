@@ -5,6 +5,7 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import MockProviders
+import NIOConcurrencyHelpers
 import NIOCore
 import PushDispatch
 import PushgateCore
@@ -200,7 +201,9 @@ final class MultiAppTests: XCTestCase {
         let env = try await TestEnvironment.start(apnsHold: hold)
         defer { Task { await env.stop() } }
         let yaml = Self.appsYAML(env, chat: "max_pending: 4", wallet: "rate_limit: 5")
-        try await env.withGateway(yaml, environment: Self.keys) { client, gateway in
+        // The rate limits' clock stands still: wallet's bucket refills only when the test says.
+        let now = NIOLockedValueBox(1_800_000_000.0)
+        try await env.withGateway(yaml, environment: Self.keys, clock: { now.withLockedValue { $0 } }) { client, gateway in
             let first = try await Self.call(client, "/api/push", .post, key: Self.chatKey, body: Self.push([1, 2, 3]))
             XCTAssertEqual(first.status, 200)
             let full = try await Self.call(client, "/api/push", .post, key: Self.chatKey, body: Self.push([4, 5]))
@@ -225,6 +228,10 @@ final class MultiAppTests: XCTestCase {
             XCTAssertTrue(drained)
             XCTAssertEqual(gateway.dispatcher.pendingCount(app: "chat"), 0)
             XCTAssertEqual(env.apns.requests.filter { $0.status == 200 }.count, 8)
+            // A second later on the rate limits' clock, wallet's bucket holds 5 again.
+            now.withLockedValue { $0 += 1 }
+            let refilled = try await Self.call(client, "/api/push", .post, key: Self.walletKey, body: Self.push([11, 12, 13]))
+            XCTAssertEqual(refilled.status, 200, refilled.body)
             let again = try await Self.call(client, "/api/push", .post, key: Self.chatKey, body: Self.push([14, 15, 16, 17]))
             XCTAssertEqual(again.status, 200, again.body)
             // A request larger than the whole share is taken when the app has nothing pending.

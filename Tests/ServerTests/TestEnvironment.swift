@@ -140,7 +140,7 @@ final class TestEnvironment: Sendable {
 
     /// Runs a live gateway (real HTTP server on 127.0.0.1) for the body.
     func withGateway(
-        _ extraYAML: String = "", environment: [String: String] = [:],
+        _ extraYAML: String = "", environment: [String: String] = [:], clock: (@Sendable () -> Double)? = nil,
         _ body: @escaping @Sendable (any TestClientProtocol, Gateway) async throws -> Void
     ) async throws {
         // The memory engine unless a test asks for another (durable engines get their own tests).
@@ -148,7 +148,8 @@ final class TestEnvironment: Sendable {
         let raw = try RawConfig(yaml: merge(yaml(), extraYAML), environment: env)
         var logger = Logger(label: "test")
         logger.logLevel = .warning
-        let gateway = try GatewayBuilder.build(raw: raw, logger: logger)
+        let gateway =
+            try clock.map { try GatewayBuilder.build(raw: raw, logger: logger, clock: $0) } ?? GatewayBuilder.build(raw: raw, logger: logger)
         let app = try gateway.makeApplication()
         try await app.test(.live) { client in
             try await body(client, gateway)
