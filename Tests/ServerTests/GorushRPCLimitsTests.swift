@@ -4,7 +4,9 @@ import GRPCNIOTransportHTTP2Posix
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOEmbedded
 import NIOHPACK
+import NIOHTTP2
 import TestSupport
 import XCTest
 
@@ -498,5 +500,81 @@ final class RawHTTP2 {
     /// Whether a DATA frame (a reply message) came on `stream` within `seconds`.
     func replied(stream: UInt32, within seconds: Double) -> Bool {
         waitFor(stream: stream, within: seconds) { $0.type == Self.data } != nil
+    }
+}
+
+/// `RPCStreamAdmissionHandler`'s accounting of unfinished-message bytes, frame by frame on an
+/// `EmbeddedChannel` (no keys configured: every stream is admitted).
+@available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *)
+final class RPCStreamAdmissionAccountingTests: XCTestCase {
+    func makeChannel(connection: RPCPendingBudget, total: RPCPendingBudget) throws -> EmbeddedChannel {
+        let handler = RPCStreamAdmissionHandler(
+            authorize: { _, _, _ in nil }, maxMessageBytes: 1000, connection: connection, total: total)
+        let channel = EmbeddedChannel(handler: handler)
+        let headers: HPACKHeaders = [":method": "POST", ":path": "/proto.Health/Check", "content-type": "application/grpc"]
+        try channel.writeInbound(HTTP2Frame.FramePayload.headers(.init(headers: headers)))
+        _ = try channel.readInbound(as: HTTP2Frame.FramePayload.self)
+        return channel
+    }
+
+    func data(_ bytes: [UInt8], end: Bool = false) -> HTTP2Frame.FramePayload {
+        .data(.init(data: .byteBuffer(ByteBuffer(bytes: bytes)), endStream: end))
+    }
+
+    func testBytesAreHeldUntilTheMessageCompletesAcrossFrames() throws {
+        let connection = RPCPendingBudget(cap: 10_000)
+        let total = RPCPendingBudget(cap: 10_000)
+        let channel = try makeChannel(connection: connection, total: total)
+        // The prefix split over two frames, then the payload (300 bytes) in two.
+        try channel.writeInbound(data([0, 0, 0]))
+        XCTAssertEqual(connection.current, 3)
+        try channel.writeInbound(data([1, 44] + [UInt8](repeating: 1, count: 100)))
+        XCTAssertEqual(connection.current, 105)
+        XCTAssertEqual(total.current, 105)
+        try channel.writeInbound(data([UInt8](repeating: 1, count: 200)))
+        XCTAssertEqual(connection.current, 0, "the message is complete: its bytes are given back")
+        // Two whole messages and the start of a third in one frame: only the third's bytes are held.
+        let two = RawHTTP2.message(length: 2, [7, 7]) + RawHTTP2.message(length: 1, [7])
+        try channel.writeInbound(data(two + RawHTTP2.message(length: 50, [7, 7, 7])))
+        XCTAssertEqual(connection.current, 8)
+        XCTAssertEqual(total.current, 8)
+        // The stream ends: what it held is given back.
+        try channel.close().wait()
+        XCTAssertEqual(connection.current, 0)
+        XCTAssertEqual(total.current, 0)
+    }
+
+    func testTheResponseEndingGivesTheBytesBack() throws {
+        let connection = RPCPendingBudget(cap: 10_000)
+        let total = RPCPendingBudget(cap: 10_000)
+        let channel = try makeChannel(connection: connection, total: total)
+        try channel.writeInbound(data(RawHTTP2.message(length: 500, [UInt8](repeating: 1, count: 200))))
+        XCTAssertEqual(connection.current, 205)
+        // The RPC answered (trailers-only, END_STREAM) before reading the message: grpc-swift drops the rest.
+        try channel.writeOutbound(HTTP2Frame.FramePayload.headers(.init(headers: [":status": "200", "grpc-status": "3"], endStream: true)))
+        XCTAssertEqual(connection.current, 0)
+        try channel.writeInbound(data([UInt8](repeating: 1, count: 300)))
+        XCTAssertEqual(connection.current, 0, "nothing is counted once the response ended")
+    }
+
+    func testAStreamOverABudgetIsRefusedAndHoldsNothing() throws {
+        let connection = RPCPendingBudget(cap: 300)
+        let total = RPCPendingBudget(cap: 10_000)
+        XCTAssertTrue(connection.reserve(200))  // another stream's bytes on the same connection
+        let channel = try makeChannel(connection: connection, total: total)
+        try channel.writeInbound(data(RawHTTP2.message(length: 900, [UInt8](repeating: 1, count: 150))))
+        XCTAssertNil(try channel.readInbound(as: HTTP2Frame.FramePayload.self), "the frame is not passed on")
+        let answer = try channel.readOutbound(as: HTTP2Frame.FramePayload.self)
+        guard case .headers(let trailers) = answer else { return XCTFail("no trailers-only answer: \(String(describing: answer))") }
+        XCTAssertTrue(trailers.endStream)
+        XCTAssertEqual(trailers.headers.first(name: "grpc-status"), "8")
+        XCTAssertEqual(connection.current, 200, "only the other stream's bytes")
+        XCTAssertEqual(total.current, 0)
+        // An announced length over grpc.max_message_bytes (1000 here) is refused on the prefix.
+        let other = try makeChannel(connection: RPCPendingBudget(cap: 10_000), total: total)
+        try other.writeInbound(data(RawHTTP2.message(length: 1001, [])))
+        guard case .headers(let tooLarge) = try other.readOutbound(as: HTTP2Frame.FramePayload.self) else { return XCTFail() }
+        XCTAssertEqual(tooLarge.headers.first(name: "grpc-status"), "8")
+        XCTAssertEqual(total.current, 0)
     }
 }
