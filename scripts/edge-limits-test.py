@@ -271,18 +271,20 @@ class Cases:
 
 
 def grpc_flood(run, gw, grpc_port, open_gateway=False):
-    """2 connections x 100 streams announcing a large Send, sent slowly. With keys (the default):
-    5 MB announced, no key, every stream refused on its HEADERS. Without keys (`open_gateway`, as
-    gorush runs): 1,000,000 bytes announced (under grpc.max_message_bytes) and 16,000 bytes a round, so
-    the streams are admitted and grpc.max_pending_bytes_per_connection (4 MiB) must refuse the ones
-    past it."""
+    """2 connections x 100 streams announcing a large Send, each then sent 16,000 bytes a round (as
+    fast as HTTP/2 flow control lets it, round after round) until 1 MB of it was sent or the stream
+    was answered: up to 200 MB, which a gateway buffering the messages would hold. With keys (the
+    default): 5 MB announced, no key, every stream must be refused on its HEADERS. Without keys
+    (`open_gateway`, as gorush runs): 1,000,000 bytes announced (under grpc.max_message_bytes), the
+    streams are admitted and grpc.max_pending_bytes_per_connection (4 MiB) must refuse the ones past it."""
     base = rss_bytes(gw.pid)
     sampler = Sampler(gw.pid)
     sampler.start()
     conns = [H2(grpc_port) for _ in range(2)]
     streams = list(range(1, 201, 2))  # 100 streams per connection
     announced = b"\x00" + struct.pack(">I", 1_000_000 if open_gateway else 5_000_000)
-    chunk = b"\x0a" * (16000 if open_gateway else 1024)  # with the prefix, under the 16 KiB frame size
+    chunk = b"\x0a" * 16000  # with the prefix, under the 16 KiB frame size
+    target = 1_000_000  # bytes sent on a stream not answered
     answers = {}
 
     def collect(i, c, within):
@@ -294,8 +296,10 @@ def grpc_flood(run, gw, grpc_port, open_gateway=False):
             for ftype, flags, s, _ in got:
                 if ftype == DATA:
                     answers[(i, s)] = "reply"
-                elif (ftype == HEADERS and flags & END_STREAM) or ftype == RST_STREAM:
-                    answers.setdefault((i, s), "refused")
+                elif ftype == HEADERS and flags & END_STREAM:
+                    answers.setdefault((i, s), "refused")  # a status: the trailers-only refusal
+                elif ftype == RST_STREAM:
+                    answers.setdefault((i, s), "reset")  # no status: e.g. cut by core.read_timeout
 
     for i, c in enumerate(conns):
         for s in streams:
@@ -310,14 +314,17 @@ def grpc_flood(run, gw, grpc_port, open_gateway=False):
 
     t = threading.Thread(target=keyed_meanwhile)
     t.start()
-    # Ten rounds of 1 KiB more on each stream not answered yet, 0.3 s apart: the slow sender.
-    for _ in range(10):
+    sent = {(i, s): len(chunk) for i in range(len(conns)) for s in streams}
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        pending = [k for k, n in sent.items() if k not in answers and n < target and not conns[k[0]].closed]
+        if not pending:
+            break
+        for i, s in pending:
+            if conns[i].send_data(s, chunk, timeout=0):  # only where the windows have room now
+                sent[(i, s)] += len(chunk)
         for i, c in enumerate(conns):
-            for s in streams:
-                if (i, s) not in answers:
-                    c.send_data(s, chunk, timeout=0.5)
-            collect(i, c, 0.15)
-        time.sleep(0.15)
+            collect(i, c, 0.002)
     for i, c in enumerate(conns):
         collect(i, c, 1.0)
     t.join()
@@ -329,12 +336,13 @@ def grpc_flood(run, gw, grpc_port, open_gateway=False):
     growth = (sampler.peak - base) / MB
     refused = sum(1 for v in answers.values() if v == "refused")
     replied = sum(1 for v in answers.values() if v == "reply")
-    note = (f"RSS {base / MB:.0f} -> peak {sampler.peak / MB:.0f} MB (+{growth:.0f} MB); {refused} of 200 "
-            f"{'admitted' if open_gateway else 'unauthenticated'} streams refused, {replied} answered with a message, "
+    reset = sum(1 for v in answers.values() if v == "reset")
+    note = (f"{sum(sent.values()) / MB:.0f} MB sent; RSS {base / MB:.0f} -> peak {sampler.peak / MB:.0f} MB (+{growth:.0f} MB); {refused} of 200 "
+            f"{'admitted' if open_gateway else 'unauthenticated'} streams refused, {reset} reset without a status, "
+            f"{replied} answered with a message, "
             f"{closed} connections closed; {'a' if open_gateway else 'keyed'} Send "
             f"{'answered in %.2f s' % keyed[0] if keyed[0] is not None else 'NOT answered'}")
     if open_gateway:
-        # 16,000 x 11 a stream: 4 MiB a connection holds about 23 streams' worth; the rest are refused.
         return growth < 100 and 0 < refused < 200 and replied == 0 and keyed[0] is not None, note
     return growth < 100 and refused == 200 and replied == 0 and keyed[0] is not None, note
 

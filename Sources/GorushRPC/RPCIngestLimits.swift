@@ -12,8 +12,9 @@ import Synchronization
 /// the key its method needs, `grpc.max_message_bytes`, the pending-bytes budgets).
 ///
 /// grpc-swift's transport has no connection limit and no per-request read deadline, and it builds its
-/// own NIO pipelines; its only way in is `Config.channelDebuggingCallbacks`, which hands us each
-/// accepted TCP connection and each accepted HTTP/2 stream after gRPC configured it. We use those
+/// own NIO pipelines; its only way in is `Config.channelDebuggingCallbacks`, which hands us the
+/// listening channel before it binds, and each accepted TCP connection and each accepted HTTP/2
+/// stream after gRPC configured it. We use those
 /// hooks rather than a transport of our own (`HTTP2ServerTransport.Custom` would mean writing the
 /// bootstrap, TLS and ALPN set-up again).
 @available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *)
