@@ -224,8 +224,6 @@ def disk_case(args, exe):
 
 
 def postgres_case(args, exe, fault):
-    if os.geteuid() != 0 and not args.postgres_dir:
-        pass  # start-postgres.sh runs as the current user then
     pg_dir = args.postgres_dir or f"/tmp/pushgate-pg-storefault-{os.getpid()}"
     pg_env = dict(os.environ, PUSHGATE_PG_DIR=pg_dir, PUSHGATE_PG_PORT=str(args.postgres_port),
                   PUSHGATE_PG_DB="pushgate_storefault")
