@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -350,6 +351,8 @@ def postgres_case(args, exe, fault):
             os.kill(p, signal.SIGCONT)
         run.close()
         pg("stop")
+        if not args.postgres_dir and not args.keep:
+            shutil.rmtree(pg_dir, ignore_errors=True)
 
 
 def main():
