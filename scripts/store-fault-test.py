@@ -16,13 +16,14 @@ Disk full (`--case disk`):
    twice (the mock counts OK answers per token), each accepted notif_id's status readable and
    right (every token delivered, the early failure failed), each refused one unknown (404).
 
-PostgreSQL stopped (`--case postgres`):
+PostgreSQL down (`--case postgres`), twice: the server stopped (pg_ctl stop), then frozen (SIGSTOP:
+its connections stay open and nothing answers):
 1. starts its own throwaway server (scripts/start-postgres.sh with its own directory and port, so
    the server other tests share is left alone) and a gateway on it (queue.store_timeout 2s),
-2. stops the server: every request answers 503 + Retry-After within queue.store_timeout (plus a
-   small margin), /readyz answers 503,
-3. starts the server again: requests are answered 200 again within 15 s, /readyz 200, and every
-   accepted token reaches the mock exactly once.
+2. takes the server down: every request answers 503 + Retry-After within queue.store_timeout (plus
+   a small margin), /readyz answers 503,
+3. brings it back: requests are answered 200 again within 15 s, /readyz 200, and every accepted
+   token reaches the mock exactly once.
 
 Exit status 0 on success. Python 3 standard library only.
 
@@ -32,6 +33,8 @@ import argparse
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -221,9 +224,7 @@ def disk_case(args, exe):
             subprocess.run(["umount", "-l", store], capture_output=True)
 
 
-def postgres_case(args, exe):
-    if os.geteuid() != 0 and not args.postgres_dir:
-        pass  # start-postgres.sh runs as the current user then
+def postgres_case(args, exe, fault):
     pg_dir = args.postgres_dir or f"/tmp/pushgate-pg-storefault-{os.getpid()}"
     pg_env = dict(os.environ, PUSHGATE_PG_DIR=pg_dir, PUSHGATE_PG_PORT=str(args.postgres_port),
                   PUSHGATE_PG_DB="pushgate_storefault")
@@ -237,7 +238,8 @@ def postgres_case(args, exe):
         print(f"store-fault-test: postgres case SKIPPED: no PostgreSQL server could be started ({r.stderr.strip()[-300:]})")
         return
     url = next((ln.split("=", 1)[1] for ln in r.stdout.splitlines() if ln.startswith("export PUSHGATE_TEST_POSTGRES_URL=")), None)
-    run = Run("store-fault-postgres", exe, keep=args.keep)
+    run = Run(f"store-fault-postgres-{fault}", exe, keep=args.keep)
+    frozen = []
     try:
         run.start_mock("--apns-latency-ms", "1")
         store_timeout = 2.0
@@ -268,8 +270,18 @@ def postgres_case(args, exe):
                 run.fail(f"before the outage /api/push answered {s}: {text[:300]}")
         if http("GET", gw.url + "/readyz")[0] != 200:
             run.fail("/readyz is not 200 before the outage")
-        r = pg("stop")
-        run.log(f"PostgreSQL stopped ({'ok' if r.returncode == 0 else r.stderr.strip()[-200:]})")
+        if fault == "freeze":
+            # The server and its backends stopped with SIGSTOP: connections stay open, nothing answers.
+            with open(os.path.join(pg_dir, "data", "postmaster.pid")) as f:
+                postmaster = int(f.readline())
+            children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True, text=True).stdout.split()
+            frozen = [postmaster] + [int(c) for c in children]
+            for p in frozen:
+                os.kill(p, signal.SIGSTOP)
+            run.log(f"PostgreSQL frozen (SIGSTOP to {len(frozen)} processes)")
+        else:
+            r = pg("stop")
+            run.log(f"PostgreSQL stopped ({'ok' if r.returncode == 0 else r.stderr.strip()[-200:]})")
 
         # Concurrent and sequential requests while it is down: 503 + Retry-After within store_timeout.
         results = []
@@ -294,13 +306,18 @@ def postgres_case(args, exe):
             run.fail(f"a refusal took {worst:.2f}s, more than queue.store_timeout {store_timeout}s + {args.margin}s")
         rs = http("GET", gw.url + "/readyz")
         if rs[0] != 503:
-            run.fail(f"/readyz answered {rs[0]} with PostgreSQL stopped: {rs[1][:200]}")
-        run.log(f"PostgreSQL stopped: {len(results)} requests all 503 + Retry-After, slowest {worst:.2f}s "
+            run.fail(f"/readyz answered {rs[0]} with PostgreSQL down: {rs[1][:200]}")
+        run.log(f"PostgreSQL down: {len(results)} requests all 503 + Retry-After, slowest {worst:.2f}s "
                 f"(queue.store_timeout {store_timeout:g}s); /readyz 503 ({json.loads(rs[1]).get('detail')})")
 
-        r = pg()
-        if r.returncode != 0:
-            run.fail(f"PostgreSQL did not start again: {r.stderr.strip()[-300:]}")
+        if fault == "freeze":
+            for p in frozen:
+                os.kill(p, signal.SIGCONT)
+            frozen = []
+        else:
+            r = pg()
+            if r.returncode != 0:
+                run.fail(f"PostgreSQL did not start again: {r.stderr.strip()[-300:]}")
         t_up = time.time()
         back = None
         k = 300
@@ -313,9 +330,9 @@ def postgres_case(args, exe):
             check_refusal(run, s, text, headers, {503})
             time.sleep(0.2)
         if back is None or back > 15:
-            run.fail(f"not answering 200 within 15 s of PostgreSQL's restart ({back})")
+            run.fail(f"not answering 200 within 15 s of PostgreSQL's return ({back})")
         wait_for(lambda: http("GET", gw.url + "/readyz")[0] == 200, 15, "/readyz 200 after the restart", name=run.name)
-        run.log(f"PostgreSQL started again: 200 after {back:.2f}s, /readyz 200")
+        run.log(f"PostgreSQL back: 200 after {back:.2f}s, /readyz 200")
         n_acc = sum(len(s) for _, s in accepted)
         wait_for(lambda: run.stats()["bench_tokens"]["ok_distinct"] >= n_acc, args.timeout,
                  f"the {n_acc} accepted tokens to reach the mock", interval=0.2, name=run.name)
@@ -328,10 +345,14 @@ def postgres_case(args, exe):
         if dups:
             run.fail(f"{dups} deliveries sent twice")
         run.stop_gracefully(gw, "1")
-        run.log("PASSED (PostgreSQL stopped)")
+        run.log(f"PASSED (PostgreSQL {'stopped' if fault == 'stop' else 'frozen'})")
     finally:
+        for p in frozen:
+            os.kill(p, signal.SIGCONT)
         run.close()
         pg("stop")
+        if not args.postgres_dir and not args.keep:
+            shutil.rmtree(pg_dir, ignore_errors=True)
 
 
 def main():
@@ -348,6 +369,8 @@ def main():
     ap.add_argument("--pg-batch", type=int, default=100, help="tokens per request (postgres case)")
     ap.add_argument("--postgres-dir", default=None, help="data directory of the case's own server")
     ap.add_argument("--postgres-port", type=int, default=31347)
+    ap.add_argument("--pg-fault", choices=["stop", "freeze", "both"], default="both",
+                    help="stop: the server shut down (pg_ctl stop); freeze: SIGSTOP to it, connections left open; both: one then the other")
     ap.add_argument("--margin", type=float, default=1.0, help="seconds allowed beyond queue.store_timeout")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--keep", action="store_true")
@@ -356,7 +379,8 @@ def main():
     if args.case in ("disk", "all"):
         disk_case(args, exe)
     if args.case in ("postgres", "all"):
-        postgres_case(args, exe)
+        for fault in (["stop", "freeze"] if args.pg_fault == "both" else [args.pg_fault]):
+            postgres_case(args, exe, fault)
 
 
 if __name__ == "__main__":

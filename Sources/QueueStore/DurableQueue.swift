@@ -115,14 +115,14 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
 
     private struct InsertGroup {
         var count: Int
-        var continuation: CheckedContinuation<Inserted, any Error>
+        var continuation: Resumption<Inserted>
     }
 
     private struct Work {
         var batch = WriteBatch()
         var insertGroups: [InsertGroup] = []
         /// One per `batch.idempotency` entry, in order.
-        var idempotencyWaiters: [CheckedContinuation<IdempotencyClaim?, any Error>] = []
+        var idempotencyWaiters: [Resumption<IdempotencyClaim?>] = []
         var updateWaiters: [CheckedContinuation<Void, Never>] = []
         var leaseLimits: [Int] = []
         /// Nothing in it but completions, reschedules and counters: nobody waits for its commit.
@@ -432,14 +432,24 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     /// Hands an idempotency operation to the writer's next group commit.
     private func idempotency(_ op: IdempotencyOp) async throws -> IdempotencyClaim? {
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<IdempotencyClaim?, any Error>) in
+            let r = Resumption(c)
             let refused: (any Error)? = state.withLockedValue { s in
                 if s.finalized { return QueueClosedError() }
                 if let fault = s.fault { return fault }
                 s.work.batch.idempotency.append(op)
-                s.work.idempotencyWaiters.append(c)
+                s.work.idempotencyWaiters.append(r)
                 return nil
             }
-            if let refused { c.resume(throwing: refused) } else { signal.yield() }
+            if let refused {
+                r.resume(throwing: refused)
+                return
+            }
+            signal.yield()
+            startDeadline(r) { s in
+                guard let i = s.work.idempotencyWaiters.firstIndex(where: { $0 === r }) else { return }
+                s.work.idempotencyWaiters.remove(at: i)
+                s.work.batch.idempotency.remove(at: i)
+            }
         }
     }
 
@@ -505,15 +515,60 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     /// Hands inserts to the writer's next group commit; returns each notification's row and job ids.
     private func commit(_ inserts: [NotificationInsert]) async throws -> Inserted {
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<Inserted, any Error>) in
+            let r = Resumption(c)
             let refused: (any Error)? = state.withLockedValue { s in
                 if s.finalized { return QueueClosedError() }
                 if let fault = s.fault { return fault }
                 s.work.batch.inserts += inserts
-                s.work.insertGroups.append(InsertGroup(count: inserts.count, continuation: c))
+                s.work.insertGroups.append(InsertGroup(count: inserts.count, continuation: r))
                 return nil
             }
-            if let refused { c.resume(throwing: refused) } else { signal.yield() }
+            if let refused {
+                r.resume(throwing: refused)
+                return
+            }
+            signal.yield()
+            startDeadline(r) { s in
+                guard let i = s.work.insertGroups.firstIndex(where: { $0.continuation === r }) else { return }
+                let offset = s.work.insertGroups[..<i].reduce(0) { $0 + $1.count }
+                s.work.batch.inserts.removeSubrange(offset..<(offset + s.work.insertGroups[i].count))
+                s.work.insertGroups.remove(at: i)
+            }
         }
+    }
+
+    /// On a store that can hang (`exclusive` false), a request waits for its write at most
+    /// `storeTimeout` even when the writer is stuck in a transaction the store does not answer (a
+    /// server that stopped answering on open connections ignores the cancellation of
+    /// `commitBounded`). Still gathered: taken out of the batch (`unqueue`), nothing is written.
+    /// Already in a transaction: refused all the same (if that transaction commits later, its
+    /// async jobs are sent: at-least-once). Either way the store is marked as not answering, so
+    /// the next requests are refused at once until a write succeeds.
+    private func startDeadline<T>(_ r: Resumption<T>, unqueue: @escaping @Sendable (inout State) -> Void) {
+        guard !backend.exclusive else { return }
+        let timeout = options.storeTimeout
+        let sleeper = Task { [weak self] in
+            do { try await Task.sleep(nanoseconds: UInt64(max(0, timeout) * 1e9)) } catch { return }
+            guard let self else { return }
+            let fault = StoreUnavailableError(.timeout)
+            let t = self.now().timeIntervalSince1970
+            let first: Bool = self.state.withLockedValue { s in
+                guard !r.isResumed else { return false }
+                unqueue(&s)
+                let first = s.fault == nil
+                if first {
+                    s.fault = fault
+                    s.faultRetryDelay = self.options.faultRetryDelay.lowerBound
+                    s.faultRetryAt = t + s.faultRetryDelay
+                }
+                return first
+            }
+            if r.resume(throwing: fault), first {
+                self.logger.error(
+                    "queue store did not answer a write within queue.store_timeout (\(timeout) s): requests are answered 503 until it does")
+            }
+        }
+        r.onResume { sleeper.cancel() }
     }
 
     public func next(platform: Platform) async -> DeliveryJob? {
@@ -1508,4 +1563,47 @@ public struct DurableEngine: QueueEngine {
     public var statusSource: (any DeliveryStatusSource)? { queue }
     public var sinks: [any DeliveryEventSink] { [] }
     public var idempotency: any IdempotencyStore { queue }
+}
+
+/// A continuation resumed once, by whichever comes first: the writer's answer or the request's
+/// deadline (`startDeadline`); the later one is ignored.
+final class Resumption<T: Sendable>: @unchecked Sendable {
+    // @unchecked: every field is behind `lock`.
+    private let lock = NIOLock()
+    private var continuation: CheckedContinuation<T, any Error>?
+    private var onResumed: (@Sendable () -> Void)?
+
+    init(_ c: CheckedContinuation<T, any Error>) { continuation = c }
+
+    var isResumed: Bool { lock.withLock { continuation == nil } }
+
+    /// Runs `body` once resumed (at once if it already is).
+    func onResume(_ body: @escaping @Sendable () -> Void) {
+        let now: Bool = lock.withLock {
+            if continuation == nil { return true }
+            onResumed = body
+            return false
+        }
+        if now { body() }
+    }
+
+    @discardableResult
+    func resume(returning value: T) -> Bool { finish(.success(value)) }
+
+    @discardableResult
+    func resume(throwing error: any Error) -> Bool { finish(.failure(error)) }
+
+    private func finish(_ result: Result<T, any Error>) -> Bool {
+        let (c, after): (CheckedContinuation<T, any Error>?, (@Sendable () -> Void)?) = lock.withLock {
+            defer {
+                continuation = nil
+                onResumed = nil
+            }
+            return (continuation, onResumed)
+        }
+        guard let c else { return false }
+        c.resume(with: result)
+        after?()
+        return true
+    }
 }

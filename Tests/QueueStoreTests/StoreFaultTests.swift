@@ -57,8 +57,14 @@ final class RefusingBackend: QueueBackend, @unchecked Sendable {
 final class HangingBackend: QueueBackend, @unchecked Sendable {
     // @unchecked: `inner` is Sendable; the switch is in a lock.
     let inner: any QueueBackend
+    /// A transaction that does not end on cancellation either (a server that stopped answering on
+    /// an open connection): only `hanging` set false ends it.
+    let ignoresCancellation: Bool
     private let hangingBox = NIOLockedValueBox(false)
-    init(_ inner: any QueueBackend) { self.inner = inner }
+    init(_ inner: any QueueBackend, ignoresCancellation: Bool = false) {
+        self.inner = inner
+        self.ignoresCancellation = ignoresCancellation
+    }
 
     var hanging: Bool {
         get { hangingBox.withLockedValue { $0 } }
@@ -69,7 +75,13 @@ final class HangingBackend: QueueBackend, @unchecked Sendable {
 
     func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double) async throws -> WriteResult {
         // Not answered while hanging: only cancellation ends the wait.
-        while hanging { try await Task.sleep(for: .milliseconds(5)) }
+        while hanging {
+            if ignoresCancellation {
+                try? await Task.sleep(for: .milliseconds(5))
+            } else {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
         return try await inner.commit(batch, owner: owner, now: now, leaseTimeout: leaseTimeout)
     }
     func start(owner: String, now: Double, leaseTimeout: Double, adoptParked: Bool) async throws -> StartedStore {
@@ -87,8 +99,18 @@ final class StoreFaultTests: XCTestCase {
     /// A store that does not answer: the request is refused after `storeTimeout` (never a hang),
     /// the next ones at once, readiness is down; once it answers again requests are taken.
     func testAStoreThatDoesNotAnswerIsGivenUpAfterTheStoreTimeout() async throws {
+        try await checkStoreTimeout(ignoresCancellation: false)
+    }
+
+    /// The same when the transaction does not even end when cancelled: the request's own deadline.
+    func testARequestIsGivenUpAfterTheStoreTimeoutWhileTheWriterIsStuck() async throws {
+        try await checkStoreTimeout(ignoresCancellation: true)
+    }
+
+    private func checkStoreTimeout(ignoresCancellation: Bool) async throws {
         let backend = HangingBackend(
-            try await SQLiteBackend.open(path: tempDir() + "/q.sqlite", synchronous: "normal", logger: Logger(label: "test")))
+            try await SQLiteBackend.open(path: tempDir() + "/q.sqlite", synchronous: "normal", logger: Logger(label: "test")),
+            ignoresCancellation: ignoresCancellation)
         var o = options()
         o.storeTimeout = 0.2
         let q = try await DurableQueue(backend: backend, options: o, logger: Logger(label: "test"))
@@ -113,8 +135,14 @@ final class StoreFaultTests: XCTestCase {
         try await q.enqueue(makeJobs(2, notifID: "n-3"))
         let statusRead = try await q.deliveryStatus(notifID: "n-3")
         XCTAssertEqual(try XCTUnwrap(statusRead).map(\.state), [.queued, .queued])
-        let refused = try await q.deliveryStatus(notifID: "n-1")
-        XCTAssertNil(refused, "a request refused for the timeout left nothing in the store")
+        if !ignoresCancellation {
+            // Cancelled before it wrote: nothing of the refused request is stored. (A transaction
+            // that ignores cancellation commits when it ends: at-least-once, as documented.)
+            let refused = try await q.deliveryStatus(notifID: "n-1")
+            XCTAssertNil(refused, "a request refused for the timeout left nothing in the store")
+        }
+        let second = try await q.deliveryStatus(notifID: "n-2")
+        XCTAssertNil(second, "a request refused at once left nothing in the store")
         await q.close()
     }
 
