@@ -1,5 +1,5 @@
 // swift-tools-version:6.0
-// Fuzz targets for Pushgate (issue 11, item 10). A separate package so the fuzzer flags never touch
+// Fuzz targets for Pushgate. A separate package so the fuzzer flags never touch
 // the main build; run it with ../scripts/fuzz.sh (see ../docs/fuzzing.md). Each target is a
 // libFuzzer entry point (`LLVMFuzzerTestOneInput`), built with
 //   swift build -c release -Xswiftc -sanitize=fuzzer -Xswiftc -parse-as-library

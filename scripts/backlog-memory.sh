@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17 goal 4 (and goal 5's "1M queued on sqlite"): memory, accept rate and file size while a
+# Memory, accept rate and file size while a
 # backlog builds up on the sqlite engine, then drain rate and time to drain.
 #
 # 1. `pushgate mock` whose APNs holds every answer for 10 minutes (--apns-latency-ms 600000), a

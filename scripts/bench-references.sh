@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17 goal 3: FCM and Web Push end to end next to their references, in one run.
+# FCM and Web Push end to end next to their references, in one run.
 #
 # (a) FCM: one `pushgate mock` (HTTP/2 TLS mock FCM + OAuth token endpoint). The gateway (memory
 #     engine, android.max_concurrent_pushes = INFLIGHT) end to end: `pushgate bench --platforms

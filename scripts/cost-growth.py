@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 17 goal 5: how cost grows.
+"""How cost grows.
 
 1. Tokens per notification: delivered/s and peak RSS at 1, 10, 100 and 1,000 tokens per
    notification, memory and sqlite engines, the same number of APNs deliveries per point. One

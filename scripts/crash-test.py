@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Crash test for the durable queue (issue 5): 0 tokens lost across kill -9; an Idempotency-Key
-request made before the kill gets the same answer after it (issue 15).
+"""Crash test for the durable queue: 0 tokens lost across kill -9; an Idempotency-Key
+request made before the kill gets the same answer after it.
 
 1. starts `pushgate mock` (external mock providers with a control port that counts, per bench
    token, whether it was ever answered OK),
@@ -67,7 +67,7 @@ def main():
             "PUSHGATE_CORE_SHUTDOWN_TIMEOUT": 1,
         }
         gw = run.start_gateway("1", env)
-        # Issue 15: a request with an Idempotency-Key before the crash gets the same answer after it.
+        # A request with an Idempotency-Key before the crash gets the same answer after it.
         idem_body = {"notifications": [{"tokens": [bench_token(n + i) for i in range(5)], "platform": 1, "message": "idempotent",
                                         "topic": "com.example.app"}]}
         first = post_with_key(gw.url, idem_body, "crash-test-key-1")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13 acceptance: Pushgate started the way a gorush operator starts gorush.
+# Pushgate started the way a gorush operator starts gorush.
 # A gorush v1.22 config.yml (scripts/fixtures/gorush-v1.22-config.yml: ssl on, an APNs certificate
 # with its password, an outbound CONNECT proxy, a custom push route), `pushgate -c it.yml`:
 #   - serves HTTPS (HTTP/1.1 and HTTP/2); `--ping` exits 0 while it runs, 1 when none runs;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hostile input (issue 11): no request can crash, stall or balloon the gateway.
+"""Hostile input: no request can crash, stall or balloon the gateway.
 
 Starts `pushgate mock` and two real `pushgate serve` processes on loopback:
 
@@ -440,7 +440,7 @@ def main():
         hook_port = _closed_port()
         common = {
             "PUSHGATE_UNIFIEDPUSH_ENABLED": "false",      # the disabled platform
-            "PUSHGATE_CORE_IDLE_TIMEOUT": IDLE_TIMEOUT,   # keys added by issue 11 (ignored by older builds)
+            "PUSHGATE_CORE_IDLE_TIMEOUT": IDLE_TIMEOUT,
             "PUSHGATE_CORE_READ_TIMEOUT": IDLE_TIMEOUT,
             "PUSHGATE_CORE_MAX_DELIVERIES_PER_REQUEST": 20000,
             "PUSHGATE_CORE_RETRY_BACKOFF_MS": 200,
@@ -646,7 +646,7 @@ def cases(t, run, args):
     for name, body, names in odd_but_valid:
         t.case(name, lambda g, body=body, names=names: (lambda a: (a, accepted_or_error(a, names)))(push(g.port, body)))
 
-    # gorush's router skips a notification without a known platform (was a 400 before issue 13): 200,
+    # gorush's router skips a notification without a known platform: 200,
     # not counted, the valid notification of the same request delivered.
     def unknown_platform(g):
         a = push(g.port, {"notifications": [{"platform": 99, "tokens": ["x"], "message": "m"}, {"tokens": ["y"], "message": "m"},
@@ -770,7 +770,7 @@ def cases(t, run, args):
 
     # --- 7. Web Push ----------------------------------------------------------------------------
     def webpush_expiration(g):
-        # APNs-style relative expiration on Web Push: retried after a 503 (issue 11 item 9)
+        # APNs-style relative expiration on Web Push: retried after a 503
         http("POST", run.control + "/__mock/failures?provider=webpush&rate=1&status=503")
         try:
             before = json.loads(http("GET", run.control + "/__mock/stats")[1])["webpush"]["injected"]
@@ -870,7 +870,7 @@ def cases(t, run, args):
                                                   ["notifications[0].subscriptions[0].keys"]))
     t.case("webpush auth of 1 MB", wp({"endpoint": subs[3]["endpoint"], "keys": {"p256dh": keys["p256dh"], "auth": "A" * MB}},
                                       ["notifications[0].subscriptions[0].keys"]))
-    # Declarative Web Push (issue 16): hostile navigate URLs and members on the wrong platform
+    # Declarative Web Push: hostile navigate URLs and members on the wrong platform
     decl = {"platform": 4, "subscriptions": [subs[2]], "declarative": True, "title": "t"}
     for label, extra, names in [
         ("navigate javascript:", {"navigate": "javascript:alert(1)"}, ["notifications[0].navigate"]),
@@ -1027,7 +1027,7 @@ def cases(t, run, args):
     t.case(f"{args.idle_connections} idle half-open connections", idle_connections, bound_ms=1000)
 
     # --- 10. after everything -----------------------------------------------------------------
-    # counts 2: gorush's router counts the token and the topic of the iOS notification (issue 13).
+    # counts 2: gorush's router counts the token and the topic of the iOS notification.
     for g in (t.main, t.ssrf):
         t.case(f"normal push still 200 ({g.label})", lambda g: (lambda a: (a, ok_push(a) + (
             [] if (a.json() or {}).get("counts") == 2 and not (a.json() or {}).get("logs") else [f"not delivered: {a.short()}"])))(

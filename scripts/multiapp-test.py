@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Several apps in one gateway (issue 14), with real processes: SIGHUP and kill -9.
+"""Several apps in one gateway, with real processes: SIGHUP and kill -9.
 
 1. starts `pushgate mock --record` (its APNs trusts mock-apns.p8 and two app keys, mock-apns-app1.p8
    kid MOCKAPP001 and mock-apns-app2.p8 kid MOCKAPP002, and records each request's JWT kid),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Provider outage (issue 5): APNs answers 503 for a minute, then recovers: nothing lost, memory flat.
+"""Provider outage: APNs answers 503 for a minute, then recovers: nothing lost, memory flat.
 
 1. starts `pushgate mock` and switches its APNs to answer every request 503 (ServiceUnavailable),
 2. starts `pushgate serve` on the default durable engine (sqlite, fresh file), configured to ride out

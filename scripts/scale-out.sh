@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17 goal 6: two gateways on one PostgreSQL queue vs one, same machine, same mock.
+# Two gateways on one PostgreSQL queue vs one, same machine, same mock.
 #
 # A throwaway PostgreSQL (scripts/start-postgres.sh: fsync=off, 127.0.0.1), one `pushgate mock`.
 # Phase 1: one gateway (queue.engine postgres, database <db>_1) takes the whole load; phase 2: two

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Two gateways, one PostgreSQL queue (issue 5): 20,000 sends shared, no token sent twice.
+"""Two gateways, one PostgreSQL queue: 20,000 sends shared, no token sent twice.
 
 1. starts `pushgate mock` (counts receptions and OK answers per bench token),
 2. starts two `pushgate serve` processes with queue.engine postgres on the same database

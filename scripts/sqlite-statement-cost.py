@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""What the SQLite engine's statements cost, without the gateway around them (docs/benchmarks.md, issue 17).
+"""What the SQLite engine's statements cost, without the gateway around them (docs/benchmarks.md).
 
 Replays the durable queue's write pattern on the queue's own schema (Sources/QueueStore/Schema.swift):
 per transaction, one notification of 100 tokens is inserted (12-column job rows, one multi-row INSERT,
 jobs leased on insert) and the 100 jobs inserted two transactions earlier are completed (one multi-row
 UPDATE ... FROM (VALUES ...)). Prints SQLite's CPU per 100,000 jobs for variants of the schema and of
 the statements, so one can see what an index or a re-prepared statement costs; then variants that were
-priced as possible next steps (docs/benchmarks.md, "Goal 1, the SQLite engine (third session)"): a row
+priced as possible next steps (docs/benchmarks.md, the SQLite engine): a row
 without a provider id, a shorter lease owner, other page sizes, more jobs per transaction, and
-completions appended to a table of their own instead of updating the job's row; and (fifth session) a
+completions appended to a table of their own instead of updating the job's row; and a
 job row written once, at its outcome.
 
 Needs apsw (a SQLite binding with the same SQLite as sqlite-nio, 3.54; pip install apsw), e.g.
@@ -60,7 +60,7 @@ NEXT = {
     "completions appended to an outcomes table, no finished index": {"outcomes": True},
 }
 
-# A layout priced in the fifth session: a job row written once, at its outcome, with every column
+# A layout priced before it was adopted: a job row written once, at its outcome, with every column
 # (no leased index, no notif_row index: ids of a notification are consecutive); pending jobs are
 # the notification's targets without a row (a counter of open jobs per notification, decremented
 # with each batch of outcomes). Not a working design as is either (retries, leases of a shared
@@ -200,7 +200,7 @@ if __name__ == "__main__":
     for name, kw in NEXT.items():
         cpu, wal = run({}, True, "values", n, **kw)
         print(f"  {cpu:5.2f} s   WAL {wal / 1e6:4.0f} MB   {name}")
-    print("A job row written once (fifth session):")
+    print("A job row written once:")
     for name, (cache, finished) in WRITTEN_ONCE.items():
         cpu, wal = run_written_once(cache, finished, n)
         print(f"  {cpu:5.2f} s   WAL {wal / 1e6:4.0f} MB   {name}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Web Push reference for issue 17 goal 3: pywebpush's RFC 8291 aes128gcm encryption and RFC 8292
+"""Web Push reference: pywebpush's RFC 8291 aes128gcm encryption and RFC 8292
 VAPID signing per second, on whatever core it is pinned to, without network.
 
 Per message it does what pywebpush.webpush() does before the POST: WebPusher(sub).encode(payload,

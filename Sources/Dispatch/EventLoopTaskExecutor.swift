@@ -7,7 +7,7 @@ import NIOCore
 /// caller's loop), and the provider's answer resumes the delivery on the same thread. Without it a
 /// delivery hopped from the Swift global executor to the connection's loop and back: at 35k
 /// deliveries/s, thread wake-ups (futex, scheduling) were about a quarter of the gateway's CPU
-/// (docs/benchmarks.md, issue 17). NIO 2.101 has no `TaskExecutor` conformance of its own (only
+/// (docs/benchmarks.md). NIO 2.101 has no `TaskExecutor` conformance of its own (only
 /// `SerialExecutor`), hence this small adapter.
 package final class EventLoopTaskExecutor: @unchecked Sendable {
     package let eventLoop: any EventLoop

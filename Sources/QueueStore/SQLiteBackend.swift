@@ -665,7 +665,7 @@ extension SQLiteBackend: QueueStatements {
     /// (`WrittenOnce.RowsJSON`) that SQLite reads with `jsonb_each`, one statement for the batch.
     /// (Before the writer kept its statements, a statement per row was not possible and a `VALUES`
     /// list of 17 parameters per row cost 40 % of the writer thread in preparing and binding; the
-    /// outcomes went in as a JSON array too until the tenth session, docs/benchmarks.md.)
+    /// outcomes went in as a JSON array too before, docs/benchmarks.md.)
     ///
     /// (`+?`: a bound value compared with `=` in some statements made SQLite prepare them a second
     /// time once the value was bound, 4 % of the gateway's CPU in the bench.)

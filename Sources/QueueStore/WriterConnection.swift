@@ -10,7 +10,7 @@ import VaporCSQLite
 ///
 /// sqlite-nio's `SQLiteConnection.query` prepares its statement again on every call, and runs it on
 /// a thread pool, resuming the caller on its event loop: per statement a prepare, a thread wake-up
-/// and a hop back. In the bench (docs/benchmarks.md, "Goal 1, the SQLite engine (tenth session)")
+/// and a hop back. In the bench (docs/benchmarks.md, the SQLite engine's writer)
 /// preparing was 19 % of the writer's SQLite thread, and the wake-ups and hops of the 3-5
 /// statements of each group commit a fifth of the SQLite engine's extra CPU. sqlite-nio keeps its
 /// statements internal and has no cache, so the writer speaks to SQLite's C API itself. The queue's

@@ -10,7 +10,7 @@ import PushgateCore
 import TestSupport
 import XCTest
 
-/// Certificate-based trust (issue 13 item 1): `.p12` (Keychain legacy, OpenSSL 3 AES) and `.pem`
+/// Certificate-based trust: `.p12` (Keychain legacy, OpenSSL 3 AES) and `.pem`
 /// (plain, encrypted PKCS#8, traditional `Proc-Type` encryption) client certificates, loaded from
 /// `ios.key_path` / `ios.key_base64` with `ios.password`, presented to a mock APNs that verifies
 /// them against the test CA over real TLS.

@@ -4,7 +4,7 @@ import MockProviders
 import ProviderKit
 import XCTest
 
-/// The `ios:` section read by `APNsModule` (issue 12: config typed per section).
+/// The `ios:` section read by `APNsModule` (config typed per section).
 final class APNsModuleTests: XCTestCase {
     func section(_ values: [String: ConfigValue]) -> SectionValues { SectionValues(name: "ios", values: values) }
 

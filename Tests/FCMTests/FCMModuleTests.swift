@@ -5,7 +5,7 @@ import NIOPosix
 import ProviderKit
 import XCTest
 
-/// The `android:` section read by `FCMModule` (issue 12: config typed per section).
+/// The `android:` section read by `FCMModule` (config typed per section).
 final class FCMModuleTests: XCTestCase {
     func testSectionKeysAndOneLineErrors() throws {
         let section = FCMModule().sections[0]

@@ -9,7 +9,7 @@ import XCTest
 
 @testable import QueueStore
 
-/// Issue 17: the queue's upkeep on a store holding many finished (status) rows.
+/// The queue's upkeep on a store holding many finished (status) rows.
 
 /// `n` deliveries of one notification stored finished (failed before sending), never queued.
 func storeFinished(_ q: DurableQueue, _ n: Int, notifID: String) async throws {
@@ -129,7 +129,7 @@ func onePruneOptions() -> DurableQueueOptions {
     return o
 }
 
-/// Issue 17: 25,000 finished deliveries past the retention, more than one bounded statement
+/// 25,000 finished deliveries past the retention, more than one bounded statement
 /// deletes (20,000 before): one prune pass deletes them all, in bounded transactions; pending
 /// deliveries stay.
 func checkOnePrunePassKeepsUp(_ q: DurableQueue, _ count: @escaping RowCount) async throws {
@@ -221,7 +221,7 @@ extension PostgresQueueTests {
 }
 
 extension SQLiteQueueTests {
-    /// Issue 17: RSS grew with the backlog (~16 KB per 100-token notification) because the
+    /// RSS grew with the backlog (~16 KB per 100-token notification) because the
     /// renderings kept for jobs left in the store were bounded by count only (2,000 notifications,
     /// whatever their token lists) and stayed after their jobs were leased back. They are bounded in
     /// stored bytes and dropped once every job left in the store was leased back. (Since then a

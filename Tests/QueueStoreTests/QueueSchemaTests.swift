@@ -127,7 +127,7 @@ final class QueueSchemaTests: XCTestCase {
 
     func testSchemaIsVersionOnePlusTheAddedColumnsAndTheGuardTablesForBothStores() {
         // SQLite, version 4: no `jobs_notif_row` index (a notification's jobs are an id range there);
-        // version 5: the same tables (narrow outcome rows); since the eleventh performance session no
+        // version 5: the same tables (narrow outcome rows), and no
         // `jobs_finished` index (dropped where it exists: the prune reads jobs by id range).
         XCTAssertEqual(
             normalized(QueueSchema.sqlite.statements),

@@ -328,7 +328,7 @@ final class SQLiteQueueTests: XCTestCase {
         await q.close()
     }
 
-    /// Issue 17: jobs beyond the memory window of a process alone on its SQLite file are leased to it
+    /// Jobs beyond the memory window of a process alone on its SQLite file are leased to it
     /// as they are inserted and read back by id, oldest first, while few are ready: no second write
     /// of each row (a lease), and the window is never exceeded. A crash frees them for the next start.
     func testJobsBeyondTheWindowAreLeasedToThisProcessAndReadBackOldestFirst() async throws {

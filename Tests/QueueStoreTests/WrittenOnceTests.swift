@@ -8,7 +8,7 @@ import XCTest
 
 @testable import QueueStore
 
-/// Issue 17, schema version 4 (`WrittenOnce`): a process alone on its SQLite file writes a job's row
+/// Schema version 4 (`WrittenOnce`): a process alone on its SQLite file writes a job's row
 /// at its first retry or its outcome; until then the job is derived from its notification's row.
 /// What a row per job gave must hold without it: status, crash recovery, a graceful stop, pruning,
 /// and every target read back as it was written.

@@ -13,7 +13,7 @@ import XCTest
 
 @testable import Server
 
-/// Issue 15: Idempotency-Key, dedup_key and coalesced wake-ups, through a live gateway to the TLS
+/// Idempotency-Key, dedup_key and coalesced wake-ups, through a live gateway to the TLS
 /// HTTP/2 mock APNs, on the memory and the SQLite engines.
 final class DeliveryControlsTests: XCTestCase {
     static func token(_ i: Int) -> String { String(format: "%064x", i + 0x15_0000) }

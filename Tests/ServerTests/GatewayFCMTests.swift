@@ -69,7 +69,7 @@ final class GatewayFCMTests: XCTestCase {
         }
     }
 
-    /// FCM v1's newer AndroidConfig booleans pass through to FCM (issue 16, item 4); a non-boolean is a
+    /// FCM v1's newer AndroidConfig booleans pass through to FCM; a non-boolean is a
     /// 400 naming the field, and the mock refuses an unknown android field as FCM does.
     func testAndroidDeliveryModeBooleansPassThroughAndAreValidated() async throws {
         let env = try await TestEnvironment.start()

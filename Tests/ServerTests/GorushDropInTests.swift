@@ -14,7 +14,7 @@ import XCTest
 
 @testable import Server
 
-/// Issue 13: a gorush operator's config, flags and habits work unchanged.
+/// A gorush operator's config, flags and habits work unchanged.
 final class GorushDropInTests: XCTestCase {
     /// gorush v1.22's testdata `config.yml`: its keys, values and layout (our text), ios/android
     /// left as a user who has not set them up yet would (ios disabled, android credentials absent).

@@ -9,7 +9,7 @@ import XCTest
 
 @testable import Server
 
-/// Issue 14, item 1: keys on every route once any key is configured.
+/// Keys on every route once any key is configured.
 final class IngestAuthTests: XCTestCase {
     static let appKey = "chat-key-0123456789abcdef"
     static let adminKey = "admin-key-0123456789abcdef"

@@ -14,7 +14,7 @@ import XCTest
 
 @testable import Server
 
-/// Issue 14: several apps per gateway, each with its own keys and providers; fairness; reload; durability.
+/// Several apps per gateway, each with its own keys and providers; fairness; reload; durability.
 final class MultiAppTests: XCTestCase {
     static let adminKey = "admin-key-0123456789abcdef"
     static let defaultKey = "default-key-0123456789abcdef"

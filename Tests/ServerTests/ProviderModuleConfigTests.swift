@@ -5,7 +5,7 @@ import XCTest
 
 @testable import Server
 
-/// The provider modules' sections as the config loader sees them (issue 12).
+/// The provider modules' sections as the config loader sees them.
 final class ProviderModuleConfigTests: XCTestCase {
     func testWebPushTimeoutAndConnectionsPerOriginAreKnownAndWired() throws {
         let raw = try RawConfig(yaml: "webpush:\n  timeout: 5\n  connections_per_origin: 4\n", environment: ["PUSHGATE_WEBPUSH_DEFAULT_TTL": "60"])
@@ -110,7 +110,7 @@ final class ProviderModuleConfigTests: XCTestCase {
         XCTAssertEqual(ProviderRegistry.tools.map(\.name), ["vapid-keys"])
     }
 
-    /// Issue 12's acceptance: outside the provider folders and MockProviders, only the registry imports a provider module.
+    /// Outside the provider folders and MockProviders, only the registry imports a provider module.
     func testOnlyTheRegistryImportsProviderModules() throws {
         let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Sources")

@@ -12,7 +12,7 @@ import XCTest
 
 @testable import WebPush
 
-/// Hostile push services and DNS (issue 11, item 6), over real sockets on loopback only.
+/// Hostile push services and DNS, over real sockets on loopback only.
 ///
 /// Tests may not leave the machine, so "public" is simulated: the SSRF guard's classifier is told that
 /// 127.0.0.2 is public (everything else keeps its real class, 127.0.0.1 stays loopback). The

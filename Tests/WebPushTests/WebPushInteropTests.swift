@@ -159,7 +159,7 @@ final class WebPushInteropTests: XCTestCase {
         XCTAssertEqual(String(decoding: plain, as: UTF8.self), "interop")
     }
 
-    /// Issue 16: a declarative message as the gateway renders and sends it, taken from the bytes the
+    /// A declarative message as the gateway renders and sends it, taken from the bytes the
     /// mock push service received and decrypted by http_ece: a document with "web_push": 8030 and the
     /// notification's title, body and navigate URL.
     func testDeclarativeMessageDecryptsWithHTTPECE() async throws {

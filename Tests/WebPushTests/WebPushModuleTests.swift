@@ -5,7 +5,7 @@ import XCTest
 
 @testable import WebPush
 
-/// The `webpush:` / `unifiedpush:` sections read by `WebPushModule` (issue 12).
+/// The `webpush:` / `unifiedpush:` sections read by `WebPushModule`.
 final class WebPushModuleTests: XCTestCase {
     func testSectionsUseTheDocumentedKeys() {
         let sections = WebPushModule().sections
