@@ -1018,27 +1018,26 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         let lease = options.leaseTimeout
         if backend.exclusive { return try await backend.commit(batch, owner: owner, now: t, leaseTimeout: lease) }
         let timeout = options.storeTimeout
-        return try await withThrowingTaskGroup(of: WriteResult?.self) { group in
-            group.addTask { try await backend.commit(batch, owner: owner, now: t, leaseTimeout: lease) }
-            group.addTask {
-                try await Task.sleep(nanoseconds: UInt64(max(0, timeout) * 1e9))
-                return nil
-            }
-            defer { group.cancelAll() }
-            var timedOut = false
-            do {
-                while let next = try await group.next() {
-                    // The transaction's result stands even when it came after the timer (it committed).
-                    if let result = next { return result }
-                    // The timer: the transaction is cancelled; its answer (an error, as a rule) is awaited.
-                    timedOut = true
-                    group.cancelAll()
+        // Not a task group: a group waits for its children, and a transaction that waits for a
+        // connection the pool cannot make (the server gone) was seen not to end when cancelled, which
+        // left the writer stuck and no probe ever finding the store back. Past the timeout the writer
+        // goes on; the cancelled transaction ends when it ends. Should it commit after all, its
+        // requests were refused already (their jobs are sent: at-least-once) and its delivery updates,
+        // kept, are written again (the same values).
+        return try await withCheckedThrowingContinuation { c in
+            let r = Resumption<WriteResult>(c)
+            let commit = Task {
+                do {
+                    r.resume(returning: try await backend.commit(batch, owner: owner, now: t, leaseTimeout: lease))
+                } catch {
+                    r.resume(throwing: error)
                 }
-            } catch {
-                if timedOut { throw StoreUnavailableError(.timeout) }
-                throw error
             }
-            throw StoreUnavailableError(.timeout)
+            let timer = Task {
+                do { try await Task.sleep(nanoseconds: UInt64(max(0, timeout) * 1e9)) } catch { return }
+                if r.resume(throwing: StoreUnavailableError(.timeout)) { commit.cancel() }
+            }
+            r.onResume { timer.cancel() }
         }
     }
 
