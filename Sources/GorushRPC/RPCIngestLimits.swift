@@ -42,8 +42,7 @@ final class RPCIngestLimits: Sendable {
 
     private struct State {
         var open = 0
-        var refusedUnlogged = 0
-        var lastWarning: NIODeadline?
+        var refusals = RefusalLog()
     }
     private let state = Mutex(State())
 
@@ -120,12 +119,7 @@ final class RPCIngestLimits: Sendable {
                 s.open += 1
                 return (true, nil)
             }
-            s.refusedUnlogged += 1
-            if let last = s.lastWarning, now - last < Self.warningInterval { return (false, nil) }
-            let refused = s.refusedUnlogged
-            s.lastWarning = now
-            s.refusedUnlogged = 0
-            return (false, refused)
+            return (false, s.refusals.refused(now: now, interval: Self.warningInterval))
         }
         guard admitted else {
             if let refused = report {

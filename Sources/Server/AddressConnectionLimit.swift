@@ -20,8 +20,7 @@ public final class AddressConnectionLimit: Sendable {
 
     private struct State {
         var open: [String: Int] = [:]
-        var refusedUnlogged = 0
-        var lastWarning: NIODeadline?
+        var refusals = RefusalLog()
     }
     private let state = NIOLockedValueBox(State())
 
@@ -44,12 +43,7 @@ public final class AddressConnectionLimit: Sendable {
                 s.open[address] = open + 1
                 return (true, nil)
             }
-            s.refusedUnlogged += 1
-            if let last = s.lastWarning, now - last < Self.warningInterval { return (false, nil) }
-            let refused = s.refusedUnlogged
-            s.lastWarning = now
-            s.refusedUnlogged = 0
-            return (false, refused)
+            return (false, s.refusals.refused(now: now, interval: Self.warningInterval))
         }
         guard admitted else {
             if let refused = report {
@@ -100,4 +94,24 @@ func addressLimited(_ base: any ServerChildChannel, limit: AddressConnectionLimi
 
 struct AddressConnectionLimitReached: Error, CustomStringConvertible {
     var description: String { "core.max_connections_per_address reached" }
+}
+
+/// When to log refused connections: the first refusal at once, then at most once per interval,
+/// with the count refused since the last line (a flood must not flood the log too).
+public struct RefusalLog: Sendable {
+    var unlogged = 0
+    var last: NIODeadline?
+
+    public init() {}
+
+    /// Counts one refusal; the number to report now, or nil to stay quiet.
+    public mutating func refused(now: NIODeadline, interval: TimeAmount) -> Int? {
+        unlogged += 1
+        if let last, now - last < interval { return nil }
+        defer {
+            unlogged = 0
+            last = now
+        }
+        return unlogged
+    }
 }
