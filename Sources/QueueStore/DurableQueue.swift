@@ -989,7 +989,11 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         }
         let result: WriteResult
         do {
-            result = try await commitBounded(work.batch, now: t)
+            let platforms = work.batch.leases.map(\.platform)
+            let limits = work.leaseLimits
+            result = try await commitBounded(work.batch, now: t) { [self] late in
+                await self.takeLateLeases(late, platforms: platforms, limits: limits)
+            }
         } catch {
             if let cause = StoreFaults.cause(of: error) {
                 storeRefused(work, StoreUnavailableError(cause), error: error, now: t)
@@ -1012,7 +1016,9 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     /// One transaction, given up after `storeTimeout` on a store that can hang (a database server
     /// gone: the pool waits for a connection). A store this process alone uses answers or fails at
     /// once and is called directly (its writer runs on the store's event loop).
-    private func commitBounded(_ batch: WriteBatch, now t: Double) async throws -> WriteResult {
+    private func commitBounded(
+        _ batch: WriteBatch, now t: Double, late: (@Sendable (WriteResult) async -> Void)? = nil
+    ) async throws -> WriteResult {
         let backend = self.backend
         let owner = self.owner
         let lease = options.leaseTimeout
@@ -1022,13 +1028,14 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         // connection the pool cannot make (the server gone) was seen not to end when cancelled, which
         // left the writer stuck and no probe ever finding the store back. Past the timeout the writer
         // goes on; the cancelled transaction ends when it ends. Should it commit after all, its
-        // requests were refused already (their jobs are sent: at-least-once) and its delivery updates,
-        // kept, are written again (the same values).
+        // requests were refused already (their jobs are sent: at-least-once), its delivery updates,
+        // kept, are written again (the same values), and `late` takes what it leased to this process.
         return try await withCheckedThrowingContinuation { c in
             let r = Resumption<WriteResult>(c)
             let commit = Task {
                 do {
-                    r.resume(returning: try await backend.commit(batch, owner: owner, now: t, leaseTimeout: lease))
+                    let result = try await backend.commit(batch, owner: owner, now: t, leaseTimeout: lease)
+                    if !r.resume(returning: result) { await late?(result) }
                 } catch {
                     r.resume(throwing: error)
                 }
@@ -1038,6 +1045,17 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
                 if r.resume(throwing: StoreUnavailableError(.timeout)) { commit.cancel() }
             }
             r.onResume { timer.cancel() }
+        }
+    }
+
+    /// A transaction given up at `storeTimeout` committed after all: the jobs it leased to this process
+    /// are taken as a lease's answer (else they would wait in the store for the lease timeout).
+    private func takeLateLeases(_ result: WriteResult, platforms: [Platform], limits: [Int]) async {
+        let taken = result.leased.reduce(0) { $0 + $1.count }
+        guard taken > 0 else { return }
+        logger.notice("a transaction given up at queue.store_timeout committed later: its \(taken) leased deliveries are taken")
+        for (i, platform) in platforms.enumerated() where i < result.leased.count && i < limits.count {
+            await handleLeased(result.leased[i], platform: platform, from: .lease(limit: limits[i]))
         }
     }
 
