@@ -77,6 +77,10 @@ public struct IngestRefusal: Error, Sendable {
         self.error = error
         self.retryAfter = retryAfter
     }
+
+    /// Shutting down: 503, retry on another instance.
+    static let shuttingDown = IngestRefusal(
+        .draining, RequestError(status: 503, message: "The gateway is shutting down.", detail: "retry on another instance"), retryAfter: 1)
 }
 
 /// What became of a request.
@@ -97,12 +101,7 @@ extension Gateway {
     /// notification's provider module), the app and whether the caller may act for it, the
     /// idempotency key, the app's rate limit, the queue. Nothing is queued unless every step passed.
     public func accept(_ request: PushRequest, from caller: IngestCaller, options: IngestOptions) async -> IngestDecision {
-        if isDraining {
-            return .refused(
-                IngestRefusal(
-                    .draining, RequestError(status: 503, message: "The gateway is shutting down.", detail: "retry on another instance"),
-                    retryAfter: 1))
-        }
+        if isDraining { return .refused(.shuttingDown) }
         if let problem = IngestValidation.validate(request: request, limits: settings.limits) {
             return .refused(IngestRefusal(.invalid, problem))
         }
@@ -238,10 +237,7 @@ extension Gateway {
             return .failure(IngestRefusal(.storeUnavailable, e, retryAfter: fault.retryAfter))
         } catch is QueueClosedError {
             limiter?.refund(deliveries)
-            return .failure(
-                IngestRefusal(
-                    .draining, RequestError(status: 503, message: "The gateway is shutting down.", detail: "retry on another instance"),
-                    retryAfter: 1))
+            return .failure(.shuttingDown)
         } catch {
             // Any other failure of the queue: nothing was queued and trying again may work. The
             // store's own error stays in the log (it can name tables, paths or values of other requests).
