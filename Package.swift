@@ -144,18 +144,19 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
+        // The gateway without a transport: typed configuration, the provider and app registries,
+        // assembly and reload, and `Gateway.accept`, the one way a push request enters. HTTP, gRPC
+        // and the embedding API are adapters over it; nothing here knows an HTTP server.
         .target(
-            name: "Server",
+            name: "GatewayCore",
             dependencies: [
                 "QueueStore",
                 "PushgateCore", "PushDispatch", "ProviderKit", "APNs", "FCM", "Huawei", "WebPush", "HTTP2Pool", "Signing",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -163,11 +164,28 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // gorush's REST API on Hummingbird (HTTP/1.1, HTTP/2 over TLS): routes and their access,
+        // request limits and timeouts, mapped to and from `Gateway.accept`.
+        .target(
+            name: "HTTPIngest",
+            dependencies: [
+                "GatewayCore", "PushgateCore", "PushDispatch", "ProviderKit", "QueueStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // gorush's gRPC ingest (gorush.proto): the generated code (scripts/generate-grpc.sh) and the services.
         .target(
             name: "GorushRPC",
             dependencies: [
-                "Server", "PushgateCore", "PushDispatch",
+                "GatewayCore", "PushgateCore", "PushDispatch",
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),
                 .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
@@ -186,7 +204,7 @@ let package = Package(
         .target(
             name: "PushgateKit",
             dependencies: [
-                "Server", "PushgateCore", "PushDispatch", "QueueStore",
+                "GatewayCore", "PushgateCore", "PushDispatch", "QueueStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -213,7 +231,7 @@ let package = Package(
         .executableTarget(
             name: "pushgate",
             dependencies: [
-                "Server", "GorushRPC", "MockProviders", "PushgateCore", "PushDispatch", "Signing",
+                "GatewayCore", "HTTPIngest", "GorushRPC", "MockProviders", "PushgateCore", "PushDispatch", "Signing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -276,7 +294,7 @@ let package = Package(
             name: "ServerTests",
             dependencies: [
                 "TestSupport",
-                "Server", "GorushRPC", "MockProviders", "PushgateCore", "PushDispatch",
+                "GatewayCore", "HTTPIngest", "GorushRPC", "PushgateKit", "MockProviders", "PushgateCore", "PushDispatch",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),

@@ -1,9 +1,9 @@
 import GRPCCore
 import GRPCNIOTransportHTTP2Posix
+import GatewayCore
 import Logging
 import Metrics
 import NIOCore
-import Server
 import ServiceLifecycle
 
 /// gorush's gRPC ingest (`grpc.enabled`, `grpc.port`): `proto.Gorush/Send` and `proto.Health/Check`
@@ -11,7 +11,9 @@ import ServiceLifecycle
 /// HTTP server as one of the gateway's services (`Gateway.makeApplication(extraServices:)`): it
 /// answers NOT_SERVING from the start of a graceful shutdown and stops after the workers drained.
 @available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *)
-public struct GorushRPCServer: Service {
+public struct GorushRPCServer: Service, IngestProtocol {
+    public static let configKey = "grpc.port"
+
     let server: GRPCServer<HTTP2ServerTransport.Posix>
     let transport: HTTP2ServerTransport.Posix
     let logger: Logger
@@ -23,7 +25,7 @@ public struct GorushRPCServer: Service {
         return try GorushRPCServer(gateway: gateway, port: port)
     }
 
-    /// The services to pass to `makeApplication(extraServices:)`: this server, or none.
+    /// The services to run among the gateway's: this server, or none.
     public static func services(gateway: Gateway) throws -> [any Service] {
         try make(gateway: gateway).map { [$0] } ?? []
     }

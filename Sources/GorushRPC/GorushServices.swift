@@ -1,7 +1,7 @@
 import GRPCCore
+import GatewayCore
 import PushDispatch
 import PushgateCore
-import Server
 
 /// `proto.Gorush/Send`: gorush's mapping (`rpc/server.go`), then `POST /api/push`'s parser, checks,
 /// rate limit, queue and status records. Always asynchronous, as gorush's `Send` is: the reply says
@@ -12,9 +12,12 @@ struct GorushSendService: Proto_Gorush.ServiceProtocol {
 
     /// Metadata naming the app (the `app_id` of the JSON body; gorush.proto has no such field).
     static let appIDKey = "app-id"
+    /// Metadata with an idempotency key, as HTTP's `Idempotency-Key` header (bound to the decoded
+    /// request); a replay answers the first reply's metadata with `idempotent-replayed: true`.
+    static let idempotencyKey = "idempotency-key"
 
     func send(request: ServerRequest<Proto_NotificationRequest>, context: ServerContext) async throws -> ServerResponse<Proto_NotificationReply> {
-        let role = try Self.authenticate(request.metadata, auth: gateway.auth)
+        let caller = try Self.authenticate(request.metadata, gateway: gateway)
         let r = request.message
         let parsed: PushRequest
         do {
@@ -27,7 +30,16 @@ struct GorushSendService: Proto_Gorush.ServiceProtocol {
         if let id = requestedApp, id.utf8.count > 256 {
             throw RPCError(code: .invalidArgument, message: "Unknown app. (app-id: \(id.utf8.count) bytes, longer than any app id)")
         }
-        switch await gateway.accept(parsed, from: role.map { .key($0) } ?? .open, options: IngestOptions(sync: false, app: requestedApp)) {
+        var options = IngestOptions(sync: false, app: requestedApp)
+        let keys = Array(request.metadata[stringValues: Self.idempotencyKey])
+        if let raw = keys.first {
+            guard keys.count == 1 else { throw Self.rpcError(Gateway.invalidIdempotencyKey(field: Self.idempotencyKey)) }
+            switch Gateway.idempotencyKey(raw, field: Self.idempotencyKey) {
+            case .success(let key): options.idempotency = (key, nil)
+            case .failure(let refusal): throw Self.rpcError(refusal)
+            }
+        }
+        switch await gateway.accept(parsed, from: caller, options: options) {
         case .accepted(let result, _):
             var reply = Proto_NotificationReply()
             reply.success = true
@@ -36,16 +48,20 @@ struct GorushSendService: Proto_Gorush.ServiceProtocol {
             var metadata: Metadata = [:]
             metadata.addString(result.requestID, forKey: "x-pushgate-request-id")
             // As the HTTP header: a client's own id percent-encoded outside visible ASCII (and "%", ",").
-            metadata.addString(result.notifIDs.map(Gateway.headerEncoded).joined(separator: ","), forKey: "x-pushgate-notif-ids")
+            if let ids = Gateway.notifIDsList(result.notifIDs) { metadata.addString(ids, forKey: "x-pushgate-notif-ids") }
             return ServerResponse(message: reply, metadata: metadata)
-        case .replay:
-            // No idempotency key travels in gorush.proto: nothing to replay.
-            throw RPCError(code: .internalError, message: "unexpected idempotent replay")
+        case .replay(let answer):
+            // The same request as the key's first: its reply again, nothing queued.
+            var reply = Proto_NotificationReply()
+            reply.success = true
+            reply.counts = Int32(clamping: r.tokens.count)
+            var metadata: Metadata = [:]
+            metadata.addString(answer.requestID, forKey: "x-pushgate-request-id")
+            if !answer.notifIDs.isEmpty { metadata.addString(answer.notifIDs, forKey: "x-pushgate-notif-ids") }
+            metadata.addString("true", forKey: "idempotent-replayed")
+            return ServerResponse(message: reply, metadata: metadata)
         case .refused(let refused):
-            if refused.kind == .draining { throw RPCError(code: .unavailable, message: "the gateway is shutting down; retry on another instance") }
-            var e = Self.rpcError(refused.error)
-            if let wait = refused.retryAfter { e.metadata.addString(String(wait), forKey: "retry-after") }
-            throw e
+            throw Self.rpcError(refused)
         }
     }
 
@@ -71,32 +87,42 @@ struct GorushSendService: Proto_Gorush.ServiceProtocol {
         return nil
     }
 
-    /// With keys configured: the key of `authorization: Bearer <key>` (or `x-api-key`) metadata, as the
-    /// HTTP API reads its headers. Nil: no keys configured (everything open, as in gorush).
-    static func authenticate(_ metadata: Metadata, auth: IngestAuth) throws(RPCError) -> IngestAuth.Role? {
-        guard auth.enabled else { return nil }
+    /// The caller of the `authorization: Bearer <key>` (or `x-api-key`) metadata, as the HTTP API
+    /// reads its headers (the port's admission checked it on the HEADERS frame already).
+    static func authenticate(_ metadata: Metadata, gateway: Gateway) throws(RPCError) -> IngestCaller {
         let presented = IngestAuth.presentedKey(
             authorization: metadata[stringValues: "authorization"].first { _ in true },
             apiKey: metadata[stringValues: "x-api-key"].first { _ in true })
-        guard let role = auth.identify(presented: presented) else {
-            throw RPCError(
-                code: .unauthenticated,
-                message: presented == nil ? "send an API key: metadata authorization: Bearer <key>" : "the API key is not valid")
+        switch gateway.authenticate(presentedKey: presented) {
+        case .success(let caller): return caller
+        case .failure(let refusal): throw rpcError(refusal)
         }
-        return role
     }
 
-    /// The HTTP answer's status as a gRPC code; the message is the HTTP error's `message (detail)`.
-    static func rpcError(_ e: RequestError) -> RPCError {
+    /// A refusal as a gRPC status: the code for its kind, the message the HTTP error's
+    /// `message (detail)`, and `retry-after` metadata when trying again later may work.
+    static func rpcError(_ refused: IngestRefusal) -> RPCError {
         let code: RPCError.Code
-        switch e.status {
-        case 400: code = .invalidArgument
-        case 401: code = .unauthenticated
-        case 403: code = .permissionDenied
-        case 429, 503, 507: code = .resourceExhausted
-        default: code = .internalError
+        switch refused.kind {
+        case .invalid, .unknownApp: code = .invalidArgument
+        case .unauthenticated: code = .unauthenticated
+        case .forbidden: code = .permissionDenied
+        case .rateLimited, .queueFull: code = .resourceExhausted
+        // The store cannot take writes, or shutting down: retry later or on another instance.
+        case .storeUnavailable, .draining: code = .unavailable
+        // The key's first request is still being processed: retry (gRPC's "retry at a higher level").
+        case .idempotencyConflict: code = .aborted
+        case .idempotencyMismatch: code = .failedPrecondition
         }
-        return RPCError(code: code, message: e.description)
+        var e = RPCError(
+            code: code, message: refused.kind == .draining ? "the gateway is shutting down; retry on another instance" : refused.error.description)
+        if let wait = refused.retryAfter { e.metadata.addString(String(wait), forKey: "retry-after") }
+        return e
+    }
+
+    /// A check's 400 as a gRPC status (INVALID_ARGUMENT).
+    static func rpcError(_ e: RequestError) -> RPCError {
+        rpcError(IngestRefusal(.invalid, e))
     }
 }
 

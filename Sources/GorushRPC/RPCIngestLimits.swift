@@ -1,10 +1,10 @@
 import GRPCNIOTransportHTTP2Posix
+import GatewayCore
 import Logging
 import NIOCore
 import NIOHTTP2
 import NIOSSL
 import NIOTLS
-import Server
 import Synchronization
 
 /// `core.max_connections`, `core.max_connections_per_address` and `core.read_timeout` on the gRPC

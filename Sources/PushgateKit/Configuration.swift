@@ -1,5 +1,5 @@
 import Foundation
-import Server
+import GatewayCore
 
 /// A secret string (a private key, a password, an app secret, a database URL): kept out of
 /// `description`, `debugDescription`, `dump` and logs.

@@ -1,11 +1,11 @@
 import Foundation
+import GatewayCore
 import Logging
 import NIOConcurrencyHelpers
 import NIOSSL
 import PushDispatch
 @_exported import PushgateCore
 import QueueStore
-import Server
 
 /// What went wrong, in one line.
 public enum PushgateError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -25,6 +25,14 @@ public enum PushgateError: Error, Sendable, Equatable, CustomStringConvertible {
     case shutDown
     /// The queue engine failed (a database error): the request was not queued.
     case storage(String)
+    /// With keys configured, `apiKey` is missing or not one of them (HTTP's 401).
+    case unauthorized(String)
+    /// The key may not act for the app named (HTTP's 403).
+    case forbidden(String)
+    /// A request with this idempotency key is being processed: try again after `retryAfter` seconds (HTTP's 409).
+    case idempotencyConflict(retryAfter: Int, detail: String)
+    /// The idempotency key was used with another request (HTTP's 422).
+    case idempotencyMismatch(String)
 
     public var description: String {
         switch self {
@@ -35,6 +43,10 @@ public enum PushgateError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unknownApp(let id): return "app \(id) is not configured"
         case .shutDown: return "the gateway is shut down"
         case .storage(let what): return "the queue engine failed: \(what)"
+        case .unauthorized(let detail): return "unauthorized: \(detail)"
+        case .forbidden(let detail): return "forbidden: \(detail)"
+        case .idempotencyConflict(let retryAfter, let detail): return "idempotency key in use (retry after \(retryAfter) s): \(detail)"
+        case .idempotencyMismatch(let detail): return "idempotency key reused with another request: \(detail)"
         }
     }
 }
@@ -48,6 +60,9 @@ public struct Submission: Sendable, Equatable {
     public var requestID: String
     /// gorush's `counts`: one per token (and topic) of the platforms served.
     public var counts: Int
+    /// The answer kept for an idempotency key given before with the same request: nothing was queued
+    /// this time (`notifIDs` is empty when the first request had more than fit a header).
+    public var replayed = false
 }
 
 /// The final outcome of one delivery (one token of one notification).
@@ -157,6 +172,13 @@ public final class PushgateGateway: Sendable {
         }
     }
 
+    /// This API over a gateway its host runs (workers, shutdown): the same `submit` as an embedded
+    /// gateway, beside the host's other ways in.
+    package init(serving gateway: Gateway) {
+        self.gateway = gateway
+        self.logger = gateway.logger
+    }
+
     /// The app ids configured (`"default"` and `apps[].id`).
     public var apps: [String] { gateway.dispatcher.appIDs }
 
@@ -193,10 +215,43 @@ public final class PushgateGateway: Sendable {
     }
 
     /// `submit` for a request decoded with `PushgateGateway.decodeRequest`.
+    ///
+    /// - Parameters:
+    ///   - idempotencyKey: as HTTP's `Idempotency-Key` (1-255 visible ASCII characters, per app):
+    ///     the same key with the same request within `core.idempotency_ttl` answers the first
+    ///     request's submission again (`replayed`) and queues nothing; with another request it throws
+    ///     `.idempotencyMismatch`, while the first is processed `.idempotencyConflict`.
+    ///   - apiKey: for a server that lets its own callers push with the gateway's keys
+    ///     (`core.api_keys`, `apps[].api_keys`, `core.admin_keys`): authorized as the HTTP API
+    ///     authorizes that key (an app's key acts for its app only). Nil: the embedding process,
+    ///     which acts for any app.
     @discardableResult
-    public func submit(_ request: PushRequest, app: String? = nil) async throws -> Submission {
-        let result = try await run(request, app: app ?? request.appID ?? "default", outcomes: false, timeout: nil)
-        return Submission(notifIDs: result.notifIDs, requestID: result.requestID, counts: result.counts)
+    public func submit(_ request: PushRequest, app: String? = nil, idempotencyKey: String? = nil, apiKey: String? = nil) async throws
+        -> Submission
+    {
+        var options = IngestOptions(sync: false, app: app ?? request.appID)
+        if let raw = idempotencyKey {
+            switch Gateway.idempotencyKey(raw, field: "idempotencyKey") {
+            case .success(let key): options.idempotency = (key, nil)
+            case .failure(let refusal): throw Self.error(refusal)
+            }
+        }
+        var caller = IngestCaller.embedder
+        if let apiKey {
+            switch gateway.authenticate(presentedKey: apiKey) {
+            case .success(let c): caller = c
+            case .failure(let refusal): throw Self.error(refusal)
+            }
+        }
+        switch try await decide(request, caller: caller, options: options) {
+        case .accepted(let result, _):
+            return Submission(notifIDs: result.notifIDs, requestID: result.requestID, counts: result.counts)
+        case .replay(let answer):
+            return Submission(
+                notifIDs: Gateway.notifIDs(fromList: answer.notifIDs), requestID: answer.requestID,
+                counts: SubmitResult.counts(inGorushAnswer: answer.body) ?? 0, replayed: true)
+        case .refused(let refusal): throw Self.error(refusal)
+        }
     }
 
     /// A gorush `/api/push` body (`{"notifications":[…]}`) decoded and checked exactly as the HTTP route
@@ -212,21 +267,32 @@ public final class PushgateGateway: Sendable {
     }
 
     private func run(_ request: PushRequest, app: String, outcomes: Bool, timeout: Double?) async throws -> SubmitResult {
-        guard state.withLockedValue({ $0.accepting }) else { throw PushgateError.shutDown }
-        switch await gateway.accept(request, from: .embedder, options: IngestOptions(sync: false, app: app, outcomes: outcomes, timeout: timeout)) {
+        switch try await decide(request, caller: .embedder, options: IngestOptions(sync: false, app: app, outcomes: outcomes, timeout: timeout)) {
         case .accepted(let result, _): return result
         case .replay: throw PushgateError.storage("unexpected idempotent replay")
-        case .refused(let refused):
-            let e = refused.error
-            switch refused.kind {
-            case .unknownApp(let id): throw PushgateError.unknownApp(id)
-            case .queueFull: throw PushgateError.queueFull(retryAfter: refused.retryAfter ?? 1, detail: e.detail ?? e.message)
-            case .rateLimited: throw PushgateError.rateLimited(retryAfter: refused.retryAfter ?? 1, detail: e.detail ?? e.message)
-            case .draining: throw PushgateError.shutDown
-            case .storeUnavailable: throw PushgateError.storage(e.description)
-            case .invalid, .forbidden, .idempotencyConflict, .idempotencyMismatch:
-                throw PushgateError.invalidNotification(message: e.message, detail: e.detail)
-            }
+        case .refused(let refusal): throw Self.error(refusal)
+        }
+    }
+
+    private func decide(_ request: PushRequest, caller: IngestCaller, options: IngestOptions) async throws -> IngestDecision {
+        guard state.withLockedValue({ $0.accepting }) else { throw PushgateError.shutDown }
+        return await gateway.accept(request, from: caller, options: options)
+    }
+
+    /// The gateway's refusal as this API's error.
+    static func error(_ refused: IngestRefusal) -> PushgateError {
+        let e = refused.error
+        switch refused.kind {
+        case .unknownApp(let id): return .unknownApp(id)
+        case .queueFull: return .queueFull(retryAfter: refused.retryAfter ?? 1, detail: e.detail ?? e.message)
+        case .rateLimited: return .rateLimited(retryAfter: refused.retryAfter ?? 1, detail: e.detail ?? e.message)
+        case .draining: return .shutDown
+        case .storeUnavailable: return .storage(e.description)
+        case .unauthenticated: return .unauthorized(e.detail ?? e.message)
+        case .forbidden: return .forbidden(e.detail ?? e.message)
+        case .idempotencyConflict: return .idempotencyConflict(retryAfter: refused.retryAfter ?? 1, detail: e.detail ?? e.message)
+        case .idempotencyMismatch: return .idempotencyMismatch(e.detail ?? e.message)
+        case .invalid: return .invalidNotification(message: e.message, detail: e.detail)
         }
     }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation
+import GatewayCore
 import Histogram
 import Hummingbird
 import Logging
@@ -9,7 +10,6 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import PushgateCore
-import Server
 import ServiceLifecycle
 
 /// `pushgate bench`: drives a gateway through `POST /api/push` exactly as a client would and

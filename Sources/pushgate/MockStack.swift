@@ -1,8 +1,8 @@
 import Foundation
+import GatewayCore
 import MockProviders
 import NIOCore
 import NIOPosix
-import Server
 
 /// The built-in mock providers on loopback (TLS with a throwaway CA), one per `MockRegistry`
 /// module, and the configuration that points a gateway at them.

@@ -1,13 +1,14 @@
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation
+import GatewayCore
 import GorushRPC
+import HTTPIngest
 import Hummingbird
 import Logging
 import NIOCore
 import NIOSSL
 import PushgateCore
-import Server
 import ServiceLifecycle
 
 @main
@@ -151,15 +152,16 @@ struct Serve: AsyncParsableCommand {
         }
         let scheme = gateway.settings.tls == nil ? "http" : "https"
         if let tls = gateway.settings.tls { logger.info("TLS on ingest (HTTP/1.1 and HTTP/2): \(tls.summary)") }
-        var grpc: [any Service] = []
-        do {
-            // grpc-swift 2 needs macOS 15 (always true on Linux).
-            if #available(macOS 15.0, *) { grpc = try GorushRPCServer.services(gateway: gateway) }
-        } catch {
-            fail("config error: grpc.port: cannot listen there: \(error)")
+        var ingest: [any Service] = []
+        for way in Self.ingestProtocols {
+            do {
+                ingest += try way.services(gateway: gateway)
+            } catch {
+                fail("config error: \(way.configKey): cannot listen there: \(error)")
+            }
         }
         let app = try gateway.makeApplication(
-            extraServices: grpc,
+            extraServices: ingest,
             onServerRunning: { channel in
                 let listening = channel.localAddress.map { a in
                     let ip = a.ipAddress.map { $0.contains(":") ? "[\($0)]" : $0 } ?? "?"
@@ -175,6 +177,13 @@ struct Serve: AsyncParsableCommand {
         hangups.cancel()
         pidFile?.remove()
         try await mocks?.stop()
+    }
+
+    /// The ways in beside the HTTP API (`IngestProtocol`), one line each.
+    static var ingestProtocols: [any IngestProtocol.Type] {
+        // grpc-swift 2 needs macOS 15 (always true on Linux).
+        guard #available(macOS 15.0, *) else { return [] }
+        return [GorushRPCServer.self]
     }
 
     /// SIGHUP reloads the configuration file (keys, apps); a bad file keeps the running one (logged).

@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
+import GatewayCore
 import Logging
 import PushgateCore
-import Server
 
 /// `pushgate send`: one push from the command line (gorush's `-ios` / `-android` mode) for every
 /// provider, built from the same config file as `serve`; prints the provider's answer.

@@ -1,7 +1,8 @@
 import Foundation
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 final class ConfigTests: XCTestCase {
     func testEnvironmentOverrides() throws {

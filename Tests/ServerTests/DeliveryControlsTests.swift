@@ -11,7 +11,8 @@ import QueueStore
 import TestSupport
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 /// Idempotency-Key, dedup_key and coalesced wake-ups, through a live gateway to the TLS
 /// HTTP/2 mock APNs, on the memory and the SQLite engines.

@@ -7,7 +7,8 @@ import QueueStore
 import TestSupport
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 func statusJSON(_ client: any TestClientProtocol, _ id: String) async -> [String: Any] {
     let s = try? await client.execute(uri: "/api/push/\(id)", method: .get) { String(buffer: $0.body) }

@@ -9,7 +9,8 @@ import ProviderKit
 import TestSupport
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 /// A gateway configured with an APNs client certificate (`ios.key_path` .p12 + `ios.password`)
 /// against a mock APNs that verifies client certificates: delivery over mutual TLS, the

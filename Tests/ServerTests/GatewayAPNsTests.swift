@@ -6,7 +6,8 @@ import Signing
 import TestSupport
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 /// End to end: HTTP client -> Pushgate (live HTTP server) -> TLS HTTP/2 -> mock APNs / FCM.
 final class GatewayAPNsTests: XCTestCase {

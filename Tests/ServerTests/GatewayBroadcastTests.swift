@@ -9,7 +9,8 @@ import Signing
 import TestSupport
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 /// APNs broadcast channels end to end: channel management through `/api/apns/channels` to the mock's
 /// channel-management listener, broadcasts through `/api/push` to the mock's `/4/broadcasts`.

@@ -5,7 +5,8 @@ import PushgateCore
 import TestSupport
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 /// End to end through FCM HTTP v1: HTTP client -> Pushgate -> TLS HTTP/2 -> mock FCM (+ mock OAuth).
 final class GatewayFCMTests: XCTestCase {

@@ -6,7 +6,8 @@ import TestSupport
 import WebPush
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 /// Oversize fallback over real sockets: HTTP -> gateway -> TLS HTTP/2 mock APNs / FCM, and the
 /// Web Push mock (which decrypts).

@@ -6,7 +6,8 @@ import PushgateCore
 import TestSupport
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 /// End to end through Huawei HMS: HTTP client -> Pushgate -> TLS HTTP/2 -> mock HMS (+ mock OAuth).
 final class GatewayHuaweiTests: XCTestCase {

@@ -6,7 +6,8 @@ import PushgateCore
 import TestSupport
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 /// Every outbound connection of a gateway through `core.http_proxy` (a CONNECT proxy on loopback):
 /// APNs, FCM sends and its OAuth token request, Web Push, the feedback hook.

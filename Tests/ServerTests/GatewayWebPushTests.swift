@@ -5,7 +5,8 @@ import PushgateCore
 import TestSupport
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 /// End to end: HTTP client -> Pushgate -> RFC 8291 encryption + VAPID -> mock push service (TLS).
 final class GatewayWebPushTests: XCTestCase {

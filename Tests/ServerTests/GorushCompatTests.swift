@@ -7,7 +7,8 @@ import PushgateCore
 import TestSupport
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 /// gorush v1.22's request leniency and observability names, end to end: HTTP client -> Pushgate
 /// (live server) -> TLS HTTP/2 -> mock APNs / FCM, then `/metrics` and `/api/stat/app` scraped.

@@ -12,7 +12,8 @@ import ServiceLifecycle
 import TestSupport
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 /// A gorush operator's config, flags and habits work unchanged.
 final class GorushDropInTests: XCTestCase {

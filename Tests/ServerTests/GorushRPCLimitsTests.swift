@@ -10,8 +10,9 @@ import NIOHTTP2
 import TestSupport
 import XCTest
 
+@testable import GatewayCore
 @testable import GorushRPC
-@testable import Server
+@testable import HTTPIngest
 
 #if canImport(Glibc)
     import Glibc

@@ -13,8 +13,9 @@ import SwiftProtobuf
 import TestSupport
 import XCTest
 
+@testable import GatewayCore
 @testable import GorushRPC
-@testable import Server
+@testable import HTTPIngest
 
 /// gorush's gRPC API end to end: a grpc-swift client -> Pushgate's gRPC listener (real socket) ->
 /// the same queue as `POST /api/push` -> the TLS HTTP/2 mock APNs / FCM.

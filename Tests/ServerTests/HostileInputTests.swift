@@ -7,7 +7,8 @@ import PushgateCore
 import TestSupport
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 #if canImport(Glibc)
     import Glibc

@@ -7,7 +7,8 @@ import NIOCore
 import TestSupport
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 /// Keys on every route once any key is configured.
 final class IngestAuthTests: XCTestCase {

@@ -10,7 +10,8 @@ import ServiceLifecycle
 import TestSupport
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 /// `core.tls_min_version` on the HTTP and the gRPC ingest port, over real TLS handshakes: a client
 /// capped below the minimum is refused, one at the minimum is served.

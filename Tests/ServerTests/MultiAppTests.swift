@@ -12,7 +12,8 @@ import PushgateCore
 import TestSupport
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 /// Several apps per gateway, each with its own keys and providers; fairness; reload; durability.
 final class MultiAppTests: XCTestCase {

@@ -3,7 +3,8 @@ import PushgateCore
 import WebPush
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 /// The provider modules' sections as the config loader sees them.
 final class ProviderModuleConfigTests: XCTestCase {
@@ -127,6 +128,6 @@ final class ProviderModuleConfigTests: XCTestCase {
                 importers.append("\(file): \(line)")
             }
         }
-        XCTAssertEqual(Set(importers.map { String($0.split(separator: ":")[0]) }), ["Server/ProviderRegistry.swift"], "\(importers)")
+        XCTAssertEqual(Set(importers.map { String($0.split(separator: ":")[0]) }), ["GatewayCore/ProviderRegistry.swift"], "\(importers)")
     }
 }

@@ -7,7 +7,8 @@ import NIOCore
 import TestSupport
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 /// `/readyz` (readiness) next to `/healthz` (liveness): open like it, 200 while the gateway takes
 /// work, 503 with `Retry-After` naming why once it does not (here: a graceful shutdown started).

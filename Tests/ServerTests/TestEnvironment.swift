@@ -12,7 +12,8 @@ import TestSupport
 import WebPush
 import XCTest
 
-@testable import Server
+@testable import GatewayCore
+@testable import HTTPIngest
 
 /// Mock APNs + mock FCM + a feedback receiver, all TLS on 127.0.0.1, and a gateway configured for them.
 final class TestEnvironment: Sendable {

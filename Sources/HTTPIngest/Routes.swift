@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import GatewayCore
 import HTTPTypes
 import Hummingbird
 import NIOConcurrencyHelpers
@@ -12,12 +13,6 @@ import PushgateCore
     import Glibc
 #endif
 
-final class RequestCounters: Sendable {
-    private let box = NIOLockedValueBox<[Int: Int]>([:])
-    func count(_ status: Int) { box.withLockedValue { $0[status, default: 0] += 1 } }
-    var snapshot: [Int: Int] { box.withLockedValue { $0 } }
-}
-
 extension Gateway {
     static let jsonHeaders: HTTPFields = {
         var h = HTTPFields()
@@ -29,26 +24,12 @@ extension Gateway {
 
     static let requestIDHeader = HTTPField.Name("X-Pushgate-Request-Id")!
     static let notifIDsHeader = HTTPField.Name("X-Pushgate-Notif-Ids")!
-    /// Longer lists are left out (clients and proxies cap header sizes); the request id still names them.
-    static let maxNotifIDsHeader = 8192
 
     func json(_ status: HTTPResponse.Status, _ bytes: [UInt8], extra: [(HTTPField.Name, String)] = []) -> Response {
         var headers = Self.jsonHeaders
         for (k, v) in extra { headers[k] = v }
         requestCounters.count(Int(status.code))
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
-    }
-
-    public static func headerEncoded(_ id: String) -> String {
-        var out = ""
-        for b in id.utf8 {
-            if b > 0x20, b < 0x7F, b != UInt8(ascii: "%"), b != UInt8(ascii: ",") {
-                out.unicodeScalars.append(Unicode.Scalar(b))
-            } else {
-                out += "%" + (b < 16 ? "0" : "") + String(b, radix: 16, uppercase: true)
-            }
-        }
-        return out
     }
 
     func error(_ e: RequestError) -> Response {
@@ -170,12 +151,15 @@ extension Gateway {
         case .some(.success(let key)): options.idempotency = (key, Hex.encode(SHA256.hash(data: body.readableBytesView)))
         case .some(.failure(let e)): return self.error(e)
         }
-        let auth = self.auth
-        let caller: IngestCaller = auth.enabled ? auth.identify(request.headers).map { .key($0) } ?? .open : .open
+        // The route's access check let only a valid key (or none, with no keys configured) this far.
+        let caller: IngestCaller
+        switch authenticate(presentedKey: IngestAuth.presentedKey(request.headers)) {
+        case .success(let c): caller = c
+        case .failure: return unauthorized(request.headers)
+        }
         let result: SubmitResult
-        let app: String
         switch await accept(parsed, from: caller, options: options) {
-        case .accepted(let r, let a): (result, app) = (r, a)
+        case .accepted(let r, _): result = r
         case .replay(let a):
             var extra: [(HTTPField.Name, String)] = [(Self.requestIDHeader, a.requestID), (Self.idempotentReplayedHeader, "true")]
             if !a.notifIDs.isEmpty { extra.append((Self.notifIDsHeader, a.notifIDs)) }
@@ -185,168 +169,12 @@ extension Gateway {
                 HTTPResponse.Status(code: refused.error.status), refused.error.json,
                 extra: refused.retryAfter.map { [(.retryAfter, String($0))] } ?? [])
         }
-        var w = JSONWriter(reservingCapacity: 64 + result.logs.count * 160)
-        w.raw(#"{"counts":"#)
-        w.int(result.counts)
-        w.raw(#","logs":["#)
-        for (i, e) in result.logs.enumerated() {
-            if i > 0 { w.raw(",") }
-            e.write(into: &w)
-        }
-        w.raw("]")
-        // Pushgate additions, only when they say something: failures left out of the capped answer
-        // (core.max_sync_answer_bytes), and deliveries still under way at core.sync_timeout.
-        if result.omittedLogs > 0 {
-            w.raw(#","logs_omitted":"#)
-            w.int(result.omittedLogs)
-        }
-        if result.pending > 0 {
-            w.raw(#","pending":"#)
-            w.int(result.pending)
-        }
-        // Notifications over the provider's limit sent as their `fallback` (decided at ingest, so
-        // in async mode too).
-        if !result.fallbacks.isEmpty {
-            w.raw(#","fallbacks":["#)
-            for (i, u) in result.fallbacks.enumerated() {
-                if i > 0 { w.raw(",") }
-                var first = true
-                w.raw("{")
-                w.key("notif_id", first: &first)
-                w.string(u.notifID)
-                w.key("platform", first: &first)
-                w.string(u.platform.name)
-                u.info.writeMembers(into: &w, first: &first)
-                w.raw("}")
-            }
-            w.raw("]")
-        }
-        if result.omittedFallbacks > 0 {
-            w.raw(#","fallbacks_omitted":"#)
-            w.int(result.omittedFallbacks)
-        }
-        w.raw(#","success":"ok"}"#)
+        let answer = result.gorushAnswer
         // The body stays byte-compatible with gorush; the notif_ids (given or generated) for
         // GET /api/push/{notif_id} ride in headers: generated ids are "<request id>-<index>".
         var extra: [(HTTPField.Name, String)] = [(Self.requestIDHeader, result.requestID)]
-        // Comma-separated; in a client's own notif_id every byte outside visible ASCII, and "%" and
-        // ",", is percent-encoded (so the header carries the exact id, CR/LF included).
-        let ids = result.notifIDs.map(Self.headerEncoded).joined(separator: ",")
-        if ids.utf8.count <= Self.maxNotifIDsHeader { extra.append((Self.notifIDsHeader, ids)) }
-        if let (key, _) = options.idempotency {
-            let kept = IdempotentAnswer(
-                status: 200, body: w.bytes, requestID: result.requestID, notifIDs: ids.utf8.count <= Self.maxNotifIDsHeader ? ids : "")
-            await keepIdempotentAnswer(app: app, key: key, kept)
-        }
-        return json(.ok, w.bytes, extra: extra)
-    }
-
-    func appStatsJSON() -> [UInt8] {
-        let s = dispatcher.stats.snapshot
-        var w = JSONWriter()
-        var first = true
-        w.raw("{")
-        w.key("version", first: &first)
-        w.string(PushgateVersion.version)
-        // gorush's busy_workers: deliveries being sent right now (queued ones: gorush_queue_usage).
-        w.key("busy_workers", first: &first)
-        w.int(dispatcher.busyWorkers)
-        w.key("success_tasks", first: &first)
-        w.int(s.successTasks)
-        w.key("failure_tasks", first: &first)
-        w.int(s.failureTasks)
-        w.key("submitted_tasks", first: &first)
-        w.int(s.submittedTasks)
-        w.key("total_count", first: &first)
-        w.int(s.totalCount)
-        for p in Platform.allCases {
-            let c = s.counts(p)
-            w.key(p.name, first: &first)
-            w.raw(#"{"push_success":"#)
-            w.int(c.pushSuccess)
-            w.raw(#","push_error":"#)
-            w.int(c.pushError)
-            w.raw("}")
-        }
-        // Per app (only when apps are configured: a gorush config's answer stays gorush's).
-        let apps = dispatcher.appIDs
-        if apps.count > 1 || apps.first != AppID.defaultApp {
-            w.key("apps", first: &first)
-            w.raw("{")
-            var fa = true
-            for id in apps {
-                w.key(id, first: &fa)
-                var fp = true
-                w.raw("{")
-                w.key("pending", first: &fp)
-                w.int(dispatcher.pendingCount(app: id))
-                for p in Platform.allCases {
-                    let c = s.counts(p, app: id)
-                    w.key(p.name, first: &fp)
-                    w.raw(#"{"push_success":"#)
-                    w.int(c.pushSuccess)
-                    w.raw(#","push_error":"#)
-                    w.int(c.pushError)
-                    w.raw("}")
-                }
-                w.raw("}")
-            }
-            w.raw("}")
-        }
-        w.raw("}")
-        return w.bytes
-    }
-
-    func processStatsJSON() -> [UInt8] {
-        let p = ProcessStats.read()
-        var w = JSONWriter()
-        var first = true
-        w.raw("{")
-        w.key("time", first: &first)
-        w.int(Int64(Date().timeIntervalSince1970 * 1e9))
-        w.key("swift_version", first: &first)
-        w.string("6")
-        w.key("pid", first: &first)
-        w.int(Int(getpid()))
-        w.key("uptime_seconds", first: &first)
-        w.int(Int(Date().timeIntervalSince(startedAt)))
-        w.key("cpu_num", first: &first)
-        w.int(ProcessInfo.processInfo.activeProcessorCount)
-        w.key("threads", first: &first)
-        w.int(p.threads)
-        w.key("memory_rss_bytes", first: &first)
-        w.int(p.rssBytes)
-        w.key("memory_virtual_bytes", first: &first)
-        w.int(p.virtualBytes)
-        w.key("memory_rss_peak_bytes", first: &first)
-        w.int(p.peakRSSBytes)
-        w.key("cpu_user_seconds", first: &first)
-        w.double(p.userSeconds)
-        w.key("cpu_system_seconds", first: &first)
-        w.double(p.systemSeconds)
-        w.key("queue_pending", first: &first)
-        w.int(dispatcher.queue.pendingCount)
-        w.key("queue_capacity", first: &first)
-        w.int(dispatcher.queue.capacity)
-        w.raw("}")
-        return w.bytes
-    }
-
-    func sysStatsJSON() -> [UInt8] {
-        var w = JSONWriter()
-        var first = true
-        w.raw("{")
-        w.key("uptime_seconds", first: &first)
-        w.int(Int(Date().timeIntervalSince(startedAt)))
-        w.key("responses", first: &first)
-        w.raw("{")
-        var f2 = true
-        for (status, n) in requestCounters.snapshot.sorted(by: { $0.key < $1.key }) {
-            w.key(String(status), first: &f2)
-            w.int(n)
-        }
-        w.raw("}}")
-        return w.bytes
+        if let ids = Self.notifIDsList(result.notifIDs) { extra.append((Self.notifIDsHeader, ids)) }
+        return json(.ok, answer, extra: extra)
     }
 }
 
@@ -368,38 +196,5 @@ struct JSONNotFoundMiddleware: RouterMiddleware {
                     status: 404, message: "Not found.",
                     detail: "no route for \(request.method) \(request.uri.path.logSafe(max: 256))"))
         }
-    }
-}
-
-/// Process figures from /proc (Linux) and getrusage.
-struct ProcessStats {
-    var threads = 0
-    var rssBytes = 0
-    var virtualBytes = 0
-    var peakRSSBytes = 0
-    var userSeconds = 0.0
-    var systemSeconds = 0.0
-
-    static func read() -> ProcessStats {
-        var s = ProcessStats()
-        if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) {
-            for line in status.split(separator: "\n") {
-                let parts = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
-                guard parts.count >= 2, let v = Int(parts[1]) else { continue }
-                switch parts[0] {
-                case "Threads:": s.threads = v
-                case "VmRSS:": s.rssBytes = v * 1024
-                case "VmSize:": s.virtualBytes = v * 1024
-                case "VmHWM:": s.peakRSSBytes = v * 1024
-                default: break
-                }
-            }
-        }
-        var usage = rusage()
-        if getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage) == 0 {
-            s.userSeconds = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
-            s.systemSeconds = Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
-        }
-        return s
     }
 }

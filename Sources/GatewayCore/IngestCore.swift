@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import PushDispatch
 import PushgateCore
@@ -26,15 +27,16 @@ public struct IngestOptions: Sendable {
     /// The app asked for (`app_id`, gRPC metadata `app-id`, the embedding API's `app:`); nil: the
     /// key's app, else the default app.
     public var app: String?
-    /// An `Idempotency-Key` and the SHA-256 (hex) of the request it came with.
-    public var idempotency: (key: String, requestHash: String)?
+    /// An `Idempotency-Key` and the SHA-256 (hex) of the request it came with (nil: of the decoded
+    /// request, `Gateway.requestHash`; HTTP hashes the body as received).
+    public var idempotency: (key: String, requestHash: String?)?
     /// Every token's outcome in the result (the embedding API's `send`).
     public var outcomes: Bool
     /// How long a sync request waits (nil: `core.sync_timeout`).
     public var timeout: Double?
 
     public init(
-        sync: Bool, app: String? = nil, idempotency: (key: String, requestHash: String)? = nil, outcomes: Bool = false, timeout: Double? = nil
+        sync: Bool, app: String? = nil, idempotency: (key: String, requestHash: String?)? = nil, outcomes: Bool = false, timeout: Double? = nil
     ) {
         self.sync = sync
         self.app = app
@@ -48,6 +50,8 @@ public struct IngestOptions: Sendable {
 /// error JSON; gRPC and the embedding API map the kind).
 public struct IngestRefusal: Error, Sendable {
     public enum Kind: Sendable, Equatable {
+        /// No valid key, with keys configured (401).
+        case unauthenticated
         /// A field or a limit (400), naming it.
         case invalid
         /// The key may not act for the app it names (403).
@@ -86,7 +90,7 @@ public struct IngestRefusal: Error, Sendable {
 /// What became of a request.
 public enum IngestDecision: Sendable {
     /// Queued (with a sync request: answered as far as `core.sync_timeout`). With an idempotency key,
-    /// keep the answer given for it with `keepIdempotentAnswer(app:key:_:)`.
+    /// the answer (`gorushAnswer`) is kept for the key's replays.
     case accepted(SubmitResult, app: String)
     /// The same `Idempotency-Key` and request as an earlier one: its answer again, nothing sent.
     case replay(IdempotentAnswer)
@@ -97,6 +101,21 @@ public enum IngestDecision: Sendable {
 /// gRPC (`proto.Gorush/Send`) and the embedding API decode their wire format, authenticate the
 /// caller, and hand the request here; none repeats a step of it.
 extension Gateway {
+    /// Who presents `key` (a way in takes it from its headers or metadata before reading any body):
+    /// `.open` without keys configured, the key's role, or 401 (the detail says whether a key was
+    /// sent, never which).
+    public func authenticate(presentedKey key: String?) -> Result<IngestCaller, IngestRefusal> {
+        let auth = self.auth
+        guard auth.enabled else { return .success(.open) }
+        if let role = auth.identify(presented: key) { return .success(.key(role)) }
+        return .failure(
+            IngestRefusal(
+                .unauthenticated,
+                RequestError(
+                    status: 401, message: "Unauthorized.",
+                    detail: key != nil ? "the API key is not valid" : "send an API key: Authorization: Bearer <key> or X-API-Key: <key>")))
+    }
+
     /// In order: shutdown, the request's limits and fields (the gateway's rules, then each
     /// notification's provider module), the app and whether the caller may act for it, the
     /// idempotency key, the app's rate limit, the queue. Nothing is queued unless every step passed.
@@ -111,7 +130,8 @@ extension Gateway {
         case .failure(let refusal): return .refused(refusal)
         }
         var requestID: String?
-        if let (key, hash) = options.idempotency {
+        if let (key, given) = options.idempotency {
+            let hash = given ?? Self.requestHash(request)
             switch await claimIdempotency(app: app, key: key, requestHash: hash) {
             case .claimed(let id): requestID = id
             case .replay(let answer): return .replay(answer)
@@ -119,7 +139,13 @@ extension Gateway {
             }
         }
         switch await admit(request, app: app, options: options, requestID: requestID) {
-        case .success(let result): return .accepted(result, app: app)
+        case .success(let result):
+            if let (key, _) = options.idempotency {
+                let ids = Self.notifIDsList(result.notifIDs)
+                await keepIdempotentAnswer(
+                    app: app, key: key, IdempotentAnswer(status: 200, body: result.gorushAnswer, requestID: result.requestID, notifIDs: ids ?? ""))
+            }
+            return .accepted(result, app: app)
         case .failure(let refusal):
             if let (key, _) = options.idempotency { await dispatcher.idempotency.release(app: app, key: key) }
             return .refused(refusal)
@@ -195,10 +221,47 @@ extension Gateway {
         }
     }
 
+    /// Longest idempotency key accepted (UUIDs and hashes fit many times over).
+    public static let maxIdempotencyKeyBytes = 255
+
+    /// An idempotency key as a way in received it (`field`: the header or metadata naming it): an
+    /// sf-string (`"abc"`, as the IETF httpapi draft writes it) or a bare token, 1-255 visible
+    /// ASCII characters; else 400 naming `field`.
+    public static func idempotencyKey(_ raw: String, field: String) -> Result<String, IngestRefusal> {
+        var v = Substring(raw.trimmingCharacters(in: .whitespaces))
+        if v.count >= 2, v.first == "\"", v.last == "\"" { v = v.dropFirst().dropLast() }
+        guard !v.isEmpty, v.utf8.count <= maxIdempotencyKeyBytes, v.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            return .failure(invalidIdempotencyKey(field: field))
+        }
+        return .success(String(v))
+    }
+
+    /// 400 for an idempotency key that is not one value of 1-255 visible ASCII characters.
+    public static func invalidIdempotencyKey(field: String) -> IngestRefusal {
+        IngestRefusal(
+            .invalid,
+            RequestError(
+                message: "Invalid \(field) header.",
+                detail: "\(field): one value of 1-\(maxIdempotencyKeyBytes) visible ASCII characters (optionally quoted)"))
+    }
+
+    /// The SHA-256 (hex) an idempotency key is bound to when the way in has no bytes of its own to
+    /// hash (gRPC, the embedding API): of the decoded request in JSON with sorted keys, so the same
+    /// request hashes the same whatever order its maps were built in.
+    public static func requestHash(_ request: PushRequest) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "+inf", negativeInfinity: "-inf", nan: "nan")
+        // Should a request not encode, its hash is one of its own: a retry with the key is then
+        // refused as another request (422), never answered with another request's answer.
+        guard let bytes = try? encoder.encode(request) else { return "unencodable-" + RandomID.timeOrdered() }
+        return Hex.encode(SHA256.hash(data: bytes))
+    }
+
     /// Keeps the answer given to the request that claimed `key`, for its replays. The deliveries are
     /// queued whatever happens here: a store that fails is logged, and a retry with the key sees it
     /// in progress until `sync_timeout + 30 s`, then is processed again (at-least-once).
-    public func keepIdempotentAnswer(app: String, key: String, _ answer: IdempotentAnswer) async {
+    func keepIdempotentAnswer(app: String, key: String, _ answer: IdempotentAnswer) async {
         do {
             try await dispatcher.idempotency.finish(app: app, key: key, answer: answer)
         } catch {

@@ -27,7 +27,7 @@ public enum MetricsSetup {
         }
     }
 
-    static func exposition(gateway: Gateway) -> [UInt8] {
+    package static func exposition(gateway: Gateway) -> [UInt8] {
         var buffer: [UInt8] = []
         bootstrap().emit(into: &buffer)
         let s = gateway.dispatcher.stats.snapshot

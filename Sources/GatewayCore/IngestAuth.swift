@@ -1,7 +1,5 @@
 import Crypto
 import Foundation
-import HTTPTypes
-import Hummingbird
 import ProviderKit
 import PushgateCore
 
@@ -67,11 +65,6 @@ public struct IngestAuth: Sendable {
         return Array(SHA256.hash(data: Array(trimmed.utf8)))
     }
 
-    /// The key a request presents: `Authorization: Bearer <key>` or `X-API-Key: <key>`.
-    static func presentedKey(_ headers: HTTPFields) -> String? {
-        presentedKey(authorization: headers[.authorization], apiKey: HTTPField.Name("X-API-Key").flatMap { headers[$0] })
-    }
-
     /// The key in an `Authorization: Bearer <key>` or an `X-API-Key: <key>` value (HTTP headers, gRPC metadata).
     public static func presentedKey(authorization: String?, apiKey: String?) -> String? {
         if let authorization {
@@ -80,11 +73,6 @@ public struct IngestAuth: Sendable {
         }
         if let apiKey { return apiKey.trimmingCharacters(in: .whitespaces) }
         return nil
-    }
-
-    /// The role of the presented key, nil when none matches (or none was presented).
-    public func identify(_ headers: HTTPFields) -> Role? {
-        identify(presented: Self.presentedKey(headers))
     }
 
     /// The role of a key already taken from its header (`presentedKey(authorization:apiKey:)`).
@@ -113,74 +101,5 @@ public struct IngestAuth: Sendable {
     public static func fingerprint(_ key: String) -> String {
         let once = Array(SHA256.hash(data: Array(key.utf8)))
         return Hex.encode(SHA256.hash(data: once).prefix(4))
-    }
-}
-
-/// What a route needs once any key is configured: declared where the route is registered
-/// (`GatewayRouter.on(_:_:access:)`) and checked on the route the router matched, before the
-/// handler runs (and so before any body is read). A spelling of a path the router folds onto a
-/// route (`//`, a trailing `/`) gets that route's check; one it does not fold answers 401/404.
-public enum RouteAccess: Sendable, Equatable {
-    /// No key: the health and readiness checks, `/version`, `/metrics` for scrapers.
-    case open
-    /// Any valid key, an app's or an admin's (push, delivery status, provider routes).
-    case key
-    /// An admin key (`core.admin_keys`): configuration, process and request statistics, reload.
-    case admin
-}
-
-/// The check of one route's `RouteAccess`: 401 without a valid key (`WWW-Authenticate: Bearer`),
-/// 403 when an app key asks for an admin route. Added to the route's own middleware group, so it
-/// runs on the matched route only.
-struct RouteAccessMiddleware: RouterMiddleware {
-    typealias Context = BasicRequestContext
-    let access: RouteAccess
-    let gateway: Gateway
-
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if let refusal = gateway.accessRefusal(access, headers: request.headers, route: context.endpointPath) { return refusal }
-        return try await next(request, context)
-    }
-}
-
-extension Gateway {
-    /// The answer refusing a caller `access` does not admit, or nil to go on.
-    func accessRefusal(_ access: RouteAccess, headers: HTTPFields, route: String?) -> Response? {
-        guard access != .open else { return nil }
-        let auth = self.auth
-        guard auth.enabled else { return nil }
-        guard let role = auth.identify(headers) else { return unauthorized(headers) }
-        if access == .admin, role != .admin {
-            return error(
-                RequestError(
-                    status: 403, message: "Forbidden.", detail: "\((route ?? "this route").logSafe(max: 128)) needs an admin key (core.admin_keys)"))
-        }
-        return nil
-    }
-
-    /// 401 JSON with `WWW-Authenticate`; the detail says whether a key was sent (never which).
-    func unauthorized(_ headers: HTTPFields) -> Response {
-        let presented = IngestAuth.presentedKey(headers) != nil
-        var response = error(
-            RequestError(
-                status: 401, message: "Unauthorized.",
-                detail: presented ? "the API key is not valid" : "send an API key: Authorization: Bearer <key> or X-API-Key: <key>"))
-        response.headers[.wwwAuthenticate] = "Bearer realm=\"pushgate\""
-        return response
-    }
-}
-
-/// The gateway's router with each route registered beside the access it needs.
-struct GatewayRouter {
-    let router: Router<BasicRequestContext>
-    let gateway: Gateway
-
-    func on(
-        _ method: HTTPRequest.Method, _ path: String, access: RouteAccess,
-        use handler: @escaping @Sendable (Request, BasicRequestContext) async throws -> Response
-    ) {
-        let group = router.group()
-        if access != .open { group.add(middleware: RouteAccessMiddleware(access: access, gateway: gateway)) }
-        group.on(RouterPath(path), method: method, use: handler)
     }
 }

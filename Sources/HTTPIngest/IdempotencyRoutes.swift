@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import GatewayCore
 import HTTPTypes
 import Hummingbird
 import NIOCore
@@ -14,29 +15,12 @@ import PushgateCore
 extension Gateway {
     static let idempotencyKeyHeader = HTTPField.Name("Idempotency-Key")!
     static let idempotentReplayedHeader = HTTPField.Name("Idempotent-Replayed")!
-    /// Longest key accepted (UUIDs and hashes fit many times over).
-    static let maxIdempotencyKeyBytes = 255
-
-    /// The header's key: an sf-string (`"abc"`, as the draft writes it) or a bare token, 1-255
-    /// visible ASCII characters.
-    static func idempotencyKey(_ raw: String) -> String? {
-        var v = Substring(raw.trimmingCharacters(in: .whitespaces))
-        if v.count >= 2, v.first == "\"", v.last == "\"" { v = v.dropFirst().dropLast() }
-        guard !v.isEmpty, v.utf8.count <= maxIdempotencyKeyBytes, v.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return nil }
-        return String(v)
-    }
-
     /// The request's `Idempotency-Key`: nil without one, else the key or the 400 for a bad one
     /// (several values, empty, too long, not visible ASCII).
     static func idempotencyKey(_ headers: HTTPFields) -> Result<String, RequestError>? {
         let values = headers[values: idempotencyKeyHeader]
         guard let raw = values.first else { return nil }
-        guard values.count == 1, let key = idempotencyKey(raw) else {
-            return .failure(
-                RequestError(
-                    message: "Invalid Idempotency-Key header.",
-                    detail: "Idempotency-Key: one value of 1-\(maxIdempotencyKeyBytes) visible ASCII characters (optionally quoted)"))
-        }
-        return .success(key)
+        guard values.count == 1 else { return .failure(invalidIdempotencyKey(field: "Idempotency-Key").error) }
+        return idempotencyKey(raw, field: "Idempotency-Key").mapError(\.error)
     }
 }
