@@ -8,7 +8,7 @@
 # Uses Debian's `postgresql` package (apt-get install -y postgresql; installed here when missing and
 # running as root). Runs as the `postgres` user when started as root. Data lives in
 # ${PUSHGATE_PG_DIR:-/tmp/pushgate-pg}; port ${PUSHGATE_PG_PORT:-31329}; database
-# ${PUSHGATE_PG_DB:-pushgate_test} (created when missing; the external scripts use their own).
+# ${PUSHGATE_PG_DB:-pushgate_test} (created when missing; the process-level tests in Tests/system use their own).
 set -euo pipefail
 dir="${PUSHGATE_PG_DIR:-/tmp/pushgate-pg}"
 port="${PUSHGATE_PG_PORT:-31329}"

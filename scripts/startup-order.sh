@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-.build-release/release/pushgate}
 OUT=scripts/startup-order.txt
-source scripts/bench-lib.sh
+source bench/bench-lib.sh
 
 llvm-objcopy --strip-debug "$BIN" "$W/pushgate"
 "$BIN" mock --dir "$W/m" --apns-port 0 --fcm-port 0 --hms-port 0 --webpush-port 0 --stats-port 28996 >"$W/mock.log" 2>&1 & PIDS+=($!)

@@ -77,7 +77,7 @@ struct QueueSchema: Sendable {
             "CREATE INDEX IF NOT EXISTS \(j)_free ON \(j) (platform, not_before, id) WHERE state = \(pending) AND lease_owner IS NULL",
             // Leased pending jobs, keyed by id (a new job's entry is appended, a completion removes it
             // by an integer seek): keyed by the 36-character owner it cost 10-20 % more SQLite time
-            // per job (scripts/sqlite-statement-cost.py). Queries by owner read the leased rows (at most `max_held` per
+            // per job (bench/sqlite-statement-cost.py). Queries by owner read the leased rows (at most `max_held` per
             // process). Version 3 and older stores had it keyed by owner as `jobs_owner`.
             "DROP INDEX IF EXISTS \(j)_owner",
             "CREATE INDEX IF NOT EXISTS \(j)_leased ON \(j) (id) WHERE state = \(pending) AND lease_owner IS NOT NULL",

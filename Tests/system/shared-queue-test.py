@@ -11,7 +11,7 @@
 
 Exit status 0 on success. Python 3 standard library only.
 
-    scripts/shared-queue-test.py [--pushgate .build/debug/pushgate] [--tokens 20000] [--postgres-url URL]
+    Tests/system/shared-queue-test.py [--pushgate .build/debug/pushgate] [--tokens 20000] [--postgres-url URL]
 """
 import argparse
 import os
@@ -21,14 +21,13 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Run, find_pushgate, http, metric, wait_for  # noqa: E402
+from harness import START_POSTGRES, Run, find_pushgate, http, metric, wait_for  # noqa: E402
 
 
 def fresh_database():
     """A new database on the throwaway server (started if needed) -> its URL."""
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "start-postgres.sh")
     env = dict(os.environ, PUSHGATE_PG_DB=f"pushgate_share_{os.getpid()}_{int(time.time())}")
-    out = subprocess.run([script], env=env, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([START_POSTGRES], env=env, check=True, capture_output=True, text=True).stdout
     for line in out.splitlines():
         if line.startswith("export PUSHGATE_TEST_POSTGRES_URL="):
             return line.split("=", 1)[1]

@@ -12,7 +12,7 @@ completions appended to a table of their own instead of updating the job's row; 
 job row written once, at its outcome.
 
 Needs apsw (a SQLite binding with the same SQLite as sqlite-nio, 3.54; pip install apsw), e.g.
-  python3 -m venv .venv-bench && .venv-bench/bin/pip install apsw && .venv-bench/bin/python scripts/sqlite-statement-cost.py
+  python3 -m venv .venv-bench && .venv-bench/bin/pip install apsw && .venv-bench/bin/python bench/sqlite-statement-cost.py
 """
 import json, os, sys, tempfile, time, uuid
 

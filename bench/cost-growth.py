@@ -16,12 +16,12 @@
    `GET /api/push/<notif_id>` (Sources/Server/StatusRoutes.swift) from C threads on keep-alive
    connections: p50/p90/p99/max. The client is Python: its own overhead is in the figures.
 
-Writes the results as JSON and a PNG (scripts/plot-cost-growth.py).
+Writes the results as JSON and a PNG (bench/plot-cost-growth.py).
 
-Usage: scripts/cost-growth.py [--deliveries D] [--rows R] [--lookups L] [--concurrency C]
+Usage: bench/cost-growth.py [--deliveries D] [--rows R] [--lookups L] [--concurrency C]
                               [--tokens 1,10,100,1000] [--engines memory,sqlite] [--out FILE.json] [--png FILE.png]
-  full scale:  scripts/cost-growth.py --deliveries 1000000 --rows 10000000 --lookups 20000 --out docs/cost-growth.json --png docs/cost-growth.png
-  small scale: nice -n 19 scripts/cost-growth.py --deliveries 20000 --rows 100000 --lookups 3000
+  full scale:  bench/cost-growth.py --deliveries 1000000 --rows 10000000 --lookups 20000 --out docs/cost-growth.json --png docs/cost-growth.png
+  small scale: nice -n 19 bench/cost-growth.py --deliveries 20000 --rows 100000 --lookups 3000
 Env: PUSHGATE_BIN (default .build-release/release/pushgate); the plot needs matplotlib
   (.venv-bench/bin/python, or set PLOT_PYTHON). Ports: mock 28643-28647, gateway 28287.
 """
@@ -248,7 +248,7 @@ def main():
     json.dump(results, open(a.out, "w"), indent=1)
     print("wrote", a.out)
     py = os.environ.get("PLOT_PYTHON") or (os.path.join(ROOT, ".venv-bench/bin/python") if os.path.exists(os.path.join(ROOT, ".venv-bench/bin/python")) else sys.executable)
-    subprocess.run([py, os.path.join(ROOT, "scripts/plot-cost-growth.py"), a.out, a.png], check=False)
+    subprocess.run([py, os.path.join(ROOT, "bench/plot-cost-growth.py"), a.out, a.png], check=False)
 
 
 if __name__ == "__main__":

@@ -12,17 +12,17 @@
 #    the mock's OK count; time to drain (gateway start -> queue_pending 0 and the mock has N OKs) and
 #    the drain rate; RSS printed at every 10 % drained.
 #
-# Usage: scripts/backlog-memory.sh N
-#   full scale:  scripts/backlog-memory.sh 1000000     (and 10000000 for "still flat at 10M")
-#   small scale: nice -n 19 scripts/backlog-memory.sh 200000
+# Usage: bench/backlog-memory.sh N
+#   full scale:  bench/backlog-memory.sh 1000000     (and 10000000 for "still flat at 10M")
+#   small scale: nice -n 19 bench/backlog-memory.sh 200000
 # Env: PUSHGATE_BIN (default .build-release/release/pushgate), KEEP_DIR (copy the SQLite file there).
 # Ports: mock 28543-28547, gateway 28188.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-N=${1:?usage: scripts/backlog-memory.sh N}
+N=${1:?usage: bench/backlog-memory.sh N}
 BIN=${PUSHGATE_BIN:-.build-release/release/pushgate}
 [ -x "$BIN" ] || { echo "no pushgate binary at $BIN (scripts/build-release.sh, or set PUSHGATE_BIN)"; exit 1; }
-source scripts/bench-lib.sh
+source bench/bench-lib.sh
 DB="$W/backlog.sqlite"; GWPORT=28188; CTL=http://127.0.0.1:28546
 CHUNK=$(( (N + 9) / 10 ))
 

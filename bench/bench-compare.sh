@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # The figures of docs/benchmarks.md, side by side in one run on loopback:
-#   idle RSS | the bare Go net/http HTTP/2 client (gorush's transport, scripts/goclient) straight at
+#   idle RSS | the bare Go net/http HTTP/2 client (gorush's transport, bench/goclient) straight at
 #   the mock APNs, then pushgate end to end (gorush JSON in over HTTP/1.1, APNs HTTP/2 out) on the
 #   memory and sqlite engines, same mock, same payload, same in-flight limit, ROUNDS times, with the
 #   ratios | h2load at the mock (when installed) | p99 ingest->provider at 2,000/s, both engines |
 #   RSS with 100,000 queued | Web Push end to end on one gateway core.
 # Needs Go (apt-get install golang-go) for the reference client; h2load (nghttp2-client) optional.
-# Usage: scripts/bench-compare.sh [pushgate binary]   Env: ROUNDS (3), COUNT (100000), INFLIGHT (100)
+# Usage: bench/bench-compare.sh [pushgate binary]   Env: ROUNDS (3), COUNT (100000), INFLIGHT (100)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-.build-release/release/pushgate}
 ROUNDS=${ROUNDS:-3}; COUNT=${COUNT:-100000}; INFLIGHT=${INFLIGHT:-100}
 # The release build of docs/benchmarks.md (flags and why: scripts/build-release.sh).
 [ -x "$BIN" ] || scripts/build-release.sh
-source scripts/bench-lib.sh
-GOCLIENT="$W/goclient"; (cd scripts/goclient && go build -o "$GOCLIENT" .)
+source bench/bench-lib.sh
+GOCLIENT="$W/goclient"; (cd bench/goclient && go build -o "$GOCLIENT" .)
 
 # 1. mock providers (one process) and two gateways (two more processes): the default engine
 #    (sqlite, a fresh file) on 18088 and the memory engine on 18087

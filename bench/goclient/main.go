@@ -25,7 +25,7 @@ func main() {
 	// (the "proto check" its output names). Nothing else changed.
 	auth := flag.String("auth", "bearer eyJhbGciOiJFUzI1NiJ9.e30.sig", "authorization header")
 	topic := flag.String("topic", "com.example.app", "apns-topic header")
-	// Added for FCM (scripts/bench-references.sh): -fixed posts every request to
+	// Added for FCM (bench/bench-references.sh): -fixed posts every request to
 	// -url as given (e.g. https://127.0.0.1:28444/v1/projects/<project>/messages:send) instead of
 	// appending a %064x device token to the URL; the payload file is then a format string whose one
 	// %064x is replaced by the request's sequence number (each message its own 64-hex token in the

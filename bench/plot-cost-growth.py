@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Plots the results of scripts/cost-growth.py: delivered/s and peak RSS by tokens per notification
+"""Plots the results of bench/cost-growth.py: delivered/s and peak RSS by tokens per notification
 (memory and sqlite engines, log x axis), and the status-lookup latencies with R retained rows.
 
-Usage: scripts/plot-cost-growth.py RESULTS.json OUT.png   (needs matplotlib: .venv-bench/bin/python)
+Usage: bench/plot-cost-growth.py RESULTS.json OUT.png   (needs matplotlib: .venv-bench/bin/python)
 """
 import json, sys
 

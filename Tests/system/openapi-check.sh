@@ -4,7 +4,7 @@
 # coverage phase and generated/fuzzed requests) and fails on any 5xx, any hang, any status code,
 # content type, header or body the document does not describe, or a gateway that died.
 #
-#   scripts/openapi-check.sh [path/to/pushgate]      (default: $PUSHGATE_BIN or .build/debug/pushgate)
+#   Tests/system/openapi-check.sh [path/to/pushgate]      (default: $PUSHGATE_BIN or .build/debug/pushgate)
 #
 # Environment: OPENAPI_MAX_EXAMPLES (generated cases per operation and phase, default 300: about a minute),
 # OPENAPI_SEED (schemathesis seed, default random; printed for reproduction),
@@ -12,7 +12,7 @@
 # OPENAPI_VENV (default .venv, the venv scripts/test.sh makes; schemathesis is added to it),
 # OPENAPI_SPEC (default docs/openapi.yaml).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 bin="${1:-${PUSHGATE_BIN:-.build/debug/pushgate}}"
 max_examples="${OPENAPI_MAX_EXAMPLES:-300}"
@@ -27,7 +27,7 @@ spec="${OPENAPI_SPEC:-docs/openapi.yaml}"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
-"$venv/bin/pip" install --quiet --disable-pip-version-check -r scripts/openapi-requirements.txt
+"$venv/bin/pip" install --quiet --disable-pip-version-check -r Tests/system/openapi-requirements.txt
 st="$venv/bin/schemathesis"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/pushgate-openapi.XXXXXX")"

@@ -4,9 +4,9 @@
 # provider's reason (APNs 410 Unregistered, FCM 404 UNREGISTERED, HMS 80300007, Web Push 410); an
 # APNs broadcast to a channel made on the mock's channel-management host is delivered, one to a
 # channel never made is refused (ChannelNotRegistered).
-# Usage: scripts/send-smoke.sh [path/to/pushgate]   (default: builds and uses .build/debug/pushgate)
+# Usage: Tests/system/send-smoke.sh [path/to/pushgate]   (default: builds and uses .build/debug/pushgate)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BIN=${1:-}
 if [ -z "$BIN" ]; then swift build --product pushgate >/dev/null; BIN=.build/debug/pushgate; fi
 DIR=$(mktemp -d)

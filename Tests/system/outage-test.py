@@ -13,7 +13,7 @@
 
 Exit status 0 on success. Python 3 standard library only.
 
-    scripts/outage-test.py [--pushgate .build/debug/pushgate] [--tokens 10000] [--outage 60]
+    Tests/system/outage-test.py [--pushgate .build/debug/pushgate] [--tokens 10000] [--outage 60]
 """
 import argparse
 import os

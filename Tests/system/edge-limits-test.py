@@ -22,7 +22,7 @@ HTTP/2 frames and HPACK (literals, no Huffman) are written by hand; answers are 
 a gRPC reply is a DATA frame on the stream, a refusal a HEADERS frame with END_STREAM and no DATA.
 Python 3 standard library only.
 
-    scripts/edge-limits-test.py [--pushgate .build/debug/pushgate] [--only SUBSTRING] [--keep]
+    Tests/system/edge-limits-test.py [--pushgate .build/debug/pushgate] [--only SUBSTRING] [--keep]
 """
 import argparse
 import os
@@ -355,8 +355,8 @@ def raise_nofile(n):
 
 
 def flood(port, count, source="127.0.0.2"):
-    """`count` idle TCP connections from `source`, opened one after the other as the issue's client
-    did (each connect completes in the kernel; the gateway may close it right after)."""
+    """`count` idle TCP connections from `source`, opened one after the other, as a connection flood
+    from one address does (each connect completes in the kernel; the gateway may close it right after)."""
     socks = []
     for _ in range(count):
         s = socket.socket()

@@ -22,7 +22,7 @@ A case that kills a gateway fails, and the gateway is restarted (fresh store) fo
 Prints one line per case (PASS/FAIL, name, status, ms, RSS) and a final `N passed, M failed`;
 exit status 1 when any case failed. Python 3 standard library only, loopback addresses only.
 
-    scripts/hostile-test.py [--pushgate .build/debug/pushgate] [--only SUBSTRING] [--keep]
+    Tests/system/hostile-test.py [--pushgate .build/debug/pushgate] [--only SUBSTRING] [--keep]
 """
 import argparse
 import json
@@ -448,7 +448,7 @@ def main():
             "PUSHGATE_CORE_SYNC_TIMEOUT": SYNC_TIMEOUT,
             "PUSHGATE_IOS_MAX_RETRY": 10,                 # a failing APNs keeps a sync request retrying ~10 s
             # Every case here connects from 127.0.0.1, the idle-connections case with --idle-connections
-            # of them at once: the per-address cap (scripts/edge-limits-test.py tests it) must not cut them.
+            # of them at once: the per-address cap (Tests/system/edge-limits-test.py tests it) must not cut them.
             "PUSHGATE_CORE_MAX_CONNECTIONS_PER_ADDRESS": 4096,
         }
         main_gw = Gateway(run, "main", common, sampler)
@@ -500,9 +500,10 @@ def cases(t, run, args):
     def one(n, sync=True):
         return {"notifications": [n], "sync": sync}
 
-    # --- 1. the issue's reproducer --------------------------------------------------------------
-    issue = b'{"notifications":[{"platform":2,"tokens":["x"],"message":"m","android":{"ttl":1e19}}]}'
-    t.case("issue: android.ttl 1e19", lambda g: (lambda a: (a, api_error(a, {400}, ["notifications[0].android.ttl"])))(push(g.port, issue)))
+    # --- 1. an out-of-range TTL as a minimal body; fallbacks ------------------------------------
+    # android.ttl 1e19 does not fit an Int: a 400 naming the field, never a trapping conversion.
+    ttl_1e19 = b'{"notifications":[{"platform":2,"tokens":["x"],"message":"m","android":{"ttl":1e19}}]}'
+    t.case("android.ttl 1e19, minimal body", lambda g: (lambda a: (a, api_error(a, {400}, ["notifications[0].android.ttl"])))(push(g.port, ttl_1e19)))
 
     # oversize fallback: merged and checked as a notification, errors named under it
     fb_nested = one({"platform": 1, "tokens": ["ab" * 32], "message": "m", "fallback": {"badge": 1, "fallback": {"badge": 2}}})

@@ -14,7 +14,7 @@ request made before the kill gets the same answer after it.
 
 Exit status 0 when no token was lost. Python 3 standard library only.
 
-    scripts/crash-test.py [--pushgate .build/debug/pushgate] [--tokens 20000] [--kill-after 5000]
+    Tests/system/crash-test.py [--pushgate .build/debug/pushgate] [--tokens 20000] [--kill-after 5000]
 """
 import argparse
 import json

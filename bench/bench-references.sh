@@ -4,19 +4,19 @@
 # (a) FCM: one `pushgate mock` (HTTP/2 TLS mock FCM + OAuth token endpoint). The gateway (memory
 #     engine, android.max_concurrent_pushes = INFLIGHT) end to end: `pushgate bench --platforms
 #     android` (gorush JSON in over HTTP/1.1, 100 tokens per request), delivered/s at the mock. Next
-#     to it the bare Go net/http HTTP/2 client (scripts/goclient, -fixed) posting FCM v1 requests
+#     to it the bare Go net/http HTTP/2 client (bench/goclient, -fixed) posting FCM v1 requests
 #     (POST /v1/projects/<project>/messages:send, {"message":{"token":…,"notification":…,"data":…}},
-#     a Bearer token from the mock's own OAuth endpoint via scripts/fcm-access-token.py) to the same
+#     a Bearer token from the mock's own OAuth endpoint via bench/fcm-access-token.py) to the same
 #     mock with INFLIGHT requests in flight. Prints both and gateway / Go.
 # (b) Web Push: the gateway (sqlite, its own file) pinned to core 0, the mock and the bench on core 1
-#     (as scripts/bench-compare.sh section 6); deliveries per gateway CPU-second (utime+stime from
+#     (as bench/bench-compare.sh section 6); deliveries per gateway CPU-second (utime+stime from
 #     /proc). Next to it pywebpush's encrypt (+ VAPID sign) per CPU-second on core 0
-#     (scripts/webpush-reference.py, no network). Prints both and the ratios.
+#     (bench/webpush-reference.py, no network). Prints both and the ratios.
 #
-# Usage: scripts/bench-references.sh [FCM_COUNT] [WEBPUSH_COUNT] [PYWEBPUSH_COUNT]
-#   full scale:  scripts/bench-references.sh 200000 50000 20000
-#   small scale: nice -n 19 scripts/bench-references.sh 20000 5000 2000
-# Env: PUSHGATE_BIN (default .build-release/release/pushgate), GOCLIENT (built from scripts/goclient
+# Usage: bench/bench-references.sh [FCM_COUNT] [WEBPUSH_COUNT] [PYWEBPUSH_COUNT]
+#   full scale:  bench/bench-references.sh 200000 50000 20000
+#   small scale: nice -n 19 bench/bench-references.sh 20000 5000 2000
+# Env: PUSHGATE_BIN (default .build-release/release/pushgate), GOCLIENT (built from bench/goclient
 #   when unset), INFLIGHT (default 100), ROUNDS (default 1: FCM Go+gateway pairs), VENV (default
 #   .venv-bench; created with pywebpush, PyJWT, cryptography when missing).
 # Ports: mock 28443-28447, gateways 28087 (FCM) and 28090 (Web Push).
@@ -26,8 +26,8 @@ FCM_N=${1:-200000}; WP_N=${2:-50000}; PY_N=${3:-20000}
 BIN=${PUSHGATE_BIN:-.build-release/release/pushgate}
 INFLIGHT=${INFLIGHT:-100}; ROUNDS=${ROUNDS:-1}; VENV=${VENV:-.venv-bench}
 [ -x "$BIN" ] || { echo "no pushgate binary at $BIN (scripts/build-release.sh, or set PUSHGATE_BIN)"; exit 1; }
-source scripts/bench-lib.sh
-if [ -z "${GOCLIENT:-}" ]; then GOCLIENT="$W/goclient"; (cd scripts/goclient && go build -o "$GOCLIENT" .); fi
+source bench/bench-lib.sh
+if [ -z "${GOCLIENT:-}" ]; then GOCLIENT="$W/goclient"; (cd bench/goclient && go build -o "$GOCLIENT" .); fi
 if [ ! -x "$VENV/bin/python" ]; then python3 -m venv "$VENV" && "$VENV/bin/pip" install -q pywebpush py-vapid cryptography pyjwt; fi
 PY="$VENV/bin/python"
 
@@ -39,7 +39,7 @@ wait_for http://127.0.0.1:28087/healthz
 sleep 1
 
 # (a) FCM
-read -r TOKEN PROJECT < <("$PY" scripts/fcm-access-token.py "$W/m/mock-fcm.json" "$W/m/mock-ca.pem")
+read -r TOKEN PROJECT < <("$PY" bench/fcm-access-token.py "$W/m/mock-fcm.json" "$W/m/mock-ca.pem")
 # The body the gateway sends for the bench notification (title, 32-byte message, data.pgbt as a string).
 printf '{"message":{"token":"%%064x","notification":{"title":"Bench","body":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"},"data":{"pgbt":"1234567890123"}}}' > "$W/fcm.tmpl"
 FCM_URL="https://127.0.0.1:28444/v1/projects/$PROJECT/messages:send"
@@ -66,7 +66,7 @@ if [ "$(nproc)" -ge 2 ]; then
   echo "gateway: delivered $WP_DELIVERED (missing $(json_get "$W/wp.json" missing)), $(json_get "$W/wp.json" delivered_per_sec)/s wall clock; gateway CPU $WP_CPU_MS ms"
   GW_PER_CPU=$(( WP_DELIVERED * $(getconf CLK_TCK) / WP_TICKS ))
   echo "== pywebpush on core 0: $PY_N messages, encrypt (RFC 8291 aes128gcm) and encrypt + VAPID sign (RFC 8292), no network"
-  taskset -c 0 "$PY" scripts/webpush-reference.py "$PY_N" --json | tee "$W/py.json"
+  taskset -c 0 "$PY" bench/webpush-reference.py "$PY_N" --json | tee "$W/py.json"
   python3 - "$GW_PER_CPU" "$W/py.json" <<'PYEOF'
 import json, sys
 g = float(sys.argv[1]); p = json.load(open(sys.argv[2]))

@@ -2,11 +2,11 @@
 """Prints an OAuth2 access token for FCM HTTP v1 from a service-account JSON, the way Google's
 client libraries get one (RFC 7523 JWT bearer grant: an RS256 assertion with iss = client_email,
 scope = firebase.messaging, aud = token_uri, kid = private_key_id, posted to token_uri). Used by
-scripts/bench-references.sh to give the Go reference client the bearer token the mock FCM (pushgate
+bench/bench-references.sh to give the Go reference client the bearer token the mock FCM (pushgate
 mock; Sources/MockProviders/MockFCM.swift, handleToken/handleSend) accepts: the mock's send endpoint
 only takes "Bearer <token>" values its token endpoint issued.
 
-Usage: .venv-bench/bin/python scripts/fcm-access-token.py SERVICE_ACCOUNT.json CA.pem
+Usage: .venv-bench/bin/python bench/fcm-access-token.py SERVICE_ACCOUNT.json CA.pem
 Prints: <access_token> <project_id>
 """
 import json, ssl, sys, time, urllib.parse, urllib.request

@@ -1,6 +1,6 @@
-# Shared by the shell benchmark scripts (bench-compare.sh, bench-references.sh, engine-compare.sh,
-# startup-order.sh);
-# the Python test scripts share scripts/harness.py. Source it after `set -euo pipefail`.
+# Shared by the shell benchmarks of bench/ (bench-compare.sh, bench-references.sh, engine-compare.sh,
+# backlog-memory.sh, scale-out.sh) and scripts/startup-order.sh; the process-level tests share
+# Tests/system/harness.py instead. Source it after `set -euo pipefail`.
 #
 # W: a work directory, removed on exit; PIDS: processes started, killed on exit.
 W=$(mktemp -d); PIDS=()

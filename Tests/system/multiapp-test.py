@@ -13,7 +13,7 @@
 
 Exit status 0 when all holds. Python 3 standard library only.
 
-    scripts/multiapp-test.py [--pushgate .build/debug/pushgate] [--tokens 2000]
+    Tests/system/multiapp-test.py [--pushgate .build/debug/pushgate] [--tokens 2000]
 """
 import argparse
 import json

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Pushgate started the way a gorush operator starts gorush.
-# A gorush v1.22 config.yml (scripts/fixtures/gorush-v1.22-config.yml: ssl on, an APNs certificate
+# A gorush v1.22 config.yml (Tests/system/fixtures/gorush-v1.22-config.yml: ssl on, an APNs certificate
 # with its password, an outbound CONNECT proxy, a custom push route), `pushgate -c it.yml`:
 #   - serves HTTPS (HTTP/1.1 and HTTP/2); `--ping` exits 0 while it runs, 1 when none runs;
 #   - a PascalCase gorush body with priority "10" and a platform 0 entry: 200, the valid
@@ -13,9 +13,9 @@
 #     a grpcio client generated from gorush.proto (when .venv or PUSHGATE_INTEROP_PYTHON has grpcio-tools).
 # Once with the Keychain-style .p12 (RC2-40 / 3DES) + password, once with the .pem.
 # The mocks (`pushgate mock`) and the gateway run as separate processes on loopback.
-# Usage: scripts/gorush-dropin.sh [path/to/pushgate]   (default: builds and uses .build/debug/pushgate)
+# Usage: Tests/system/gorush-dropin.sh [path/to/pushgate]   (default: builds and uses .build/debug/pushgate)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BIN=${1:-}
 if [ -z "$BIN" ]; then swift build --product pushgate >/dev/null; BIN=.build/debug/pushgate; fi
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
@@ -50,7 +50,7 @@ run_case() { # run_case <name> <key file> <key_type> <password>
   local cfg="$DIR/it-$name.yml"
   sed -e "s#@DIR@#$DIR#g" -e "s#@PORT@#$port#g" -e "s#@PROXY@#$PROXY#g" -e "s#@APNS@#$APNS#g" -e "s#@FCM@#$FCM#g" \
     -e "s#@IOS_KEY@#$key#g" -e "s#@IOS_KEY_TYPE@#$type#g" -e "s#@IOS_PASSWORD@#$pass#g" \
-    -e "s#@IOS_KEY_ID@##g" -e "s#@IOS_TEAM_ID@##g" scripts/fixtures/gorush-v1.22-config.yml >"$cfg"
+    -e "s#@IOS_KEY_ID@##g" -e "s#@IOS_TEAM_ID@##g" Tests/system/fixtures/gorush-v1.22-config.yml >"$cfg"
   curl -s -X POST "$CTL/__mock/reset" >/dev/null
   local before; before=$(curl -s "$CTL/__mock/apns-requests" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
   local rc=0

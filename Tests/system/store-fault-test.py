@@ -27,7 +27,7 @@ its connections stay open and nothing answers):
 
 Exit status 0 on success. Python 3 standard library only.
 
-    scripts/store-fault-test.py [--pushgate .build/debug/pushgate] [--case disk|postgres|all]
+    Tests/system/store-fault-test.py [--pushgate .build/debug/pushgate] [--case disk|postgres|all]
 """
 import argparse
 import json
@@ -42,9 +42,7 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Run, bench_token, find_pushgate, http, wait_for  # noqa: E402
-
-SCRIPTS = os.path.dirname(os.path.abspath(__file__))
+from harness import START_POSTGRES, Run, bench_token, find_pushgate, http, wait_for  # noqa: E402
 
 
 def request_body(notif_id, seqs):
@@ -228,10 +226,9 @@ def postgres_case(args, exe, fault):
     pg_dir = args.postgres_dir or f"/tmp/pushgate-pg-storefault-{os.getpid()}"
     pg_env = dict(os.environ, PUSHGATE_PG_DIR=pg_dir, PUSHGATE_PG_PORT=str(args.postgres_port),
                   PUSHGATE_PG_DB="pushgate_storefault")
-    script = os.path.join(SCRIPTS, "start-postgres.sh")
 
     def pg(*a):
-        return subprocess.run([script, *a], env=pg_env, capture_output=True, text=True)
+        return subprocess.run([START_POSTGRES, *a], env=pg_env, capture_output=True, text=True)
 
     r = pg()
     if r.returncode != 0:

@@ -15,7 +15,7 @@ and two apps, chat and wallet, each with its own key and APNs key. Then:
 
 Exit status 0 when all holds. Python 3 standard library only, loopback only.
 
-    scripts/authz-test.py [--pushgate .build/debug/pushgate]
+    Tests/system/authz-test.py [--pushgate .build/debug/pushgate]
 """
 import argparse
 import json

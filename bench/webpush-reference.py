@@ -8,8 +8,8 @@ and Vapid.sign(claims) (an ES256 JWT: one ECDSA signature). It reports encrypt-o
 encrypt+sign rates; the gateway caches its VAPID JWT per origin, so "encrypt only" is the closer
 match to the gateway's per-message work and "encrypt+sign" is pywebpush's per-call cost.
 
-Usage: taskset -c 0 .venv-bench/bin/python scripts/webpush-reference.py N [PAYLOAD_BYTES] [--json]
-  (needs pywebpush, py-vapid, cryptography: scripts/bench-references.sh makes the venv)
+Usage: taskset -c 0 .venv-bench/bin/python bench/webpush-reference.py N [PAYLOAD_BYTES] [--json]
+  (needs pywebpush, py-vapid, cryptography: bench/bench-references.sh makes the venv)
 """
 import base64, json, os, sys, time
 

@@ -12,11 +12,11 @@
 # Everything shares this machine's cores, so the ratio is a lower bound of what two hosts give.
 # Also prints, per phase, what PostgreSQL did per delivery (pg_stat_user_tables inserts, updates,
 # HOT updates, deletes, index scans, sequential scans and rows read; WAL bytes; commits), the
-# measured side of docs/benchmarks.md ("Goal 6").
+# measured side of docs/benchmarks.md (its section on scale-out on one PostgreSQL queue).
 #
-# Usage: scripts/scale-out.sh [COUNT]
-#   full scale:  scripts/scale-out.sh 400000
-#   small scale: nice -n 19 scripts/scale-out.sh 40000
+# Usage: bench/scale-out.sh [COUNT]
+#   full scale:  bench/scale-out.sh 400000
+#   small scale: nice -n 19 bench/scale-out.sh 40000
 # Env: PUSHGATE_BIN (default .build-release/release/pushgate), PUSHGATE_PG_PORT (28432),
 #   PUSHGATE_PG_DIR (/tmp/pg-helper), PG_DB (pushgate_scaleout), KEEP_PG=1 (leave PostgreSQL running).
 # Ports: mock 28743-28747, gateways 28391 (A) and 28392 (B), PostgreSQL 28432.
@@ -27,7 +27,7 @@ BIN=${PUSHGATE_BIN:-.build-release/release/pushgate}
 [ -x "$BIN" ] || { echo "no pushgate binary at $BIN (scripts/build-release.sh, or set PUSHGATE_BIN)"; exit 1; }
 export PUSHGATE_PG_PORT=${PUSHGATE_PG_PORT:-28432} PUSHGATE_PG_DIR=${PUSHGATE_PG_DIR:-/tmp/pg-helper}
 PG_DB=${PG_DB:-pushgate_scaleout}
-source scripts/bench-lib.sh
+source bench/bench-lib.sh
 [ "${KEEP_PG:-0}" = 1 ] || trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null || true; done; sleep 1; scripts/start-postgres.sh stop; rm -rf "$W"' EXIT
 CTL=http://127.0.0.1:28746
 HALF=$(( N / 2 ))

@@ -1,4 +1,4 @@
-"""Shared helpers of the external test scripts (crash-test.py, shared-queue-test.py, outage-test.py).
+"""Shared helpers of the process-level tests in Tests/system (crash-test.py, hostile-test.py, ...).
 
 Each script runs real processes: `pushgate mock` (the mock providers, with a plain-HTTP control
 port that counts, per bench token, receptions and OK answers) and one or more `pushgate serve`.
@@ -14,6 +14,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+
+# The repository (this file is Tests/system/harness.py): .build/ and scripts/ are found from here.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The throwaway PostgreSQL server of the tests (Debian's postgresql package): prints its URL.
+START_POSTGRES = os.path.join(ROOT, "scripts", "start-postgres.sh")
 
 
 def free_port():
@@ -52,12 +57,11 @@ def bench_token(seq):
 
 
 def find_pushgate(path, name):
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     exe = path
     if exe is None:
         for c in (".build/release/pushgate", ".build/debug/pushgate"):
-            if os.access(os.path.join(root, c), os.X_OK):
-                exe = os.path.join(root, c)
+            if os.access(os.path.join(ROOT, c), os.X_OK):
+                exe = os.path.join(ROOT, c)
                 break
     if not exe or not os.access(exe, os.X_OK):
         raise SystemExit(f"{name}: no pushgate executable (swift build --product pushgate, or --pushgate PATH)")

@@ -7,13 +7,13 @@
 #   3. the same load from outside: h2load (HTTP/1.1, --h1) posting gorush JSON with 100 tokens to
 #      each gateway; delivered/s read from the mock's own counters (OK answers / time from the first
 #      request to the last OK).
-# Needs h2load (apt-get install nghttp2-client). Usage: scripts/engine-compare.sh [pushgate binary]
+# Needs h2load (apt-get install nghttp2-client). Usage: bench/engine-compare.sh [pushgate binary]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-.build-release/release/pushgate}
 [ -x "$BIN" ] || scripts/build-release.sh
 COUNT=${COUNT:-200000}
-source scripts/bench-lib.sh
+source bench/bench-lib.sh
 P=${PORT_BASE:-28000}   # mock on P+443..P+446, gateways on P+90 (memory) and P+91 (sqlite)
 CTL=http://127.0.0.1:$((P + 446))
 
