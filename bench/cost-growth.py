@@ -13,7 +13,7 @@
    columns of Sources/QueueStore/Schema.swift) with R finished deliveries (K per notification,
    state 1 = delivered, created/finished now so queue.status_retention keeps them), sets the id
    counters in `pushgate_meta`, starts the gateway on the file and times L random
-   `GET /api/push/<notif_id>` (Sources/Server/StatusRoutes.swift) from C threads on keep-alive
+   `GET /api/push/<notif_id>` (Sources/HTTPIngest/StatusRoutes.swift) from C threads on keep-alive
    connections: p50/p90/p99/max. The client is Python: its own overhead is in the figures.
 
 Writes the results as JSON and a PNG (bench/plot-cost-growth.py).
