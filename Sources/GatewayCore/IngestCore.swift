@@ -14,7 +14,7 @@ public enum IngestCaller: Sendable, Equatable {
     case embedder
 
     /// The role `resolveApp` decides with (nil: any app may be named).
-    var role: IngestAuth.Role? {
+    public var role: IngestAuth.Role? {
         if case .key(let role) = self { return role }
         return nil
     }

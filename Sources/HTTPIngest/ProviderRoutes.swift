@@ -21,7 +21,7 @@ extension Gateway {
         }
     }
 
-    func handleProviderRoute(_ route: ProviderRoute, names: [String], _ request: Request, _ context: BasicRequestContext) async -> Response {
+    func handleProviderRoute(_ route: ProviderRoute, names: [String], _ request: Request, _ context: GatewayRequestContext) async -> Response {
         var request = request
         var body: [UInt8] = []
         if route.maxBodyBytes > 0 {
@@ -36,11 +36,11 @@ extension Gateway {
         for name in names { parameters[name] = context.parameters.get(name) }
         var query: [String: String] = [:]
         for (k, v) in request.uri.queryParameters where query[String(k)] == nil { query[String(k)] = String(v) }
-        let headers = request.headers
+        let caller = context.caller
         var appScoped = false
-        if auth.enabled, case .app? = auth.identify(headers) { appScoped = true }
+        if case .key(.app) = caller { appScoped = true }
         let routeRequest = ProviderRouteRequest(body: body, parameters: parameters, query: query, appScoped: appScoped) { platform, appID in
-            switch self.resolveApp(headers: headers, requested: appID) {
+            switch self.resolveApp(role: caller.role, requested: appID).mapError(\.error) {
             case .failure(let e): return .failure(e)
             case .success(let app):
                 guard let slot = self.dispatcher.app(app)?.slots[platform] else {

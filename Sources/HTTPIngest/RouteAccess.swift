@@ -28,35 +28,60 @@ extension IngestAuth {
     }
 }
 
+/// The context of a request on the gateway's router: Hummingbird's, plus the caller the route's
+/// access check authenticated (once per request; handlers read it instead of the headers).
+public struct GatewayRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    /// `.open` on open routes and when no keys are configured; else the key's role.
+    public var caller: IngestCaller = .open
+
+    public init(source: ApplicationRequestContextSource) {
+        self.coreContext = .init(source: source)
+    }
+}
+
 /// The check of one route's `RouteAccess`: 401 without a valid key (`WWW-Authenticate: Bearer`),
 /// 403 when an app key asks for an admin route. Added to the route's own middleware group, so it
 /// runs on the matched route only.
 struct RouteAccessMiddleware: RouterMiddleware {
-    typealias Context = BasicRequestContext
+    typealias Context = GatewayRequestContext
     let access: RouteAccess
     let gateway: Gateway
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if let refusal = gateway.accessRefusal(access, headers: request.headers, route: context.endpointPath) { return refusal }
-        return try await next(request, context)
+        switch gateway.admit(access, headers: request.headers, route: context.endpointPath) {
+        case .failure(let refusal): return refusal.response
+        case .success(let caller):
+            var context = context
+            context.caller = caller
+            return try await next(request, context)
+        }
     }
 }
 
+/// An answer refusing a request before its handler (a `Response` is not an `Error`).
+struct AccessRefusal: Error {
+    var response: Response
+}
+
 extension Gateway {
-    /// The answer refusing a caller `access` does not admit, or nil to go on.
-    func accessRefusal(_ access: RouteAccess, headers: HTTPFields, route: String?) -> Response? {
-        guard access != .open else { return nil }
+    /// The caller `access` admits, or the answer refusing it.
+    func admit(_ access: RouteAccess, headers: HTTPFields, route: String?) -> Result<IngestCaller, AccessRefusal> {
+        guard access != .open else { return .success(.open) }
         let caller: IngestCaller
         switch authenticate(presentedKey: IngestAuth.presentedKey(headers)) {
         case .success(let c): caller = c
-        case .failure: return unauthorized(headers)
+        case .failure: return .failure(AccessRefusal(response: unauthorized(headers)))
         }
         if access == .admin, case .key(let role) = caller, role != .admin {
-            return error(
-                RequestError(
-                    status: 403, message: "Forbidden.", detail: "\((route ?? "this route").logSafe(max: 128)) needs an admin key (core.admin_keys)"))
+            return .failure(
+                AccessRefusal(
+                    response: error(
+                        RequestError(
+                            status: 403, message: "Forbidden.",
+                            detail: "\((route ?? "this route").logSafe(max: 128)) needs an admin key (core.admin_keys)"))))
         }
-        return nil
+        return .success(caller)
     }
 
     /// 401 JSON with `WWW-Authenticate`; the detail says whether a key was sent (never which).
@@ -73,12 +98,12 @@ extension Gateway {
 
 /// The gateway's router with each route registered beside the access it needs.
 struct GatewayRouter {
-    let router: Router<BasicRequestContext>
+    let router: Router<GatewayRequestContext>
     let gateway: Gateway
 
     func on(
         _ method: HTTPRequest.Method, _ path: String, access: RouteAccess,
-        use handler: @escaping @Sendable (Request, BasicRequestContext) async throws -> Response
+        use handler: @escaping @Sendable (Request, GatewayRequestContext) async throws -> Response
     ) {
         let group = router.group()
         if access != .open { group.add(middleware: RouteAccessMiddleware(access: access, gateway: gateway)) }

@@ -36,8 +36,8 @@ extension Gateway {
         json(HTTPResponse.Status(code: e.status), e.json)
     }
 
-    public func makeRouter() -> Router<BasicRequestContext> {
-        let router = Router()
+    public func makeRouter() -> Router<GatewayRequestContext> {
+        let router = Router(context: GatewayRequestContext.self)
         // Unknown routes and methods: 401 without a valid key (once keys are configured), else a JSON 404.
         router.add(middleware: JSONNotFoundMiddleware(gateway: self))
         let routes = GatewayRouter(router: router, gateway: self)
@@ -64,8 +64,8 @@ extension Gateway {
             w.raw("}")
             return self.json(.ok, w.bytes)
         }
-        routes.on(.post, r.push, access: .key) { request, _ in
-            await self.handlePush(request)
+        routes.on(.post, r.push, access: .key) { request, context in
+            await self.handlePush(request, caller: context.caller)
         }
         routes.on(.get, r.statApp, access: .admin) { _, _ in
             self.json(.ok, self.appStatsJSON())
@@ -115,14 +115,7 @@ extension Gateway {
     /// Admin-only: reads the configuration file again (as SIGHUP does).
     static let reloadRoute = "/api/reload"
 
-    /// The app a request of a provider route is for (`resolveApp(role:requested:)` with the key the
-    /// headers present), or the error to answer.
-    func resolveApp(headers: HTTPFields, requested: String?) -> Result<String, RequestError> {
-        let auth = self.auth
-        return resolveApp(role: auth.enabled ? auth.identify(headers) : nil, requested: requested).mapError(\.error)
-    }
-
-    func handlePush(_ request: Request) async -> Response {
+    func handlePush(_ request: Request, caller: IngestCaller) async -> Response {
         var request = request
         // A declared length over the limit is answered at once, without reading (or waiting for) the body.
         if let declared = request.headers[.contentLength], let n = Int(declared), n > settings.maxBodyBytes {
@@ -151,12 +144,6 @@ extension Gateway {
         case .some(.success(let key)): options.idempotency = (key, Hex.encode(SHA256.hash(data: body.readableBytesView)))
         case .some(.failure(let e)): return self.error(e)
         }
-        // The route's access check let only a valid key (or none, with no keys configured) this far.
-        let caller: IngestCaller
-        switch authenticate(presentedKey: IngestAuth.presentedKey(request.headers)) {
-        case .success(let c): caller = c
-        case .failure: return unauthorized(request.headers)
-        }
         let result: SubmitResult
         switch await accept(parsed, from: caller, options: options) {
         case .accepted(let r, _): result = r
@@ -181,7 +168,7 @@ extension Gateway {
 /// Unknown routes and methods answer a JSON 404 with the version headers, like every other answer
 /// (Hummingbird's own is an empty body).
 struct JSONNotFoundMiddleware: RouterMiddleware {
-    typealias Context = BasicRequestContext
+    typealias Context = GatewayRequestContext
     let gateway: Gateway
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {

@@ -24,7 +24,7 @@ extension Gateway {
             let raw = context.parameters.get("notif_id") ?? ""
             // An app's key sees its own app's deliveries only; an admin key (or no keys configured) all.
             var app: String?
-            if self.auth.enabled, case .app(let own)? = self.auth.identify(request.headers) { app = own }
+            if case .key(.app(let own)) = context.caller { app = own }
             return await self.deliveryStatusResponse(notifID: raw.removingPercentEncoding ?? raw, app: app)
         }
     }
