@@ -242,7 +242,8 @@ public final class Dispatcher: Sendable {
     public var hasProviders: Bool { apps.withLockedValue { $0.values.contains { !$0.slots.isEmpty } } }
 
     /// Stops handing out jobs; workers finish what they hold, then `run()` returns.
-    /// (In the type, not an extension: there an unqualified `shutdown()` finds the C library's.)
+    /// Declared in the type: declared in an extension, the unqualified `shutdown()` of Drain.swift
+    /// resolved to the C library's `shutdown(_:_:)`.
     public func shutdown() {
         feedRequests.finish()
         queue.shutdown()

@@ -5,7 +5,8 @@ import NIOCore
 import PushDispatch
 import PushgateCore
 
-/// A worker's answers: retries and final outcomes, gathered for the writer's next commit (nobody waits for them).
+/// A worker's questions and answers: whether a push held for coalescing was replaced, and retries and
+/// final outcomes, gathered for the writer's next commit (nobody waits for them).
 extension DurableQueue {
     public func wasReplaced(_ job: DeliveryJob) async -> Bool {
         do {
