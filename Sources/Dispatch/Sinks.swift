@@ -82,3 +82,60 @@ struct LogSink: DeliveryEventSink {
         }
     }
 }
+
+/// swift-metrics instruments for one platform, made once.
+/// A class: handed out per event, a struct of six dictionaries and three instruments cost a retain
+/// and release of each member per copy.
+final class PlatformMetrics: Sendable {
+    let platform: Platform
+    let attempts: [String: Counter]
+    let finals: [String: Counter]
+    let retries: Counter
+    let skips: [SkipReason: Counter]
+    /// Notifications sent as their `fallback` (over the provider's limit).
+    let fallbacks: Counter
+    let sendDuration: Timer
+    let deliveryLatency: Timer
+
+    init(platform: Platform, app: String = AppID.defaultApp) {
+        self.platform = platform
+        let p = ("provider", platform.name)
+        let appLabel = ("app", app)
+        var a: [String: Counter] = [:]
+        for c in ["delivered", "token_dead", "permanent", "transient", "credentials"] {
+            a[c] = Counter(label: "pushgate_provider_responses_total", dimensions: [appLabel, p, ("class", c)])
+        }
+        attempts = a
+        var f: [String: Counter] = [:]
+        f["delivered"] = Counter(label: "pushgate_push_success_total", dimensions: [appLabel, p])
+        f["failed"] = Counter(label: "pushgate_push_error_total", dimensions: [appLabel, p])
+        f["permanent"] = f["failed"]
+        finals = f
+        retries = Counter(label: "pushgate_push_retry_total", dimensions: [appLabel, p])
+        var sk: [SkipReason: Counter] = [:]
+        for why in [SkipReason.duplicate, .coalesced] {
+            sk[why] = Counter(label: "pushgate_push_skipped_total", dimensions: [appLabel, p, ("reason", why.rawValue)])
+        }
+        skips = sk
+        fallbacks = Counter(label: "pushgate_payload_fallbacks_total", dimensions: [appLabel, p])
+        sendDuration = Timer(label: "pushgate_provider_request_duration_seconds", dimensions: [appLabel, p], preferredDisplayUnit: .seconds)
+        deliveryLatency = Timer(label: "pushgate_delivery_latency_seconds", dimensions: [appLabel, p], preferredDisplayUnit: .seconds)
+    }
+
+    func attempt(className: String, seconds: Double) {
+        attempts[className]?.increment()
+        sendDuration.recordNanoseconds(Self.nanoseconds(seconds))
+    }
+
+    func latency(seconds: Double) { deliveryLatency.recordNanoseconds(Self.nanoseconds(seconds)) }
+
+    /// Seconds as nanoseconds for a timer, 0 to 1e6 s: a clock step can make a difference negative or
+    /// absurd, and `Int64(Double)` traps out of range.
+    static func nanoseconds(_ seconds: Double) -> Int64 {
+        guard seconds.isFinite, seconds > 0 else { return 0 }
+        return Int64(min(seconds, 1e6) * 1e9)
+    }
+    func retried() { retries.increment() }
+    func skipped(_ why: SkipReason) { skips[why]?.increment() }
+    func finished(className: String) { finals[className]?.increment() }
+}

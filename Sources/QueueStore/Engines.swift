@@ -43,3 +43,21 @@ public enum BlockingStartup {
         return try box.withLockedValue { $0! }.get()
     }
 }
+
+/// A durable engine (`queue.engine: sqlite` or `postgres`): the queue is its own status source and
+/// saves the counters' increments, seeded from the store.
+public struct DurableEngine: QueueEngine {
+    public let queue: DurableQueue
+    public let stats: Stats
+
+    public init(_ queue: DurableQueue) {
+        self.queue = queue
+        stats = Stats(initial: queue.storedStats)
+        queue.persist(stats: stats)
+    }
+
+    public var driver: any QueueDriver { queue }
+    public var statusSource: (any DeliveryStatusSource)? { queue }
+    public var sinks: [any DeliveryEventSink] { [] }
+    public var idempotency: any IdempotencyStore { queue }
+}
