@@ -40,6 +40,9 @@ func options(_ capacity: Int = 10_000, lease: Double = 60) -> DurableQueueOption
     o.leaseTimeout = lease
     o.pollInterval = 0.05
     o.tick = .milliseconds(5)
+    // A store that answers slowly on a loaded machine is not what these tests look at (StoreFaultTests
+    // sets its own timeout): a large write must not be refused for taking longer than the default 5 s.
+    o.storeTimeout = 600
     return o
 }
 
