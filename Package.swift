@@ -222,7 +222,8 @@ let package = Package(
             ]),
         // Shared by the test suites: the one poll-until helper.
         .target(name: "TestSupport", dependencies: ["PushgateCore"], path: "Tests/TestSupport"),
-        .testTarget(name: "PushgateCoreTests", dependencies: ["PushgateCore"]),
+        // Server: the provider modules' platform rules the parser is tested with (`RequestLimits.registered`).
+        .testTarget(name: "PushgateCoreTests", dependencies: ["PushgateCore", "Server"]),
         .testTarget(
             name: "PushDispatchTests",
             dependencies: [

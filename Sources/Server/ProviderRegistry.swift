@@ -36,6 +36,19 @@ public enum ProviderRegistry {
         modules.first { $0.platforms.contains(platform) }
     }
 
+    /// Every platform's request rules, from its module: what the parser and the ingest checks hold
+    /// notifications to.
+    public static let platformRules: [Platform: PlatformRules] = Dictionary(
+        uniqueKeysWithValues: modules.flatMap { m in m.platforms.map { ($0, m.requestRules(for: $0)) } })
+
+    /// The request limits' defaults with every platform's rules.
+    public static var requestLimits: RequestLimits { RequestLimits(platforms: platformRules) }
+
+    /// Every platform's `/metrics` counters, in registry order.
+    public static let counters: [(platform: Platform, counters: PlatformCounters)] = modules.flatMap { m in
+        m.platforms.map { ($0, m.counters(for: $0)) }
+    }
+
     /// The command-line helpers of every module.
     public static var tools: [ProviderTool] { modules.flatMap(\.tools) }
 }
