@@ -4,6 +4,7 @@ import Foundation
 import GorushRPC
 import Hummingbird
 import Logging
+import MockProviders
 import NIOCore
 import NIOSSL
 import PushgateCore
