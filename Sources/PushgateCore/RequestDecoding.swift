@@ -353,7 +353,7 @@ struct PushRequestDecoder {
             return .unknown("no platform")
         case .int(let i)?:
             guard let p = Platform(rawValue: Int(clamping: i)) else {
-                return .unknown("unknown platform \(i) (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush)")
+                return .unknown("unknown platform \(i) (\(Platform.numbered))")
             }
             return .known(p)
         case .string(let s)?:
