@@ -5,9 +5,10 @@ import ProviderKit
 import PushgateCore
 import WebPush
 
-/// Every provider the gateway knows, in order: the server, `pushgate send` and `pushgate bench`
-/// iterate this list. Adding a provider: its folder with a `ProviderModule`, one line here, its
-/// target in Package.swift (and its mock's line in `MockProviders/MockRegistry.swift`).
+/// Every provider the gateway knows, in order: the server (sections, request rules, `/metrics`),
+/// `pushgate send` and `pushgate bench` iterate this list. Adding a provider: its folder with a
+/// `ProviderModule`, one line here, its target in Package.swift, its `Platform` case, and its mock's
+/// line in `MockProviders/MockRegistry.swift`; `ProviderContributionTests` names what is missing.
 /// This is the only file outside the provider folders that imports a provider module.
 public enum ProviderRegistry {
     public static let modules: [any ProviderModule] = [
