@@ -240,7 +240,9 @@ let package = Package(
             ]),
         // Shared by the test suites: the one poll-until helper.
         .target(name: "TestSupport", dependencies: ["PushgateCore"], path: "Tests/TestSupport"),
-        .testTarget(name: "PushgateCoreTests", dependencies: ["PushgateCore"]),
+        // Server: the provider modules' platform rules the parser is tested with (`RequestLimits.registered`).
+        // Parses with the registered provider modules' platform rules (ProviderRegistry, in GatewayCore).
+        .testTarget(name: "PushgateCoreTests", dependencies: ["PushgateCore", "GatewayCore"]),
         .testTarget(
             name: "PushDispatchTests",
             dependencies: [

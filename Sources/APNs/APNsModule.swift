@@ -45,6 +45,20 @@ public struct APNsModule: ProviderModule {
         ]
     }
 
+    /// `data.aps` would clash with the payload's own `aps`; broadcast channels are APNs'.
+    public func requestRules(for platform: Platform) -> PlatformRules {
+        PlatformRules(
+            maxTokens: defaultMaxTokens(for: platform), reservedDataKeys: [.init("aps", reservedFor: "the APNs payload")],
+            exclusiveMembers: [.init(["channels"], problem: "APNs broadcast channels are for platform 1 (ios) only")])
+    }
+
+    /// gorush's series.
+    public func counters(for platform: Platform) -> PlatformCounters {
+        PlatformCounters(
+            success: "gorush_ios_success", successHelp: "Number of iOS success count", error: "gorush_ios_error",
+            errorHelp: "Number of iOS fail count", gorush: true)
+    }
+
     public func checkIngest(_ n: PushNotification) -> IngestProblem? {
         if let c = n.collapseID, c.utf8.count > 64 {
             return IngestProblem(message: "Invalid collapse_id.", detail: "collapse_id: apns-collapse-id is at most 64 bytes")

@@ -32,6 +32,18 @@ public struct FCMModule: ProviderModule {
         ]
     }
 
+    /// gorush's CheckMessage: FCM keeps a message at most 4 weeks.
+    public func requestRules(for platform: Platform) -> PlatformRules {
+        PlatformRules(maxTokens: defaultMaxTokens(for: platform), maxTimeToLive: 2_419_200)
+    }
+
+    /// gorush's series (`_fail`, not `_error`).
+    public func counters(for platform: Platform) -> PlatformCounters {
+        PlatformCounters(
+            success: "gorush_android_success", successHelp: "Number of android success count", error: "gorush_android_fail",
+            errorHelp: "Number of android fail count", gorush: true)
+    }
+
     public func build(_ config: ProviderConfig, context: ProviderBuildContext) throws -> ProviderBuild {
         let s = config["android"]
         guard s[Keys.enabled] else { return ProviderBuild() }

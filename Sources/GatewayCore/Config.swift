@@ -478,7 +478,7 @@ public struct GatewaySettings: Sendable {
         guard retryBackoff > 0, retryBackoffMax >= retryBackoff else {
             throw ConfigError(key: core.path(C.retryBackoffMs), problem: "must be positive and at most core.retry_backoff_max_ms")
         }
-        var limits = RequestLimits()
+        var limits = ProviderRegistry.requestLimits
         limits.maxNotifications = maxNotification
         limits.maxDeliveries = core[C.maxDeliveriesPerRequest]
         limits.maxTokenBytes = core[C.maxTokenBytes]

@@ -125,41 +125,35 @@ public struct ProviderSet: Sendable {
     /// What every app's providers are built with (shared pool settings and HTTP clients).
     public var context: ProviderBuildContext
 
-    /// The providers of one app, built by every registry module from the app's own sections.
-    public struct AppBuild: Sendable {
-        public var slots: [ProviderSlot] = []
-        public var hooks: [@Sendable () async -> Void] = []
-        public var unavailable: [Platform: String] = [:]
-        public var warnings: [String] = []
-
-        /// Runs the hooks: closes what the modules opened.
-        public func close() async { for hook in hooks { await hook() } }
-    }
-
-    /// Builds one app's providers. On a module's error closes what the modules before it opened and
-    /// throws it, naming the app's key (`apps[chat].android: …`) when `app` is given.
-    public static func buildApp(_ config: ProviderConfig, context: ProviderBuildContext, app: String? = nil) throws -> AppBuild {
-        var build = AppBuild()
+    /// Builds one app's providers: every registry module's `ProviderBuild` from the app's own sections,
+    /// as one (each provider with its platform's `coalesce_seconds`; `shutdown` closes what every
+    /// module opened). On a module's error closes what the modules before it opened and throws it,
+    /// naming the app's key (`apps[chat].android: …`) when `app` is given.
+    public static func buildApp(_ config: ProviderConfig, context: ProviderBuildContext, app: String? = nil) throws -> ProviderBuild {
+        var build = ProviderBuild()
+        var hooks: [@Sendable () async -> Void] = []
         do {
             for module in ProviderRegistry.modules {
                 let built = try module.build(config, context: context)
-                build.slots += built.providers.map {
-                    ProviderSlot(
-                        provider: $0.provider, maxRetry: $0.maxRetry, concurrency: $0.concurrency,
-                        coalesceSeconds: config[$0.provider.platform.name][ProviderSettings.coalesceSeconds])
+                build.providers += built.providers.map {
+                    var p = $0
+                    p.coalesceSeconds = config[p.provider.platform.name][ProviderSettings.coalesceSeconds]
+                    return p
                 }
-                if let shutdown = built.shutdown { build.hooks.append(shutdown) }
+                if let shutdown = built.shutdown { hooks.append(shutdown) }
                 build.unavailable.merge(built.unavailable) { a, _ in a }
                 build.warnings += built.warnings.map { w in app.map { "apps[\($0)]: \(w)" } ?? w }
             }
         } catch {
-            let opened = build
-            _ = try? BlockingStartup.run(timeout: 10, what: "closing the providers") { await opened.close() }
+            let opened = hooks
+            _ = try? BlockingStartup.run(timeout: 10, what: "closing the providers") { for hook in opened { await hook() } }
             if let app, let e = error as? ConfigError, !e.key.hasPrefix("apps[") {
                 throw ConfigError(key: "apps[\(app)].\(e.key)", problem: e.problem)
             }
             throw error
         }
+        let all = hooks
+        build.shutdown = { for hook in all { await hook() } }
         return build
     }
 
@@ -212,7 +206,7 @@ public struct ProviderSet: Sendable {
         do {
             let built = try buildApp(config, context: context)
             set.slots = built.slots
-            set.hooks = built.hooks
+            set.hooks = built.shutdown.map { [$0] } ?? []
             set.unavailable = built.unavailable
             set.warnings = built.warnings
         } catch {
@@ -221,5 +215,23 @@ public struct ProviderSet: Sendable {
             throw error
         }
         return set
+    }
+}
+
+extension ProviderSlot {
+    /// The dispatcher's entry for a provider a module built.
+    public init(_ built: BuiltProvider) {
+        self.init(provider: built.provider, maxRetry: built.maxRetry, concurrency: built.concurrency, coalesceSeconds: built.coalesceSeconds)
+    }
+}
+
+extension ProviderBuild {
+    /// The dispatcher's entries of the providers.
+    public var slots: [ProviderSlot] { providers.map(ProviderSlot.init) }
+
+    /// Closes what the modules opened.
+    public var close: @Sendable () async -> Void {
+        let shutdown = self.shutdown
+        return { await shutdown?() }
     }
 }

@@ -29,7 +29,7 @@ extension IngestValidation {
     }
 
     /// The checks `/api/push` makes on a request already decoded (a `PushRequest` built in code, the
-    /// embedding API): the notification count, `data.aps`, tokens per notification and in all, token
+    /// embedding API): the notification count, the reserved `data` keys of its platform (`PlatformRules`), tokens per notification and in all, token
     /// size, then each notification's field checks. The error names the field as the route's 400 does.
     public static func validate(request: PushRequest, limits: RequestLimits) -> RequestError? {
         if request.notifications.isEmpty, request.skipped.isEmpty { return RequestError(message: RequestError.emptyNotifications) }
@@ -39,11 +39,7 @@ extension IngestValidation {
         }
         var deliveries = 0
         for (i, n) in request.notifications.enumerated() {
-            if let data = n.data, data["aps"] != nil, n.platform == .ios {
-                return RequestError(
-                    message: "data.aps is reserved",
-                    detail: "notifications[\(i)].data.aps: the key \"aps\" is reserved for the APNs payload; use the notification fields instead")
-            }
+            if let r = limits.platforms[n.platform]?.reservedKey(in: n.data) { return PlatformRules.reservedKeyError(r, at: "notifications[\(i)]") }
             let tokens = n.tokens.count + (n.subscriptions?.count ?? 0) + (n.channels?.count ?? 0)
             let maxTokens = limits.maxTokens(for: n.platform)
             if tokens > maxTokens {

@@ -33,13 +33,11 @@ public enum MetricsSetup {
         let s = gateway.dispatcher.stats.snapshot
         buffer.append(contentsOf: gorushSeries(stats: s, busyWorkers: gateway.dispatcher.busyWorkers).utf8)
         var text = ""
-        // Pushgate's own platforms under gorush's naming, and the queue.
-        for p in [Platform.webpush, .unifiedpush] {
+        // The platforms gorush does not have, under gorush's naming (their modules' counters), and the queue.
+        for (p, counters) in ProviderRegistry.counters where !counters.gorush {
             let c = s.counts(p)
-            text += "# HELP gorush_\(p.name)_success Number of \(p.name) success count\n"
-            text += "# TYPE gorush_\(p.name)_success counter\ngorush_\(p.name)_success \(c.pushSuccess)\n"
-            text += "# HELP gorush_\(p.name)_error Number of \(p.name) fail count\n"
-            text += "# TYPE gorush_\(p.name)_error counter\ngorush_\(p.name)_error \(c.pushError)\n"
+            text += series(counters.success, counters.successHelp, "counter", c.pushSuccess)
+            text += series(counters.error, counters.errorHelp, "counter", c.pushError)
         }
         text += "# HELP gorush_queue_usage Deliveries accepted and not finished\n"
         text += "# TYPE gorush_queue_usage gauge\ngorush_queue_usage \(gateway.dispatcher.queue.pendingCount)\n"
@@ -59,27 +57,22 @@ public enum MetricsSetup {
     /// gorush v1.22's 11 series (`metric/metrics.go`): names, help texts and types as gorush exposes
     /// them. `busy_workers` is the deliveries being sent right now; the task counters count queued
     /// deliveries (see `StatsSnapshot`).
+    /// The platforms' series come from their modules (`ProviderModule.counters`), in registry order.
     static func gorushSeries(stats s: StatsSnapshot, busyWorkers: Int) -> String {
-        let ios = s.counts(.ios)
-        let android = s.counts(.android)
-        let huawei = s.counts(.huawei)
-        let series: [(name: String, help: String, type: String, value: Int64)] = [
-            ("gorush_total_push_count", "Number of push count", "counter", s.totalCount),
-            ("gorush_ios_success", "Number of iOS success count", "counter", ios.pushSuccess),
-            ("gorush_ios_error", "Number of iOS fail count", "counter", ios.pushError),
-            ("gorush_android_success", "Number of android success count", "counter", android.pushSuccess),
-            ("gorush_android_fail", "Number of android fail count", "counter", android.pushError),
-            ("gorush_huawei_success", "Number of huawei success count", "counter", huawei.pushSuccess),
-            ("gorush_huawei_fail", "Number of huawei fail count", "counter", huawei.pushError),
-            ("gorush_busy_workers", "Length of busy workers", "gauge", Int64(busyWorkers)),
-            ("gorush_success_tasks", "Length of Success Tasks", "counter", s.successTasks),
-            ("gorush_failure_tasks", "Length of Failure Tasks", "counter", s.failureTasks),
-            ("gorush_submitted_tasks", "Length of Submitted Tasks", "counter", s.submittedTasks),
-        ]
-        var text = ""
-        for m in series {
-            text += "# HELP \(m.name) \(m.help)\n# TYPE \(m.name) \(m.type)\n\(m.name) \(m.value)\n"
+        var text = series("gorush_total_push_count", "Number of push count", "counter", s.totalCount)
+        for (p, counters) in ProviderRegistry.counters where counters.gorush {
+            let c = s.counts(p)
+            text += series(counters.success, counters.successHelp, "counter", c.pushSuccess)
+            text += series(counters.error, counters.errorHelp, "counter", c.pushError)
         }
+        text += series("gorush_busy_workers", "Length of busy workers", "gauge", Int64(busyWorkers))
+        text += series("gorush_success_tasks", "Length of Success Tasks", "counter", s.successTasks)
+        text += series("gorush_failure_tasks", "Length of Failure Tasks", "counter", s.failureTasks)
+        text += series("gorush_submitted_tasks", "Length of Submitted Tasks", "counter", s.submittedTasks)
         return text
+    }
+
+    static func series(_ name: String, _ help: String, _ type: String, _ value: Int64) -> String {
+        "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
     }
 }

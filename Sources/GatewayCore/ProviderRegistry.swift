@@ -5,9 +5,10 @@ import ProviderKit
 import PushgateCore
 import WebPush
 
-/// Every provider the gateway knows, in order: the server, `pushgate send` and `pushgate bench`
-/// iterate this list. Adding a provider: its folder with a `ProviderModule`, one line here, its
-/// target in Package.swift (and its mock's line in `MockProviders/MockRegistry.swift`).
+/// Every provider the gateway knows, in order: the server (sections, request rules, `/metrics`),
+/// `pushgate send` and `pushgate bench` iterate this list. Adding a provider: its folder with a
+/// `ProviderModule`, one line here, its target in Package.swift, its `Platform` case, and its mock's
+/// line in `MockProviders/MockRegistry.swift`; `ProviderContributionTests` names what is missing.
 /// This is the only file outside the provider folders that imports a provider module.
 public enum ProviderRegistry {
     public static let modules: [any ProviderModule] = [
@@ -34,6 +35,19 @@ public enum ProviderRegistry {
     /// The module serving `platform`.
     public static func module(for platform: Platform) -> (any ProviderModule)? {
         modules.first { $0.platforms.contains(platform) }
+    }
+
+    /// Every platform's request rules, from its module: what the parser and the ingest checks hold
+    /// notifications to.
+    public static let platformRules: [Platform: PlatformRules] = Dictionary(
+        uniqueKeysWithValues: modules.flatMap { m in m.platforms.map { ($0, m.requestRules(for: $0)) } })
+
+    /// The request limits' defaults with every platform's rules.
+    public static var requestLimits: RequestLimits { RequestLimits(platforms: platformRules) }
+
+    /// Every platform's `/metrics` counters, in registry order.
+    public static let counters: [(platform: Platform, counters: PlatformCounters)] = modules.flatMap { m in
+        m.platforms.map { ($0, m.counters(for: $0)) }
     }
 
     /// The command-line helpers of every module.

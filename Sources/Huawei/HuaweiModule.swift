@@ -32,6 +32,18 @@ public struct HuaweiModule: ProviderModule {
         ]
     }
 
+    /// gorush's CheckMessage: HMS keeps a message at most 4 weeks.
+    public func requestRules(for platform: Platform) -> PlatformRules {
+        PlatformRules(maxTokens: defaultMaxTokens(for: platform), maxTimeToLive: 2_419_200)
+    }
+
+    /// gorush's series (`_fail`, not `_error`).
+    public func counters(for platform: Platform) -> PlatformCounters {
+        PlatformCounters(
+            success: "gorush_huawei_success", successHelp: "Number of huawei success count", error: "gorush_huawei_fail",
+            errorHelp: "Number of huawei fail count", gorush: true)
+    }
+
     public func build(_ config: ProviderConfig, context: ProviderBuildContext) throws -> ProviderBuild {
         let s = config["huawei"]
         guard s[Keys.enabled] else { return ProviderBuild() }

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOSSL
 import ProviderKit
+import PushgateCore
 import WebPush
 
 /// How a load tool's recorder wants one request answered.
@@ -25,6 +26,10 @@ public struct MockRunSettings: Sendable {
     /// CA certificates (PEM) client certificates may chain to (the mock APNs' certificate-based
     /// trust); empty: no client certificates are asked for.
     public var clientCertificateRootsPEM: [String] = []
+    /// HTTP/2 mocks: the streams a connection may open (nil: the mock's default).
+    public var maxConcurrentStreams: Int?
+    /// Mocks that support it: answers wait until the hold lets them go (tests of in-flight work).
+    public var hold: MockResponseHold?
 
     public init(
         port: Int = 0, latencyMs: Int = 0, recordRequests: Bool = true,
@@ -62,17 +67,53 @@ extension RunningProviderMock {
 /// One provider's mock: how to start it.
 public struct ProviderMockModule: Sendable {
     public var name: String
+    /// How the banner and `pushgate mock` name it ("APNs").
+    public var title: String
+    /// The platforms whose deliveries it receives (what `pushgate bench` can send to with it).
+    public var platforms: [Platform]
     /// Starts the mock with the throwaway CA's server TLS; files (keys, accounts) go to `directory`.
     public var start:
         @Sendable (_ tls: TLSConfiguration, _ directory: String, _ settings: MockRunSettings, _ group: any EventLoopGroup)
             async throws -> any RunningProviderMock
 
+    /// How `pushgate bench` addresses its tokens on one of `platforms`: the notification's target
+    /// members (`"tokens":[…]`, no trailing comma), given the subscriber it registered (if any).
+    public var benchTargets: @Sendable (_ platform: Platform, _ tokens: [String], _ subscriber: BenchSubscriber?) -> String
+    /// The platforms whose bench tokens are registered with this mock first (`BenchSubscriber`):
+    /// true when every id is registered (encrypted Web Push), false when only the endpoint prefix is needed.
+    public var benchSubscriptions: [Platform: Bool]
+
     public init(
-        name: String,
+        name: String, title: String, platforms: [Platform],
+        benchTargets: @escaping @Sendable (Platform, [String], BenchSubscriber?) -> String = ProviderMockModule.tokenTargets,
+        benchSubscriptions: [Platform: Bool] = [:],
         start: @escaping @Sendable (TLSConfiguration, String, MockRunSettings, any EventLoopGroup) async throws -> any RunningProviderMock
     ) {
         self.name = name
+        self.title = title
+        self.platforms = platforms
+        self.benchTargets = benchTargets
+        self.benchSubscriptions = benchSubscriptions
         self.start = start
+    }
+
+    /// `"tokens":["…",…]`: the bench tokens as they are.
+    public static let tokenTargets: @Sendable (Platform, [String], BenchSubscriber?) -> String = { _, tokens, _ in
+        "\"tokens\":[" + tokens.map { "\"\($0)\"" }.joined(separator: ",") + "]"
+    }
+}
+
+/// The Web Push subscriber `pushgate bench` registered with the mock: the endpoint every bench id
+/// is appended to, and the keys all of them share.
+public struct BenchSubscriber: Sendable {
+    public var endpointPrefix: String
+    public var p256dh: String
+    public var auth: String
+
+    public init(endpointPrefix: String, p256dh: String, auth: String) {
+        self.endpointPrefix = endpointPrefix
+        self.p256dh = p256dh
+        self.auth = auth
     }
 }
 
@@ -82,12 +123,21 @@ public enum MockRegistry {
     public static let modules: [ProviderMockModule] = [.apns, .fcm, .hms, .webpush]
 
     public static func module(named name: String) -> ProviderMockModule? { modules.first { $0.name == name } }
+
+    /// The mock receiving `platform`'s deliveries.
+    public static func module(for platform: Platform) -> ProviderMockModule? { modules.first { $0.platforms.contains(platform) } }
+
+    /// Every platform a mock stands in for, in registry order.
+    public static var platforms: [Platform] { modules.flatMap(\.platforms) }
 }
 
 // MARK: the mocks
 
 extension ProviderMockModule {
-    public static let apns = ProviderMockModule(name: "apns") { tls, directory, settings, group in
+    public static let apns = ProviderMockModule(
+        name: "apns", title: "APNs", platforms: [.ios],
+        benchTargets: { p, tokens, s in ProviderMockModule.tokenTargets(p, tokens, s) + #","topic":"com.example.app""# }
+    ) { tls, directory, settings, group in
         let key = TestAPNsKey.generate()
         var options = MockAPNs.Options(key: key, tls: tls)
         // Two more signing keys of the same team, for the apps of a multi-app gateway
@@ -98,6 +148,8 @@ extension ProviderMockModule {
         options.responseDelay = settings.delay
         options.recordRequests = settings.recordRequests
         options.clientCertificateRootsPEM = settings.clientCertificateRootsPEM
+        options.responseHold = settings.hold
+        if let n = settings.maxConcurrentStreams { options.maxConcurrentStreams = n }
         if let verdict = settings.verdict {
             options.hook = { token, body in
                 switch verdict(token, body) {
@@ -111,10 +163,10 @@ extension ProviderMockModule {
         try await mock.start()
         try key.write(to: directory + "/mock-apns.p8")
         for (i, k) in appKeys.enumerated() { try k.write(to: directory + "/mock-apns-app\(i + 1).p8") }
-        return RunningMockAPNs(mock: mock, key: key, directory: directory)
+        return RunningMockAPNs(mock: mock, key: key, appKeys: appKeys, directory: directory)
     }
 
-    public static let fcm = ProviderMockModule(name: "fcm") { tls, directory, settings, group in
+    public static let fcm = ProviderMockModule(name: "fcm", title: "FCM", platforms: [.android]) { tls, directory, settings, group in
         let account = try TestServiceAccount.generate()
         var options = MockFCM.Options(serviceAccount: account, tls: tls)
         options.port = settings.port
@@ -144,7 +196,7 @@ extension ProviderMockModule {
         return RunningMockFCM(mock: mock, serviceAccount: account, directory: directory)
     }
 
-    public static let hms = ProviderMockModule(name: "hms") { tls, directory, settings, group in
+    public static let hms = ProviderMockModule(name: "hms", title: "HMS", platforms: [.huawei]) { tls, directory, settings, group in
         var random = SystemRandomNumberGenerator()
         let appID = String(UInt64.random(in: 100_000_000...999_999_999, using: &random))
         let appSecret = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &random)) }.joined()
@@ -175,7 +227,20 @@ extension ProviderMockModule {
         return RunningMockHMS(mock: mock)
     }
 
-    public static let webpush = ProviderMockModule(name: "webpush") { tls, directory, settings, group in
+    public static let webpush = ProviderMockModule(
+        name: "webpush", title: "Web Push", platforms: [.webpush, .unifiedpush],
+        benchTargets: { platform, tokens, subscriber in
+            let sub = subscriber ?? BenchSubscriber(endpointPrefix: "", p256dh: "", auth: "")
+            guard platform == .webpush else {
+                // UnifiedPush: the endpoints are the tokens (no encryption keys).
+                return "\"tokens\":[" + tokens.map { "\"\(sub.endpointPrefix)\($0)\"" }.joined(separator: ",") + "]"
+            }
+            return "\"subscriptions\":["
+                + tokens.map { "{\"endpoint\":\"\(sub.endpointPrefix)\($0)\",\"keys\":{\"p256dh\":\"\(sub.p256dh)\",\"auth\":\"\(sub.auth)\"}}" }
+                .joined(separator: ",") + "]"
+        },
+        benchSubscriptions: [.webpush: true, .unifiedpush: false]
+    ) { tls, directory, settings, group in
         var options = MockWebPush.Options(tls: tls)
         options.port = settings.port
         options.responseDelay = settings.delay
@@ -204,6 +269,8 @@ extension ProviderMockModule {
 public struct RunningMockAPNs: RunningProviderMock {
     public let mock: MockAPNs
     public let key: TestAPNsKey
+    /// The further keys of the same team (`mock-apns-app1.p8`, `mock-apns-app2.p8`).
+    public let appKeys: [TestAPNsKey]
     public let directory: String
     public var name: String { "apns" }
     public var baseURL: String { mock.baseURL }

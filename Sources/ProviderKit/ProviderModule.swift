@@ -33,23 +33,28 @@ public struct ProviderBuildContext: Sendable {
     }
 }
 
-/// One provider a module built, with how the dispatcher drives it.
+/// One provider a module built, with how the dispatcher drives it (the dispatcher's `ProviderSlot`
+/// is made from it).
 public struct BuiltProvider: Sendable {
     public var provider: any PushProvider
     /// `<section>.max_retry`: retries after the first attempt.
     public var maxRetry: Int
     /// `<section>.max_concurrent_pushes`.
     public var concurrency: Int
+    /// `<platform>.coalesce_seconds` (set by the registry, which adds that key to every platform's section).
+    public var coalesceSeconds: Int
 
-    public init(provider: any PushProvider, maxRetry: Int, concurrency: Int) {
+    public init(provider: any PushProvider, maxRetry: Int, concurrency: Int, coalesceSeconds: Int = 0) {
         self.provider = provider
         self.maxRetry = maxRetry
         self.concurrency = concurrency
+        self.coalesceSeconds = coalesceSeconds
     }
 }
 
-/// What a module's `build` gives back: its enabled providers, the platforms it answers with a
-/// failed entry (and why), and the hook that closes what it opened.
+/// What building providers gives back: a module's `build`, or every module's for one app
+/// (`ProviderSet.buildApp`): the enabled providers, the platforms answered with a failed entry
+/// (and why), and the hook that closes what was opened.
 public struct ProviderBuild: Sendable {
     public var providers: [BuiltProvider]
     public var unavailable: [Platform: String]
@@ -103,6 +108,12 @@ public protocol ProviderModule: Sendable {
     var sections: [ConfigSection] { get }
     /// Checks at `POST /api/push` beyond the JSON types (notifications of its platforms only).
     func checkIngest(_ notification: PushNotification) -> IngestProblem?
+    /// What the request parser holds `platform`'s notifications to (`max_tokens`' default, the longest
+    /// `time_to_live`, reserved `data` keys, members no other platform may carry). The default: its
+    /// section's `max_tokens` default and nothing else.
+    func requestRules(for platform: Platform) -> PlatformRules
+    /// `platform`'s success and error counters in `/metrics` (gorush's names for gorush's platforms).
+    func counters(for platform: Platform) -> PlatformCounters
     /// Builds the providers its sections enable (none when disabled). Throws `ConfigError` (one line).
     func build(_ config: ProviderConfig, context: ProviderBuildContext) throws -> ProviderBuild
     /// Values `pushgate send` sets to send to `platform` alone (the platform's `enabled` is set by the caller).
@@ -117,10 +128,45 @@ public protocol ProviderModule: Sendable {
 
 extension ProviderModule {
     public func checkIngest(_ notification: PushNotification) -> IngestProblem? { nil }
+    public func requestRules(for platform: Platform) -> PlatformRules { PlatformRules(maxTokens: defaultMaxTokens(for: platform)) }
+    public func counters(for platform: Platform) -> PlatformCounters { PlatformCounters(pushgate: platform) }
+
+    /// The default of `<platform>.max_tokens` in its section (`PlatformRules.standardMaxTokens` without one).
+    public func defaultMaxTokens(for platform: Platform) -> Int {
+        let key = sections.first { $0.name == platform.name }?.keys.first { $0.name == "max_tokens" }
+        if case .int(let n)? = key?.defaultValue { return n }
+        return PlatformRules.standardMaxTokens
+    }
     public func sendOverrides(for platform: Platform, config: ProviderConfig) -> [(key: String, value: ConfigValue)] { [] }
     public func deliveredIDLabel(for platform: Platform) -> String { "id" }
     public var tools: [ProviderTool] { [] }
     public var routes: [ProviderRoute] { [] }
+}
+
+/// A platform's two `/metrics` counters (deliveries that ended delivered / failed), with their help texts.
+public struct PlatformCounters: Sendable, Equatable {
+    public var success: String
+    public var successHelp: String
+    public var error: String
+    public var errorHelp: String
+    /// One of gorush's own series (`metric/metrics.go`): written among gorush's 11, in its order;
+    /// else after them.
+    public var gorush: Bool
+
+    public init(success: String, successHelp: String, error: String, errorHelp: String, gorush: Bool) {
+        self.success = success
+        self.successHelp = successHelp
+        self.error = error
+        self.errorHelp = errorHelp
+        self.gorush = gorush
+    }
+
+    /// A platform gorush does not have, named as gorush would: `gorush_<platform>_success` / `_error`.
+    public init(pushgate platform: Platform) {
+        self.init(
+            success: "gorush_\(platform.name)_success", successHelp: "Number of \(platform.name) success count",
+            error: "gorush_\(platform.name)_error", errorHelp: "Number of \(platform.name) fail count", gorush: false)
+    }
 }
 
 /// A gorush platform Pushgate accepts in requests and config but does not send to:

@@ -21,6 +21,9 @@ public enum Platform: Int, Sendable, Codable, CaseIterable, CustomStringConverti
 
     public var description: String { name }
 
+    /// "1 ios, 2 android, …": every platform's number and name, for the unknown-platform messages.
+    public static let numbered: String = allCases.map { "\($0.rawValue) \($0.name)" }.joined(separator: ", ")
+
     public init?(name: String) {
         switch name.lowercased() {
         case "ios", "apns", "1": self = .ios
@@ -37,7 +40,7 @@ public enum Platform: Int, Sendable, Codable, CaseIterable, CustomStringConverti
         if let i = try? c.decode(Int.self) {
             guard let p = Platform(rawValue: i) else {
                 throw DecodingError.dataCorruptedError(
-                    in: c, debugDescription: "unknown platform \(i) (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush)")
+                    in: c, debugDescription: "unknown platform \(i) (\(Platform.numbered))")
             }
             self = p
         } else if let s = try? c.decode(String.self) {

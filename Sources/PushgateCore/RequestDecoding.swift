@@ -6,8 +6,12 @@ public struct RequestLimits: Sendable, Equatable {
     /// `core.max_deliveries_per_request`: tokens + subscriptions + topic sends of the whole request,
     /// whether they will be sent or fail at once (platform not enabled, payload too large).
     public var maxDeliveries: Int = 50_000
-    /// `<platform>.max_tokens`: tokens + subscriptions of one notification.
-    public var maxTokens: [Platform: Int] = RequestLimits.defaultMaxTokens
+    /// `<platform>.max_tokens`: tokens + subscriptions of one notification (a platform not listed:
+    /// its rules' default).
+    public var maxTokens: [Platform: Int] = [:]
+    /// What each provider module says about its platforms' notifications (`ProviderModule.requestRules`):
+    /// PushgateCore has no platform's rules of its own. A platform not listed has none.
+    public var platforms: [Platform: PlatformRules] = [:]
     /// `core.max_token_bytes`: one token, subscription endpoint or `to`.
     public var maxTokenBytes: Int = 4096
     /// `core.max_field_bytes`: ids, topic, category, push type and the other short strings.
@@ -20,19 +24,91 @@ public struct RequestLimits: Sendable, Equatable {
     /// `core.max_json_depth`: nesting of arrays and objects (the body itself is level 1).
     public var maxDepth: Int = 32
 
-    /// gorush refuses more than 500 tokens for Android and Huawei (FCM's and HMS's multicast limit).
-    public static let defaultMaxTokens: [Platform: Int] = [
-        .ios: 10_000, .android: 500, .huawei: 500, .webpush: 1000, .unifiedpush: 1000,
-    ]
+    public init(platforms: [Platform: PlatformRules] = [:]) {
+        self.platforms = platforms
+    }
 
-    public init() {}
-
-    public func maxTokens(for platform: Platform) -> Int { maxTokens[platform] ?? 1000 }
+    public func maxTokens(for platform: Platform) -> Int {
+        maxTokens[platform] ?? platforms[platform]?.maxTokens ?? PlatformRules.standardMaxTokens
+    }
 
     var json: JSONLimits {
         // Values: a body can hold at most one per two bytes; the cap keeps a flat array of 5 MB of
         // `0,` from becoming millions of enum cases.
         JSONLimits(maxDepth: maxDepth, maxObjectKeys: maxObjectKeys, maxValues: 500_000, maxStringBytes: maxMessageBytes)
+    }
+}
+
+/// What the request checks must know about one platform's notifications, declared by the provider
+/// module serving it (`ProviderModule.requestRules`) and handed to the parser in `RequestLimits.platforms`.
+public struct PlatformRules: Sendable, Equatable {
+    /// `max_tokens` of a platform without rules.
+    public static let standardMaxTokens = 1000
+
+    /// `<platform>.max_tokens`'s default: tokens + subscriptions + channels of one notification.
+    public var maxTokens: Int
+    /// The largest `time_to_live` (seconds) the provider keeps a message (nil: the field's range only).
+    public var maxTimeToLive: Int?
+    /// Keys of `data` (and a fallback's `data`) reserved for the provider's own payload.
+    public var reservedDataKeys: [ReservedDataKey]
+    /// Notification members only this platform's notifications may carry (another platform's
+    /// notification carrying one is refused).
+    public var exclusiveMembers: [ExclusiveMember]
+
+    public init(
+        maxTokens: Int = PlatformRules.standardMaxTokens, maxTimeToLive: Int? = nil, reservedDataKeys: [ReservedDataKey] = [],
+        exclusiveMembers: [ExclusiveMember] = []
+    ) {
+        self.maxTokens = maxTokens
+        self.maxTimeToLive = maxTimeToLive
+        self.reservedDataKeys = reservedDataKeys
+        self.exclusiveMembers = exclusiveMembers
+    }
+
+    /// A `data` key the provider's payload owns: `data.<key>` is refused with 400 "data.<key> is reserved".
+    public struct ReservedDataKey: Sendable, Equatable {
+        public var key: String
+        /// What it is reserved for, as the answer's detail says it ("the APNs payload").
+        public var reservedFor: String
+
+        public init(_ key: String, reservedFor: String) {
+            self.key = key
+            self.reservedFor = reservedFor
+        }
+    }
+
+    /// Members (as named in the body, folded) that only the declaring platform's notifications may carry.
+    /// One is present when set to anything but null or an empty array.
+    public struct ExclusiveMember: Sendable, Equatable {
+        public var names: [String]
+        /// The answer's problem when another platform's notification carries one; `{platform}` is
+        /// replaced by that platform's name.
+        public var problem: String
+
+        public init(_ names: [String], problem: String) {
+            self.names = names
+            self.problem = problem
+        }
+    }
+
+    /// The first reserved `data` key `data` holds.
+    public func reservedKey(in data: JSONObject?) -> ReservedDataKey? {
+        guard let data else { return nil }
+        return reservedDataKeys.first { data[$0.key] != nil }
+    }
+
+    /// "data.aps is reserved" and its detail for the notification at `path` (`notifications[0]`, `notifications[0].fallback`).
+    public static func reservedKeyError(_ r: ReservedDataKey, at path: String) -> RequestError {
+        RequestError(
+            message: "data.\(r.key) is reserved",
+            detail: "\(path).data.\(r.key): the key \"\(r.key)\" is reserved for \(r.reservedFor); use the notification fields instead")
+    }
+
+    /// "between 0 and N seconds" with the weeks N makes when whole (`2419200 seconds (4 weeks)`).
+    static func seconds(_ n: Int) -> String {
+        let week = 7 * 86_400
+        guard n > 0, n % week == 0 else { return "\(n) seconds" }
+        return "\(n) seconds (\(n / week) week\(n == week ? "" : "s"))"
     }
 }
 
@@ -156,9 +232,6 @@ struct PushRequestDecoder {
         }
         n.inputPushChannel = try f.string("input-push-channel", .field)
         n.channels = try f.strings("channels", .field)
-        if let channels = n.channels, !channels.isEmpty, platform != nil, n.platform != .ios {
-            throw Failure(field: path + ".channels", problem: "APNs broadcast channels are for platform 1 (ios) only")
-        }
         n.production = try f.bool("production")
         n.development = try f.bool("development")
         n.retry = try f.int("retry", in: -1_000_000...1_000_000).map { Int($0) }
@@ -192,6 +265,7 @@ struct PushRequestDecoder {
         if n.coalesceSeconds != nil, (n.collapseID ?? "").isEmpty {
             throw Failure(field: path + ".coalesce_seconds", problem: "needs a collapse_id (the pushes it coalesces share one)")
         }
+        if platform != nil { try checkExclusiveMembers(f, of: n.platform, at: path) }
         if let fv = f.present("fallback") {
             guard case .object(let fo) = fv else { throw Failure(field: path + ".fallback", problem: "expected an object") }
             let merged = try mergedFallback(o, fo, at: path + ".fallback")
@@ -201,15 +275,9 @@ struct PushRequestDecoder {
             }
         }
         if let skipReason { return .skipped(reason: skipReason, notifID: n.notifID) }
-        // Declarative Web Push is a browser feature: its members on another platform would do nothing.
-        if n.platform != .webpush, n.declarative != nil || n.navigate != nil || n.silent != nil {
-            let key = n.declarative != nil ? "declarative" : n.navigate != nil ? "navigate" : "silent"
-            throw Failure(
-                field: path + "." + key, problem: "only for platform webpush (a Declarative Web Push message); \(n.platform.name) has no such field")
-        }
-        // gorush's CheckMessage: FCM keeps a message at most 4 weeks.
-        if let ttl = n.timeToLive, n.platform == .android || n.platform == .huawei, Double(ttl) > Self.maxFCMTTL {
-            throw Failure(field: path + ".time_to_live", problem: "out of range: must be between 0 and \(Int(Self.maxFCMTTL)) seconds (4 weeks)")
+        // The provider's longest keeping of a message (gorush's CheckMessage: FCM's 4 weeks).
+        if let ttl = n.timeToLive, let max = limits.platforms[n.platform]?.maxTimeToLive, ttl > Int64(max) {
+            throw Failure(field: path + ".time_to_live", problem: "out of range: must be between 0 and \(PlatformRules.seconds(max))")
         }
 
         let targets = n.allTokens.count + (n.subscriptions?.count ?? 0) + (n.channels?.count ?? 0)
@@ -222,6 +290,23 @@ struct PushRequestDecoder {
                 limit: "\(n.platform.name).max_tokens")
         }
         return .decoded(n)
+    }
+
+    /// Members another platform owns (`PlatformRules.exclusiveMembers`) on a notification of `platform`:
+    /// the first present one, in the owners' order, is refused.
+    func checkExclusiveMembers(_ f: Fields, of platform: Platform, at path: String) throws(Failure) {
+        let own = limits.platforms[platform]?.exclusiveMembers ?? []
+        for owner in Platform.allCases where owner != platform {
+            for member in limits.platforms[owner]?.exclusiveMembers ?? [] where !own.contains(member) {
+                for name in member.names {
+                    switch f.present(name) {
+                    case nil: continue
+                    case .array(let list)? where list.isEmpty: continue
+                    default: throw Failure(field: path + "." + name, problem: member.problem.replacing("{platform}", with: platform.name))
+                    }
+                }
+            }
+        }
     }
 
     /// Members a `fallback` may not set: what changes the targets or the notification's identity,
@@ -268,7 +353,7 @@ struct PushRequestDecoder {
             return .unknown("no platform")
         case .int(let i)?:
             guard let p = Platform(rawValue: Int(clamping: i)) else {
-                return .unknown("unknown platform \(i) (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush)")
+                return .unknown("unknown platform \(i) (\(Platform.numbered))")
             }
             return .known(p)
         case .string(let s)?:

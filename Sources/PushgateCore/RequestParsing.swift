@@ -36,19 +36,13 @@ public struct RequestError: Error, Sendable, Equatable, CustomStringConvertible 
 }
 
 public enum RequestParser {
-    /// Parses and validates a `/api/push` body exactly as gorush answers it, with a `detail` naming
-    /// the offending field where gorush's message would not.
-    public static func parse(_ body: [UInt8], maxNotifications: Int) throws(RequestError) -> PushRequest {
-        var limits = RequestLimits()
-        limits.maxNotifications = maxNotifications
-        return try parse(body, limits: limits)
-    }
-
     /// Limits crossed answer 400 `"Request over a limit."` with the field and the configuration key.
     public static let overLimit = "Request over a limit."
 
-    /// Parses and validates a `/api/push` body: linear time whatever its shape, every limit of
-    /// `limits` enforced, every number range-checked; errors name the field.
+    /// Parses and validates a `/api/push` body exactly as gorush answers it, with a `detail` naming
+    /// the offending field where gorush's message would not: linear time whatever its shape, every
+    /// limit of `limits` enforced, every number range-checked, the rules of `limits.platforms` applied
+    /// (none without them: the server hands in the provider modules').
     public static func parse(_ body: [UInt8], limits: RequestLimits) throws(RequestError) -> PushRequest {
         if body.isEmpty || body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
             throw RequestError(message: RequestError.missingNotifications, detail: "empty body")
@@ -90,17 +84,11 @@ public enum RequestParser {
         }
         var deliveries = 0
         for (i, n) in request.notifications.enumerated() {
-            if let data = n.data, data["aps"] != nil, n.platform == .ios {
-                throw RequestError(
-                    message: "data.aps is reserved",
-                    detail: "notifications[\(i)].data.aps: the key \"aps\" is reserved for the APNs payload; use the notification fields instead")
-            }
-            if let data = n.fallback?.notification.data, data["aps"] != nil, n.platform == .ios {
-                throw RequestError(
-                    message: "data.aps is reserved",
-                    detail:
-                        "notifications[\(i)].fallback.data.aps: the key \"aps\" is reserved for the APNs payload; use the notification fields instead"
-                )
+            if let rules = limits.platforms[n.platform] {
+                if let r = rules.reservedKey(in: n.data) { throw PlatformRules.reservedKeyError(r, at: "notifications[\(i)]") }
+                if let r = rules.reservedKey(in: n.fallback?.notification.data) {
+                    throw PlatformRules.reservedKeyError(r, at: "notifications[\(i)].fallback")
+                }
             }
             deliveries += n.deliveryCount
         }

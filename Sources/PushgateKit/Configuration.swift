@@ -284,7 +284,7 @@ extension PushgateConfiguration {
             root[name] = section
         }
         // The default app's providers that are not configured are off (FCM's `enabled` defaults to true).
-        for name in ["ios", "android", "webpush", "unifiedpush", "huawei"] where root[name] == nil { root[name] = ["enabled": false] }
+        for p in ProviderRegistry.platforms where root[p.name] == nil { root[p.name] = ["enabled": false] }
         if !apps.isEmpty {
             root["apps"] = apps.map { app -> [String: Any] in
                 var a: [String: Any] = ["id": app.id, "max_pending": app.maxPending]

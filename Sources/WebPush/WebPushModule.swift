@@ -48,6 +48,19 @@ public struct WebPushModule: ProviderModule {
         ]
     }
 
+    /// Declarative Web Push is a browser feature: its members on another platform would do nothing.
+    public func requestRules(for platform: Platform) -> PlatformRules {
+        var rules = PlatformRules(maxTokens: defaultMaxTokens(for: platform))
+        if platform == .webpush {
+            rules.exclusiveMembers = [
+                .init(
+                    ["declarative", "navigate", "silent"],
+                    problem: "only for platform webpush (a Declarative Web Push message); {platform} has no such field")
+            ]
+        }
+        return rules
+    }
+
     public func checkIngest(_ n: PushNotification) -> IngestProblem? {
         WebPushRequestValidator.validate(n).map { IngestProblem(message: "Invalid Web Push notification.", detail: $0) }
     }

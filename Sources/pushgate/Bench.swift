@@ -5,6 +5,7 @@ import GatewayCore
 import Histogram
 import Hummingbird
 import Logging
+import MockProviders
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -32,7 +33,7 @@ struct Bench: AsyncParsableCommand {
     var mockURL: String?
 
     // Mix.
-    @Option(help: "Platforms, comma-separated, taken in turn per request: ios, android, huawei, webpush, unifiedpush.")
+    @Option(help: "Platforms, comma-separated, taken in turn per request: \(Bench.benchPlatforms.map(\.name).joined(separator: ", ")).")
     var platforms: String = "ios"
     @Option(help: "Tokens per notification.") var tokens: Int = 1
     @Option(help: "Notifications per request.") var notifications: Int = 1
@@ -70,12 +71,14 @@ struct Bench: AsyncParsableCommand {
         for p in platformList where !Self.benchPlatforms.contains(p) {
             throw ValidationError("--platforms: \(p.name) is not supported by the bench")
         }
-        if platformList.isEmpty { throw ValidationError("--platforms: give at least one of ios, android, huawei, webpush, unifiedpush") }
+        if platformList.isEmpty {
+            throw ValidationError("--platforms: give at least one of \(Bench.benchPlatforms.map(\.name).joined(separator: ", "))")
+        }
         if let app, !AppID.isValid(app) { throw ValidationError("--app: 1-64 characters of A-Z a-z 0-9 . _ -") }
     }
 
-    /// Every platform has a mock that counts bench tokens (`MockRegistry`): apns, fcm, hms, webpush.
-    static let benchPlatforms: [Platform] = [.ios, .android, .huawei, .webpush, .unifiedpush]
+    /// The platforms a registered mock receives (`MockRegistry`; each counts bench tokens) and the gateway serves.
+    static let benchPlatforms: [Platform] = MockRegistry.platforms.filter { ProviderRegistry.platforms.contains($0) }
 
     var platformList: [Platform] {
         platforms.split(separator: ",").compactMap { Platform(name: $0.trimmingCharacters(in: .whitespaces).lowercased()) }
@@ -130,10 +133,11 @@ struct Bench: AsyncParsableCommand {
             if rate > 0 { return Int(rate * duration * 1.2) + perRequest }
             return 2_000_000
         }()
-        if plan.platforms.contains(.webpush) || plan.platforms.contains(.unifiedpush) {
+        // The platforms whose mock needs the bench's subscribers first (Web Push keys: each id registered).
+        let subscriptions = plan.platforms.compactMap { MockRegistry.module(for: $0)?.benchSubscriptions[$0] }
+        if !subscriptions.isEmpty {
             do {
-                plan.webpush = try await control.registerWebPush(
-                    count: plan.platforms.contains(.webpush) ? min(maxSeq, 2_000_000) : 0, client: client)
+                plan.webpush = try await control.registerWebPush(count: subscriptions.contains(true) ? min(maxSeq, 2_000_000) : 0, client: client)
             } catch {
                 fail("cannot prepare Web Push subscriptions: \(error)")
             }
@@ -236,7 +240,7 @@ final class BenchPlan: @unchecked Sendable {
     let deadEvery: Int?
     let sync: Bool
     /// Set before the run (read-only afterwards).
-    var webpush: WebPushBench?
+    var webpush: BenchSubscriber?
     /// `--app`: the body's `app_id`; `--api-key`: sent as a bearer token.
     var app: String?
     var apiKey: String?
@@ -264,6 +268,7 @@ final class BenchPlan: @unchecked Sendable {
         s.reserveCapacity(128 + perRequest * 150 + message.utf8.count * notificationsPerRequest)
         s += app.map { "{\"app_id\":\"\($0)\",\"notifications\":[" } ?? "{\"notifications\":["
         let stamp = monotonicNanos()
+        let targets = MockRegistry.module(for: platform)?.benchTargets ?? ProviderMockModule.tokenTargets
         for n in 0..<notificationsPerRequest {
             if n > 0 { s += "," }
             s += "{\"platform\":\(platform.rawValue),"
@@ -275,22 +280,7 @@ final class BenchPlan: @unchecked Sendable {
                 tokenList.append(BenchToken.make(UInt64(seq), dead: d))
                 seq += 1
             }
-            switch platform {
-            case .webpush:
-                let wp = webpush!
-                s += "\"subscriptions\":["
-                for (i, t) in tokenList.enumerated() {
-                    if i > 0 { s += "," }
-                    s += "{\"endpoint\":\"\(wp.endpointPrefix)\(t)\",\"keys\":{\"p256dh\":\"\(wp.p256dh)\",\"auth\":\"\(wp.auth)\"}}"
-                }
-                s += "],"
-            case .unifiedpush:
-                let wp = webpush!
-                s += "\"tokens\":[" + tokenList.map { "\"\(wp.endpointPrefix)\($0)\"" }.joined(separator: ",") + "],"
-            default:
-                s += "\"tokens\":[" + tokenList.map { "\"\($0)\"" }.joined(separator: ",") + "],"
-            }
-            if platform == .ios { s += "\"topic\":\"com.example.app\"," }
+            s += targets(platform, tokenList, webpush) + ","
             s += "\"title\":\"Bench\",\"message\":\"\(message)\",\"data\":{\"pgbt\":\(stamp)}}"
         }
         s += "]"
@@ -298,12 +288,6 @@ final class BenchPlan: @unchecked Sendable {
         s += "}"
         return (Array(s.utf8), live, dead)
     }
-}
-
-struct WebPushBench: Sendable {
-    var endpointPrefix: String
-    var p256dh: String
-    var auth: String
 }
 
 /// Where the mock's counts come from.
@@ -343,15 +327,15 @@ enum MockControl: Sendable {
         }
     }
 
-    func registerWebPush(count: Int, client: HTTPClient) async throws -> WebPushBench {
+    func registerWebPush(count: Int, client: HTTPClient) async throws -> BenchSubscriber {
         switch self {
         case .none: throw BenchError("Web Push needs the mock (--mock-url) to register subscriptions")
         case .local(_, let stack):
             let keys = stack.registerBenchSubscribers(from: 0, count: count)
-            return WebPushBench(endpointPrefix: stack.webpush.baseURL + "/push/", p256dh: keys.p256dh, auth: keys.auth)
+            return BenchSubscriber(endpointPrefix: stack.webpush.baseURL + "/push/", p256dh: keys.p256dh, auth: keys.auth)
         case .remote(let base):
             let j = try await fetchJSON(client, base + "/__mock/webpush/bench?from=0&count=\(count)", method: .POST)
-            return WebPushBench(
+            return BenchSubscriber(
                 endpointPrefix: j["endpoint_prefix"] as? String ?? "", p256dh: j["p256dh"] as? String ?? "", auth: j["auth"] as? String ?? "")
         }
     }

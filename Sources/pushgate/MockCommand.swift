@@ -4,6 +4,7 @@ import MockProviders
 import NIOCore
 import NIOPosix
 import PushgateCore
+import GatewayCore
 import Signing
 
 /// `pushgate mock`: the mock providers as a standalone process, for external gateways and load tools.
@@ -98,23 +99,25 @@ struct MockCommand: AsyncParsableCommand {
         }
         let recorder = MockRecorder(failures: failures)
         let absoluteDir = dir.hasPrefix("/") ? dir : FileManager.default.currentDirectoryPath + "/" + dir
-        var settings = MockStack.Settings(ports: ports, directory: absoluteDir, latencyMs: latencies, recordRequests: record, recorder: recorder)
+        var apnsClientCAPEM: [String] = []
         if let apnsClientCA {
             guard let pem = try? String(contentsOfFile: apnsClientCA, encoding: .utf8), pem.contains("-----BEGIN CERTIFICATE-----") else {
                 fail("--apns-client-ca \(apnsClientCA): not a readable PEM certificate file")
             }
-            settings.apnsClientCAPEM = [pem]
+            apnsClientCAPEM = [pem]
         }
         var clientCertificate: TestAPNsCertificate?
         if apnsCertificate {
             do {
                 let made = try TestAPNsCertificate.make(in: absoluteDir + "/apns-client")
-                settings.apnsClientCAPEM.append(made.caCertificatePEM)
+                apnsClientCAPEM.append(made.caCertificatePEM)
                 clientCertificate = made
             } catch {
                 fail("--apns-certificate: \(error)")
             }
         }
+        let settings = MockStack.Settings(
+            ports: ports, directory: absoluteDir, latencyMs: latencies, recordRequests: record, recorder: recorder, apnsClientCAPEM: apnsClientCAPEM)
         let stack: MockStack
         do {
             stack = try await MockStack.start(settings)
@@ -151,10 +154,9 @@ struct MockCommand: AsyncParsableCommand {
             print("  APNs client certificate (topics \(c.topics.joined(separator: ", ")), password \(c.password)):")
             print("             \(c.p12LegacyPath) (Keychain-style), \(c.p12AESPath) (OpenSSL 3), \(c.pemPath)")
         }
-        let titles = ["apns": "APNs", "fcm": "FCM", "hms": "HMS", "webpush": "Web Push"]
         let injected = MockRecorder.Provider.allCases.compactMap { p -> String? in
             guard let f = failures[p], f.rate > 0 else { return nil }
-            return "\(titles[p.rawValue] ?? p.rawValue) \(Int(f.rate * 100))%->\(f.status)"
+            return "\(MockRegistry.module(named: p.rawValue)?.title ?? p.rawValue) \(Int(f.rate * 100))%->\(f.status)"
         }
         if !injected.isEmpty { print("  injected failures: \(injected.joined(separator: ", "))") }
         print("  tokens starting with dddddddd (64 hex) are answered as dead (410 / UNREGISTERED / HMS 80300007)")
@@ -308,7 +310,45 @@ final class MockControlServer: Sendable {
     }
 }
 
+extension MockStack.Settings {
+    /// The command line's mocks: `recorder` (when given) decides every answer and counts it; the mock
+    /// APNs accepts client certificates chaining to `apnsClientCAPEM` (certificate-based trust).
+    init(
+        ports: [String: Int] = [:], directory: String? = nil, latencyMs: [String: Int] = [:], recordRequests: Bool = true,
+        recorder: MockRecorder?, apnsClientCAPEM: [String] = []
+    ) {
+        self.init(ports: ports, directory: directory, latencyMs: latencyMs, recordRequests: recordRequests) { name, run in
+            if name == ProviderMockModule.apns.name { run.clientCertificateRootsPEM = apnsClientCAPEM }
+            if let recorder, let provider = MockRecorder.Provider(rawValue: name) {
+                run.verdict = { token, body in
+                    switch recorder.observe(provider, token: token, body: body) {
+                    case .ok: return .ok
+                    case .dead: return .dead
+                    case .injected(let status): return .injected(status: status)
+                    }
+                }
+            }
+        }
+    }
+}
+
 extension MockStack {
+    /// The mocks at the ports of the `mock:` section (`mock.<name>_port`, 0: any free port).
+    static func start(raw: RawConfig) async throws -> MockStack {
+        var settings = Settings()
+        for module in MockRegistry.modules { settings.ports[module.name] = raw.section("mock")[MockConfig.port(module.name)] }
+        return try await start(settings)
+    }
+
+    /// Points `raw` at these mocks (the keys each mock sets, and those it sets only where left empty).
+    func apply(to raw: inout RawConfig) {
+        for (k, v) in overrides { raw.set(k, v) }
+        for m in mocks {
+            for (k, v) in m.configDefaults where raw.values[k] == .string("") { raw.set(k, v) }
+            for (k, v) in m.configDefaults { raw.setInApps(k, v) }
+        }
+    }
+
     /// A provider token (ES256 JWT) the mock APNs accepts for the next hour.
     func apnsProviderToken() -> String {
         guard let apnsKey = apns?.key else { return "" }

@@ -6,6 +6,7 @@ import GorushRPC
 import HTTPIngest
 import Hummingbird
 import Logging
+import MockProviders
 import NIOCore
 import NIOSSL
 import PushgateCore
@@ -22,7 +23,7 @@ struct Pushgate: AsyncParsableCommand {
             Flags take one or two dashes, as in gorush (Go's flag package).
             """,
         version: PushgateVersion.version,
-        subcommands: [Serve.self, VapidKeys.self, MockCommand.self, Bench.self, Send.self],
+        subcommands: [Serve.self, VapidKeys.self, MockCommand.self, Bench.self, Send.self, ConfigKeys.self],
         defaultSubcommand: Serve.self
     )
 
@@ -283,5 +284,38 @@ struct VapidKeys: ParsableCommand {
     func run() throws {
         guard let tool = ProviderRegistry.tools.first(where: { $0.name == Self.configuration.commandName }) else { throw ExitCode(1) }
         print(tool.run())
+    }
+}
+
+/// The configuration reference of the providers, from the registry: what the README's table and any
+/// generated reference must list (`ProviderContributionTests` checks the README against the same keys).
+struct ConfigKeys: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "config-keys", abstract: "Print every provider section's keys (default, range, secrecy) as Markdown table rows.")
+
+    func run() {
+        print("| key | default | range | secrecy |")
+        print("|---|---|---|---|")
+        for section in ProviderRegistry.sections {
+            for key in section.keys {
+                let range = key.range.map { "\($0.lowerBound)...\($0.upperBound)" } ?? ""
+                let secrecy: String
+                switch key.secrecy {
+                case .plain: secrecy = ""
+                case .secret: secrecy = "secret"
+                case .identifier: secrecy = "identifier"
+                }
+                print("| `\(section.name).\(key.name)` | `\(Self.yaml(key.defaultValue))` | \(range) | \(secrecy) |")
+            }
+        }
+    }
+
+    static func yaml(_ v: ConfigValue) -> String {
+        switch v {
+        case .string(let s): return "\"\(s)\""
+        case .int(let i): return "\(i)"
+        case .bool(let b): return "\(b)"
+        case .list(let l): return "[" + l.map { "\"\($0)\"" }.joined(separator: ", ") + "]"
+        }
     }
 }

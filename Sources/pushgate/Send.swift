@@ -160,7 +160,9 @@ struct Send: AsyncParsableCommand {
         let body = try JSONSerialization.data(withJSONObject: ["notifications": [object]])
         let request: PushRequest
         do {
-            request = try RequestParser.parse(Array(body), maxNotifications: 1)
+            var limits = ProviderRegistry.requestLimits
+            limits.maxNotifications = 1
+            request = try RequestParser.parse(Array(body), limits: limits)
         } catch {
             throw ValidationError("\(error.message)\(error.detail.map { ": \($0)" } ?? "")")
         }

@@ -94,7 +94,7 @@ final class JSONParserTests: XCTestCase {
 
 final class RequestLimitTests: XCTestCase {
     func assertRejected(
-        _ body: String, limits: RequestLimits = RequestLimits(), message: String, detail: String,
+        _ body: String, limits: RequestLimits = RequestLimits.registered, message: String, detail: String,
         file: StaticString = #filePath, line: UInt = #line
     ) {
         do {
@@ -140,14 +140,14 @@ final class RequestLimitTests: XCTestCase {
         let r = try RequestParser.parse(
             Array(
                 #"{"notifications":[{"platform":2,"tokens":["x"],"badge":3.0,"expiration":1700000000,"android":{"ttl":"3600s"},"time_to_live":60}]}"#
-                    .utf8), limits: RequestLimits())
+                    .utf8), limits: RequestLimits.registered)
         XCTAssertEqual(r.notifications[0].badge, 3)
         XCTAssertEqual(r.notifications[0].expiration, 1_700_000_000)
         XCTAssertEqual(r.notifications[0].timeToLive, 60)
     }
 
     func testTokenAndDeliveryLimits() {
-        var limits = RequestLimits()
+        var limits = RequestLimits.registered
         limits.maxTokens[.android] = 3
         limits.maxDeliveries = 5
         assertRejected(
@@ -165,7 +165,7 @@ final class RequestLimitTests: XCTestCase {
     }
 
     func testStringLimits() {
-        var limits = RequestLimits()
+        var limits = RequestLimits.registered
         limits.maxTokenBytes = 64
         limits.maxFieldBytes = 70
         limits.maxMessageBytes = 100
@@ -211,7 +211,7 @@ final class RequestLimitTests: XCTestCase {
         var bytes = Array(#"{"notifications":[{"platform":1,"tokens":["ab"#.utf8)
         bytes += [0xC3, 0x28]
         bytes += Array(#""]}]}"#.utf8)
-        XCTAssertThrowsError(try RequestParser.parse(bytes, limits: RequestLimits())) { error in
+        XCTAssertThrowsError(try RequestParser.parse(bytes, limits: RequestLimits.registered)) { error in
             XCTAssertTrue((error as? RequestError)?.detail?.contains("UTF-8") == true, "\(error)")
         }
     }
@@ -232,7 +232,8 @@ final class RequestLimitTests: XCTestCase {
     }
 
     func testEmptyNotifIDIsNoID() throws {
-        let r = try RequestParser.parse(Array(#"{"notifications":[{"platform":1,"tokens":["t"],"notif_id":""}]}"#.utf8), limits: RequestLimits())
+        let r = try RequestParser.parse(
+            Array(#"{"notifications":[{"platform":1,"tokens":["t"],"notif_id":""}]}"#.utf8), limits: RequestLimits.registered)
         XCTAssertNil(r.notifications[0].notifID)
     }
 

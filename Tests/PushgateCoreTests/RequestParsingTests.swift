@@ -4,7 +4,9 @@ import XCTest
 
 final class RequestParsingTests: XCTestCase {
     func parse(_ s: String, max: Int = 100) throws(RequestError) -> PushRequest {
-        try RequestParser.parse(Array(s.utf8), maxNotifications: max)
+        var limits = RequestLimits.registered
+        limits.maxNotifications = max
+        return try RequestParser.parse(Array(s.utf8), limits: limits)
     }
 
     func assertError(_ s: String, message: String, detailContains: String? = nil, file: StaticString = #filePath, line: UInt = #line) {

@@ -183,7 +183,7 @@ final class GorushDropInTests: XCTestCase {
         let logger = Logger(label: "test")
         // Credentials present, enabled not written: FCM is on (gorush's default is true).
         let withKey = try RawConfig(
-            yaml: "android:\n  key_path: \"\(env.directory)/fcm.json\"\n  endpoint: \"\(env.fcm.baseURL)\"\n", environment: [:])
+            yaml: "android:\n  key_path: \"\(env.directory)/mock-fcm.json\"\n  endpoint: \"\(env.fcm.baseURL)\"\n", environment: [:])
         let on = try ProviderSet.make(raw: withKey, logger: logger)
         XCTAssertEqual(on.slots.map { $0.provider.platform }, [.android])
         for hook in on.hooks { await hook() }

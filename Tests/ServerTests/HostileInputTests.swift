@@ -273,7 +273,7 @@ final class HostileInputTests: XCTestCase {
             XCTAssertFalse(yaml.contains("hookuser"), yaml)
             XCTAssertFalse(yaml.contains("s3cr3t-q"), yaml)
             XCTAssertTrue(yaml.contains("[REDACTED]@127.0.0.1"), yaml)
-            XCTAssertFalse(yaml.contains(env.directory + "/apns.p8"), "key paths are hidden")
+            XCTAssertFalse(yaml.contains(env.directory + "/mock-apns.p8"), "key paths are hidden")
             XCTAssertFalse(yaml.contains(env.apnsKey.keyID), "key ids are hidden")
         }
     }

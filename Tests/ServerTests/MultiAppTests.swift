@@ -72,7 +72,7 @@ final class MultiAppTests: XCTestCase {
             XCTAssertEqual(chat.status, 201, chat.body)
             let chatID = try XCTUnwrap(jsonObject(chat.body)["channel_id"] as? String)
             XCTAssertEqual(env.apns.channels(of: "com.example.chat"), [chatID: 0])
-            XCTAssertEqual(env.apns.channelRequests.last?.providerKeyID, "CHATKEY001")
+            XCTAssertEqual(env.apns.channelRequests.last?.providerKeyID, "MOCKAPP001")
             let cross = try await Self.call(
                 client, "/api/apns/channels", .post, key: Self.chatKey, body: ByteBuffer(string: #"{"message_storage_policy":0,"app_id":"wallet"}"#))
             XCTAssertEqual(cross.status, 403, cross.body)
@@ -81,7 +81,7 @@ final class MultiAppTests: XCTestCase {
             XCTAssertEqual(admin.status, 201, admin.body)
             let walletID = try XCTUnwrap(jsonObject(admin.body)["channel_id"] as? String)
             XCTAssertEqual(env.apns.channels(of: "com.example.wallet"), [walletID: 1])
-            XCTAssertEqual(env.apns.channelRequests.last?.providerKeyID, "WALLETKEY1")
+            XCTAssertEqual(env.apns.channelRequests.last?.providerKeyID, "MOCKAPP002")
             let chatList = try await Self.call(client, "/api/apns/channels", key: Self.chatKey)
             XCTAssertEqual(jsonObject(chatList.body)["channels"] as? [String], [chatID], chatList.body)
             let walletList = try await Self.call(client, "/api/apns/channels?app_id=wallet", key: Self.walletKey)
@@ -125,11 +125,11 @@ final class MultiAppTests: XCTestCase {
             let sent = await eventually { env.apns.requests(for: Self.token(1)).count == 1 && env.apns.requests(for: Self.token(2)).count == 1 }
             XCTAssertTrue(sent)
             let c = try XCTUnwrap(env.apns.requests(for: Self.token(1)).first)
-            XCTAssertEqual(c.providerKeyID, "CHATKEY001")
+            XCTAssertEqual(c.providerKeyID, "MOCKAPP001")
             XCTAssertEqual(c.topic, "com.example.chat")
             XCTAssertEqual(c.status, 200)
             let w = try XCTUnwrap(env.apns.requests(for: Self.token(2)).first)
-            XCTAssertEqual(w.providerKeyID, "WALLETKEY1")
+            XCTAssertEqual(w.providerKeyID, "MOCKAPP002")
             XCTAssertEqual(w.topic, "com.example.wallet")
             // The default app's key: the top-level sections.
             let d = try await Self.call(client, "/api/push", .post, key: Self.defaultKey, body: Self.push([3]))
@@ -153,8 +153,8 @@ final class MultiAppTests: XCTestCase {
             XCTAssertEqual(bad.status, 400)
             let sentAll = await eventually { env.apns.requests(for: Self.token(5)).count == 1 && env.apns.requests(for: Self.token(6)).count == 1 }
             XCTAssertTrue(sentAll)
-            XCTAssertEqual(env.apns.requests(for: Self.token(5)).first?.providerKeyID, "CHATKEY001")
-            XCTAssertEqual(env.apns.requests(for: Self.token(6)).first?.providerKeyID, "WALLETKEY1")
+            XCTAssertEqual(env.apns.requests(for: Self.token(5)).first?.providerKeyID, "MOCKAPP001")
+            XCTAssertEqual(env.apns.requests(for: Self.token(6)).first?.providerKeyID, "MOCKAPP002")
             XCTAssertTrue(env.apns.requests(for: Self.token(4)).isEmpty)
 
             // Status: chat's key cannot read wallet's notification (answered exactly as an unknown id,
@@ -270,7 +270,7 @@ final class MultiAppTests: XCTestCase {
             XCTAssertTrue(reloaded.body.contains(#""rebuilt":[]"#), "chat and default unchanged keep their providers: \(reloaded.body)")
             let after = try await Self.call(client, "/api/push", .post, key: Self.walletKey, body: Self.push([1]))
             XCTAssertEqual(after.status, 200, after.body)
-            let sent = await eventually { env.apns.requests(for: Self.token(1)).first?.providerKeyID == "WALLETKEY1" }
+            let sent = await eventually { env.apns.requests(for: Self.token(1)).first?.providerKeyID == "MOCKAPP002" }
             XCTAssertTrue(sent)
 
             // A bad file: 409 naming the key; the running configuration (both apps) stays.
@@ -291,7 +291,7 @@ final class MultiAppTests: XCTestCase {
             XCTAssertEqual(gone.status, 401)
             let chat = try await Self.call(client, "/api/push", .post, key: Self.chatKey, body: Self.push([4]))
             XCTAssertEqual(chat.status, 200)
-            let chatSent = await eventually { env.apns.requests(for: Self.token(4)).first?.providerKeyID == "CHATKEY001" }
+            let chatSent = await eventually { env.apns.requests(for: Self.token(4)).first?.providerKeyID == "MOCKAPP001" }
             XCTAssertTrue(chatSent)
         }
         XCTAssertEqual(gateway.dispatcher.appIDs, ["chat", "default"])
@@ -324,11 +324,11 @@ final class MultiAppTests: XCTestCase {
             }
             XCTAssertTrue(delivered, "every stored delivery is sent after the restart")
             for i in 1...2 {
-                XCTAssertEqual(env.apns.requests(for: Self.token(i)).last?.providerKeyID, "CHATKEY001")
+                XCTAssertEqual(env.apns.requests(for: Self.token(i)).last?.providerKeyID, "MOCKAPP001")
                 XCTAssertEqual(env.apns.requests(for: Self.token(i)).last?.topic, "com.example.chat")
             }
             for i in 3...4 {
-                XCTAssertEqual(env.apns.requests(for: Self.token(i)).last?.providerKeyID, "WALLETKEY1")
+                XCTAssertEqual(env.apns.requests(for: Self.token(i)).last?.providerKeyID, "MOCKAPP002")
                 XCTAssertEqual(env.apns.requests(for: Self.token(i)).last?.topic, "com.example.wallet")
             }
             let st = try await Self.call(client, "/api/push/wallet-1", key: Self.walletKey)

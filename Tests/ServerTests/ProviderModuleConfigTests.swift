@@ -87,7 +87,7 @@ final class ProviderModuleConfigTests: XCTestCase {
 
     func testIngestChecksComeFromTheModuleOfThePlatform() throws {
         func first(_ json: String) throws -> PushNotification {
-            try RequestParser.parse(Array(json.utf8), maxNotifications: 10).notifications[0]
+            try RequestParser.parse(Array(json.utf8), limits: ProviderRegistry.requestLimits).notifications[0]
         }
         let longID = String(repeating: "c", count: 65)
         let ios = try first(#"{"notifications":[{"platform":1,"tokens":["a"],"collapse_id":"\#(longID)"}]}"#)

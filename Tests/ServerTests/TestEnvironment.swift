@@ -15,63 +15,50 @@ import XCTest
 @testable import GatewayCore
 @testable import HTTPIngest
 
-/// Mock APNs + mock FCM + a feedback receiver, all TLS on 127.0.0.1, and a gateway configured for them.
+/// Every registered provider mock (the shared `MockStack` of `pushgate mock`: one per `MockRegistry`
+/// module) + a feedback receiver, all TLS on 127.0.0.1, and a gateway configured for them.
 final class TestEnvironment: Sendable {
-    let pki: TestPKI
-    let apnsKey: TestAPNsKey
-    /// Two further APNs keys the mock trusts (the apps `chat` and `wallet` of the multi-app tests),
-    /// written to `<directory>/chat.p8` and `wallet.p8`.
-    let chatKey: TestAPNsKey
-    let walletKey: TestAPNsKey
-    let apns: MockAPNs
-    let serviceAccount: TestServiceAccount
-    let fcm: MockFCM
-    let webpush: MockWebPush
-    let vapid = VAPIDKeys.generate()
+    let stack: MockStack
     let feedbackServer: MockHTTPServer
     let feedbackPosts: NIOLockedValueBox<[MockRequest]>
-    let directory: String
 
-    init(
-        pki: TestPKI, apnsKey: TestAPNsKey, chatKey: TestAPNsKey, walletKey: TestAPNsKey, apns: MockAPNs, serviceAccount: TestServiceAccount,
-        fcm: MockFCM, webpush: MockWebPush,
-        feedbackServer: MockHTTPServer, feedbackPosts: NIOLockedValueBox<[MockRequest]>, directory: String
-    ) {
-        self.pki = pki
-        self.apnsKey = apnsKey
-        self.chatKey = chatKey
-        self.walletKey = walletKey
-        self.apns = apns
-        self.serviceAccount = serviceAccount
-        self.fcm = fcm
-        self.webpush = webpush
+    init(stack: MockStack, feedbackServer: MockHTTPServer, feedbackPosts: NIOLockedValueBox<[MockRequest]>) {
+        self.stack = stack
         self.feedbackServer = feedbackServer
         self.feedbackPosts = feedbackPosts
-        self.directory = directory
     }
+
+    // The mocks the tests talk to, by provider.
+    var pki: TestPKI { stack.pki }
+    var directory: String { stack.directory }
+    var apnsMock: RunningMockAPNs { stack.mock(RunningMockAPNs.self)! }
+    var apns: MockAPNs { apnsMock.mock }
+    var apnsKey: TestAPNsKey { apnsMock.key }
+    /// Two further APNs keys the mock trusts (the apps `chat` and `wallet` of the multi-app tests),
+    /// also written to `<directory>/chat.p8` and `wallet.p8`.
+    var chatKey: TestAPNsKey { apnsMock.appKeys[0] }
+    var walletKey: TestAPNsKey { apnsMock.appKeys[1] }
+    var fcmMock: RunningMockFCM { stack.mock(RunningMockFCM.self)! }
+    var fcm: MockFCM { fcmMock.mock }
+    var serviceAccount: TestServiceAccount { fcmMock.serviceAccount }
+    var hms: MockHMS { stack.mock(RunningMockHMS.self)!.mock }
+    var webpushMock: RunningMockWebPush { stack.mock(RunningMockWebPush.self)! }
+    var webpush: MockWebPush { webpushMock.mock }
+    var vapid: VAPIDKeys { webpushMock.vapid }
 
     static func start(apnsMaxStreams: Int = 1000, apnsDelay: TimeAmount? = nil, apnsHold: MockResponseHold? = nil) async throws -> TestEnvironment {
         let group = MultiThreadedEventLoopGroup.singleton
-        let pki = try TestPKI.generate()
-        let tls = try pki.serverTLSConfiguration()
-        let key = TestAPNsKey.generate()
-        var options = MockAPNs.Options(key: key, tls: tls)
-        let chatKey = TestAPNsKey.generate(keyID: "CHATKEY001", teamID: "CHATTEAM01")
-        let walletKey = TestAPNsKey.generate(keyID: "WALLETKEY1", teamID: "WALLTEAM01")
-        options.additionalKeys = [chatKey, walletKey]
-        options.maxConcurrentStreams = apnsMaxStreams
-        options.responseDelay = apnsDelay
-        options.responseHold = apnsHold
-        let apns = MockAPNs(options: options, eventLoopGroup: group)
-        try await apns.start()
-        let account = try TestServiceAccount.generate()
-        let fcm = MockFCM(options: MockFCM.Options(serviceAccount: account, tls: tls), eventLoopGroup: group)
-        try await fcm.start()
-        let webpush = MockWebPush(options: MockWebPush.Options(tls: tls), eventLoopGroup: group)
-        try await webpush.start()
+        let dir = NSTemporaryDirectory() + "pushgate-test-\(UUID().uuidString)"
+        let settings = MockStack.Settings(directory: dir) { name, run in
+            guard name == ProviderMockModule.apns.name else { return }
+            run.maxConcurrentStreams = apnsMaxStreams
+            run.latencyMs = apnsDelay.map { Int($0.nanoseconds / 1_000_000) } ?? 0
+            run.hold = apnsHold
+        }
+        let stack = try await MockStack.start(settings)
         let posts = NIOLockedValueBox<[MockRequest]>([])
         var fo = MockHTTPServer.Options()
-        fo.tls = tls
+        fo.tls = try stack.pki.serverTLSConfiguration()
         let feedback = MockHTTPServer(
             options: fo, eventLoopGroup: group,
             syncHandler: { req in
@@ -79,23 +66,14 @@ final class TestEnvironment: Sendable {
                 return MockResponse(status: 200)
             })
         try await feedback.start()
-        let dir = NSTemporaryDirectory() + "pushgate-test-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        try pki.caCertificatePEM.write(toFile: dir + "/ca.pem", atomically: true, encoding: .utf8)
-        try key.write(to: dir + "/apns.p8")
-        try chatKey.write(to: dir + "/chat.p8")
-        try walletKey.write(to: dir + "/wallet.p8")
-        try account.json(tokenURI: fcm.tokenURL).write(toFile: dir + "/fcm.json", atomically: true, encoding: .utf8)
-        return TestEnvironment(
-            pki: pki, apnsKey: key, chatKey: chatKey, walletKey: walletKey, apns: apns, serviceAccount: account, fcm: fcm, webpush: webpush,
-            feedbackServer: feedback, feedbackPosts: posts,
-            directory: dir)
+        let env = TestEnvironment(stack: stack, feedbackServer: feedback, feedbackPosts: posts)
+        try env.chatKey.write(to: dir + "/chat.p8")
+        try env.walletKey.write(to: dir + "/wallet.p8")
+        return env
     }
 
     func stop() async {
-        try? await apns.stop()
-        try? await fcm.stop()
-        try? await webpush.stop()
+        try? await stack.stop()
         try? await feedbackServer.stop()
         try? FileManager.default.removeItem(atPath: directory)
     }
@@ -107,14 +85,14 @@ final class TestEnvironment: Sendable {
         core:
           address: "127.0.0.1"
           port: 0
-          ca_file: "\(directory)/ca.pem"
+          ca_file: "\(stack.caFile)"
           feedback_hook_url: "\(feedbackServer.baseURL)/feedback"
           feedback_header: ["X-Token: s3cret"]
           retry_backoff_ms: 50
           retry_backoff_max_ms: 400
         ios:
           enabled: true
-          key_path: "\(directory)/apns.p8"
+          key_path: "\(directory)/mock-apns.p8"
           key_id: "\(apnsKey.keyID)"
           team_id: "\(apnsKey.teamID)"
           endpoint: "\(apns.baseURL)"
@@ -122,7 +100,7 @@ final class TestEnvironment: Sendable {
           topic: "com.example.app"
         android:
           enabled: true
-          key_path: "\(directory)/fcm.json"
+          key_path: "\(directory)/mock-fcm.json"
           endpoint: "\(fcm.baseURL)"
         webpush:
           enabled: true

@@ -4,7 +4,7 @@
 // out-of-memory is a finding. See docs/fuzzing.md.
 //
 // Per input:
-//  1. `RequestParser.parse(input, limits: RequestLimits())` (what `/api/push` runs). On success, per
+//  1. `RequestParser.parse(input, limits: registeredLimits)` (what `/api/push` runs). On success, per
 //     notification: `WebPushRequestValidator.validate` (ingest) and the platform's provider
 //     `prepare` (dispatch): `APNsPreparedPush.init` (APNsPushType.of + APNsPayload.render + size check)
 //     for iOS, `FCMMessageMapper.prepare` + `render` + `body(for:)` of every target for Android,
@@ -29,11 +29,20 @@ import WebPush
 let outputLimits = JSONLimits(maxDepth: 256, maxObjectKeys: 1 << 22, maxValues: 1 << 26, maxStringBytes: 1 << 28)
 /// Small limits, so the fuzzer reaches every limit error quickly.
 let smallLimits = JSONLimits(maxDepth: 4, maxObjectKeys: 8, maxValues: 64, maxStringBytes: 64)
-/// Defaults of JSONParser (deep enough for any request RequestLimits() accepts).
+/// Defaults of JSONParser (deep enough for any request `registeredLimits` accepts).
 let defaultLimits = JSONLimits()
+/// The default limits with the provider modules' platform rules, as the gateway parses (the
+/// gateway's registry lists the same modules; this package does not depend on the server).
+let registeredLimits: RequestLimits = {
+    RequestLimits(platforms: [
+        .ios: APNsModule().requestRules(for: .ios), .android: FCMModule().requestRules(for: .android),
+        .huawei: HuaweiModule().requestRules(for: .huawei), .webpush: WebPushModule().requestRules(for: .webpush),
+        .unifiedpush: WebPushModule().requestRules(for: .unifiedpush),
+    ])
+}()
 /// Small request limits, so every "over a limit" answer is reached by short inputs.
 let smallRequestLimits: RequestLimits = {
-    var l = RequestLimits()
+    var l = registeredLimits
     l.maxNotifications = 3
     l.maxDeliveries = 4
     l.maxTokens = [.ios: 2, .android: 2, .huawei: 1, .webpush: 2]  // unifiedpush: the fallback
@@ -71,7 +80,7 @@ func mustBeJSON(_ bytes: [UInt8], _ what: @autoclosure () -> String) {
 func fuzzRequestParser(_ bytes: [UInt8]) {
     let request: PushRequest
     do {
-        request = try RequestParser.parse(bytes, limits: RequestLimits())
+        request = try RequestParser.parse(bytes, limits: registeredLimits)
     } catch {
         guard (400..<500).contains(error.status), !error.message.isEmpty else {
             fatalError("RequestParser answered \(error.status) \(error.message)")
@@ -97,7 +106,7 @@ func fuzzRequestParser(_ bytes: [UInt8]) {
 func fuzzSmallLimits(_ bytes: [UInt8]) {
     do {
         let small = try RequestParser.parse(bytes, limits: smallRequestLimits)
-        guard let full = try? RequestParser.parse(bytes, limits: RequestLimits()) else {
+        guard let full = try? RequestParser.parse(bytes, limits: registeredLimits) else {
             fatalError("accepted under small request limits but refused under the defaults")
         }
         precondition(

@@ -1,0 +1,8 @@
+import PushgateCore
+import GatewayCore
+
+extension RequestLimits {
+    /// The defaults with the registered provider modules' platform rules, as the gateway parses with
+    /// (PushgateCore has no platform rules of its own).
+    static var registered: RequestLimits { ProviderRegistry.requestLimits }
+}
