@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
+import GatewayCore
 import MockProviders
 import NIOCore
 import NIOPosix
 import PushgateCore
-import GatewayCore
 import Signing
 
 /// `pushgate mock`: the mock providers as a standalone process, for external gateways and load tools.

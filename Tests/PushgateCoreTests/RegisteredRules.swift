@@ -1,5 +1,5 @@
-import PushgateCore
 import GatewayCore
+import PushgateCore
 
 extension RequestLimits {
     /// The defaults with the registered provider modules' platform rules, as the gateway parses with
