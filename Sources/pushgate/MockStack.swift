@@ -91,6 +91,9 @@ final class MockStack: Sendable {
     /// The running mock APNs.
     var apns: RunningMockAPNs? { mocks.lazy.compactMap { $0 as? RunningMockAPNs }.first }
 
+    /// The running mock FCM.
+    var fcm: RunningMockFCM? { mocks.lazy.compactMap { $0 as? RunningMockFCM }.first }
+
     /// Config keys that point a gateway at these mocks.
     var overrides: [(key: String, value: ConfigValue)] {
         [("core.ca_file", .string(directory + "/mock-ca.pem"))] + mocks.flatMap(\.configOverrides)
