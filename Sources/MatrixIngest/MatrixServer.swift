@@ -19,10 +19,16 @@ public struct MatrixServer: IngestProtocol {
         let settings = try MatrixSettings(raw: gateway.raw)
         guard settings.enabled else { return [] }
         try check(settings, gateway: gateway)
+        // Slow and many clients, as on the gateway's own port: a connection that sends nothing is
+        // closed after core.idle_timeout, a body must arrive within core.read_timeout (the route),
+        // past core.max_connections new connections wait in the listen backlog.
+        let core = gateway.settings
         let app = Application(
             router: makeRouter(gateway: gateway, settings: settings),
+            server: .http1(configuration: .init(idleTimeout: .seconds(Int64(core.idleTimeout)))),
             configuration: ApplicationConfiguration(
-                address: .hostname(settings.address, port: settings.port), serverName: "pushgate/\(PushgateVersion.version)"),
+                address: .hostname(settings.address, port: settings.port), serverName: "pushgate/\(PushgateVersion.version)", backlog: 1024,
+                availableConnectionsDelegate: .maximum(core.maxConnections, logger: gateway.logger)),
             onServerRunning: { channel in
                 gateway.logger.info("Matrix Push Gateway API listening on http://\(channel.localAddress.map { "\($0)" } ?? "?")\(notifyPath)")
             },
@@ -50,7 +56,16 @@ public struct MatrixServer: IngestProtocol {
                 return tooLarge(settings)
             }
             let body: ByteBuffer
-            do { body = try await request.collectBody(upTo: settings.maxBodyBytes) } catch { return tooLarge(settings) }
+            do {
+                body = try await collect(request, upTo: settings.maxBodyBytes, timeout: gateway.settings.readTimeout)
+            } catch is ReadTimeout {
+                return answer(
+                    408,
+                    MatrixRequestError(
+                        status: 408, "M_UNKNOWN", "the body did not arrive within core.read_timeout (\(gateway.settings.readTimeout) s)"))
+            } catch {
+                return tooLarge(settings)
+            }
             let answer = await handler.handle(body: Array(body.readableBytesView))
             var headers = HTTPFields()
             headers[.contentType] = "application/json"
@@ -63,9 +78,31 @@ public struct MatrixServer: IngestProtocol {
     }
 
     static func tooLarge(_ settings: MatrixSettings) -> Response {
+        answer(413, MatrixRequestError(status: 413, "M_TOO_LARGE", "the body exceeds matrix.max_body_bytes (\(settings.maxBodyBytes) bytes)"))
+    }
+
+    static func answer(_ status: Int, _ e: MatrixRequestError) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
-        let e = MatrixRequestError(status: 413, "M_TOO_LARGE", "the body exceeds matrix.max_body_bytes (\(settings.maxBodyBytes) bytes)")
-        return Response(status: .contentTooLarge, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: e.json)))
+        return Response(status: .init(code: status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: e.json)))
+    }
+
+    struct ReadTimeout: Error {}
+
+    /// The body, up to `max` bytes, within `timeout` seconds (a client trickling it is answered 408).
+    static func collect(_ request: Request, upTo max: Int, timeout: Int) async throws -> ByteBuffer {
+        try await withThrowingTaskGroup(of: ByteBuffer.self) { group in
+            group.addTask {
+                var r = request
+                return try await r.collectBody(upTo: max)
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(timeout))
+                throw ReadTimeout()
+            }
+            defer { group.cancelAll() }
+            guard let body = try await group.next() else { throw ReadTimeout() }
+            return body
+        }
     }
 }

@@ -77,6 +77,10 @@ final class MatrixNotifyTests: XCTestCase {
                 XCTAssertEqual(noDevices.status, 400)
                 XCTAssertEqual(jsonObject(noDevices.body)["errcode"] as? String, "M_BAD_JSON")
 
+                let huge = try await Self.notify(client, "{\"pad\":\"" + String(repeating: "x", count: 600 * 1024) + "\"}")
+                XCTAssertEqual(huge.status, 413)
+                XCTAssertEqual(jsonObject(huge.body)["errcode"] as? String, "M_TOO_LARGE")
+
                 let health = try await client.execute(uri: "/health", method: .get) { Int($0.status.code) }
                 XCTAssertEqual(health, 200)
             }
