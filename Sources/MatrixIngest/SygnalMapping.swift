@@ -358,9 +358,9 @@ public enum SygnalMapping {
         out.urgency = n.prio == "low" ? "low" : "normal"
         out.timeToLive = Int64(app.ttl)
         if data["only_last_per_room"] == .bool(true), let room = n.roomID {
-            // A Topic per room (replaces the previous undelivered message of the room): 22 bytes of
+            // A Topic per room (`collapse_id`: replaces the previous undelivered message of the room): 22 bytes of
             // a hash of the room id in base64url, as Sygnal (which hashes with BLAKE2s; SHA-256 here).
-            out.topic = Base64URL.encode(Array(SHA256.hash(data: Array(room.utf8)).prefix(22)))
+            out.collapseID = Base64URL.encode(Array(SHA256.hash(data: Array(room.utf8)).prefix(22)))
         }
         out.dedupKey = n.eventID.map { dedupKey($0) }
         return .send(out)

@@ -189,6 +189,11 @@ final class SygnalMappingTests: XCTestCase {
         XCTAssertEqual(payload["unread"], .int(2))
         XCTAssertEqual(payload["sender_display_name"], .string("Major Tom"))
         XCTAssertEqual(payload["content"]?["body"], .string("I'm floating in a most peculiar way."))
+        XCTAssertNil(out.collapseID)
+        let perRoom = try parse(
+            Self.full(#"{"app_id":"web","pushkey":"k","data":{"endpoint":"https://p.example/x","auth":"a","only_last_per_room":true}}"#))
+        let topic = try XCTUnwrap(try sent(SygnalMapping.plan(perRoom, device: perRoom.devices[0], app: app)).collapseID)
+        XCTAssertEqual(topic.count, 30)  // 22 bytes in base64url: within the Topic header's 32 characters
         app.allowedEndpoints = ["*.mozilla.com"]
         guard case .nothing = SygnalMapping.plan(n, device: n.devices[0], app: app) else { return XCTFail("sent outside allowed_endpoints") }
         app.allowedEndpoints = ["push.example.*"]
@@ -217,6 +222,29 @@ final class SygnalMappingTests: XCTestCase {
         let three = #"{"app_id":"a","pushkey":"b"}"#
         XCTAssertTrue(error(#"{"notification":{"devices":[\#(three),\#(three),\#(three)]}}"#)?.error.contains("max_devices") == true)
         XCTAssertEqual(error(String(repeating: "[", count: 100_000))?.errcode, "M_NOT_JSON")
+    }
+
+    /// Every prefix of a valid body, and the body with each byte replaced by a few hostile ones, is
+    /// parsed and mapped without a trap: a 400 or a plan, never a crash.
+    func testTruncatedAndMutatedBodiesNeverTrap() {
+        let body = Array(
+            Self.full(Self.apnsDeviceWithDefaultPayload + "," + #"{"app_id":"w","pushkey":"k","data":{"endpoint":"https://e/x","auth":"a"}}"#).utf8)
+        var s = MatrixSettings()
+        s.apps = [Self.ios, MatrixApp(pattern: "w", platform: .webpush), MatrixApp(pattern: "com.*", platform: .android)]
+        func run(_ bytes: [UInt8]) {
+            guard let n = try? MatrixNotification.parse(bytes, maxDevices: 10) else { return }
+            for d in n.devices {
+                for app in s.apps { _ = SygnalMapping.plan(n, device: d, app: app) }
+            }
+        }
+        for end in 0...body.count { run(Array(body[0..<end])) }
+        for i in body.indices {
+            for b: UInt8 in [0x00, 0x22, 0x7B, 0x5D, 0x39, 0xFF] {
+                var m = body
+                m[i] = b
+                run(m)
+            }
+        }
     }
 
     func testAppLookupExactThenOneGlob() throws {

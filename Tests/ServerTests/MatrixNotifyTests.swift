@@ -81,6 +81,14 @@ final class MatrixNotifyTests: XCTestCase {
                 XCTAssertEqual(huge.status, 413)
                 XCTAssertEqual(jsonObject(huge.body)["errcode"] as? String, "M_TOO_LARGE")
 
+                // Sygnal's series as its Prometheus client names them, beside the gateway's own.
+                let metrics = String(decoding: MetricsSetup.exposition(gateway: gateway), as: UTF8.self)
+                for series in [
+                    "sygnal_notifications_received_total", #"sygnal_pushgateway_status_codes_total{code="200"}"#, "sygnal_notify_time_bucket",
+                ] {
+                    XCTAssertTrue(metrics.contains(series), series)
+                }
+
                 let health = try await client.execute(uri: "/health", method: .get) { Int($0.status.code) }
                 XCTAssertEqual(health, 200)
             }
