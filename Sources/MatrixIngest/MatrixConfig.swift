@@ -1,3 +1,4 @@
+import Foundation
 import GatewayCore
 import PushgateCore
 
@@ -32,11 +33,36 @@ public struct MatrixSettings: Sendable, Equatable {
     public static let maxDevicesRange = 1...1000
     public static let maxBodyRange = 1024...(8 << 20)
 
-    /// From `raw.adapterTrees["matrix"]` (absent: off). Throws `ConfigError` naming the key.
-    public init(raw: RawConfig) throws {
+    /// From `raw.adapterTrees["matrix"]` (absent: off), then `PUSHGATE_MATRIX_<KEY>` (or
+    /// `GORUSH_…`, as every key) for the scalar keys: `ENABLED`, `ADDRESS`, `PORT`, `SYNC_TIMEOUT`,
+    /// `MAX_DEVICES`, `MAX_BODY_BYTES`. Throws `ConfigError` naming the key.
+    public init(raw: RawConfig, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         self.init()
-        guard let tree = raw.adapterTrees["matrix"] else { return }
-        try self.init(tree: tree)
+        var map: [String: ConfigTree] = [:]
+        switch raw.adapterTrees["matrix"] {
+        case .map(let m)?: map = m
+        case nil, .null?: break
+        case let other?: try self.init(tree: other)  // not a mapping: refused, naming `matrix`
+        }
+        for key in ["enabled", "address", "port", "sync_timeout", "max_devices", "max_body_bytes"] {
+            let suffix = "MATRIX_" + key.uppercased()
+            guard let v = environment["PUSHGATE_" + suffix] ?? environment["GORUSH_" + suffix] else { continue }
+            map[key] = Self.environmentValue(v, key: key)
+        }
+        if map.isEmpty { return }
+        try self.init(tree: .map(map))
+    }
+
+    /// An environment string as the YAML value it stands for.
+    static func environmentValue(_ v: String, key: String) -> ConfigTree {
+        switch key {
+        case "address": return .string(v)
+        case "enabled":
+            return ["true", "1", "yes", "on"].contains(v.lowercased())
+                ? .bool(true) : (["false", "0", "no", "off"].contains(v.lowercased()) ? .bool(false) : .string(v))
+        case "sync_timeout": return Int(v).map(ConfigTree.int) ?? Double(v).map(ConfigTree.double) ?? .string(v)
+        default: return Int(v).map(ConfigTree.int) ?? .string(v)
+        }
     }
 
     public init(tree: ConfigTree) throws {

@@ -53,7 +53,7 @@ final class SygnalConfigTests: XCTestCase {
 
     func testSampleBecomesMatrixAppsAndPushgateApps() throws {
         let raw = try raw(Self.sample)
-        let m = try MatrixSettings(raw: raw)
+        let m = try MatrixSettings(raw: raw, environment: [:])
         XCTAssertTrue(m.enabled)
         XCTAssertEqual(m.address, "127.0.0.1")
         XCTAssertEqual(m.port, 5000)

@@ -264,7 +264,7 @@ final class SygnalMappingTests: XCTestCase {
     func testMatrixSectionRefusalsNameTheKey() throws {
         func problem(_ yaml: String) -> String? {
             do {
-                _ = try MatrixSettings(raw: try RawConfig(yaml: yaml, environment: [:]))
+                _ = try MatrixSettings(raw: try RawConfig(yaml: yaml, environment: [:]), environment: [:])
                 return nil
             } catch { return "\(error)" }
         }
@@ -273,6 +273,12 @@ final class SygnalMappingTests: XCTestCase {
         XCTAssertTrue(problem("matrix:\n  prot: 5000\n")?.contains("matrix.prot") == true)
         XCTAssertTrue(problem("matrix:\n  port: 99999\n")?.contains("matrix.port") == true)
         XCTAssertTrue(problem("matrix:\n  apps:\n    x: { platform: ios, ttl: 5 }\n")?.contains("matrix.apps[x].ttl") == true)
+        let env = try MatrixSettings(
+            raw: try RawConfig(yaml: "matrix:\n  port: 5000\n", environment: [:]),
+            environment: ["PUSHGATE_MATRIX_ENABLED": "true", "PUSHGATE_MATRIX_PORT": "5555"])
+        XCTAssertTrue(env.enabled)
+        XCTAssertEqual(env.port, 5555)
+        XCTAssertThrowsError(try MatrixSettings(raw: try RawConfig(yaml: nil, environment: [:]), environment: ["PUSHGATE_MATRIX_PORT": "x"]))
         let raw = try RawConfig(yaml: "matrix:\n  enabled: true\n", environment: [:])
         XCTAssertFalse(raw.warnings.contains { $0.contains("matrix") }, "\(raw.warnings)")
     }
