@@ -26,6 +26,9 @@ public struct MatrixNotifyHandler: Sendable {
         public var body: [UInt8]
         /// Seconds before a retry (a temporary failure).
         public var retryAfter: Int?
+        /// The notif_ids of the deliveries queued (`GET /api/push/{notif_id}` on the gateway's own
+        /// port follows each), in device order: the `X-Pushgate-Notif-Ids` header.
+        public var notifIDs: [String] = []
     }
 
     /// Sygnal's series as its Prometheus client exposes them (counters with `_total`), beside the
@@ -52,6 +55,7 @@ public struct MatrixNotifyHandler: Sendable {
         Self.received.increment()
         Self.devicesReceived.increment(by: n.devices.count)
         var rejected = [Bool](repeating: false, count: n.devices.count)
+        var notifIDs = [String?](repeating: nil, count: n.devices.count)
         // The sendable devices by Pushgate app ("" the default app), in device order.
         var groups: [String: [(device: Int, notification: PushNotification)]] = [:]
         var order: [String] = []
@@ -80,6 +84,7 @@ public struct MatrixNotifyHandler: Sendable {
             let options = IngestOptions(sync: true, app: key.isEmpty ? nil : key, outcomes: true, timeout: settings.syncTimeout)
             switch await gateway.accept(request, from: .open, options: options) {
             case .accepted(let result, _):
+                for (i, id) in result.notifIDs.enumerated() where i < group.count { notifIDs[group[i].device] = id }
                 for outcome in result.outcomes {
                     guard case .failed(_, tokenDead: true) = outcome.result,
                         let index = result.notifIDs.firstIndex(of: outcome.notifID), index < group.count
@@ -96,7 +101,7 @@ public struct MatrixNotifyHandler: Sendable {
         w.raw("{\"rejected\":")
         w.strings(n.devices.indices.filter { rejected[$0] }.map { n.devices[$0].pushkey })
         w.raw("}")
-        return Answer(status: 200, body: w.bytes)
+        return Answer(status: 200, body: w.bytes, notifIDs: notifIDs.compactMap { $0 })
     }
 
     /// A refusal of the gateway as the homeserver should see it: a request the gateway will never

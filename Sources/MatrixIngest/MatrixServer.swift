@@ -70,6 +70,7 @@ public struct MatrixServer: IngestProtocol {
             var headers = HTTPFields()
             headers[.contentType] = "application/json"
             if let r = answer.retryAfter { headers[.retryAfter] = String(r) }
+            if let ids = Gateway.notifIDsList(answer.notifIDs), let name = HTTPField.Name("X-Pushgate-Notif-Ids") { headers[name] = ids }
             return Response(status: .init(code: answer.status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
         }
         // Sygnal's health check: an empty 200.

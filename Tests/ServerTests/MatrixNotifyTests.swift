@@ -23,10 +23,13 @@ final class MatrixNotifyTests: XCTestCase {
             com.example.android: { platform: android }
         """
 
-    static func notify(_ client: some TestClientProtocol, _ json: String) async throws -> (status: Int, body: String) {
+    static func notify(_ client: some TestClientProtocol, _ json: String) async throws -> (status: Int, body: String, notifIDs: [String]) {
         try await client.execute(
             uri: "/_matrix/push/v1/notify", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: json)
-        ) { r in (Int(r.status.code), String(buffer: r.body)) }
+        ) { r in
+            let ids = r.headers[HTTPField.Name("X-Pushgate-Notif-Ids")!].map { $0.split(separator: ",").map(String.init) } ?? []
+            return (Int(r.status.code), String(buffer: r.body), ids)
+        }
     }
 
     func testLiveAndDeadPushkeysUnknownAppAndMalformedBody() async throws {
@@ -36,7 +39,7 @@ final class MatrixNotifyTests: XCTestCase {
         let dead = Data([0xDE, 0xAD, 0x02]).base64EncodedString()
         env.apns.script("dead02", [.unregistered])
         env.fcm.script(token: "fcm-dead", responses: [.unregistered])
-        try await env.withGateway(Self.matrixYAML) { _, gateway in
+        try await env.withGateway(Self.matrixYAML) { gatewayClient, gateway in
             let settings = try MatrixSettings(raw: gateway.raw)
             let app = Application(router: MatrixServer.makeRouter(gateway: gateway, settings: settings))
             try await app.test(.live) { client in
@@ -51,6 +54,16 @@ final class MatrixNotifyTests: XCTestCase {
                 XCTAssertEqual(r.status, 200, r.body)
                 let rejected = (jsonObject(r.body)["rejected"] as? [String]) ?? []
                 XCTAssertEqual(Set(rejected), [dead, "fcm-dead", "nobody"], r.body)
+
+                // Four deliveries queued (the unknown app's device was not): each followed on the
+                // status route, and the dead tokens reached the feedback hook.
+                XCTAssertEqual(r.notifIDs.count, 4, r.body)
+                if let first = r.notifIDs.first {
+                    let status = try await gatewayClient.execute(uri: "/api/push/\(first)", method: .get) { Int($0.status.code) }
+                    XCTAssertEqual(status, 200)
+                }
+                let fed = await eventually { env.feedbackCount >= 2 }
+                XCTAssertTrue(fed, "the dead tokens' feedback")
 
                 let sent = try XCTUnwrap(env.apns.requests.first { $0.token == "abcd01" })
                 let payload = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(sent.body)) as? [String: Any])
