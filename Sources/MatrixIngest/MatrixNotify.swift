@@ -68,6 +68,14 @@ public struct MatrixNotifyHandler: Sendable {
             Counter(label: "sygnal_per_pushkin_type_total", dimensions: [("pushkin", app.pattern)]).increment()
             switch SygnalMapping.plan(n, device: device, app: app) {
             case .send(let notification):
+                // A device the gateway would refuse (a token over core.max_token_bytes, a field a
+                // provider refuses) is rejected alone: it can never be sent, and the others go on.
+                if let problem = IngestValidation.validate(request: PushRequest(notifications: [notification]), limits: gateway.settings.limits) {
+                    gateway.logger.info(
+                        "matrix: pushkey of app_id \(device.appID.logSafe(max: 128)) rejected: \(problem.description.logSafe(max: 256))")
+                    rejected[i] = true
+                    continue
+                }
                 let key = app.app ?? ""
                 if groups[key] == nil { order.append(key) }
                 groups[key, default: []].append((i, notification))

@@ -83,6 +83,16 @@ final class MatrixNotifyTests: XCTestCase {
                 XCTAssertEqual(again.status, 200, again.body)
                 XCTAssertEqual(env.apns.requests.filter { $0.token == "abcd01" }.count, before)
 
+                // A pushkey the gateway cannot take (over core.max_token_bytes) is rejected alone.
+                let long = String(repeating: "k", count: 5000)
+                let mixed = try await Self.notify(
+                    client,
+                    #"{"notification":{"event_id":"$ev2","counts":{"unread":1},"devices":[{"app_id":"com.example.android","pushkey":"\#(long)"},{"app_id":"com.example.android","pushkey":"fcm-live"}]}}"#
+                )
+                XCTAssertEqual(mixed.status, 200, mixed.body)
+                XCTAssertEqual(jsonObject(mixed.body)["rejected"] as? [String], [long])
+                XCTAssertEqual(mixed.notifIDs.count, 1)
+
                 let bad = try await Self.notify(client, "{not json")
                 XCTAssertEqual(bad.status, 400)
                 XCTAssertEqual(jsonObject(bad.body)["errcode"] as? String, "M_NOT_JSON")
