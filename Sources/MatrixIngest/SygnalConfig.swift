@@ -128,7 +128,12 @@ public enum SygnalConfig: ConfigDialect {
         let ignored: Set<String> = ["inflight_request_limit", "max_connections"]
         var entry: [String: Any] = ["app": pushgateID]
         var app: [String: Any] = ["id": pushgateID]
-        let type = try string("type") ?? ""
+        // `type` is a built-in pushkin's short name or a class path (`sygnal.apnspushkin.ApnsPushkin`).
+        let builtIn = [
+            "sygnal.apnspushkin.ApnsPushkin": "apns", "sygnal.gcmpushkin.GcmPushkin": "gcm", "sygnal.webpushpushkin.WebpushPushkin": "webpush",
+        ]
+        let written = try string("type") ?? ""
+        let type = builtIn[written] ?? written
         var known: Set<String> = ["type"]
         switch type {
         case "apns":

@@ -91,6 +91,11 @@ final class SygnalConfigTests: XCTestCase {
                 .contains("apps.w.vapid_private_key") == true)
     }
 
+    func testPushkinClassPathsAreTheirTypes() throws {
+        let raw = try raw("apps:\n  a:\n    type: sygnal.gcmpushkin.GcmPushkin\n    api_version: v1\n    service_account_file: sa.json\n")
+        XCTAssertEqual(try MatrixSettings(raw: raw, environment: [:]).app(for: "a")?.platform, .android)
+    }
+
     func testPushgateConfigIsNotReadAsSygnals() throws {
         let raw = try raw("core:\n  port: 8088\napps:\n  - id: chat\n")
         XCTAssertEqual(raw.apps.map(\.id), ["chat"])
