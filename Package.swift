@@ -200,6 +200,20 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Proto"]),
+        // The Matrix Push Gateway API (Sygnal's /_matrix/push/v1/notify) on a listener of its own,
+        // Sygnal's mapping to each provider, and sygnal.yaml read as a configuration.
+        .target(
+            name: "MatrixIngest",
+            dependencies: [
+                "GatewayCore", "PushgateCore", "PushDispatch", "Signing",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // The embedding API: a gateway built from a configuration value, run in-process (no HTTP listener).
         .target(
             name: "PushgateKit",
@@ -231,7 +245,7 @@ let package = Package(
         .executableTarget(
             name: "pushgate",
             dependencies: [
-                "GatewayCore", "HTTPIngest", "GorushRPC", "MockProviders", "PushgateCore", "PushDispatch", "Signing",
+                "GatewayCore", "HTTPIngest", "GorushRPC", "MatrixIngest", "MockProviders", "PushgateCore", "PushDispatch", "Signing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -290,13 +304,21 @@ let package = Package(
                 "WebPush", "MockProviders", "HTTP2Pool", "Signing", "PushgateCore",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
+        .testTarget(
+            name: "MatrixIngestTests",
+            dependencies: [
+                "TestSupport", "MatrixIngest", "GatewayCore", "PushgateCore", "PushDispatch", "MockProviders",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // The gateway side imports PushgateKit only; MockProviders starts the mock APNs.
         .testTarget(name: "PushgateKitTests", dependencies: ["PushgateKit", "MockProviders"]),
         .testTarget(
             name: "ServerTests",
             dependencies: [
                 "TestSupport",
-                "GatewayCore", "HTTPIngest", "GorushRPC", "PushgateKit", "MockProviders", "PushgateCore", "PushDispatch",
+                "GatewayCore", "HTTPIngest", "GorushRPC", "MatrixIngest", "PushgateKit", "MockProviders", "PushgateCore", "PushDispatch",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),

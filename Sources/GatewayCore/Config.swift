@@ -16,6 +16,11 @@ public struct RawConfig: Sendable {
     public private(set) var sources: [String: String] = [:]
     /// `apps:`: further apps, each with its own keys and provider sections (`AppConfig`).
     public internal(set) var apps: [AppConfig] = []
+    /// The sections a way in reads itself (`adapterSections`), as written.
+    public private(set) var adapterTrees: [String: ConfigTree] = [:]
+    /// Sections kept whole for the way in that owns them (no defaults or environment overrides here):
+    /// the Matrix Push Gateway API's (`Sources/MatrixIngest`).
+    public static let adapterSections: Set<String> = ["matrix"]
 
     public typealias ConfigValue = ProviderKit.ConfigValue
 
@@ -93,7 +98,8 @@ public struct RawConfig: Sendable {
         sections.flatMap { section in section.keys.filter { $0.secrecy == secrecy }.map { "\(section.name).\($0.name)" } }
     }
 
-    public init(yaml: String?, environment: [String: String]) throws {
+    /// `dialects`: other formats the file may be in (Sygnal's `sygnal.yaml`), tried in order.
+    public init(yaml: String?, environment: [String: String], dialects: [any ConfigDialect.Type] = []) throws {
         var tree: [String: Any]?
         if let yaml, !yaml.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
             let root: Any?
@@ -105,7 +111,13 @@ public struct RawConfig: Sendable {
                 tree = dict
             }
         }
+        var dialectWarnings: [String] = []
+        if let dict = tree, let translated = try dialects.lazy.compactMap({ try $0.translate(dict) }).first {
+            tree = translated.tree
+            dialectWarnings = translated.warnings
+        }
         try self.init(tree: tree, environment: environment)
+        warnings = dialectWarnings + warnings
     }
 
     /// The configuration from a tree shaped like the parsed YAML file (sections as `[String: Any]`,
@@ -119,6 +131,7 @@ public struct RawConfig: Sendable {
         for k in values.keys { sources[k] = "default" }
         if var dict = tree {
             if let appsRaw = dict.removeValue(forKey: "apps") { apps = try AppConfig.parse(appsRaw, warnings: &warnings) }
+            for name in Self.adapterSections { if let v = dict.removeValue(forKey: name) { adapterTrees[name] = ConfigTree(v) } }
             var flat: [(String, Any)] = []
             Self.flatten(dict, prefix: "", into: &flat)
             for (key, raw) in flat.sorted(by: { $0.0 < $1.0 }) {
@@ -167,14 +180,16 @@ public struct RawConfig: Sendable {
         throw ConfigError(key: key, problem: "\(i) is out of range (\(range.lowerBound)...\(range.upperBound))")
     }
 
-    public static func load(path: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> RawConfig {
+    public static func load(
+        path: String?, environment: [String: String] = ProcessInfo.processInfo.environment, dialects: [any ConfigDialect.Type] = []
+    ) throws -> RawConfig {
         var text: String?
         if let path {
             do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
                 throw ConfigError(key: "--config", problem: "cannot read \(path): \(error.localizedDescription)")
             }
         }
-        return try RawConfig(yaml: text, environment: environment)
+        return try RawConfig(yaml: text, environment: environment, dialects: dialects)
     }
 
     static func flatten(_ dict: [String: Any], prefix: String, into out: inout [(String, Any)]) {

@@ -88,6 +88,9 @@ public final class MockStack: Sendable {
     /// The running mock APNs.
     public var apns: RunningMockAPNs? { mock(RunningMockAPNs.self) }
 
+    /// The running mock FCM.
+    public var fcm: RunningMockFCM? { mock(RunningMockFCM.self) }
+
     /// The CA the mocks' certificates chain to (`core.ca_file`).
     public var caFile: String { directory + "/mock-ca.pem" }
 

@@ -148,7 +148,7 @@ struct MockCommand: AsyncParsableCommand {
         if let proxy { print("  proxy      \(proxy.url)   (core.http_proxy; CONNECT to loopback targets only)") }
         if let control {
             print("  control    \(control.baseURL)/__mock/stats   (POST /__mock/reset, GET /__mock/config, GET /__mock/apns-jwt,")
-            print("             GET /__mock/apns-requests with --record, GET /__mock/proxy with --proxy-port)")
+            print("             GET /__mock/apns-requests and /__mock/fcm-messages with --record, GET /__mock/proxy with --proxy-port)")
         }
         if let c = clientCertificate {
             print("  APNs client certificate (topics \(c.topics.joined(separator: ", ")), password \(c.password)):")
@@ -268,6 +268,23 @@ final class MockControlServer: Sendable {
                 if let kid = r.providerKeyID { w.string(kid) } else { w.raw("null") }
                 w.key("client_certificate_subject", first: &first)
                 if let subject = r.clientCertificateSubject { w.string(subject) } else { w.raw("null") }
+                w.key("payload", first: &first)
+                w.string(String(decoding: r.body, as: UTF8.self))
+                w.raw("}")
+            }
+            w.raw("]")
+            return .json(200, w.string)
+        case ("GET", "/__mock/fcm-messages"):
+            // What the mock FCM accepted (kept with --record): each message's target and its `message` object.
+            var w = JSONWriter()
+            w.raw("[")
+            for (i, m) in (stack.fcm?.mock.messages ?? []).enumerated() {
+                var first = true
+                w.raw(i == 0 ? "{" : ",{")
+                w.key("target", first: &first)
+                w.string(m.target)
+                w.key("message", first: &first)
+                w.raw(m.messageJSON)
                 w.raw("}")
             }
             w.raw("]")

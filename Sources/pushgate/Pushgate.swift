@@ -6,6 +6,7 @@ import GorushRPC
 import HTTPIngest
 import Hummingbird
 import Logging
+import MatrixIngest
 import MockProviders
 import NIOCore
 import NIOSSL
@@ -55,7 +56,7 @@ func makeLogger(_ label: String, level: String) -> Logger {
 func loadConfig(_ path: String?, announce: Bool = false) -> RawConfig {
     let used = path ?? ConfigDiscovery.find()
     do {
-        let raw = try RawConfig.load(path: used)
+        let raw = try RawConfig.load(path: used, dialects: Serve.configDialects)
         if announce {
             let note =
                 used.map { "using config file \($0)" }
@@ -140,7 +141,7 @@ struct Serve: AsyncParsableCommand {
         let serve = self
         let stack = mocks
         let reloadSource: @Sendable () throws -> RawConfig = {
-            var r = try RawConfig.load(path: usedPath)
+            var r = try RawConfig.load(path: usedPath, dialects: Serve.configDialects)
             try serve.applyFlags(to: &r)
             stack?.apply(to: &r)
             return r
@@ -157,6 +158,8 @@ struct Serve: AsyncParsableCommand {
         for way in Self.ingestProtocols {
             do {
                 ingest += try way.services(gateway: gateway)
+            } catch let e as ConfigError {
+                fail("\(e)")
             } catch {
                 fail("config error: \(way.configKey): cannot listen there: \(error)")
             }
@@ -184,8 +187,11 @@ struct Serve: AsyncParsableCommand {
     static var ingestProtocols: [any IngestProtocol.Type] {
         // grpc-swift 2 needs macOS 15 (always true on Linux).
         guard #available(macOS 15.0, *) else { return [] }
-        return [GorushRPCServer.self]
+        return [GorushRPCServer.self, MatrixServer.self]
     }
+
+    /// Other programs' configuration files read as Pushgate's (`ConfigDialect`), one line each.
+    static let configDialects: [any ConfigDialect.Type] = [SygnalConfig.self]
 
     /// SIGHUP reloads the configuration file (keys, apps); a bad file keeps the running one (logged).
     static func reloadOnHangup(_ gateway: Gateway) -> Task<Void, Never> {

@@ -1,0 +1,109 @@
+import GatewayCore
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import PushgateCore
+import ServiceLifecycle
+
+/// The Matrix Push Gateway API (Sygnal's) on a listener of its own, `matrix.address:matrix.port`
+/// (Sygnal's `http.bind_addresses` and `http.port`): `POST /_matrix/push/v1/notify` and Sygnal's
+/// `GET /health`. Like Sygnal it takes no API key (homeservers do not send one): bind it to an
+/// address only homeservers reach. Off unless `matrix.enabled`.
+public struct MatrixServer: IngestProtocol {
+    public static let configKey = "matrix.port"
+
+    public static let notifyPath = "/_matrix/push/v1/notify"
+
+    public static func services(gateway: Gateway) throws -> [any Service] {
+        let settings = try MatrixSettings(raw: gateway.raw)
+        guard settings.enabled else { return [] }
+        try check(settings, gateway: gateway)
+        // Slow and many clients, as on the gateway's own port: a connection that sends nothing is
+        // closed after core.idle_timeout, a body must arrive within core.read_timeout (the route),
+        // past core.max_connections new connections wait in the listen backlog.
+        let core = gateway.settings
+        let app = Application(
+            router: makeRouter(gateway: gateway, settings: settings),
+            server: .http1(configuration: .init(idleTimeout: .seconds(Int64(core.idleTimeout)))),
+            configuration: ApplicationConfiguration(
+                address: .hostname(settings.address, port: settings.port), serverName: "pushgate/\(PushgateVersion.version)", backlog: 1024,
+                availableConnectionsDelegate: .maximum(core.maxConnections, logger: gateway.logger)),
+            onServerRunning: { channel in
+                gateway.logger.info("Matrix Push Gateway API listening on http://\(channel.localAddress.map { "\($0)" } ?? "?")\(notifyPath)")
+            },
+            logger: gateway.logger)
+        return [app]
+    }
+
+    /// Every `matrix.apps` entry names an app the gateway has, with its platform's provider.
+    public static func check(_ settings: MatrixSettings, gateway: Gateway) throws {
+        for app in settings.apps {
+            let id = app.app ?? AppID.defaultApp
+            guard gateway.dispatcher.app(id) != nil else {
+                throw ConfigError(key: "matrix.apps[\(app.pattern)].app", problem: "no app \(id) is configured (apps[].id)")
+            }
+        }
+    }
+
+    /// The routes, for the listener and for tests.
+    public static func makeRouter(gateway: Gateway, settings: MatrixSettings) -> Router<BasicRequestContext> {
+        let handler = MatrixNotifyHandler(gateway: gateway, settings: settings)
+        let router = Router()
+        router.post(RouterPath(notifyPath)) { request, _ -> Response in
+            var request = request
+            if let declared = request.headers[.contentLength], let n = Int(declared), n > settings.maxBodyBytes {
+                return tooLarge(settings)
+            }
+            let body: ByteBuffer
+            do {
+                body = try await collect(request, upTo: settings.maxBodyBytes, timeout: gateway.settings.readTimeout)
+            } catch is ReadTimeout {
+                return answer(
+                    408,
+                    MatrixRequestError(
+                        status: 408, "M_UNKNOWN", "the body did not arrive within core.read_timeout (\(gateway.settings.readTimeout) s)"))
+            } catch {
+                return tooLarge(settings)
+            }
+            let answer = await handler.handle(body: Array(body.readableBytesView))
+            var headers = HTTPFields()
+            headers[.contentType] = "application/json"
+            if let r = answer.retryAfter { headers[.retryAfter] = String(r) }
+            if let ids = Gateway.notifIDsList(answer.notifIDs), let name = HTTPField.Name("X-Pushgate-Notif-Ids") { headers[name] = ids }
+            return Response(status: .init(code: answer.status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
+        }
+        // Sygnal's health check: an empty 200.
+        router.get("/health") { _, _ in Response(status: .ok) }
+        return router
+    }
+
+    static func tooLarge(_ settings: MatrixSettings) -> Response {
+        answer(413, MatrixRequestError(status: 413, "M_TOO_LARGE", "the body exceeds matrix.max_body_bytes (\(settings.maxBodyBytes) bytes)"))
+    }
+
+    static func answer(_ status: Int, _ e: MatrixRequestError) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return Response(status: .init(code: status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: e.json)))
+    }
+
+    struct ReadTimeout: Error {}
+
+    /// The body, up to `max` bytes, within `timeout` seconds (a client trickling it is answered 408).
+    static func collect(_ request: Request, upTo max: Int, timeout: Int) async throws -> ByteBuffer {
+        try await withThrowingTaskGroup(of: ByteBuffer.self) { group in
+            group.addTask {
+                var r = request
+                return try await r.collectBody(upTo: max)
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(timeout))
+                throw ReadTimeout()
+            }
+            defer { group.cancelAll() }
+            guard let body = try await group.next() else { throw ReadTimeout() }
+            return body
+        }
+    }
+}
