@@ -237,7 +237,7 @@ public struct APNsModule: ProviderModule {
             throw ConfigError(key: error.key, problem: error.problem)
         }
         return ProviderBuild(
-            providers: [BuiltProvider(provider: provider, maxRetry: apnsConfig.maxRetry, concurrency: s[Keys.maxConcurrentPushes])],
+            providers: [ProviderSlot(provider: provider, maxRetry: apnsConfig.maxRetry, concurrency: s[Keys.maxConcurrentPushes])],
             shutdown: { await provider.shutdown() }, warnings: warnings)
     }
 

@@ -5,25 +5,6 @@ import NIOConcurrencyHelpers
 import NIOCore
 import PushgateCore
 
-/// A provider and how the dispatcher drives it.
-public struct ProviderSlot: Sendable {
-    public var provider: any PushProvider
-    /// `<provider>.max_retry`: retries after the first attempt.
-    public var maxRetry: Int
-    /// Deliveries in flight at once for this provider.
-    public var concurrency: Int
-    /// `<platform>.coalesce_seconds`: the coalescing window of background pushes with a
-    /// `collapse_id` that do not set `coalesce_seconds` (0: none).
-    public var coalesceSeconds: Int
-
-    public init(provider: any PushProvider, maxRetry: Int = 3, concurrency: Int = 256, coalesceSeconds: Int = 0) {
-        self.provider = provider
-        self.maxRetry = maxRetry
-        self.concurrency = max(1, concurrency)
-        self.coalesceSeconds = max(0, coalesceSeconds)
-    }
-}
-
 /// Fans requests out to per-provider worker pools fed by the queue, steps each delivery through
 /// `DeliveryLifecycle`, carries out its effects and publishes its events to one list of sinks
 /// (stats, metrics, the engine's status records, feedback hook, logs, sync waiters).

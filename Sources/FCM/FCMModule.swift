@@ -74,7 +74,7 @@ public struct FCMModule: ProviderModule {
             throw ConfigError(key: "android", problem: error.description)
         }
         return ProviderBuild(
-            providers: [BuiltProvider(provider: provider, maxRetry: fcmConfig.maxRetry, concurrency: s[Keys.maxConcurrentPushes])],
+            providers: [ProviderSlot(provider: provider, maxRetry: fcmConfig.maxRetry, concurrency: s[Keys.maxConcurrentPushes])],
             shutdown: { await provider.shutdown() })
     }
 

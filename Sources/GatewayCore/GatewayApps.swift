@@ -143,7 +143,7 @@ extension Gateway {
                 }
                 let b = try ProviderSet.buildApp(w.config(), context: context, app: w.id == AppID.defaultApp ? nil : w.id)
                 for warning in b.warnings { logger.warning("\(warning)") }
-                let a = AppProviders(id: w.id, slots: b.slots, unavailable: b.unavailable, maxPending: w.maxPending, shutdown: b.close)
+                let a = AppProviders(id: w.id, slots: b.providers, unavailable: b.unavailable, maxPending: w.maxPending, shutdown: b.close)
                 built.append(a)
                 apps.append(a)
                 if dispatcher.app(w.id) == nil { summary.added.append(w.id) } else { summary.changed.append(w.id) }

@@ -58,7 +58,8 @@ public enum GatewayBuilder {
                 let built = try ProviderSet.buildApp(app.providerConfig(), context: providers.context, app: app.id)
                 for w in built.warnings { logger.warning("\(w)") }
                 apps.append(
-                    AppProviders(id: app.id, slots: built.slots, unavailable: built.unavailable, maxPending: app.maxPending, shutdown: built.close))
+                    AppProviders(
+                        id: app.id, slots: built.providers, unavailable: built.unavailable, maxPending: app.maxPending, shutdown: built.close))
             }
         } catch {
             closeOpened(apps)
@@ -205,7 +206,7 @@ public struct ProviderSet: Sendable {
         var set = ProviderSet(slots: [], httpClient: httpClient, httpClients: clients, hooks: [], context: context)
         do {
             let built = try buildApp(config, context: context)
-            set.slots = built.slots
+            set.slots = built.providers
             set.hooks = built.shutdown.map { [$0] } ?? []
             set.unavailable = built.unavailable
             set.warnings = built.warnings
@@ -218,17 +219,7 @@ public struct ProviderSet: Sendable {
     }
 }
 
-extension ProviderSlot {
-    /// The dispatcher's entry for a provider a module built.
-    public init(_ built: BuiltProvider) {
-        self.init(provider: built.provider, maxRetry: built.maxRetry, concurrency: built.concurrency, coalesceSeconds: built.coalesceSeconds)
-    }
-}
-
 extension ProviderBuild {
-    /// The dispatcher's entries of the providers.
-    public var slots: [ProviderSlot] { providers.map(ProviderSlot.init) }
-
     /// Closes what the modules opened.
     public var close: @Sendable () async -> Void {
         let shutdown = self.shutdown

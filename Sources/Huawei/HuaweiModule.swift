@@ -64,7 +64,7 @@ public struct HuaweiModule: ProviderModule {
             throw ConfigError(key: "huawei", problem: error.description)
         }
         return ProviderBuild(
-            providers: [BuiltProvider(provider: provider, maxRetry: hms.maxRetry, concurrency: s[Keys.maxConcurrentPushes])],
+            providers: [ProviderSlot(provider: provider, maxRetry: hms.maxRetry, concurrency: s[Keys.maxConcurrentPushes])],
             shutdown: { await provider.shutdown() })
     }
 

@@ -33,37 +33,18 @@ public struct ProviderBuildContext: Sendable {
     }
 }
 
-/// One provider a module built, with how the dispatcher drives it (the dispatcher's `ProviderSlot`
-/// is made from it).
-public struct BuiltProvider: Sendable {
-    public var provider: any PushProvider
-    /// `<section>.max_retry`: retries after the first attempt.
-    public var maxRetry: Int
-    /// `<section>.max_concurrent_pushes`.
-    public var concurrency: Int
-    /// `<platform>.coalesce_seconds` (set by the registry, which adds that key to every platform's section).
-    public var coalesceSeconds: Int
-
-    public init(provider: any PushProvider, maxRetry: Int, concurrency: Int, coalesceSeconds: Int = 0) {
-        self.provider = provider
-        self.maxRetry = maxRetry
-        self.concurrency = concurrency
-        self.coalesceSeconds = coalesceSeconds
-    }
-}
-
 /// What building providers gives back: a module's `build`, or every module's for one app
 /// (`ProviderSet.buildApp`): the enabled providers, the platforms answered with a failed entry
 /// (and why), and the hook that closes what was opened.
 public struct ProviderBuild: Sendable {
-    public var providers: [BuiltProvider]
+    public var providers: [ProviderSlot]
     public var unavailable: [Platform: String]
     public var shutdown: (@Sendable () async -> Void)?
     /// Logged once at start.
     public var warnings: [String]
 
     public init(
-        providers: [BuiltProvider] = [], unavailable: [Platform: String] = [:], shutdown: (@Sendable () async -> Void)? = nil,
+        providers: [ProviderSlot] = [], unavailable: [Platform: String] = [:], shutdown: (@Sendable () async -> Void)? = nil,
         warnings: [String] = []
     ) {
         self.providers = providers

@@ -70,3 +70,23 @@ public protocol PushProvider: Sendable {
 extension PushProvider {
     public func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure? { nil }
 }
+
+/// A built provider and how the dispatcher drives it: what a provider module's `build` gives
+/// for each platform it serves (`ProviderBuild.providers`), and the dispatcher's entry for it.
+public struct ProviderSlot: Sendable {
+    public var provider: any PushProvider
+    /// `<provider>.max_retry`: retries after the first attempt.
+    public var maxRetry: Int
+    /// Deliveries in flight at once for this provider.
+    public var concurrency: Int
+    /// `<platform>.coalesce_seconds`: the coalescing window of background pushes with a
+    /// `collapse_id` that do not set `coalesce_seconds` (0: none).
+    public var coalesceSeconds: Int
+
+    public init(provider: any PushProvider, maxRetry: Int = 3, concurrency: Int = 256, coalesceSeconds: Int = 0) {
+        self.provider = provider
+        self.maxRetry = maxRetry
+        self.concurrency = max(1, concurrency)
+        self.coalesceSeconds = max(0, coalesceSeconds)
+    }
+}

@@ -98,11 +98,11 @@ public struct WebPushModule: ProviderModule {
             throw ConfigError(key: "webpush", problem: "\(error)")
         }
         let concurrency = s[Keys.maxConcurrentPushes]
-        var providers: [BuiltProvider] = []
-        if web { providers.append(BuiltProvider(provider: WebPushProvider(engine: engine), maxRetry: wpConfig.maxRetry, concurrency: concurrency)) }
+        var providers: [ProviderSlot] = []
+        if web { providers.append(ProviderSlot(provider: WebPushProvider(engine: engine), maxRetry: wpConfig.maxRetry, concurrency: concurrency)) }
         if unified {
             providers.append(
-                BuiltProvider(provider: UnifiedPushProvider(engine: engine), maxRetry: up[UnifiedPushKeys.maxRetry], concurrency: concurrency))
+                ProviderSlot(provider: UnifiedPushProvider(engine: engine), maxRetry: up[UnifiedPushKeys.maxRetry], concurrency: concurrency))
         }
         return ProviderBuild(providers: providers, shutdown: { await engine.shutdown() })
     }
