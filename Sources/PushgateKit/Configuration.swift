@@ -165,11 +165,19 @@ public struct PushgateConfiguration: Sendable, CustomStringConvertible, CustomDe
         public var huawei: Huawei?
         /// Deliveries of this app pending at once (0: no own limit).
         public var maxPending: Int
+        /// Deliveries per second this app may submit (`apps[].rate_limit`; 0: no limit): over it
+        /// `submit` throws `PushgateError.rateLimited`.
+        public var rateLimit: Int
+        /// Keys that act for this app when a caller passes one to `submit(_:app:idempotencyKey:apiKey:)`
+        /// (`apps[].api_keys`: plain, at least 16 characters, or `sha256:<hex>`).
+        public var apiKeys: [Secret]
 
         public init(
             id: String, apns: APNs? = nil, fcm: FCM? = nil, webPush: WebPush? = nil, unifiedPush: Bool = false, huawei: Huawei? = nil,
-            maxPending: Int = 0
+            maxPending: Int = 0, rateLimit: Int = 0, apiKeys: [Secret] = []
         ) {
+            self.rateLimit = rateLimit
+            self.apiKeys = apiKeys
             self.id = id
             self.apns = apns
             self.fcm = fcm
@@ -287,7 +295,8 @@ extension PushgateConfiguration {
         for p in ProviderRegistry.platforms where root[p.name] == nil { root[p.name] = ["enabled": false] }
         if !apps.isEmpty {
             root["apps"] = apps.map { app -> [String: Any] in
-                var a: [String: Any] = ["id": app.id, "max_pending": app.maxPending]
+                var a: [String: Any] = ["id": app.id, "max_pending": app.maxPending, "rate_limit": app.rateLimit]
+                if !app.apiKeys.isEmpty { a["api_keys"] = app.apiKeys.map(\.value) }
                 for (name, section) in Self.providerSections(
                     apns: app.apns, fcm: app.fcm, webPush: app.webPush, unifiedPush: app.unifiedPush, huawei: app.huawei)
                 {

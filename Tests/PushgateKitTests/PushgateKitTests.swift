@@ -156,6 +156,69 @@ final class PushgateKitTests: XCTestCase {
         await mock.stop()
     }
 
+    /// An app's keys, rate limit and idempotency keys through `submit`, as over HTTP: a wrong key is
+    /// refused, an app's key acts for its own app only, a request over the app's rate waits, the same
+    /// idempotency key and request replays the first submission and queues nothing.
+    func testSubmitAppliesKeysRateLimitsAndIdempotencyKeys() async throws {
+        let mock = try await MockSetup.start()
+        var config = mock.configuration()
+        let apns = try XCTUnwrap(config.apns)
+        config.apps = [
+            .init(id: "chat", apns: apns, rateLimit: 1, apiKeys: ["chat-key-0123456789abcdef"]),
+            .init(id: "wallet", apns: apns, apiKeys: ["wallet-key-0123456789abcdef"]),
+        ]
+        let gateway = try await PushgateGateway(configuration: config)
+        do {
+            func request(_ tokens: Int, from: Int = 0) -> PushRequest {
+                var n = PushNotification(platform: .ios, tokens: (from..<(from + tokens)).map { String(format: "%064x", $0) })
+                n.message = "hi"
+                return PushRequest(notifications: [n])
+            }
+            do {
+                try await gateway.submit(request(1), app: "chat", apiKey: "not-a-key-0123456789abcdef")
+                XCTFail("a wrong key was taken")
+            } catch let e as PushgateError {
+                guard case .unauthorized = e else { return XCTFail("\(e)") }
+            }
+            do {
+                try await gateway.submit(request(1), app: "wallet", apiKey: "chat-key-0123456789abcdef")
+                XCTFail("chat's key acted for wallet")
+            } catch let e as PushgateError {
+                guard case .forbidden = e else { return XCTFail("\(e)") }
+            }
+            // chat may submit 1 delivery a second: a request of 100 is let through on a full bucket and
+            // leaves it 99 deliveries short, so the next request waits (whatever the machine's speed).
+            let first = try await gateway.submit(request(100), app: "chat", apiKey: "chat-key-0123456789abcdef")
+            XCTAssertEqual(first.counts, 100)
+            do {
+                try await gateway.submit(request(1, from: 500), app: "chat")
+                XCTFail("over chat's rate_limit")
+            } catch let e as PushgateError {
+                guard case .rateLimited(let wait, _) = e else { return XCTFail("\(e)") }
+                XCTAssertGreaterThanOrEqual(wait, 1)
+            }
+            let keyed = try await gateway.submit(request(2, from: 1000), app: "wallet", idempotencyKey: "order-7")
+            XCTAssertFalse(keyed.replayed)
+            let again = try await gateway.submit(request(2, from: 1000), app: "wallet", idempotencyKey: "order-7")
+            XCTAssertTrue(again.replayed)
+            XCTAssertEqual(again.requestID, keyed.requestID)
+            XCTAssertEqual(again.notifIDs, keyed.notifIDs)
+            XCTAssertEqual(again.counts, 2)
+            do {
+                try await gateway.submit(request(2, from: 2000), app: "wallet", idempotencyKey: "order-7")
+                XCTFail("the key was taken with another request")
+            } catch let e as PushgateError {
+                guard case .idempotencyMismatch = e else { return XCTFail("\(e)") }
+            }
+        } catch {
+            await gateway.shutdown()
+            await mock.stop()
+            throw error
+        }
+        await gateway.shutdown()
+        await mock.stop()
+    }
+
     func testInvalidConfigurationIsOneLineNamingTheKey() async throws {
         let mock = try await MockSetup.start()
         defer { Task { await mock.stop() } }
