@@ -1,4 +1,5 @@
 import ProviderKit
+import PushgateCore
 
 /// docs/configuration.md, generated from the typed configuration: every section of `RawConfig.sections`
 /// (the gateway's own and every provider module's), `apps[]` and the sections a way in reads itself
@@ -30,7 +31,7 @@ public enum ConfigReference {
         "ios": "Apple Push Notification service (platform `1`).",
         "android": "Firebase Cloud Messaging HTTP v1 (platform `2`).",
         "huawei": "Huawei HMS Push Kit (platform `3`, docs/huawei.md).",
-        "webpush": "Web Push (platform `4`); its VAPID keys serve UnifiedPush too.",
+        "webpush": "Web Push (platform `4`); its VAPID keys serve UnifiedPush too, and `max_concurrent_pushes` counts both.",
         "unifiedpush": "UnifiedPush (platform `5`), sent by the Web Push engine.",
     ]
 
@@ -49,9 +50,18 @@ public enum ConfigReference {
         }
     }
 
+    /// The keys every provider section has (`ProviderSettings`) that gorush 1.22 has too; the others
+    /// (and whole sections gorush lacks) are Pushgate's own.
+    static let sharedKeysInGorush: Set<String> = [
+        "ios.enabled", "android.enabled", "huawei.enabled", "ios.max_retry", "android.max_retry", "huawei.max_retry",
+        "ios.max_concurrent_pushes",
+    ]
+    static let sharedKeys: Set<String> = ["enabled", "max_tokens", "max_retry", "max_concurrent_pushes", "coalesce_seconds"]
+    static let sectionsNotInGorush: Set<String> = ["webpush", "unifiedpush", "mock", "matrix"]
+
     static func cell(_ s: String) -> String { s.replacingOccurrences(of: "|", with: "\\|") }
 
-    static func row(_ path: String, _ key: ConfigKey, env: String?) -> String {
+    static func row(_ path: String, _ key: ConfigKey, env: String?, section: String? = nil) -> String {
         let range = key.range.map { "\($0.lowerBound)...\($0.upperBound)" } ?? ""
         let secrecy: String
         switch key.secrecy {
@@ -64,6 +74,10 @@ public enum ConfigReference {
         if doc.hasPrefix("(new)") {
             gorush = "new"
             doc = String(doc.dropFirst(5)).trimmingCharacters(in: .whitespaces)
+        }
+        if let section {
+            if sectionsNotInGorush.contains(section) { gorush = "new" }
+            if sharedKeys.contains(key.name), Platform(name: section) != nil { gorush = sharedKeysInGorush.contains(path) ? "yes" : "new" }
         }
         let envCell = env.map { "`\($0)`" } ?? ""
         return "| `\(path)` | `\(cell(yaml(key.defaultValue)))` | \(range) | \(secrecy) | \(envCell) | \(gorush) | \(cell(doc)) |"
@@ -105,7 +119,7 @@ public enum ConfigReference {
             out.append("")
             out += header
             for key in section.keys {
-                out.append(row("\(section.name).\(key.name)", key, env: environmentName(section.name, key.name)))
+                out.append(row("\(section.name).\(key.name)", key, env: environmentName(section.name, key.name), section: section.name))
             }
             if !section.ignoredKeys.isEmpty {
                 out.append("")
@@ -133,7 +147,7 @@ public enum ConfigReference {
             out += header
             for key in adapter.section.keys {
                 let env = adapter.environmentKeys.contains(key.name) ? environmentName(adapter.section.name, key.name) : nil
-                out.append(row("\(adapter.section.name).\(key.name)", key, env: env))
+                out.append(row("\(adapter.section.name).\(key.name)", key, env: env, section: adapter.section.name))
             }
             out.append("")
         }

@@ -124,19 +124,19 @@ public struct ConfigSection: Sendable {
 public enum ProviderSettings {
     public static let enabled = Setting<Bool>("enabled", false, doc: "send to this provider")
     public static func maxTokens(_ d: Int) -> Setting<Int> {
-        Setting("max_tokens", d, range: 1...1_000_000, doc: "(new) tokens + subscriptions of one notification")
+        Setting("max_tokens", d, range: 1...1_000_000, doc: "tokens + subscriptions of one notification")
     }
     public static func maxRetry(_ d: Int) -> Setting<Int> {
         Setting("max_retry", d, range: 0...100, doc: "retries after the first attempt; a request's `retry` can lower it")
     }
     public static func maxConcurrentPushes(_ d: Int) -> Setting<Int> {
-        Setting("max_concurrent_pushes", d, range: 1...100_000, doc: "(new) deliveries in flight")
+        Setting("max_concurrent_pushes", d, range: 1...100_000, doc: "deliveries in flight")
     }
     /// `<platform>.coalesce_seconds`: the default coalescing window of background pushes that carry
     /// a `collapse_id` (0: none). Every provider section has it (added by the registry).
     public static let coalesceSeconds = Setting<Int>(
         "coalesce_seconds", 0, range: 0...86_400,
-        doc: "(new) coalescing window of background / data-only pushes with a `collapse_id` (0: off); see docs/delivery-controls.md")
+        doc: "coalescing window of background / data-only pushes with a `collapse_id` (0: off); see docs/delivery-controls.md")
 }
 
 /// The values of one section, after file, environment and overrides.
