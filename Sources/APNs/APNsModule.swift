@@ -30,8 +30,8 @@ public struct APNsModule: ProviderModule {
         /// The `.p12` password, or the passphrase of an encrypted private key in a `.pem`.
         public static let password = Setting<String>(
             "password", "", secrecy: .secret, doc: "the `.p12` password / the passphrase of an encrypted key in a `.pem` (secret)")
-        public static let keyID = Setting<String>("key_id", "", secrecy: .identifier, doc: "JWT `kid` / `iss` (token auth only)")
-        public static let teamID = Setting<String>("team_id", "", doc: "JWT `kid` / `iss` (token auth only)")
+        public static let keyID = Setting<String>("key_id", "", secrecy: .identifier, doc: "JWT `kid`: the key id of the `.p8` key (token auth only)")
+        public static let teamID = Setting<String>("team_id", "", doc: "JWT `iss`: the Apple developer team id (token auth only)")
         public static let production = Setting<Bool>(
             "production", false, doc: "default environment; per notification `\"production\": true` or `\"development\": true`")
         public static let maxTokens = ProviderSettings.maxTokens(10000)

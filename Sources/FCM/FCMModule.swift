@@ -12,8 +12,8 @@ public struct FCMModule: ProviderModule {
         /// `enabled: true` without credentials is a start error.
         public static let enabled = Setting<Bool>(
             "enabled", true, doc: "gorush's default: on when credentials are given; `enabled: true` written without credentials is a start error")
-        public static let keyPath = Setting<String>("key_path", "", secrecy: .identifier, doc: "service-account JSON path / text")
-        public static let credential = Setting<String>("credential", "", secrecy: .secret, doc: "service-account JSON path / text")
+        public static let keyPath = Setting<String>("key_path", "", secrecy: .identifier, doc: "service-account JSON file")
+        public static let credential = Setting<String>("credential", "", secrecy: .secret, doc: "service-account JSON text (instead of `key_path`)")
         public static let maxTokens = ProviderSettings.maxTokens(500)
         public static let maxRetry = ProviderSettings.maxRetry(3)
         public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(512)

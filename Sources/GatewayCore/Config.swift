@@ -572,9 +572,9 @@ public enum CoreConfig {
         "enabled", true,
         doc: "gorush's switch for the HTTP server; `false` is not acted on (the HTTP server is Pushgate's ingest and always runs), with a warning")
     public static let address = Setting<String>(
-        "address", "", doc: "listen address (`\"\"`: every IPv6 and IPv4 address, like gorush's `:port`) and port")
+        "address", "", doc: "listen address (`\"\"`: every IPv6 and IPv4 address, like gorush's `:port`)")
     public static let port = Setting<Int>(
-        "port", 8088, range: 0...65535, doc: "listen address (`\"\"`: every IPv6 and IPv4 address, like gorush's `:port`) and port")
+        "port", 8088, range: 0...65535, doc: "listen port of the HTTP API")
     public static let workerNum = Setting<Int>(
         "worker_num", 0, range: 0...1_000_000,
         doc: "gorush's worker count; not acted on (a warning when set): concurrency is `<platform>.max_concurrent_pushes` per provider")
@@ -596,24 +596,24 @@ public enum CoreConfig {
         "mode", "release", doc: "Gin's `debug`/`release` mode in gorush; not acted on (a warning when not `release`)")
     public static let caFile = Setting<String>("ca_file", "", doc: "(new) extra PEM trust roots for all outbound TLS")
     public static let retryBackoffMs = Setting<Int>(
-        "retry_backoff_ms", 1000, range: 1...86_400_000, doc: "(new) first retry delay and cap (doubling, with jitter)")
+        "retry_backoff_ms", 1000, range: 1...86_400_000, doc: "(new) first retry delay in ms (doubling, with jitter)")
     public static let retryBackoffMaxMs = Setting<Int>(
-        "retry_backoff_max_ms", 60000, range: 1...86_400_000, doc: "(new) first retry delay and cap (doubling, with jitter)")
+        "retry_backoff_max_ms", 60000, range: 1...86_400_000, doc: "(new) cap of the retry delay in ms")
     public static let maxDeliveriesPerRequest = Setting<Int>(
         "max_deliveries_per_request", 50_000, range: 1...10_000_000,
         doc: "(new) tokens + subscriptions + topic sends of one request, including those that fail at once")
     public static let maxTokenBytes = Setting<Int>(
         "max_token_bytes", 4096, range: 64...(1 << 20),
-        doc: "(new) a token or endpoint / ids, topic and other short strings / message, title, payload and strings in `data`")
+        doc: "(new) longest token or endpoint")
     public static let maxFieldBytes = Setting<Int>(
         "max_field_bytes", 1024, range: 64...(1 << 20),
-        doc: "(new) a token or endpoint / ids, topic and other short strings / message, title, payload and strings in `data`")
+        doc: "(new) longest id, topic and other short string")
     public static let maxMessageBytes = Setting<Int>(
         "max_message_bytes", 256 * 1024, range: 64...(1 << 30),
-        doc: "(new) a token or endpoint / ids, topic and other short strings / message, title, payload and strings in `data`")
+        doc: "(new) longest message, title, payload and string in `data`")
     public static let maxObjectKeys = Setting<Int>(
-        "max_object_keys", 1000, range: 1...1_000_000, doc: "(new) keys in one JSON object / nesting of the body")
-    public static let maxJSONDepth = Setting<Int>("max_json_depth", 32, range: 2...256, doc: "(new) keys in one JSON object / nesting of the body")
+        "max_object_keys", 1000, range: 1...1_000_000, doc: "(new) keys in one JSON object of the body")
+    public static let maxJSONDepth = Setting<Int>("max_json_depth", 32, range: 2...256, doc: "(new) nesting depth of the body")
     public static let maxLogMessageBytes = Setting<Int>(
         "max_log_message_bytes", 1024, range: 0...(1 << 20),
         doc: "(new) the message repeated in each failed entry (sync answer, feedback) is cut here")
@@ -652,28 +652,28 @@ public enum CoreConfig {
     /// The default app's share, as `apps[].max_pending` / `apps[].rate_limit` are the other apps' (0: none).
     public static let appMaxPending = Setting<Int>(
         "app_max_pending", 0, range: AppConfig.maxPendingRange,
-        doc: "(new) the default app's share: deliveries accepted and unfinished before `503`, deliveries per second before `429` (0: none)")
+        doc: "(new) the default app's share: deliveries accepted and unfinished before `503` (0: none)")
     public static let appRateLimit = Setting<Int>(
         "app_rate_limit", 0, range: AppConfig.rateLimitRange,
-        doc: "(new) the default app's share: deliveries accepted and unfinished before `503`, deliveries per second before `429` (0: none)")
+        doc: "(new) the default app's deliveries per second before `429` (0: none)")
     /// `/metrics` needs an admin key (default: open for scrapers, as in gorush).
     public static let metricsAdminOnly = Setting<Bool>("metrics_admin_only", false, doc: "`/metrics` needs an admin key (default: open for scrapers)")
     /// TLS on ingest (gorush's keys and defaults): HTTP/1.1 and HTTP/2 (ALPN) over TLS.
     public static let ssl = Setting<Bool>("ssl", false, doc: "serve HTTPS: HTTP/1.1 and HTTP/2 (ALPN) over TLS")
-    public static let certPath = Setting<String>("cert_path", "cert.pem", doc: "PEM certificate (chain) and key for `core.ssl`")
-    public static let keyPath = Setting<String>("key_path", "key.pem", doc: "PEM certificate (chain) and key for `core.ssl`")
+    public static let certPath = Setting<String>("cert_path", "cert.pem", doc: "PEM certificate (chain) for `core.ssl`")
+    public static let keyPath = Setting<String>("key_path", "key.pem", doc: "PEM private key for `core.ssl`")
     public static let certBase64 = Setting<String>(
-        "cert_base64", "", secrecy: .secret, doc: "the same PEM files base64-encoded (they win over the paths)")
+        "cert_base64", "", secrecy: .secret, doc: "the certificate PEM base64-encoded (wins over `cert_path`)")
     public static let keyBase64 = Setting<String>(
-        "key_base64", "", secrecy: .secret, doc: "the same PEM files base64-encoded (they win over the paths)")
+        "key_base64", "", secrecy: .secret, doc: "the key PEM base64-encoded (wins over `key_path`)")
     /// The PID file (gorush's `core.pid`).
     public static let pidEnabled = Setting<Bool>(
-        "pid.enabled", false, doc: "write the process id at start (refused when the file exists and `override` is false), removed at a clean stop")
+        "pid.enabled", false, doc: "write the process id at start, removed at a clean stop")
     public static let pidPath = Setting<String>(
-        "pid.path", "gorush.pid", doc: "write the process id at start (refused when the file exists and `override` is false), removed at a clean stop"
+        "pid.path", "gorush.pid", doc: "file the process id is written to"
     )
     public static let pidOverride = Setting<Bool>(
-        "pid.override", true, doc: "write the process id at start (refused when the file exists and `override` is false), removed at a clean stop")
+        "pid.override", true, doc: "overwrite an existing pid file (false: start refused when the file exists)")
     /// gorush's outbound proxy URL (`http://[user:password@]host:port`); a secret: it may hold a password.
     public static let httpProxy = Setting<String>(
         "http_proxy", "", secrecy: .secret,
@@ -720,15 +720,17 @@ public enum LogConfig {
     public static let format = Setting<String>(
         "format", "string", doc: "`string` or `json` (one JSON object per line: `time`, `level`, `msg`, metadata)")
     public static let accessLevel = Setting<String>(
-        "access_level", "info", doc: "logrus names (`debug`, `info`, `warn`, `error`, `fatal`); lines at `error_level` and above go to the error log")
+        "access_level", "info", doc: "lowest level logged, logrus names (`debug`, `info`, `warn`, `error`, `fatal`)")
     public static let errorLevel = Setting<String>(
-        "error_level", "error", doc: "logrus names (`debug`, `info`, `warn`, `error`, `fatal`); lines at `error_level` and above go to the error log")
+        "error_level", "error", doc: "lines at this level and above go to the error log")
     public static let hideToken = Setting<Bool>("hide_token", true, doc: "mask tokens in logs, sync responses and feedback")
     public static let hideMessages = Setting<Bool>(
         "hide_messages", false, doc: "the message in sync answers, feedback posts and logs reads `(message redacted)`")
     /// `stdout`, `stderr` or a file path (appended to).
-    public static let accessLog = Setting<String>("access_log", "stdout", doc: "`stdout`, `stderr` or a file (appended to, created 0640)")
-    public static let errorLog = Setting<String>("error_log", "stderr", doc: "`stdout`, `stderr` or a file (appended to, created 0640)")
+    public static let accessLog = Setting<String>(
+        "access_log", "stdout", doc: "where access lines go: `stdout`, `stderr` or a file (appended to, created 0640)")
+    public static let errorLog = Setting<String>(
+        "error_log", "stderr", doc: "where error lines go: `stdout`, `stderr` or a file (appended to, created 0640)")
 
     public static let section = ConfigSection(
         "log",
@@ -801,10 +803,10 @@ public enum StatConfig {
 /// The `grpc:` section: gorush's gRPC ingest (`proto.Gorush/Send`, `proto.Health/Check`), keys and defaults as gorush's.
 public enum GRPCConfig {
     public static let enabled = Setting<Bool>(
-        "enabled", false, doc: "gorush's gRPC ingest on its own port, TLS when `core.ssl` ([docs/grpc.md](docs/grpc.md))")
+        "enabled", false, doc: "gorush's gRPC ingest (`proto.Gorush/Send`, `proto.Health/Check`) on its own port, TLS when `core.ssl` (docs/grpc.md)")
     /// gorush writes it as a string ("9000"); a number is read either way.
     public static let port = Setting<Int>(
-        "port", 9000, range: 0...65535, doc: "gorush's gRPC ingest on its own port, TLS when `core.ssl` ([docs/grpc.md](docs/grpc.md))")
+        "port", 9000, range: 0...65535, doc: "port of the gRPC ingest")
     /// The largest request message (protobuf bytes) a stream may announce; larger ones are refused
     /// (RESOURCE_EXHAUSTED) before any of it is held. 1 MiB holds a `Send` of 1,000 FCM tokens
     /// (about 160 bytes each) and a 256 KiB message.

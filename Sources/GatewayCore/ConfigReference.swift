@@ -59,7 +59,11 @@ public enum ConfigReference {
     static let sharedKeys: Set<String> = ["enabled", "max_tokens", "max_retry", "max_concurrent_pushes", "coalesce_seconds"]
     static let sectionsNotInGorush: Set<String> = ["webpush", "unifiedpush", "mock", "matrix"]
 
-    static func cell(_ s: String) -> String { s.replacingOccurrences(of: "|", with: "\\|") }
+    /// A table cell: pipes escaped; links written from the repository's root (`](docs/x.md)`) made
+    /// relative to docs/.
+    static func cell(_ s: String) -> String {
+        s.replacingOccurrences(of: "|", with: "\\|").replacingOccurrences(of: "](docs/", with: "](")
+    }
 
     static func row(_ path: String, _ key: ConfigKey, env: String?, section: String? = nil) -> String {
         let range = key.range.map { "\($0.lowerBound)...\($0.upperBound)" } ?? ""
