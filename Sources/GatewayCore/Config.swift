@@ -585,7 +585,7 @@ public enum CoreConfig {
         "max_body_bytes", 5 * 1024 * 1024, range: 1...(1 << 30), doc: "(new) larger bodies get 413 (at once when `Content-Length` says so)")
     public static let sync = Setting<Bool>("sync", false, doc: "wait for deliveries and list failures in the response")
     public static let syncTimeout = Setting<Int>(
-        "sync_timeout", 60, range: 1...86_400, doc: "seconds a sync request waits; then 200 with what is known and `\"pending\": N`")
+        "sync_timeout", 60, range: 1...86_400, doc: "(new) seconds a sync request waits; then 200 with what is known and `\"pending\": N`")
     public static let feedbackHookURL = Setting<String>(
         "feedback_hook_url", "", doc: "every failed delivery is POSTed here, gorush's log-entry JSON, retried with backoff")
     public static let feedbackTimeout = Setting<Int>("feedback_timeout", 10, range: 1...3600, doc: "seconds")
@@ -646,9 +646,11 @@ public enum CoreConfig {
         "tls_min_version", "1.2", doc: "(new) the lowest TLS version ingest accepts, HTTP and gRPC: `\"1.2\"` or `\"1.3\"` (nothing lower)")
     /// Ingest keys (none: every route open, as in gorush). Plain or `sha256:<hex>`.
     public static let apiKeys = Setting<[String]>(
-        "api_keys", [], secrecy: .secret, doc: "ingest keys of the default app (plain, or `sha256:<hex of SHA-256(key)>`); see docs/security.md")
+        "api_keys", [], secrecy: .secret, doc: "(new) ingest keys of the default app (plain, or `sha256:<hex of SHA-256(key)>`); see docs/security.md"
+    )
     public static let adminKeys = Setting<[String]>(
-        "admin_keys", [], secrecy: .secret, doc: "admin keys (plain, or `sha256:<hex>`): admin routes, and acting for any app; see docs/security.md")
+        "admin_keys", [], secrecy: .secret,
+        doc: "(new) admin keys (plain, or `sha256:<hex>`): admin routes, and acting for any app; see docs/security.md")
     /// The default app's share, as `apps[].max_pending` / `apps[].rate_limit` are the other apps' (0: none).
     public static let appMaxPending = Setting<Int>(
         "app_max_pending", 0, range: AppConfig.maxPendingRange,
@@ -657,7 +659,8 @@ public enum CoreConfig {
         "app_rate_limit", 0, range: AppConfig.rateLimitRange,
         doc: "(new) the default app's deliveries per second before `429` (0: none)")
     /// `/metrics` needs an admin key (default: open for scrapers, as in gorush).
-    public static let metricsAdminOnly = Setting<Bool>("metrics_admin_only", false, doc: "`/metrics` needs an admin key (default: open for scrapers)")
+    public static let metricsAdminOnly = Setting<Bool>(
+        "metrics_admin_only", false, doc: "(new) `/metrics` needs an admin key (default: open for scrapers)")
     /// TLS on ingest (gorush's keys and defaults): HTTP/1.1 and HTTP/2 (ALPN) over TLS.
     public static let ssl = Setting<Bool>("ssl", false, doc: "serve HTTPS: HTTP/1.1 and HTTP/2 (ALPN) over TLS")
     public static let certPath = Setting<String>("cert_path", "cert.pem", doc: "PEM certificate (chain) for `core.ssl`")
@@ -746,21 +749,22 @@ public enum QueueConfig {
         doc: "`sqlite` (durable, embedded), `postgres` (durable, shared by several gateways), `memory` (gorush's `local`, lost on restart)")
     public static let maxPending = Setting<Int>(
         "max_pending", 200_000, range: 1...100_000_000,
-        doc: "accepted, unfinished deliveries; past it `503` + `Retry-After` (`core.queue_num` also sets it)")
-    public static let sqlitePath = Setting<String>("sqlite.path", "data/pushgate.sqlite", doc: "the SQLite queue file (WAL mode)")
+        doc: "(new) accepted, unfinished deliveries; past it `503` + `Retry-After` (`core.queue_num` also sets it)")
+    public static let sqlitePath = Setting<String>("sqlite.path", "data/pushgate.sqlite", doc: "(new) the SQLite queue file (WAL mode)")
     public static let sqliteSynchronous = Setting<String>(
-        "sqlite.synchronous", "normal", doc: "SQLite `synchronous` pragma of the WAL-mode store: `normal` or `full`")
+        "sqlite.synchronous", "normal", doc: "(new) SQLite `synchronous` pragma of the WAL-mode store: `normal` or `full`")
     public static let postgresURL = Setting<String>(
         "postgres.url", "", secrecy: .secret,
         doc:
-            "`postgres://user:password@host:5432/db?sslmode=…`. Without `sslmode`: `verify-full` (TLS, certificate and host name checked against the system's trust roots) for a host off this machine, `disable` for `localhost`, `127.x.x.x` and `::1`. An explicit `sslmode` wins: `disable`, `prefer` (plain text when the server offers no TLS: a downgrade an attacker on the path can force), `require` / `verify-ca` / `verify-full` (all three verify certificate and host name)"
+            "(new) `postgres://user:password@host:5432/db?sslmode=…`. Without `sslmode`: `verify-full` (TLS, certificate and host name checked against the system's trust roots) for a host off this machine, `disable` for `localhost`, `127.x.x.x` and `::1`. An explicit `sslmode` wins: `disable`, `prefer` (plain text when the server offers no TLS: a downgrade an attacker on the path can force), `require` / `verify-ca` / `verify-full` (all three verify certificate and host name)"
     )
-    public static let leaseTimeout = Setting<String>("lease_timeout", "60s", doc: "a crashed process's leased jobs are handed out again after this")
-    public static let statusRetention = Setting<String>("status_retention", "24h", doc: "how long `GET /api/push/{notif_id}` records are kept")
+    public static let leaseTimeout = Setting<String>(
+        "lease_timeout", "60s", doc: "(new) a crashed process's leased jobs are handed out again after this")
+    public static let statusRetention = Setting<String>("status_retention", "24h", doc: "(new) how long `GET /api/push/{notif_id}` records are kept")
     public static let statusMaxRecords = Setting<Int>(
         "status_max_records", 1_000_000, range: 0...1_000_000_000,
         doc:
-            "most delivery records kept for `GET /api/push/{notif_id}`, whichever of it and `status_retention` comes first; the oldest go first. Memory engine: every record (queued ones included). `sqlite`/`postgres`: the finished deliveries (queued ones are the queue, bounded by `max_pending`, never pruned); checked every minute with the retention pruning, at the cost of reading that many index entries (`sqlite`: rows, newest id first) once the store holds more rows (a gateway sharing a PostgreSQL queue applies its own value: the smallest wins); when it cuts records short of the retention a notice is logged once. Raise it to keep a full `status_retention` at high rates (at 1,000 deliveries/s a day is 86.4M records)"
+            "(new) most delivery records kept for `GET /api/push/{notif_id}`, whichever of it and `status_retention` comes first; the oldest go first. Memory engine: every record (queued ones included). `sqlite`/`postgres`: the finished deliveries (queued ones are the queue, bounded by `max_pending`, never pruned); checked every minute with the retention pruning, at the cost of reading that many index entries (`sqlite`: rows, newest id first) once the store holds more rows (a gateway sharing a PostgreSQL queue applies its own value: the smallest wins); when it cuts records short of the retention a notice is logged once. Raise it to keep a full `status_retention` at high rates (at 1,000 deliveries/s a day is 86.4M records)"
     )
     /// sqlite/postgres: deliveries held in memory (ready, in flight, retrying); the rest of a backlog
     /// waits in the store and is read back as these finish (`DurableQueueOptions.maxHeld`).

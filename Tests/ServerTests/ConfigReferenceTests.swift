@@ -17,7 +17,7 @@ final class ConfigReferenceTests: XCTestCase {
         if committed != generated {
             let a = committed.split(separator: "\n", omittingEmptySubsequences: false)
             let b = generated.split(separator: "\n", omittingEmptySubsequences: false)
-            let first = zip(a, b).firstIndex { $0 != $1 } ?? min(a.count, b.count)
+            let first = (0..<min(a.count, b.count)).first { a[$0] != b[$0] } ?? min(a.count, b.count)
             let committedLine = first < a.count ? String(a[first]) : "(end of file)"
             let generatedLine = first < b.count ? String(b[first]) : "(end of file)"
             XCTFail(
