@@ -10,25 +10,45 @@ public struct APNsModule: ProviderModule {
     /// The `ios:` keys (gorush's, plus Pushgate's `topic`, `endpoint` and `connections`).
     public enum Keys {
         public static let enabled = ProviderSettings.enabled
-        public static let keyPath = Setting<String>("key_path", "", secrecy: .identifier)
-        public static let keyBase64 = Setting<String>("key_base64", "", secrecy: .secret)
+        public static let keyPath = Setting<String>(
+            "key_path", "", secrecy: .identifier,
+            doc:
+                "token auth: the `.p8` key (P-256 PKCS#8); certificate auth: a `.p12` or `.pem` client certificate with its key ([docs/apns-certificates.md](docs/apns-certificates.md))"
+        )
+        public static let keyBase64 = Setting<String>(
+            "key_base64", "", secrecy: .secret,
+            doc:
+                "token auth: the `.p8` key (P-256 PKCS#8); certificate auth: a `.p12` or `.pem` client certificate with its key ([docs/apns-certificates.md](docs/apns-certificates.md))"
+        )
         /// `p12`, `pem` or `p8`; "" = from `key_path`'s extension (which wins when it names one, as in
         /// gorush), or from the bytes of `key_base64`.
-        public static let keyType = Setting<String>("key_type", "")
+        public static let keyType = Setting<String>(
+            "key_type", "",
+            doc:
+                "`p8`, `p12` or `pem`; empty: from `key_path`'s extension (which decides when it is one of these, as in gorush) or from the bytes of `key_base64`"
+        )
         /// The `.p12` password, or the passphrase of an encrypted private key in a `.pem`.
-        public static let password = Setting<String>("password", "", secrecy: .secret)
-        public static let keyID = Setting<String>("key_id", "", secrecy: .identifier)
-        public static let teamID = Setting<String>("team_id", "")
-        public static let production = Setting<Bool>("production", false)
+        public static let password = Setting<String>(
+            "password", "", secrecy: .secret, doc: "the `.p12` password / the passphrase of an encrypted key in a `.pem` (secret)")
+        public static let keyID = Setting<String>("key_id", "", secrecy: .identifier, doc: "JWT `kid`: the key id of the `.p8` key (token auth only)")
+        public static let teamID = Setting<String>("team_id", "", doc: "JWT `iss`: the Apple developer team id (token auth only)")
+        public static let production = Setting<Bool>(
+            "production", false, doc: "default environment; per notification `\"production\": true` or `\"development\": true`")
         public static let maxTokens = ProviderSettings.maxTokens(10000)
         public static let maxRetry = ProviderSettings.maxRetry(3)
         public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(512)
-        public static let connections = Setting<Int>("connections", 2, range: 1...1000)
-        public static let topic = Setting<String>("topic", "")
-        public static let endpoint = Setting<String>("endpoint", "")
+        public static let connections = Setting<Int>("connections", 2, range: 1...1000, doc: "(new) HTTP/2 connections per environment")
+        public static let topic = Setting<String>(
+            "topic", "", doc: "(new) bundle id when a notification has no `topic` (certificate auth: defaults to the certificate's bundle id)")
+        public static let endpoint = Setting<String>(
+            "endpoint", "", doc: "(new) base URL override for both environments, e.g. `https://localhost:8443`")
         /// Base URL of the broadcast channel-management API, for both environments (tests, proxies);
         /// "" = Apple's (`api-manage-broadcast[.sandbox].push.apple.com`, ports 2196 / 2195).
-        public static let channelsEndpoint = Setting<String>("channels_endpoint", "")
+        public static let channelsEndpoint = Setting<String>(
+            "channels_endpoint", "",
+            doc:
+                "(new) base URL of the broadcast channel-management API for both environments (default Apple's `https://api-manage-broadcast[.sandbox].push.apple.com:2196` / `:2195`)"
+        )
     }
 
     public var platforms: [Platform] { [.ios] }

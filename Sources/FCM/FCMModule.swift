@@ -10,13 +10,14 @@ public struct FCMModule: ProviderModule {
     public enum Keys {
         /// gorush's default: true. Without credentials an unset `enabled` means off; an explicit
         /// `enabled: true` without credentials is a start error.
-        public static let enabled = Setting<Bool>("enabled", true)
-        public static let keyPath = Setting<String>("key_path", "", secrecy: .identifier)
-        public static let credential = Setting<String>("credential", "", secrecy: .secret)
+        public static let enabled = Setting<Bool>(
+            "enabled", true, doc: "gorush's default: on when credentials are given; `enabled: true` written without credentials is a start error")
+        public static let keyPath = Setting<String>("key_path", "", secrecy: .identifier, doc: "service-account JSON file")
+        public static let credential = Setting<String>("credential", "", secrecy: .secret, doc: "service-account JSON text (instead of `key_path`)")
         public static let maxTokens = ProviderSettings.maxTokens(500)
         public static let maxRetry = ProviderSettings.maxRetry(3)
         public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(512)
-        public static let endpoint = Setting<String>("endpoint", FCMConfiguration.defaultEndpoint)
+        public static let endpoint = Setting<String>("endpoint", FCMConfiguration.defaultEndpoint, doc: "(new)")
     }
 
     public var platforms: [Platform] { [.android] }

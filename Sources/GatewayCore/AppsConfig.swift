@@ -31,6 +31,19 @@ public struct AppConfig: Sendable {
     public static let maxPendingRange = 0...100_000_000
     public static let rateLimitRange = 0...10_000_000
 
+    /// The keys of an `apps:` entry besides its provider sections (`parseApp` reads them), for docs/configuration.md.
+    public static let documentedKeys: [ConfigKey] = [
+        ConfigKey("id", .string(""), doc: "(new) required: 1-64 characters of A-Z a-z 0-9 . _ - (not `default`, the top-level app); unique"),
+        ConfigKey(
+            "api_keys", .list([]), secrecy: .secret, doc: "(new) this app's ingest keys (plain or `sha256:<hex>`); an admin key may act for any app"),
+        ConfigKey(
+            "max_pending", .int(0), range: maxPendingRange,
+            doc: "(new) deliveries of this app accepted and not finished before it is answered 503 (0: no own limit)"),
+        ConfigKey(
+            "rate_limit", .int(0), range: rateLimitRange,
+            doc: "(new) deliveries per second accepted for this app (token bucket, one second of burst; 0: none)"),
+    ]
+
     /// `apps[<id>]`, the prefix of this app's keys in messages.
     public var path: String { "apps[\(id)]" }
 

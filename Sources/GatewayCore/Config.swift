@@ -568,60 +568,124 @@ public struct OutboundSettings: Sendable {
 
 /// The `core:` section.
 public enum CoreConfig {
-    public static let enabled = Setting<Bool>("enabled", true)
-    public static let address = Setting<String>("address", "")
-    public static let port = Setting<Int>("port", 8088, range: 0...65535)
-    public static let workerNum = Setting<Int>("worker_num", 0, range: 0...1_000_000)
-    public static let queueNum = Setting<Int>("queue_num", 0, range: 0...100_000_000)
-    public static let maxNotification = Setting<Int>("max_notification", 100, range: 0...1_000_000)
-    public static let maxBodyBytes = Setting<Int>("max_body_bytes", 5 * 1024 * 1024, range: 1...(1 << 30))
-    public static let sync = Setting<Bool>("sync", false)
-    public static let syncTimeout = Setting<Int>("sync_timeout", 60, range: 1...86_400)
-    public static let feedbackHookURL = Setting<String>("feedback_hook_url", "")
-    public static let feedbackTimeout = Setting<Int>("feedback_timeout", 10, range: 1...3600)
-    public static let feedbackHeader = Setting<[String]>("feedback_header", [], secrecy: .secret)
-    public static let shutdownTimeout = Setting<Int>("shutdown_timeout", 30, range: 0...86_400)
-    public static let mode = Setting<String>("mode", "release")
-    public static let caFile = Setting<String>("ca_file", "")
-    public static let retryBackoffMs = Setting<Int>("retry_backoff_ms", 1000, range: 1...86_400_000)
-    public static let retryBackoffMaxMs = Setting<Int>("retry_backoff_max_ms", 60000, range: 1...86_400_000)
-    public static let maxDeliveriesPerRequest = Setting<Int>("max_deliveries_per_request", 50_000, range: 1...10_000_000)
-    public static let maxTokenBytes = Setting<Int>("max_token_bytes", 4096, range: 64...(1 << 20))
-    public static let maxFieldBytes = Setting<Int>("max_field_bytes", 1024, range: 64...(1 << 20))
-    public static let maxMessageBytes = Setting<Int>("max_message_bytes", 256 * 1024, range: 64...(1 << 30))
-    public static let maxObjectKeys = Setting<Int>("max_object_keys", 1000, range: 1...1_000_000)
-    public static let maxJSONDepth = Setting<Int>("max_json_depth", 32, range: 2...256)
-    public static let maxLogMessageBytes = Setting<Int>("max_log_message_bytes", 1024, range: 0...(1 << 20))
-    public static let maxSyncAnswerBytes = Setting<Int>("max_sync_answer_bytes", 1 << 20, range: 1024...(1 << 30))
-    public static let readTimeout = Setting<Int>("read_timeout", 30, range: 1...3600)
-    public static let idleTimeout = Setting<Int>("idle_timeout", 60, range: 1...86_400)
-    public static let maxConnections = Setting<Int>("max_connections", 4096, range: 1...1_000_000)
+    public static let enabled = Setting<Bool>(
+        "enabled", true,
+        doc: "gorush's switch for the HTTP server; `false` is not acted on (the HTTP server is Pushgate's ingest and always runs), with a warning")
+    public static let address = Setting<String>(
+        "address", "", doc: "listen address (`\"\"`: every IPv6 and IPv4 address, like gorush's `:port`)")
+    public static let port = Setting<Int>(
+        "port", 8088, range: 0...65535, doc: "listen port of the HTTP API")
+    public static let workerNum = Setting<Int>(
+        "worker_num", 0, range: 0...1_000_000,
+        doc: "gorush's worker count; not acted on (a warning when set): concurrency is `<platform>.max_concurrent_pushes` per provider")
+    public static let queueNum = Setting<Int>(
+        "queue_num", 0, range: 0...100_000_000, doc: "gorush's queue size; when set, it also sets `queue.max_pending`")
+    public static let maxNotification = Setting<Int>("max_notification", 100, range: 0...1_000_000, doc: "notifications per request")
+    public static let maxBodyBytes = Setting<Int>(
+        "max_body_bytes", 5 * 1024 * 1024, range: 1...(1 << 30), doc: "(new) larger bodies get 413 (at once when `Content-Length` says so)")
+    public static let sync = Setting<Bool>("sync", false, doc: "wait for deliveries and list failures in the response")
+    public static let syncTimeout = Setting<Int>(
+        "sync_timeout", 60, range: 1...86_400, doc: "(new) seconds a sync request waits; then 200 with what is known and `\"pending\": N`")
+    public static let feedbackHookURL = Setting<String>(
+        "feedback_hook_url", "", doc: "every failed delivery is POSTed here, gorush's log-entry JSON, retried with backoff")
+    public static let feedbackTimeout = Setting<Int>("feedback_timeout", 10, range: 1...3600, doc: "seconds")
+    public static let feedbackHeader = Setting<[String]>("feedback_header", [], secrecy: .secret, doc: "extra headers, `\"Key: value\"`")
+    public static let shutdownTimeout = Setting<Int>(
+        "shutdown_timeout", 30, range: 0...86_400, doc: "seconds to finish in-flight sends on SIGTERM/SIGINT")
+    public static let mode = Setting<String>(
+        "mode", "release", doc: "Gin's `debug`/`release` mode in gorush; not acted on (a warning when not `release`)")
+    public static let caFile = Setting<String>("ca_file", "", doc: "(new) extra PEM trust roots for all outbound TLS")
+    public static let retryBackoffMs = Setting<Int>(
+        "retry_backoff_ms", 1000, range: 1...86_400_000, doc: "(new) first retry delay in ms (doubling, with jitter)")
+    public static let retryBackoffMaxMs = Setting<Int>(
+        "retry_backoff_max_ms", 60000, range: 1...86_400_000, doc: "(new) cap of the retry delay in ms")
+    public static let maxDeliveriesPerRequest = Setting<Int>(
+        "max_deliveries_per_request", 50_000, range: 1...10_000_000,
+        doc: "(new) tokens + subscriptions + topic sends of one request, including those that fail at once")
+    public static let maxTokenBytes = Setting<Int>(
+        "max_token_bytes", 4096, range: 64...(1 << 20),
+        doc: "(new) longest token or endpoint")
+    public static let maxFieldBytes = Setting<Int>(
+        "max_field_bytes", 1024, range: 64...(1 << 20),
+        doc: "(new) longest id, topic and other short string")
+    public static let maxMessageBytes = Setting<Int>(
+        "max_message_bytes", 256 * 1024, range: 64...(1 << 30),
+        doc: "(new) longest message, title, payload and string in `data`")
+    public static let maxObjectKeys = Setting<Int>(
+        "max_object_keys", 1000, range: 1...1_000_000, doc: "(new) keys in one JSON object of the body")
+    public static let maxJSONDepth = Setting<Int>("max_json_depth", 32, range: 2...256, doc: "(new) nesting depth of the body")
+    public static let maxLogMessageBytes = Setting<Int>(
+        "max_log_message_bytes", 1024, range: 0...(1 << 20),
+        doc: "(new) the message repeated in each failed entry (sync answer, feedback) is cut here")
+    public static let maxSyncAnswerBytes = Setting<Int>(
+        "max_sync_answer_bytes", 1 << 20, range: 1024...(1 << 30),
+        doc: "(new) failed entries beyond this are counted in `\"logs_omitted\"`, not listed")
+    public static let readTimeout = Setting<Int>(
+        "read_timeout", 30, range: 1...3600,
+        doc:
+            "(new) seconds to receive a whole request once started / a connection may sit without a request; on the gRPC port too (a stream not ended in time is reset)"
+    )
+    public static let idleTimeout = Setting<Int>(
+        "idle_timeout", 60, range: 1...86_400,
+        doc:
+            "(new) seconds to receive a whole request once started / a connection may sit without a request; on the gRPC port too (a stream not ended in time is reset)"
+    )
+    public static let maxConnections = Setting<Int>(
+        "max_connections", 4096, range: 1...1_000_000,
+        doc:
+            "(new) open client connections; more wait in the listen backlog. The gRPC port counts its own against the same number and closes a connection past it at once"
+    )
     /// Open connections of one client IP address on each port (HTTP and gRPC count their own).
-    public static let maxConnectionsPerAddress = Setting<Int>("max_connections_per_address", 256, range: 1...1_000_000)
+    public static let maxConnectionsPerAddress = Setting<Int>(
+        "max_connections_per_address", 256, range: 1...1_000_000,
+        doc:
+            "(new) open connections of one client IP address on each port (HTTP, gRPC); more from that address are closed at once, so one client cannot hold every slot of `core.max_connections`. Behind a proxy or load balancer that connects from one address, raise it to `core.max_connections`"
+    )
     /// The lowest TLS version ingest (HTTP and gRPC) accepts: "1.2" or "1.3".
-    public static let tlsMinVersion = Setting<String>("tls_min_version", "1.2")
+    public static let tlsMinVersion = Setting<String>(
+        "tls_min_version", "1.2", doc: "(new) the lowest TLS version ingest accepts, HTTP and gRPC: `\"1.2\"` or `\"1.3\"` (nothing lower)")
     /// Ingest keys (none: every route open, as in gorush). Plain or `sha256:<hex>`.
-    public static let apiKeys = Setting<[String]>("api_keys", [], secrecy: .secret)
-    public static let adminKeys = Setting<[String]>("admin_keys", [], secrecy: .secret)
+    public static let apiKeys = Setting<[String]>(
+        "api_keys", [], secrecy: .secret, doc: "(new) ingest keys of the default app (plain, or `sha256:<hex of SHA-256(key)>`); see docs/security.md"
+    )
+    public static let adminKeys = Setting<[String]>(
+        "admin_keys", [], secrecy: .secret,
+        doc: "(new) admin keys (plain, or `sha256:<hex>`): admin routes, and acting for any app; see docs/security.md")
     /// The default app's share, as `apps[].max_pending` / `apps[].rate_limit` are the other apps' (0: none).
-    public static let appMaxPending = Setting<Int>("app_max_pending", 0, range: AppConfig.maxPendingRange)
-    public static let appRateLimit = Setting<Int>("app_rate_limit", 0, range: AppConfig.rateLimitRange)
+    public static let appMaxPending = Setting<Int>(
+        "app_max_pending", 0, range: AppConfig.maxPendingRange,
+        doc: "(new) the default app's share: deliveries accepted and unfinished before `503` (0: none)")
+    public static let appRateLimit = Setting<Int>(
+        "app_rate_limit", 0, range: AppConfig.rateLimitRange,
+        doc: "(new) the default app's deliveries per second before `429` (0: none)")
     /// `/metrics` needs an admin key (default: open for scrapers, as in gorush).
-    public static let metricsAdminOnly = Setting<Bool>("metrics_admin_only", false)
+    public static let metricsAdminOnly = Setting<Bool>(
+        "metrics_admin_only", false, doc: "(new) `/metrics` needs an admin key (default: open for scrapers)")
     /// TLS on ingest (gorush's keys and defaults): HTTP/1.1 and HTTP/2 (ALPN) over TLS.
-    public static let ssl = Setting<Bool>("ssl", false)
-    public static let certPath = Setting<String>("cert_path", "cert.pem")
-    public static let keyPath = Setting<String>("key_path", "key.pem")
-    public static let certBase64 = Setting<String>("cert_base64", "", secrecy: .secret)
-    public static let keyBase64 = Setting<String>("key_base64", "", secrecy: .secret)
+    public static let ssl = Setting<Bool>("ssl", false, doc: "serve HTTPS: HTTP/1.1 and HTTP/2 (ALPN) over TLS")
+    public static let certPath = Setting<String>("cert_path", "cert.pem", doc: "PEM certificate (chain) for `core.ssl`")
+    public static let keyPath = Setting<String>("key_path", "key.pem", doc: "PEM private key for `core.ssl`")
+    public static let certBase64 = Setting<String>(
+        "cert_base64", "", secrecy: .secret, doc: "the certificate PEM base64-encoded (wins over `cert_path`)")
+    public static let keyBase64 = Setting<String>(
+        "key_base64", "", secrecy: .secret, doc: "the key PEM base64-encoded (wins over `key_path`)")
     /// The PID file (gorush's `core.pid`).
-    public static let pidEnabled = Setting<Bool>("pid.enabled", false)
-    public static let pidPath = Setting<String>("pid.path", "gorush.pid")
-    public static let pidOverride = Setting<Bool>("pid.override", true)
+    public static let pidEnabled = Setting<Bool>(
+        "pid.enabled", false, doc: "write the process id at start, removed at a clean stop")
+    public static let pidPath = Setting<String>(
+        "pid.path", "gorush.pid", doc: "file the process id is written to"
+    )
+    public static let pidOverride = Setting<Bool>(
+        "pid.override", true, doc: "overwrite an existing pid file (false: start refused when the file exists)")
     /// gorush's outbound proxy URL (`http://[user:password@]host:port`); a secret: it may hold a password.
-    public static let httpProxy = Setting<String>("http_proxy", "", secrecy: .secret)
+    public static let httpProxy = Setting<String>(
+        "http_proxy", "", secrecy: .secret,
+        doc:
+            "outbound HTTP proxy (CONNECT) for every provider, OAuth and feedback connection; else `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY` ([docs/proxy.md](docs/proxy.md))"
+    )
     /// How long an `Idempotency-Key`'s answer and a `dedup_key` hold ("24h", "90m", "3600s").
-    public static let idempotencyTTL = Setting<String>("idempotency_ttl", "24h")
+    public static let idempotencyTTL = Setting<String>(
+        "idempotency_ttl", "24h", doc: "(new) how long an `Idempotency-Key`'s answer and a `dedup_key` hold")
 
     public static let section = ConfigSection(
         "core",
@@ -639,13 +703,13 @@ public enum CoreConfig {
 
 /// The `api:` section.
 public enum APIConfig {
-    public static let pushURI = Setting<String>("push_uri", "/api/push")
-    public static let statGoURI = Setting<String>("stat_go_uri", "/api/stat/go")
-    public static let statAppURI = Setting<String>("stat_app_uri", "/api/stat/app")
-    public static let configURI = Setting<String>("config_uri", "/api/config")
-    public static let sysStatURI = Setting<String>("sys_stat_uri", "/sys/stats")
-    public static let metricURI = Setting<String>("metric_uri", "/metrics")
-    public static let healthURI = Setting<String>("health_uri", "/healthz")
+    public static let pushURI = Setting<String>("push_uri", "/api/push", doc: "path of the push route")
+    public static let statGoURI = Setting<String>("stat_go_uri", "/api/stat/go", doc: "path of the Go-runtime-shaped process statistics")
+    public static let statAppURI = Setting<String>("stat_app_uri", "/api/stat/app", doc: "path of the per-platform success/error counts")
+    public static let configURI = Setting<String>("config_uri", "/api/config", doc: "path of the running configuration (secrets `[REDACTED]`)")
+    public static let sysStatURI = Setting<String>("sys_stat_uri", "/sys/stats", doc: "path of the request statistics")
+    public static let metricURI = Setting<String>("metric_uri", "/metrics", doc: "path of the Prometheus metrics")
+    public static let healthURI = Setting<String>("health_uri", "/healthz", doc: "path of the health check")
 
     public static let section = ConfigSection(
         "api",
@@ -656,14 +720,20 @@ public enum APIConfig {
 
 /// The `log:` section.
 public enum LogConfig {
-    public static let format = Setting<String>("format", "string")
-    public static let accessLevel = Setting<String>("access_level", "info")
-    public static let errorLevel = Setting<String>("error_level", "error")
-    public static let hideToken = Setting<Bool>("hide_token", true)
-    public static let hideMessages = Setting<Bool>("hide_messages", false)
+    public static let format = Setting<String>(
+        "format", "string", doc: "`string` or `json` (one JSON object per line: `time`, `level`, `msg`, metadata)")
+    public static let accessLevel = Setting<String>(
+        "access_level", "info", doc: "lowest level logged, logrus names (`debug`, `info`, `warn`, `error`, `fatal`)")
+    public static let errorLevel = Setting<String>(
+        "error_level", "error", doc: "lines at this level and above go to the error log")
+    public static let hideToken = Setting<Bool>("hide_token", true, doc: "mask tokens in logs, sync responses and feedback")
+    public static let hideMessages = Setting<Bool>(
+        "hide_messages", false, doc: "the message in sync answers, feedback posts and logs reads `(message redacted)`")
     /// `stdout`, `stderr` or a file path (appended to).
-    public static let accessLog = Setting<String>("access_log", "stdout")
-    public static let errorLog = Setting<String>("error_log", "stderr")
+    public static let accessLog = Setting<String>(
+        "access_log", "stdout", doc: "where access lines go: `stdout`, `stderr` or a file (appended to, created 0640)")
+    public static let errorLog = Setting<String>(
+        "error_log", "stderr", doc: "where error lines go: `stdout`, `stderr` or a file (appended to, created 0640)")
 
     public static let section = ConfigSection(
         "log",
@@ -674,20 +744,42 @@ public enum LogConfig {
 
 /// The `queue:` section.
 public enum QueueConfig {
-    public static let engine = Setting<String>("engine", "sqlite")
-    public static let maxPending = Setting<Int>("max_pending", 200_000, range: 1...100_000_000)
-    public static let sqlitePath = Setting<String>("sqlite.path", "data/pushgate.sqlite")
-    public static let sqliteSynchronous = Setting<String>("sqlite.synchronous", "normal")
-    public static let postgresURL = Setting<String>("postgres.url", "", secrecy: .secret)
-    public static let leaseTimeout = Setting<String>("lease_timeout", "60s")
-    public static let statusRetention = Setting<String>("status_retention", "24h")
-    public static let statusMaxRecords = Setting<Int>("status_max_records", 1_000_000, range: 0...1_000_000_000)
+    public static let engine = Setting<String>(
+        "engine", "sqlite",
+        doc: "`sqlite` (durable, embedded), `postgres` (durable, shared by several gateways), `memory` (gorush's `local`, lost on restart)")
+    public static let maxPending = Setting<Int>(
+        "max_pending", 200_000, range: 1...100_000_000,
+        doc: "(new) accepted, unfinished deliveries; past it `503` + `Retry-After` (`core.queue_num` also sets it)")
+    public static let sqlitePath = Setting<String>("sqlite.path", "data/pushgate.sqlite", doc: "(new) the SQLite queue file (WAL mode)")
+    public static let sqliteSynchronous = Setting<String>(
+        "sqlite.synchronous", "normal", doc: "(new) SQLite `synchronous` pragma of the WAL-mode store: `normal` or `full`")
+    public static let postgresURL = Setting<String>(
+        "postgres.url", "", secrecy: .secret,
+        doc:
+            "(new) `postgres://user:password@host:5432/db?sslmode=…`. Without `sslmode`: `verify-full` (TLS, certificate and host name checked against the system's trust roots) for a host off this machine, `disable` for `localhost`, `127.x.x.x` and `::1`. An explicit `sslmode` wins: `disable`, `prefer` (plain text when the server offers no TLS: a downgrade an attacker on the path can force), `require` / `verify-ca` / `verify-full` (all three verify certificate and host name)"
+    )
+    public static let leaseTimeout = Setting<String>(
+        "lease_timeout", "60s", doc: "(new) a crashed process's leased jobs are handed out again after this")
+    public static let statusRetention = Setting<String>("status_retention", "24h", doc: "(new) how long `GET /api/push/{notif_id}` records are kept")
+    public static let statusMaxRecords = Setting<Int>(
+        "status_max_records", 1_000_000, range: 0...1_000_000_000,
+        doc:
+            "(new) most delivery records kept for `GET /api/push/{notif_id}`, whichever of it and `status_retention` comes first; the oldest go first. Memory engine: every record (queued ones included). `sqlite`/`postgres`: the finished deliveries (queued ones are the queue, bounded by `max_pending`, never pruned); checked every minute with the retention pruning, at the cost of reading that many index entries (`sqlite`: rows, newest id first) once the store holds more rows (a gateway sharing a PostgreSQL queue applies its own value: the smallest wins); when it cuts records short of the retention a notice is logged once. Raise it to keep a full `status_retention` at high rates (at 1,000 deliveries/s a day is 86.4M records)"
+    )
     /// sqlite/postgres: deliveries held in memory (ready, in flight, retrying); the rest of a backlog
     /// waits in the store and is read back as these finish (`DurableQueueOptions.maxHeld`).
-    public static let maxHeld = Setting<Int>("max_held", DurableQueueOptions.defaultMaxHeld, range: 100...10_000_000)
+    public static let maxHeld = Setting<Int>(
+        "max_held", DurableQueueOptions.defaultMaxHeld, range: 100...10_000_000,
+        doc:
+            "(new) `sqlite`/`postgres`: deliveries held in memory (ready, in flight, retrying; ~430 bytes each); the rest of a backlog waits in the store and is read back as these finish, so a backlog of millions costs disk, not memory. Higher: less CPU while a large backlog drains (the SQLite engine reads a job back for ~1.7 µs); lower: less memory (100 to 10,000,000). On a host short of memory, the environment variable `MALLOC_ARENA_MAX=2` also caps glibc's per-thread heaps (draining 10M: 80 instead of 107 MB peak, for ~5 % less throughput on `sqlite`; docs/benchmarks.md)"
+    )
     /// sqlite/postgres: longest wait for the store's write of a request; past it (a database gone)
     /// the request is answered 503 with `Retry-After` (`DurableQueueOptions.storeTimeout`).
-    public static let storeTimeout = Setting<String>("store_timeout", "5s")
+    public static let storeTimeout = Setting<String>(
+        "store_timeout", "5s",
+        doc:
+            "(new) `sqlite`/`postgres`: longest wait for the store's write of a request (100ms to 10m). A store that cannot take writes answers at once: `507` (full disk) or `503` (I/O error, database unreachable, or no answer within this time), with `Retry-After` and the cause in the JSON `message`; nothing of the request is queued then (on `postgres`, a write the server finishes after the request's deadline stands: its deliveries are sent, and a client that retries may get them twice). Delivery outcomes the store refuses are kept in memory and written again once it takes writes (retried with backoff), so no delivery is sent again for want of its outcome; `/readyz` answers 503 meanwhile"
+    )
 
     public static let section = ConfigSection(
         "queue",
@@ -699,7 +791,11 @@ public enum QueueConfig {
 
 /// The `stat:` section.
 public enum StatConfig {
-    public static let engine = Setting<String>("engine", "memory")
+    public static let engine = Setting<String>(
+        "engine", "memory",
+        doc:
+            "`memory` only: `/api/stat/app` counts in memory since start; delivery status is kept by the queue engine (other gorush engines: a warning)"
+    )
 
     public static let section = ConfigSection(
         "stat",
@@ -710,17 +806,29 @@ public enum StatConfig {
 
 /// The `grpc:` section: gorush's gRPC ingest (`proto.Gorush/Send`, `proto.Health/Check`), keys and defaults as gorush's.
 public enum GRPCConfig {
-    public static let enabled = Setting<Bool>("enabled", false)
+    public static let enabled = Setting<Bool>(
+        "enabled", false, doc: "gorush's gRPC ingest (`proto.Gorush/Send`, `proto.Health/Check`) on its own port, TLS when `core.ssl` (docs/grpc.md)")
     /// gorush writes it as a string ("9000"); a number is read either way.
-    public static let port = Setting<Int>("port", 9000, range: 0...65535)
+    public static let port = Setting<Int>(
+        "port", 9000, range: 0...65535, doc: "port of the gRPC ingest")
     /// The largest request message (protobuf bytes) a stream may announce; larger ones are refused
     /// (RESOURCE_EXHAUSTED) before any of it is held. 1 MiB holds a `Send` of 1,000 FCM tokens
     /// (about 160 bytes each) and a 256 KiB message.
-    public static let maxMessageBytes = Setting<Int>("max_message_bytes", 1 << 20, range: 1024...(64 << 20))
+    public static let maxMessageBytes = Setting<Int>(
+        "max_message_bytes", 1 << 20, range: 1024...(64 << 20),
+        doc: "(new) the largest `Send` message; a stream announcing more is refused (`RESOURCE_EXHAUSTED`) before any of it is held")
     /// Bytes of request messages not yet complete that one connection, and all together, may hold;
     /// a stream that would go past either is refused (RESOURCE_EXHAUSTED).
-    public static let maxPendingBytesPerConnection = Setting<Int>("max_pending_bytes_per_connection", 4 << 20, range: 1029...(1 << 30))
-    public static let maxPendingBytes = Setting<Int>("max_pending_bytes", 64 << 20, range: 1029...(1 << 34))
+    public static let maxPendingBytesPerConnection = Setting<Int>(
+        "max_pending_bytes_per_connection", 4 << 20, range: 1029...(1 << 30),
+        doc:
+            "(new) bytes of request messages not yet complete that one connection / the whole gRPC port may hold; a stream going past either is refused (`RESOURCE_EXHAUSTED`)"
+    )
+    public static let maxPendingBytes = Setting<Int>(
+        "max_pending_bytes", 64 << 20, range: 1029...(1 << 34),
+        doc:
+            "(new) bytes of request messages not yet complete that one connection / the whole gRPC port may hold; a stream going past either is refused (`RESOURCE_EXHAUSTED`)"
+    )
 
     public static let section = ConfigSection(
         "grpc", keys: [enabled.key, port.key, maxMessageBytes.key, maxPendingBytesPerConnection.key, maxPendingBytes.key])
@@ -728,11 +836,12 @@ public enum GRPCConfig {
 
 /// The `mock:` section.
 public enum MockConfig {
-    public static let enabled = Setting<Bool>("enabled", false)
-    public static let apnsPort = Setting<Int>("apns_port", 0, range: 0...65535)
-    public static let fcmPort = Setting<Int>("fcm_port", 0, range: 0...65535)
-    public static let hmsPort = Setting<Int>("hms_port", 0, range: 0...65535)
-    public static let webpushPort = Setting<Int>("webpush_port", 0, range: 0...65535)
+    public static let enabled = Setting<Bool>("enabled", false, doc: "(new) start the built-in mock providers and send to them (`serve --mock`)")
+    public static let apnsPort = Setting<Int>("apns_port", 0, range: 0...65535, doc: "(new) port of the built-in APNs mock (0: any free port)")
+    public static let fcmPort = Setting<Int>("fcm_port", 0, range: 0...65535, doc: "(new) port of the built-in FCM mock (0: any free port)")
+    public static let hmsPort = Setting<Int>("hms_port", 0, range: 0...65535, doc: "(new) port of the built-in HMS mock (0: any free port)")
+    public static let webpushPort = Setting<Int>(
+        "webpush_port", 0, range: 0...65535, doc: "(new) port of the built-in Web Push mock (0: any free port)")
 
     /// `mock.<name>_port` of a `MockRegistry` mock.
     public static func port(_ mockName: String) -> Setting<Int> { Setting("\(mockName)_port", 0, range: 0...65535) }

@@ -10,13 +10,16 @@ public struct HuaweiModule: ProviderModule {
     public enum Keys {
         /// gorush's default: false. `enabled: true` without app id and secret is a start error (gorush's too).
         public static let enabled = ProviderSettings.enabled
-        public static let appID = Setting<String>("appid", "")
-        public static let appSecret = Setting<String>("appsecret", "", secrecy: .secret)
+        public static let appID = Setting<String>("appid", "", doc: "HMS OAuth 2.0 client id")
+        public static let appSecret = Setting<String>(
+            "appsecret", "", secrecy: .secret, doc: "HMS OAuth 2.0 client secret")
         public static let maxTokens = ProviderSettings.maxTokens(500)
         public static let maxRetry = ProviderSettings.maxRetry(0)
         public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(256)
-        public static let endpoint = Setting<String>("endpoint", HuaweiConfiguration.defaultEndpoint)
-        public static let tokenURL = Setting<String>("token_url", HuaweiConfiguration.defaultTokenURL)
+        public static let endpoint = Setting<String>(
+            "endpoint", HuaweiConfiguration.defaultEndpoint, doc: "(new) Push Kit base URL override, for tests and proxies")
+        public static let tokenURL = Setting<String>(
+            "token_url", HuaweiConfiguration.defaultTokenURL, doc: "(new) OAuth token URL override, for tests and proxies")
     }
 
     public var platforms: [Platform] { [.huawei] }

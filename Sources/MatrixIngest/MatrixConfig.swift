@@ -30,6 +30,31 @@ public struct MatrixSettings: Sendable, Equatable {
     public init() {}
 
     public static let syncTimeoutRange = 0.0...60.0
+
+    /// The `matrix:` section's keys, for docs/configuration.md (`init(tree:)` parses them).
+    public static let reference = ConfigReference.AdapterSection(
+        ConfigSection(
+            "matrix",
+            keys: [
+                ConfigKey(
+                    "enabled", .bool(false),
+                    doc: "(new) serve the Matrix Push Gateway API (`/_matrix/push/v1/notify`) on its own listener (docs/matrix.md)"),
+                ConfigKey("address", .string("127.0.0.1"), doc: "(new) listen address of the Matrix listener"),
+                ConfigKey("port", .int(5000), range: 0...65535, doc: "(new) port of the Matrix listener (Sygnal's)"),
+                ConfigKey(
+                    "sync_timeout", .int(5),
+                    doc: "(new) seconds (0 to 60, fractions allowed) `/notify` waits for the deliveries' first attempts before answering; they go on"),
+                ConfigKey("max_devices", .int(100), range: maxDevicesRange, doc: "(new) devices one `/notify` may name (Synapse sends one)"),
+                ConfigKey(
+                    "max_body_bytes", .int(512 * 1024), range: maxBodyRange, doc: "(new) largest body read (Sygnal's `MAX_REQUEST_SIZE`, 512 KiB)"),
+                ConfigKey(
+                    "apps", .list([]),
+                    doc:
+                        "(new) a mapping of Matrix `app_id`s (exact or glob) to `{platform: ios|android|webpush, …}` with Sygnal's pushkin options (docs/matrix.md)"
+                ),
+            ]),
+        about: "The Matrix Push Gateway API (Sygnal's), read by MatrixIngest; a `sygnal.yaml` is read as a dialect of this section (docs/matrix.md).",
+        environmentKeys: ["enabled", "address", "port", "sync_timeout", "max_devices", "max_body_bytes"])
     public static let maxDevicesRange = 1...1000
     public static let maxBodyRange = 1024...(8 << 20)
 

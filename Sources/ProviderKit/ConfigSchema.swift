@@ -73,12 +73,17 @@ public struct ConfigKey: Sendable {
     /// The accepted integers: a value outside is a one-line error at start, never a trap later.
     public var range: ClosedRange<Int>?
     public var secrecy: ConfigSecrecy
+    /// One line for the configuration reference (`pushgate config-reference` writes docs/configuration.md).
+    public var doc: String
 
-    public init(_ name: String, _ defaultValue: ConfigValue, range: ClosedRange<Int>? = nil, secrecy: ConfigSecrecy = .plain) {
+    public init(
+        _ name: String, _ defaultValue: ConfigValue, range: ClosedRange<Int>? = nil, secrecy: ConfigSecrecy = .plain, doc: String = ""
+    ) {
         self.name = name
         self.defaultValue = defaultValue
         self.range = range
         self.secrecy = secrecy
+        self.doc = doc
     }
 }
 
@@ -88,16 +93,16 @@ public struct Setting<Value: ConfigValueType>: Sendable {
     public let defaultValue: Value
     public var name: String { key.name }
 
-    public init(_ name: String, _ defaultValue: Value, secrecy: ConfigSecrecy = .plain) {
+    public init(_ name: String, _ defaultValue: Value, secrecy: ConfigSecrecy = .plain, doc: String = "") {
         self.defaultValue = defaultValue
-        key = ConfigKey(name, defaultValue.configValue, secrecy: secrecy)
+        key = ConfigKey(name, defaultValue.configValue, secrecy: secrecy, doc: doc)
     }
 }
 
 extension Setting where Value == Int {
-    public init(_ name: String, _ defaultValue: Int, range: ClosedRange<Int>) {
+    public init(_ name: String, _ defaultValue: Int, range: ClosedRange<Int>, doc: String = "") {
         self.defaultValue = defaultValue
-        key = ConfigKey(name, .int(defaultValue), range: range)
+        key = ConfigKey(name, .int(defaultValue), range: range, doc: doc)
     }
 }
 
@@ -117,13 +122,21 @@ public struct ConfigSection: Sendable {
 
 /// The keys every provider section has (gorush's names).
 public enum ProviderSettings {
-    public static let enabled = Setting<Bool>("enabled", false)
-    public static func maxTokens(_ d: Int) -> Setting<Int> { Setting("max_tokens", d, range: 1...1_000_000) }
-    public static func maxRetry(_ d: Int) -> Setting<Int> { Setting("max_retry", d, range: 0...100) }
-    public static func maxConcurrentPushes(_ d: Int) -> Setting<Int> { Setting("max_concurrent_pushes", d, range: 1...100_000) }
+    public static let enabled = Setting<Bool>("enabled", false, doc: "send to this provider")
+    public static func maxTokens(_ d: Int) -> Setting<Int> {
+        Setting("max_tokens", d, range: 1...1_000_000, doc: "tokens + subscriptions of one notification")
+    }
+    public static func maxRetry(_ d: Int) -> Setting<Int> {
+        Setting("max_retry", d, range: 0...100, doc: "retries after the first attempt; a request's `retry` can lower it")
+    }
+    public static func maxConcurrentPushes(_ d: Int) -> Setting<Int> {
+        Setting("max_concurrent_pushes", d, range: 1...100_000, doc: "deliveries in flight")
+    }
     /// `<platform>.coalesce_seconds`: the default coalescing window of background pushes that carry
     /// a `collapse_id` (0: none). Every provider section has it (added by the registry).
-    public static let coalesceSeconds = Setting<Int>("coalesce_seconds", 0, range: 0...86_400)
+    public static let coalesceSeconds = Setting<Int>(
+        "coalesce_seconds", 0, range: 0...86_400,
+        doc: "coalescing window of background / data-only pushes with a `collapse_id` (0: off); see docs/delivery-controls.md")
 }
 
 /// The values of one section, after file, environment and overrides.

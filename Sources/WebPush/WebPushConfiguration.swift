@@ -1,19 +1,7 @@
 import Foundation
 
-/// The `webpush:` configuration section (shared by Web Push and UnifiedPush).
-///
-/// | key                       | default | meaning |
-/// |---------------------------|---------|---------|
-/// | `vapid_private_key`       | —       | base64url raw 32-byte P-256 private scalar (`pushgate vapid-keys` makes one) |
-/// | `vapid_subject`           | —       | `mailto:you@example.com` or an `https:` URL |
-/// | `allow_http`              | false   | accept plain `http://` endpoints |
-/// | `allow_private_endpoints` | false   | allow endpoints resolving to loopback/private/link-local/... addresses |
-/// | `host_allowlist`          | none    | when set, only these hosts (`push.example.com`, or `*.example.com` for subdomains) |
-/// | `default_ttl`             | 86400   | `TTL` (seconds) when a notification has neither `time_to_live` nor `expiration` |
-/// | `declarative`             | false   | Web Push notifications without `"declarative"` or `payload` are sent as declarative push messages |
-/// | `max_retry`               | 3       | retries of a transient failure (429/5xx/connection), done by the dispatcher |
-/// | `timeout`                 | 30      | per-request timeout in seconds |
-/// | `connections_per_origin`  | 2       | HTTP/2 connections per push-service origin |
+/// The `webpush:` configuration section (shared by Web Push and UnifiedPush). Its keys, defaults and
+/// meanings are the `doc:` of the settings in WebPushModule.swift, listed in docs/configuration.md.
 public struct WebPushConfiguration: Sendable, Equatable {
     public var vapidPrivateKey: String
     public var vapidSubject: String

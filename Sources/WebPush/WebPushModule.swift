@@ -11,18 +11,30 @@ public struct WebPushModule: ProviderModule {
     public enum Keys {
         public typealias K = WebPushConfiguration.Key
         public static let enabled = ProviderSettings.enabled
-        public static let vapidPrivateKey = Setting<String>(K.vapidPrivateKey, "", secrecy: .secret)
-        public static let vapidSubject = Setting<String>(K.vapidSubject, "")
-        public static let allowHTTP = Setting<Bool>(K.allowHTTP, false)
-        public static let allowPrivateEndpoints = Setting<Bool>(K.allowPrivateEndpoints, false)
-        public static let hostAllowlist = Setting<[String]>(K.hostAllowlist, [])
-        public static let defaultTTL = Setting<Int>(K.defaultTTL, WebPushConfiguration.standardDefaultTTL, range: 0...Int(Int32.max))
-        public static let declarative = Setting<Bool>(K.declarative, false)
+        public static let vapidPrivateKey = Setting<String>(
+            K.vapidPrivateKey, "", secrecy: .secret, doc: "(new) base64url raw 32-byte P-256 private scalar; `pushgate vapid-keys` prints a pair")
+        public static let vapidSubject = Setting<String>(K.vapidSubject, "", doc: "(new) `mailto:you@example.com` or an `https:` contact URL")
+        public static let allowHTTP = Setting<Bool>(K.allowHTTP, false, doc: "(new) SSRF guard switch: accept plain `http://` endpoints")
+        public static let allowPrivateEndpoints = Setting<Bool>(
+            K.allowPrivateEndpoints, false,
+            doc: "(new) SSRF guard switch: allow endpoints resolving to loopback, private, link-local and other non-public addresses")
+        public static let hostAllowlist = Setting<[String]>(
+            K.hostAllowlist, [], doc: "(new) when set, only these push-service hosts (`push.example.com`, or `*.example.com` for subdomains)")
+        public static let defaultTTL = Setting<Int>(
+            K.defaultTTL, WebPushConfiguration.standardDefaultTTL, range: 0...Int(Int32.max),
+            doc: "(new) `TTL` (seconds) when a notification has neither `time_to_live` nor `expiration`")
+        public static let declarative = Setting<Bool>(
+            K.declarative, false,
+            doc:
+                "(new) Web Push notifications without `declarative` or `payload` are sent as declarative push messages ([docs/declarative-web-push.md](docs/declarative-web-push.md))"
+        )
         public static let maxTokens = ProviderSettings.maxTokens(1000)
-        public static let maxRetry = Setting<Int>(K.maxRetry, 3, range: 0...100)
+        public static let maxRetry = Setting<Int>(
+            K.maxRetry, 3, range: 0...100, doc: "(new) retries of a transient failure (429, 5xx, connection), done by the dispatcher")
         public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(256)
-        public static let timeout = Setting<Int>(K.timeout, 30, range: 1...3600)
-        public static let connectionsPerOrigin = Setting<Int>(K.connectionsPerOrigin, 2, range: 1...1000)
+        public static let timeout = Setting<Int>(K.timeout, 30, range: 1...3600, doc: "(new) seconds per request to a push service")
+        public static let connectionsPerOrigin = Setting<Int>(
+            K.connectionsPerOrigin, 2, range: 1...1000, doc: "(new) HTTP/2 connections per push-service origin")
     }
 
     /// The `unifiedpush:` keys (the engine's other settings are `webpush:`'s).

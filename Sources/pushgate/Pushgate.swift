@@ -24,7 +24,7 @@ struct Pushgate: AsyncParsableCommand {
             Flags take one or two dashes, as in gorush (Go's flag package).
             """,
         version: PushgateVersion.version,
-        subcommands: [Serve.self, VapidKeys.self, MockCommand.self, Bench.self, Send.self, ConfigKeys.self],
+        subcommands: [Serve.self, VapidKeys.self, MockCommand.self, Bench.self, Send.self, ConfigKeys.self, ConfigReferenceCommand.self],
         defaultSubcommand: Serve.self
     )
 
@@ -293,8 +293,17 @@ struct VapidKeys: ParsableCommand {
     }
 }
 
-/// The configuration reference of the providers, from the registry: what the README's table and any
-/// generated reference must list (`ProviderContributionTests` checks the README against the same keys).
+/// docs/configuration.md, generated from the typed configuration (`ConfigReference`); a test in
+/// ServerTests fails when the committed page differs from this output.
+struct ConfigReferenceCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "config-reference", abstract: "Print the configuration reference (docs/configuration.md) as Markdown.")
+
+    func run() { print(ConfigReference.markdown(adapters: [MatrixSettings.reference]), terminator: "") }
+}
+
+/// The configuration keys of the providers, from the registry, as Markdown table rows
+/// (`config-reference` prints the whole reference).
 struct ConfigKeys: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "config-keys", abstract: "Print every provider section's keys (default, range, secrecy) as Markdown table rows.")
