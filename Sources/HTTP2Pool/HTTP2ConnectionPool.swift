@@ -38,11 +38,15 @@ public final class HTTP2ConnectionPool: Sendable {
         logger: Logger = Logger(label: "pushgate.http2pool")
     ) {
         self.core = HTTP2PoolCore(target: target, configuration: configuration, eventLoopGroup: eventLoopGroup, logger: logger)
+        HTTP2PoolDirectory.add(self)
     }
 
     init(core: HTTP2PoolCore) {
         self.core = core
+        HTTP2PoolDirectory.add(self)
     }
+
+    deinit { HTTP2PoolDirectory.remove(ObjectIdentifier(self)) }
 
     public var target: HTTP2Target { self.core.target }
 
@@ -56,6 +60,7 @@ public final class HTTP2ConnectionPool: Sendable {
 
     /// Closes all connections; pending and in-flight requests fail with `.shutdown`.
     public func shutdown() async {
+        HTTP2PoolDirectory.remove(self)
         await self.core.shutdown()
     }
 
