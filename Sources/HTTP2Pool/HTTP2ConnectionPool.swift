@@ -418,9 +418,11 @@ final class HTTP2PoolCore: Sendable {
                 settings: settings)
             return
         }
+        // TCP_NODELAY at the TCP level: `socketOption(.tcp_nodelay)` is SOL_SOCKET option 1, SO_DEBUG,
+        // which needs CAP_NET_ADMIN and failed every connect of a non-root process (EACCES).
         var bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(self.configuration.connectTimeout)
-            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
@@ -459,7 +461,7 @@ final class HTTP2PoolCore: Sendable {
         let deadline = NIODeadline.now() + self.configuration.connectTimeout
         ClientBootstrap(group: eventLoop)
             .connectTimeout(self.configuration.connectTimeout)
-            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let tunnel = try ProxyTunnel.addHandlers(
