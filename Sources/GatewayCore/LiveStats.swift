@@ -18,7 +18,7 @@ import PushgateCore
 /// `oldest_pending_*` and `tracked` count the deliveries this process accepted and has not finished
 /// (deliveries resumed from a store after a restart, or queued by another gateway on a shared
 /// PostgreSQL queue, are in `pending` only). Tokens are as the failure logs have them
-/// (`log.hide_token`). At most `maxPools` pools are listed, the busiest first.
+/// (`log.hide_token`). At most `maxListedPools` pools are listed, the busiest first.
 extension Gateway {
     /// Pools listed at most (Web Push opens one per push service origin).
     static let maxListedPools = 50
