@@ -28,6 +28,8 @@ public final class Dispatcher: Sendable {
     let lifecycle: DeliveryLifecycle
     private let sinks: [any DeliveryEventSink]
     let metricsSink: MetricsSink
+    /// The last minutes of deliveries, for the status page.
+    public let activity: RecentActivity
     let logger: Logger
     let now: @Sendable () -> Date
     let random: @Sendable () -> Double
@@ -141,7 +143,8 @@ public final class Dispatcher: Sendable {
                 hideToken: hideToken, hideMessages: hideMessages, maxMessageBytes: maxMessageBytes)
         }
         metricsSink = MetricsSink()
-        var all: [any DeliveryEventSink] = [stats, metricsSink]
+        activity = RecentActivity(now: now)
+        var all: [any DeliveryEventSink] = [stats, metricsSink, activity]
         all += sinks
         if let feedback { all.append(feedback) }
         all.append(LogSink(logger: logger))

@@ -403,6 +403,8 @@ public struct GatewaySettings: Sendable {
     public var tls: IngestTLS?
     /// `core.api_keys` / `core.admin_keys`.
     public var auth: IngestAuth
+    /// `core.ui`: the status page `/ui` and its data route `/api/stat/live` are served.
+    public var ui: Bool
     public var queueEngine: String
     public var maxPending: Int
     public var routes: Routes
@@ -468,6 +470,7 @@ public struct GatewaySettings: Sendable {
         idempotencyTTL = try QueueWiring.duration(raw, CoreConfig.idempotencyTTL, section: "core")
         guard idempotencyTTL >= 1 else { throw ConfigError(key: core.path(C.idempotencyTTL), problem: "must be at least 1s") }
         hideToken = raw.section("log")[LogConfig.hideToken]
+        ui = core[C.ui]
         hideMessages = raw.section("log")[LogConfig.hideMessages]
         tls = try IngestTLS.load(core)
         auth = try IngestAuth(
@@ -661,6 +664,9 @@ public enum CoreConfig {
     /// `/metrics` needs an admin key (default: open for scrapers, as in gorush).
     public static let metricsAdminOnly = Setting<Bool>(
         "metrics_admin_only", false, doc: "(new) `/metrics` needs an admin key (default: open for scrapers)")
+    /// The status page `/ui` (and `/api/stat/live`, admin key); false: neither is served.
+    public static let ui = Setting<Bool>(
+        "ui", true, doc: "(new) serve the status page `/ui` and its data route `/api/stat/live` (admin key when keys are set); `false` serves neither")
     /// TLS on ingest (gorush's keys and defaults): HTTP/1.1 and HTTP/2 (ALPN) over TLS.
     public static let ssl = Setting<Bool>("ssl", false, doc: "serve HTTPS: HTTP/1.1 and HTTP/2 (ALPN) over TLS")
     public static let certPath = Setting<String>("cert_path", "cert.pem", doc: "PEM certificate (chain) for `core.ssl`")
@@ -697,7 +703,7 @@ public enum CoreConfig {
             maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key, maxConnectionsPerAddress.key, ssl.key, tlsMinVersion.key,
             certPath.key, keyPath.key,
             certBase64.key, keyBase64.key, pidEnabled.key, pidPath.key, pidOverride.key, apiKeys.key, adminKeys.key, metricsAdminOnly.key,
-            httpProxy.key, appMaxPending.key, appRateLimit.key, idempotencyTTL.key,
+            httpProxy.key, appMaxPending.key, appRateLimit.key, idempotencyTTL.key, ui.key,
         ])
 }
 

@@ -51,6 +51,7 @@ public enum MetricsSetup {
         text += "# HELP pushgate_queue_capacity Deliveries the queue accepts before answering 503 (queue.max_pending)\n"
         text += "# TYPE pushgate_queue_capacity gauge\npushgate_queue_capacity \(gateway.dispatcher.queue.capacity)\n"
         buffer.append(contentsOf: text.utf8)
+        buffer.append(contentsOf: gateway.liveMetricsText().utf8)
         return buffer
     }
 

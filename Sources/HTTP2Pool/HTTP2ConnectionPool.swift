@@ -38,11 +38,15 @@ public final class HTTP2ConnectionPool: Sendable {
         logger: Logger = Logger(label: "pushgate.http2pool")
     ) {
         self.core = HTTP2PoolCore(target: target, configuration: configuration, eventLoopGroup: eventLoopGroup, logger: logger)
+        HTTP2PoolDirectory.add(self)
     }
 
     init(core: HTTP2PoolCore) {
         self.core = core
+        HTTP2PoolDirectory.add(self)
     }
+
+    deinit { HTTP2PoolDirectory.remove(ObjectIdentifier(self)) }
 
     public var target: HTTP2Target { self.core.target }
 
@@ -56,6 +60,7 @@ public final class HTTP2ConnectionPool: Sendable {
 
     /// Closes all connections; pending and in-flight requests fail with `.shutdown`.
     public func shutdown() async {
+        HTTP2PoolDirectory.remove(self)
         await self.core.shutdown()
     }
 
@@ -413,9 +418,11 @@ final class HTTP2PoolCore: Sendable {
                 settings: settings)
             return
         }
+        // TCP_NODELAY at the TCP level: `socketOption(.tcp_nodelay)` is SOL_SOCKET option 1, SO_DEBUG,
+        // which needs CAP_NET_ADMIN and failed every connect of a non-root process (EACCES).
         var bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(self.configuration.connectTimeout)
-            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
@@ -454,7 +461,7 @@ final class HTTP2PoolCore: Sendable {
         let deadline = NIODeadline.now() + self.configuration.connectTimeout
         ClientBootstrap(group: eventLoop)
             .connectTimeout(self.configuration.connectTimeout)
-            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let tunnel = try ProxyTunnel.addHandlers(

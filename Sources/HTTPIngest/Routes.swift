@@ -109,6 +109,7 @@ extension Gateway {
         }
         registerStatusRoutes(routes)
         registerProviderRoutes(routes)
+        if settings.ui { registerStatusPage(routes) }
         return router
     }
 

@@ -74,7 +74,7 @@ final class PinnedHTTP1Client: Sendable {
         let tunnel = Locked<EventLoopFuture<Void>?>(nil)
         var bootstrap = ClientBootstrap(group: loop)
             .connectTimeout(connectTimeout)
-            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
         if viaProxy == nil, let addresses {
             bootstrap = bootstrap.resolver(FixedAddressResolver(addresses: addresses, eventLoop: loop))
         }

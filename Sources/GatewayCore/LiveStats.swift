@@ -1,0 +1,173 @@
+import Foundation
+import HTTP2Pool
+import PushDispatch
+import PushgateCore
+
+/// `GET /api/stat/live` (admin): what the status page (`/ui`) draws and gorush's stat routes do not
+/// have: the last 10 minutes of deliveries per provider in 5-second buckets, provider answers by
+/// class, the queue's oldest pending delivery, the latest dead tokens and the HTTP/2 pools.
+///
+/// ```
+/// {"now":1764180000.5,"bucket_seconds":5,"first_bucket_start":1764179405,"providers":["ios","android"],
+///  "series":{"ios":{"delivered":[0,…,12],"failed":[0,…,1]},…},
+///  "answers":{"ios":{"window":{"delivered":120,"token_dead":1,…},"total":{…}},…},
+///  "queue":{"pending":3,"capacity":100000,"durable":true,"oldest_pending_since":"…","oldest_pending_seconds":4.2,"tracked":3},
+///  "dead_tokens":{"total":1,"recent":[{"at":"…","app":"default","platform":"ios","token":"**********…","reason":"Unregistered"}]},
+///  "pools":[{"origin":"https://api.push.apple.com","active_connections":2,"connections_opened":2,"pending_requests":0}]}
+/// ```
+/// `oldest_pending_*` and `tracked` count the deliveries this process accepted and has not finished
+/// (deliveries resumed from a store after a restart, or queued by another gateway on a shared
+/// PostgreSQL queue, are in `pending` only). Tokens are as the failure logs have them
+/// (`log.hide_token`). At most `maxListedPools` pools are listed, the busiest first.
+extension Gateway {
+    /// Pools listed at most (Web Push opens one per push service origin).
+    static let maxListedPools = 50
+
+    package func liveStatsJSON() -> [UInt8] {
+        let a = dispatcher.activity.snapshot
+        let now = Date()
+        let served = Set(dispatcher.allApps.flatMap { $0.slots.keys })
+        let platforms = Platform.allCases.filter { served.contains($0) }
+        var w = JSONWriter(reservingCapacity: 4096)
+        var first = true
+        w.raw("{")
+        w.key("now", first: &first)
+        w.double((now.timeIntervalSince1970 * 1000).rounded() / 1000)
+        w.key("bucket_seconds", first: &first)
+        w.int(RecentActivity.bucketSeconds)
+        w.key("first_bucket_start", first: &first)
+        w.int(a.firstBucketStart)
+        w.key("providers", first: &first)
+        w.strings(platforms.map(\.name))
+        w.key("series", first: &first)
+        w.raw("{")
+        var fs = true
+        for p in platforms {
+            let buckets = a.buckets[p] ?? []
+            w.key(p.name, first: &fs)
+            w.raw(#"{"delivered":"#)
+            Self.ints(buckets.map(\.delivered), into: &w)
+            w.raw(#","failed":"#)
+            Self.ints(buckets.map(\.failed), into: &w)
+            w.raw("}")
+        }
+        w.raw("}")
+        w.key("answers", first: &first)
+        w.raw("{")
+        var fa = true
+        for p in platforms {
+            var window = [Int](repeating: 0, count: RecentActivity.classes.count)
+            for b in a.buckets[p] ?? [] { for i in window.indices { window[i] += b.answers[i] } }
+            let total = a.answersTotal[p] ?? []
+            w.key(p.name, first: &fa)
+            w.raw(#"{"window":"#)
+            Self.classes(window.map(Int64.init), into: &w)
+            w.raw(#","total":"#)
+            Self.classes(total, into: &w)
+            w.raw("}")
+        }
+        w.raw("}")
+        w.key("queue", first: &first)
+        w.raw("{")
+        var fq = true
+        w.key("pending", first: &fq)
+        w.int(dispatcher.queue.pendingCount)
+        w.key("capacity", first: &fq)
+        w.int(dispatcher.queue.capacity)
+        w.key("durable", first: &fq)
+        w.raw(dispatcher.queue.isDurable ? "true" : "false")
+        w.key("oldest_pending_since", first: &fq)
+        if let since = a.oldestPendingSince { w.string(Self.iso(since)) } else { w.raw("null") }
+        w.key("oldest_pending_seconds", first: &fq)
+        if let since = a.oldestPendingSince { w.double((max(0, now.timeIntervalSince(since)) * 10).rounded() / 10) } else { w.raw("null") }
+        w.key("tracked", first: &fq)
+        w.int(a.pendingTracked)
+        w.raw("}")
+        w.key("dead_tokens", first: &first)
+        w.raw(#"{"total":"#)
+        w.int(a.deadTokensTotal)
+        w.raw(#","recent":["#)
+        for (i, d) in a.recentDeadTokens.enumerated() {
+            if i > 0 { w.raw(",") }
+            var fd = true
+            w.raw("{")
+            w.key("at", first: &fd)
+            w.string(Self.iso(d.at))
+            w.key("app", first: &fd)
+            w.string(d.app)
+            w.key("platform", first: &fd)
+            w.string(d.platform.name)
+            w.key("token", first: &fd)
+            w.string(d.token)
+            w.key("reason", first: &fd)
+            w.string(d.reason)
+            w.raw("}")
+        }
+        w.raw("]}")
+        w.key("pools", first: &first)
+        w.raw("[")
+        let pools = HTTP2PoolDirectory.snapshot
+            .sorted { ($0.activeConnections + $0.pendingRequests, $1.origin) > ($1.activeConnections + $1.pendingRequests, $0.origin) }
+            .prefix(Self.maxListedPools)
+        for (i, p) in pools.enumerated() {
+            if i > 0 { w.raw(",") }
+            var fp = true
+            w.raw("{")
+            w.key("origin", first: &fp)
+            w.string(p.origin)
+            w.key("active_connections", first: &fp)
+            w.int(p.activeConnections)
+            w.key("connections_opened", first: &fp)
+            w.int(p.connectionsOpened)
+            w.key("pending_requests", first: &fp)
+            w.int(p.pendingRequests)
+            w.raw("}")
+        }
+        w.raw("]}")
+        return w.bytes
+    }
+
+    private static func ints(_ list: [Int], into w: inout JSONWriter) {
+        w.raw("[")
+        for (i, n) in list.enumerated() {
+            if i > 0 { w.raw(",") }
+            w.int(n)
+        }
+        w.raw("]")
+    }
+
+    private static func classes(_ counts: [Int64], into w: inout JSONWriter) {
+        w.raw("{")
+        var f = true
+        for (i, name) in RecentActivity.classes.enumerated() {
+            w.key(name, first: &f)
+            w.int(i < counts.count ? counts[i] : 0)
+        }
+        w.raw("}")
+    }
+
+    static func iso(_ d: Date) -> String {
+        d.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+    }
+
+    /// The `/metrics` series of the status page's figures: the oldest pending delivery's age and
+    /// the HTTP/2 pools, summed over origins (Web Push origins are chosen by clients: one series each
+    /// would let them grow the scrape without bound).
+    package func liveMetricsText() -> String {
+        let a = dispatcher.activity.snapshot
+        let age = a.oldestPendingSince.map { max(0, Date().timeIntervalSince($0)) } ?? 0
+        let pools = HTTP2PoolDirectory.snapshot
+        var text = ""
+        text += "# HELP pushgate_queue_oldest_pending_seconds Age of the oldest delivery this process accepted and has not finished (0: none)\n"
+        text += "# TYPE pushgate_queue_oldest_pending_seconds gauge\npushgate_queue_oldest_pending_seconds \(age)\n"
+        text += "# HELP pushgate_dead_tokens_total Deliveries that ended with the token reported dead by the provider\n"
+        text += "# TYPE pushgate_dead_tokens_total counter\npushgate_dead_tokens_total \(a.deadTokensTotal)\n"
+        text += "# HELP pushgate_http2_pools HTTP/2 connection pools open to providers (one per origin)\n"
+        text += "# TYPE pushgate_http2_pools gauge\npushgate_http2_pools \(pools.count)\n"
+        text += "# HELP pushgate_http2_connections_active HTTP/2 connections to providers established and not closed\n"
+        text += "# TYPE pushgate_http2_connections_active gauge\npushgate_http2_connections_active \(pools.reduce(0) { $0 + $1.activeConnections })\n"
+        text += "# HELP pushgate_http2_requests_waiting Provider requests waiting for an HTTP/2 stream\n"
+        text += "# TYPE pushgate_http2_requests_waiting gauge\npushgate_http2_requests_waiting \(pools.reduce(0) { $0 + $1.pendingRequests })\n"
+        return text
+    }
+}
