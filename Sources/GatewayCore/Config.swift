@@ -666,7 +666,8 @@ public enum CoreConfig {
         "metrics_admin_only", false, doc: "(new) `/metrics` needs an admin key (default: open for scrapers)")
     /// The status page `/ui` (and `/api/stat/live`, admin key); false: neither is served.
     public static let ui = Setting<Bool>(
-        "ui", true, doc: "(new) serve the status page `/ui` and its data route `/api/stat/live` (admin key when keys are set); `false` serves neither")
+        "ui", true, doc: "(new) serve the status page `/ui` and its data route `/api/stat/live` (admin key when keys are set); `false` serves neither"
+    )
     /// TLS on ingest (gorush's keys and defaults): HTTP/1.1 and HTTP/2 (ALPN) over TLS.
     public static let ssl = Setting<Bool>("ssl", false, doc: "serve HTTPS: HTTP/1.1 and HTTP/2 (ALPN) over TLS")
     public static let certPath = Setting<String>("cert_path", "cert.pem", doc: "PEM certificate (chain) for `core.ssl`")
