@@ -36,15 +36,19 @@ extension Gateway {
         w.int(s.submittedTasks)
         w.key("total_count", first: &first)
         w.int(s.totalCount)
-        for p in Platform.allCases {
-            let c = s.counts(p)
-            w.key(p.name, first: &first)
-            w.raw(#"{"push_success":"#)
-            w.int(c.pushSuccess)
-            w.raw(#","push_error":"#)
-            w.int(c.pushError)
-            w.raw("}")
+        // gorush's `"<platform>":{"push_success":N,"push_error":N}`, for the totals and for each app.
+        func writePlatforms(_ counts: (Platform) -> StatsSnapshot.PlatformCounts, first: inout Bool) {
+            for p in Platform.allCases {
+                let c = counts(p)
+                w.key(p.name, first: &first)
+                w.raw(#"{"push_success":"#)
+                w.int(c.pushSuccess)
+                w.raw(#","push_error":"#)
+                w.int(c.pushError)
+                w.raw("}")
+            }
         }
+        writePlatforms({ s.counts($0) }, first: &first)
         // Per app (only when apps are configured: a gorush config's answer stays gorush's).
         let apps = dispatcher.appIDs
         if apps.count > 1 || apps.first != AppID.defaultApp {
@@ -57,15 +61,7 @@ extension Gateway {
                 w.raw("{")
                 w.key("pending", first: &fp)
                 w.int(dispatcher.pendingCount(app: id))
-                for p in Platform.allCases {
-                    let c = s.counts(p, app: id)
-                    w.key(p.name, first: &fp)
-                    w.raw(#"{"push_success":"#)
-                    w.int(c.pushSuccess)
-                    w.raw(#","push_error":"#)
-                    w.int(c.pushError)
-                    w.raw("}")
-                }
+                writePlatforms({ s.counts($0, app: id) }, first: &fp)
                 w.raw("}")
             }
             w.raw("}")
