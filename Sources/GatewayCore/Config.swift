@@ -626,12 +626,11 @@ public enum CoreConfig {
     public static let readTimeout = Setting<Int>(
         "read_timeout", 30, range: 1...3600,
         doc:
-            "(new) seconds to receive a whole request once started / a connection may sit without a request; on the gRPC port too (a stream not ended in time is reset)"
+            "(new) seconds to receive a whole request once started; on the gRPC port too (a stream not ended in time is reset)"
     )
     public static let idleTimeout = Setting<Int>(
         "idle_timeout", 60, range: 1...86_400,
-        doc:
-            "(new) seconds to receive a whole request once started / a connection may sit without a request; on the gRPC port too (a stream not ended in time is reset)"
+        doc: "(new) seconds a connection may sit without a request, on the HTTP and gRPC ports"
     )
     public static let maxConnections = Setting<Int>(
         "max_connections", 4096, range: 1...1_000_000,
