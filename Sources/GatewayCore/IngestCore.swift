@@ -108,12 +108,16 @@ extension Gateway {
         let auth = self.auth
         guard auth.enabled else { return .success(.open) }
         if let role = auth.identify(presented: key) { return .success(.key(role)) }
-        return .failure(
-            IngestRefusal(
-                .unauthenticated,
-                RequestError(
-                    status: 401, message: "Unauthorized.",
-                    detail: key != nil ? "the API key is not valid" : "send an API key: Authorization: Bearer <key> or X-API-Key: <key>")))
+        return .failure(Self.unauthenticated(keySent: key != nil))
+    }
+
+    /// 401: no key, or one that is not valid (never which).
+    public static func unauthenticated(keySent: Bool) -> IngestRefusal {
+        IngestRefusal(
+            .unauthenticated,
+            RequestError(
+                status: 401, message: "Unauthorized.",
+                detail: keySent ? "the API key is not valid" : "send an API key: Authorization: Bearer <key> or X-API-Key: <key>"))
     }
 
     /// In order: shutdown, the request's limits and fields (the gateway's rules, then each

@@ -86,11 +86,7 @@ extension Gateway {
 
     /// 401 JSON with `WWW-Authenticate`; the detail says whether a key was sent (never which).
     func unauthorized(_ headers: HTTPFields) -> Response {
-        let presented = IngestAuth.presentedKey(headers) != nil
-        var response = error(
-            RequestError(
-                status: 401, message: "Unauthorized.",
-                detail: presented ? "the API key is not valid" : "send an API key: Authorization: Bearer <key> or X-API-Key: <key>"))
+        var response = error(Self.unauthenticated(keySent: IngestAuth.presentedKey(headers) != nil).error)
         response.headers[.wwwAuthenticate] = "Bearer realm=\"pushgate\""
         return response
     }
