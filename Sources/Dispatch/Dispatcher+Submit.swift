@@ -65,8 +65,11 @@ struct SubmitPlan {
         jobs.append(job)
     }
 
-    mutating func failEarly(_ accepted: AcceptedNotification, _ target: PushTarget, _ reason: String, served: Bool = true, at t: Date) {
-        let job = DeliveryJob(id: 0, messageID: RandomID.uuid(), target: target, accepted: accepted, maxAttempts: 1, now: t)
+    mutating func failEarly(
+        _ accepted: AcceptedNotification, _ target: PushTarget, _ reason: String, served: Bool = true, at t: Date, index: Int = -1
+    ) {
+        var job = DeliveryJob(id: 0, messageID: RandomID.uuid(), target: target, accepted: accepted, maxAttempts: 1, now: t)
+        job.deliveryIndex = index
         earlyPositions.append(position)
         early.append((job, reason, served))
     }
@@ -175,13 +178,15 @@ extension Dispatcher {
             // Sent as its fallback: the fallback is what is stored (and re-rendered after a restart).
             let accepted = AcceptedNotification(notifID: notifID, notification: sent, prepared: prepared, app: appID, fallback: fallback)
             let maxAttempts = RetryPolicy.maxAttempts(requestRetry: n.retry, providerMaxRetry: slot.maxRetry)
-            for target in targets {
+            for (k, target) in targets.enumerated() {
                 if let failure = slot.provider.validate(target: target, of: prepared) {
-                    plan.failEarly(accepted, target, failure.reason, at: t)
+                    plan.failEarly(accepted, target, failure.reason, at: t, index: k)
                     continue
                 }
                 let messageID = n.apnsID ?? RandomID.uuid()
-                plan.queue(DeliveryJob(id: 0, messageID: messageID, target: target, accepted: accepted, maxAttempts: maxAttempts, now: t))
+                var job = DeliveryJob(id: 0, messageID: messageID, target: target, accepted: accepted, maxAttempts: maxAttempts, now: t)
+                job.deliveryIndex = k
+                plan.queue(job)
             }
         }
         return plan

@@ -116,6 +116,9 @@ public struct DeliveryJob: Sendable {
     /// The row of its notification in a durable queue's store (0: none). Set and read by the queue
     /// driver only: the SQLite store writes a job's row at its outcome and needs it there.
     public var storeRow: Int64 = 0
+    /// Its index among its notification's targets (request order); -1 when not known (a job read
+    /// back from a store: the event stream finds it in the notification).
+    public var deliveryIndex: Int = -1
     /// Where the delivery is in its life (`DeliveryLifecycle`).
     public var state: DeliveryState
 

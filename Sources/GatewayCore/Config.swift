@@ -39,7 +39,7 @@ public struct RawConfig: Sendable {
     public static let sections: [ConfigSection] =
         [
             CoreConfig.section, APIConfig.section, LogConfig.section, QueueConfig.section, StatConfig.section, MockConfig.section,
-            GRPCConfig.section,
+            GRPCConfig.section, EventsConfig.section,
         ] + ProviderRegistry.sections
 
     /// The accepted range of every integer key: a value outside is a one-line error at start, never a
@@ -792,6 +792,48 @@ public enum QueueConfig {
         keys: [
             engine.key, maxPending.key, sqlitePath.key, sqliteSynchronous.key, postgresURL.key, leaseTimeout.key,
             statusRetention.key, statusMaxRecords.key, maxHeld.key, storeTimeout.key,
+        ])
+}
+
+/// The `events:` section: the delivery event stream (webhook and `GET /api/events`, docs/delivery-controls.md).
+public enum EventsConfig {
+    public static let enabled = Setting<Bool>(
+        "enabled", false,
+        doc: "(new) record every delivery's transitions as events for `GET /api/events` (Server-Sent Events); on whenever `webhook_url` is set")
+    public static let webhookURL = Setting<String>(
+        "webhook_url", "",
+        doc:
+            "(new) the events are POSTed here as JSON arrays (`http`/`https` only), signed `X-Pushgate-Signature: sha256=<hex HMAC-SHA256(secret, body)>`; kept in the queue's store until the receiver answers 2xx, retried with capped backoff"
+    )
+    public static let secret = Setting<String>(
+        "secret", "", secrecy: .secret, doc: "(new) the HMAC-SHA256 key of `X-Pushgate-Signature` (no header when empty)")
+    public static let batchMax = Setting<Int>("batch_max", 500, range: 1...10_000, doc: "(new) most events in one webhook POST")
+    public static let batchMs = Setting<Int>(
+        "batch_ms", 1000, range: 0...60_000, doc: "(new) a partial batch waits this many milliseconds for more events before it is posted")
+    public static let maxStored = Setting<Int>(
+        "max_stored", 100_000, range: 1...100_000_000,
+        doc:
+            "(new) most events kept (the webhook's outbox and what `Last-Event-ID` can resume from; memory engine: in memory, ~400 bytes each); past it the oldest go, and those the webhook had not posted are counted in `pushgate_events_dropped_total` and logged"
+    )
+    public static let types = Setting<[String]>(
+        "types", [],
+        doc:
+            "(new) only these event types are recorded (empty: all): `accepted`, `sent`, `fallback_sent`, `retrying`, `failed`, `token_dead`, `coalesced`, `duplicate`, `scheduled`, `cancelled`"
+    )
+    public static let timeout = Setting<Int>("timeout", 10, range: 1...300, doc: "(new) seconds one webhook POST may take")
+    public static let retryMaxMs = Setting<Int>(
+        "retry_max_ms", 60_000, range: 10...3_600_000, doc: "(new) the longest wait between two webhook attempts (the backoff doubles from 500 ms)")
+    public static let sseMaxClients = Setting<Int>(
+        "sse_max_clients", 100, range: 0...10_000, doc: "(new) most concurrent `GET /api/events` clients; past it `503` + `Retry-After`")
+    public static let sseClientBuffer = Setting<Int>(
+        "sse_client_buffer", 10_000, range: 1...1_000_000,
+        doc: "(new) events waiting for one `GET /api/events` client; a client further behind is disconnected (it resumes with `Last-Event-ID`)")
+
+    public static let section = ConfigSection(
+        "events",
+        keys: [
+            enabled.key, webhookURL.key, secret.key, batchMax.key, batchMs.key, maxStored.key, types.key, timeout.key, retryMaxMs.key,
+            sseMaxClients.key, sseClientBuffer.key,
         ])
 }
 

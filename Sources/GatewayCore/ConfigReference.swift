@@ -28,6 +28,7 @@ public enum ConfigReference {
         "stat": "gorush's statistics backend (memory only).",
         "mock": "the built-in mock providers (`serve --mock`).",
         "grpc": "gorush's gRPC ingest (docs/grpc.md).",
+        "events": "the delivery event stream: signed webhook and `GET /api/events` (docs/delivery-controls.md).",
         "ios": "Apple Push Notification service (platform `1`).",
         "android": "Firebase Cloud Messaging HTTP v1 (platform `2`).",
         "huawei": "Huawei HMS Push Kit (platform `3`, docs/huawei.md).",
@@ -57,7 +58,7 @@ public enum ConfigReference {
         "ios.max_concurrent_pushes",
     ]
     static let sharedKeys: Set<String> = ["enabled", "max_tokens", "max_retry", "max_concurrent_pushes", "coalesce_seconds"]
-    static let sectionsNotInGorush: Set<String> = ["webpush", "unifiedpush", "mock", "matrix"]
+    static let sectionsNotInGorush: Set<String> = ["webpush", "unifiedpush", "mock", "matrix", "events"]
 
     /// A table cell: pipes escaped; links written from the repository's root (`](docs/x.md)`) made
     /// relative to docs/.

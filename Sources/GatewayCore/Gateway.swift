@@ -24,6 +24,10 @@ public final class Gateway: Sendable {
     public let settings: GatewaySettings
     public let dispatcher: Dispatcher
     public let feedback: FeedbackSender?
+    /// The delivery event stream (`events.*`): nil when not configured.
+    public let events: EventStream?
+    /// Its webhook poster (`events.webhook_url`).
+    public let eventWebhook: EventWebhook?
     public let startedAt = Date()
     package let requestCounters = RequestCounters()
     private let shutdownHooks: [@Sendable () async -> Void]
@@ -45,9 +49,11 @@ public final class Gateway: Sendable {
         raw: RawConfig, settings: GatewaySettings, dispatcher: Dispatcher, feedback: FeedbackSender?, logger: Logger,
         shutdownHooks: [@Sendable () async -> Void] = [], context: ProviderBuildContext? = nil,
         environment: [String: String] = ProcessInfo.processInfo.environment, reloadSource: (@Sendable () throws -> RawConfig)? = nil,
-        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }, events: EventsWiring? = nil
     ) {
         self.clock = clock
+        self.events = events?.stream
+        self.eventWebhook = events?.webhook
         self.runtime = NIOLockedValueBox(GatewayRuntime(raw: raw, auth: settings.auth, environment: environment, now: clock()))
         self.settings = settings
         self.dispatcher = dispatcher
@@ -72,6 +78,8 @@ public final class Gateway: Sendable {
         // NOT_SERVING until then), then the feedback sender empties its queue, then shared clients are closed.
         var s: [any Service] = [ResourcesService(gateway: self)]
         if let feedback { s.append(FeedbackService(sender: feedback)) }
+        // Stopped after the workers drained (their last events are stored and posted).
+        if let events { s.append(EventService(events: events, webhook: eventWebhook, drainSeconds: min(10, Double(settings.shutdownTimeout)))) }
         s += extra
         s.append(DispatcherService(gateway: self))
         s.append(DrainSignalService(gateway: self))

@@ -74,6 +74,16 @@ public enum GatewayBuilder {
             closeOpened(apps)
             throw error
         }
+        let events: EventsWiring?
+        do {
+            events = try EventsWiring.make(raw: raw, settings: settings, clients: providers.httpClients, logger: logger)
+        } catch {
+            closeOpened(apps)
+            if let durable = engine as? DurableEngine {
+                _ = try? BlockingStartup.run(timeout: 10, what: "closing the queue") { await durable.queue.close() }
+            }
+            throw error
+        }
         let feedback =
             settings.feedbackURL.isEmpty
             ? nil
@@ -86,7 +96,7 @@ public enum GatewayBuilder {
             policy: RetryPolicy(baseDelay: settings.retryBackoff, maxDelay: settings.retryBackoffMax),
             stats: engine.stats,
             feedback: feedback,
-            sinks: engine.sinks,
+            sinks: engine.sinks + (events.map { [$0.stream as any DeliveryEventSink] } ?? []),
             statusSource: engine.statusSource,
             idempotency: engine.idempotency,
             hideToken: settings.hideToken,
@@ -105,7 +115,7 @@ public enum GatewayBuilder {
         }
         return Gateway(
             raw: raw, settings: settings, dispatcher: dispatcher, feedback: feedback, logger: logger, shutdownHooks: hooks,
-            context: providers.context, environment: environment, reloadSource: reloadSource, clock: clock)
+            context: providers.context, environment: environment, reloadSource: reloadSource, clock: clock, events: events)
     }
 }
 

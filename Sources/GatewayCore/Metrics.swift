@@ -50,6 +50,7 @@ public enum MetricsSetup {
         for a in apps { text += "pushgate_app_max_pending{app=\"\(a.id)\"} \(a.maxPending)\n" }
         text += "# HELP pushgate_queue_capacity Deliveries the queue accepts before answering 503 (queue.max_pending)\n"
         text += "# TYPE pushgate_queue_capacity gauge\npushgate_queue_capacity \(gateway.dispatcher.queue.capacity)\n"
+        if let events = gateway.events { text += events.metricsText }
         buffer.append(contentsOf: text.utf8)
         buffer.append(contentsOf: gateway.liveMetricsText().utf8)
         return buffer

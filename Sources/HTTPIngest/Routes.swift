@@ -108,6 +108,7 @@ extension Gateway {
             }
         }
         registerStatusRoutes(routes)
+        registerEventRoutes(routes)
         registerProviderRoutes(routes)
         if settings.ui { registerStatusPage(routes) }
         return router

@@ -1,0 +1,227 @@
+import Foundation
+import NIOConcurrencyHelpers
+import PushgateCore
+
+/// The types of the delivery event stream (`events.*`, `GET /api/events`, the webhook): each delivery
+/// has one `accepted` and, once over, exactly one terminal event (`sent`, `fallback_sent`, `failed`,
+/// `token_dead`, `coalesced`, `duplicate` or `cancelled`); `retrying` and `scheduled` in between.
+public enum PushEventType: String, Sendable, CaseIterable {
+    case accepted
+    case sent
+    /// Sent as the notification's `fallback` (its own rendering was over the provider's limit).
+    case fallbackSent = "fallback_sent"
+    case retrying
+    case failed
+    /// The provider said the token is gone (the condition the feedback hook and dead-token counter use).
+    case tokenDead = "token_dead"
+    /// Replaced by a later push of the same `collapse_id` in its coalescing window.
+    case coalesced
+    /// Not sent: another notification with the same `dedup_key` went to this token inside the TTL.
+    case duplicate
+    /// Held for a later time (scheduled sends; no delivery event produces it yet).
+    case scheduled
+    /// Cancelled before it was sent (no delivery event produces it yet).
+    case cancelled
+}
+
+/// One event of the stream before the store gave it its id.
+public struct PushEvent: Sendable, Equatable {
+    public var type: PushEventType
+    public var time: Date
+    public var app: String
+    public var notifID: String
+    /// The delivery's index within its notification (request order of its targets).
+    public var delivery: Int
+    public var platform: String
+    /// Masked per `log.hide_token`.
+    public var token: String
+    public var providerMessageID: String?
+    /// Attempts made so far (0 before the first).
+    public var attempt: Int
+    public var reason: String?
+    /// The error class of a failure or retry: `token_dead`, `permanent`, `transient`, `credentials`,
+    /// `rejected` (refused before sending), `not_served` (platform not enabled), `unpreparable`.
+    public var errorClass: String?
+    /// When a retrying delivery is tried next.
+    public var nextTry: Date?
+    /// The notification's analytics label; nil until notifications carry one.
+    public var analyticsLabel: String?
+
+    public init(
+        type: PushEventType, time: Date, app: String, notifID: String, delivery: Int, platform: String, token: String,
+        providerMessageID: String? = nil, attempt: Int, reason: String? = nil, errorClass: String? = nil, nextTry: Date? = nil,
+        analyticsLabel: String? = nil
+    ) {
+        self.type = type
+        self.time = time
+        self.app = app
+        self.notifID = notifID
+        self.delivery = delivery
+        self.platform = platform
+        self.token = token
+        self.providerMessageID = providerMessageID
+        self.attempt = attempt
+        self.reason = reason
+        self.errorClass = errorClass
+        self.nextTry = nextTry
+        self.analyticsLabel = analyticsLabel
+    }
+
+    /// The event's members as a JSON object without `id` (the store keeps this; `StoredEvent.json`
+    /// puts the id in front).
+    public var body: String {
+        var w = JSONWriter(reservingCapacity: 256)
+        var first = true
+        w.raw("{")
+        w.key("type", first: &first)
+        w.string(type.rawValue)
+        w.key("time", first: &first)
+        w.string(RFC3339.milliseconds(time))
+        w.key("app", first: &first)
+        w.string(app)
+        w.key("notif_id", first: &first)
+        w.string(notifID)
+        w.key("delivery", first: &first)
+        w.int(delivery)
+        w.key("platform", first: &first)
+        w.string(platform)
+        w.key("token", first: &first)
+        w.string(token)
+        if let providerMessageID {
+            w.key("provider_message_id", first: &first)
+            w.string(providerMessageID)
+        }
+        w.key("attempt", first: &first)
+        w.int(attempt)
+        if let reason {
+            w.key("reason", first: &first)
+            w.string(reason)
+        }
+        if let errorClass {
+            w.key("class", first: &first)
+            w.string(errorClass)
+        }
+        if let nextTry {
+            w.key("next_try", first: &first)
+            w.string(RFC3339.milliseconds(nextTry))
+        }
+        if let analyticsLabel {
+            w.key("analytics_label", first: &first)
+            w.string(analyticsLabel)
+        }
+        w.raw("}")
+        return w.string
+    }
+}
+
+/// An event as stored: its id is `seq` (increasing in store order), written as a decimal string.
+public struct StoredEvent: Sendable, Equatable {
+    public var seq: Int64
+    public var app: String
+    /// `PushEvent.body`.
+    public var body: String
+
+    public init(seq: Int64, app: String, body: String) {
+        self.seq = seq
+        self.app = app
+        self.body = body
+    }
+
+    public var id: String { String(seq) }
+
+    /// `{"id":"<seq>",…}`: the body with the id as its first member.
+    public var json: String {
+        guard body.hasPrefix("{") else { return #"{"id":"\#(seq)"}"# }
+        let rest = body.dropFirst()
+        return rest.hasPrefix("}") ? #"{"id":"\#(seq)"}"# : #"{"id":"\#(seq)","# + rest
+    }
+}
+
+/// RFC 3339 UTC timestamps with milliseconds (`2026-01-02T03:04:05.678Z`), written without a formatter.
+public enum RFC3339 {
+    public static func milliseconds(_ d: Date) -> String {
+        let ms = d.timeIntervalSince1970 * 1000
+        // Dates outside years 1970-9999 (a clock far off) are clamped, never trapped on.
+        let total = Int64(ms.isFinite ? min(max(ms, 0), 253_402_300_799_999) : 0)
+        let days = total / 86_400_000
+        let inDay = total % 86_400_000
+        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+        let z = days + 719_468
+        let era = z / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        func pad(_ v: Int64, _ n: Int) -> String {
+            let s = String(v)
+            return s.count >= n ? s : String(repeating: "0", count: n - s.count) + s
+        }
+        let h = inDay / 3_600_000
+        let m = inDay / 60000 % 60
+        let s = inDay / 1000 % 60
+        let f = inDay % 1000
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(h, 2)):\(pad(m, 2)):\(pad(s, 2)).\(pad(f, 3))Z"
+    }
+}
+
+/// Turns the delivery event stream into `PushEvent`s. One exhaustive `switch` over `DeliveryEvent`:
+/// a new case does not compile until it is mapped here.
+public final class PushEventMapper: Sendable {
+    let hideToken: Bool
+    /// The class of the last attempt of a delivery, kept from `.attempted` to the `.finished` that follows it.
+    private let lastClass = NIOLockedValueBox<[UInt64: String]>([:])
+
+    public init(hideToken: Bool) { self.hideToken = hideToken }
+
+    public func events(_ event: DeliveryEvent, now: Date) -> [PushEvent] {
+        switch event {
+        case .submitted:
+            return []
+        case .accepted(let job):
+            return [make(.accepted, job, now)]
+        case .attempted(let job, let outcome, _, _):
+            lastClass.withLockedValue { $0[job.id] = outcome.className }
+            return []
+        case .retrying(let job, let outcome):
+            lastClass.withLockedValue { _ = $0.removeValue(forKey: job.id) }
+            var e = make(.retrying, job, now)
+            e.reason = job.lastError ?? outcome.reason
+            e.errorClass = outcome.className
+            e.nextTry = job.notBefore
+            return [e]
+        case .finished(let job, let final, let phase, _):
+            let attemptClass = lastClass.withLockedValue { $0.removeValue(forKey: job.id) }
+            switch final {
+            case .delivered(let providerID):
+                var e = make(job.accepted.fallback == nil ? .sent : .fallbackSent, job, now)
+                e.providerMessageID = providerID
+                return [e]
+            case .failed(let reason, let tokenDead):
+                var e = make(tokenDead ? .tokenDead : .failed, job, now)
+                e.reason = reason
+                switch phase {
+                case .beforeSending: e.errorClass = "rejected"
+                case .notServed: e.errorClass = "not_served"
+                case .skipped, .afterSending: e.errorClass = tokenDead ? "token_dead" : attemptClass ?? "unpreparable"
+                }
+                return [e]
+            case .skipped(let why):
+                switch why {
+                case .coalesced: return [make(.coalesced, job, now)]
+                case .duplicate: return [make(.duplicate, job, now)]
+                }
+            }
+        }
+    }
+
+    private func make(_ type: PushEventType, _ job: DeliveryJob, _ now: Date) -> PushEvent {
+        var index = job.deliveryIndex
+        if index < 0 { index = job.accepted.notification.targets.firstIndex(of: job.target) ?? 0 }
+        return PushEvent(
+            type: type, time: now, app: job.accepted.app, notifID: job.accepted.notifID, delivery: index, platform: job.platform.name,
+            token: TokenMask.apply(job.target.reportedToken, hide: hideToken), attempt: job.attempts)
+    }
+}
