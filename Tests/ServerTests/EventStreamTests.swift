@@ -188,7 +188,10 @@ final class EventStreamTests: XCTestCase {
             XCTAssertEqual(kept.count, 40)
             try await receiver.start()
             try await waitUntil("the 40 kept received", timeout: 120) { receiver.distinctIDs.count >= 40 }
-            XCTAssertEqual(receiver.distinctIDs, Set(kept), "exactly the newest 40")
+            // The newest 40, and none that was never recorded (a POST under way when the oldest were
+            // dropped may still carry some of them: at least once, never invented).
+            XCTAssertTrue(Set(kept).isSubset(of: receiver.distinctIDs), "every kept event")
+            XCTAssertLessThanOrEqual(receiver.distinctIDs.count, 60)
             XCTAssertEqual(stream.snapshot.dropped, 20)
             let metrics = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
             XCTAssertTrue(metrics.contains("pushgate_events_dropped_total 20"), metrics)
@@ -530,8 +533,10 @@ final class SSEClient: Sendable {
         var out: [Event] = []
         var id: String?
         var data: String?
-        for raw in t[start.upperBound...].split(separator: "\n", omittingEmptySubsequences: false) {
-            let line = raw.hasSuffix("\r") ? String(raw.dropLast()) : String(raw)
+        // By bytes: "\r\n" is one Character, which a split on "\n" would not cut.
+        for raw in t[start.upperBound...].utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+            let bytes = raw.last == UInt8(ascii: "\r") ? raw.dropLast() : raw[...]
+            let line = String(decoding: bytes, as: UTF8.self)
             if line.hasPrefix("id: ") {
                 id = String(line.dropFirst(4))
             } else if line.hasPrefix("data: ") {
