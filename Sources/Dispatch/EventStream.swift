@@ -130,8 +130,8 @@ public final class EventStream: DeliveryEventSink {
     private let finished = NIOLockedValueBox(false)
     /// The writer stored its last batch (`finish()` was called): nothing more will be stored.
     public var isFinished: Bool { finished.withLockedValue { $0 } }
-    /// When the last "dropped" line was logged (one a second at most).
-    private let lastDropLog = NIOLockedValueBox<Double>(0)
+    /// When the last "dropped" line was logged (one a second at most), and the drops since.
+    private let dropLog = NIOLockedValueBox<(last: Double, unlogged: Int)>((0, 0))
 
     public init(
         store: any EventStore, hideToken: Bool, types: Set<PushEventType>? = nil, countsDrops: Bool, maxClients: Int = 100,
@@ -168,16 +168,21 @@ public final class EventStream: DeliveryEventSink {
         signal.yield()
     }
 
-    /// Events lost: counted and logged (at most a line a second).
+    /// Events lost: counted, and logged (a line a second at most, with the number since the last line).
     func dropped(_ n: Int, why: String) {
-        counters.withLockedValue { $0.dropped += Int64(n) }
-        let t = now().timeIntervalSince1970
-        let log = lastDropLog.withLockedValue { last -> Bool in
-            guard t - last >= 1 else { return false }
-            last = t
-            return true
+        let total = counters.withLockedValue { c -> Int64 in
+            c.dropped += Int64(n)
+            return c.dropped
         }
-        if log { logger.error("delivery events dropped: \(why)", metadata: ["dropped": "\(n)", "dropped_total": "\(snapshot.dropped)"]) }
+        let t = now().timeIntervalSince1970
+        let since = dropLog.withLockedValue { l -> Int? in
+            l.unlogged += n
+            guard t - l.last >= 1 else { return nil }
+            l.last = t
+            defer { l.unlogged = 0 }
+            return l.unlogged
+        }
+        if let since { logger.error("delivery events dropped: \(why)", metadata: ["dropped": "\(since)", "dropped_total": "\(total)"]) }
     }
 
     /// Called after every stored batch (and once the writer stops).

@@ -235,6 +235,32 @@ final class EventStreamTests: XCTestCase {
         }
     }
 
+    /// PostgreSQL: the events go through the queue's database to the receiver.
+    func testPostgresWebhook() async throws {
+        guard let url = ProcessInfo.processInfo.environment["PUSHGATE_TEST_POSTGRES_URL"], !url.isEmpty else {
+            throw XCTSkip("PUSHGATE_TEST_POSTGRES_URL is not set (scripts/start-postgres.sh)")
+        }
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        let receiver = try await Receiver(pki: env.pki)
+        defer { Task { await receiver.stop() } }
+        try await receiver.start()
+        let pg = ["PUSHGATE_QUEUE_ENGINE": "postgres", "PUSHGATE_QUEUE_POSTGRES_URL": url]
+        let notifID = "pg-\(UUID().uuidString)"
+        try await env.withGateway(Self.eventsYAML(receiver), environment: pg) { client, gateway in
+            XCTAssertTrue(gateway.events?.store is PostgresEventStore)
+            let tokens = (0..<100).map { "\"\(Self.token(20_000 + $0))\"" }.joined(separator: ",")
+            let r = try await client.push(#"{"notifications":[{"notif_id":"\#(notifID)","tokens":[\#(tokens)],"platform":1,"message":"hi"}]}"#)
+            XCTAssertEqual(r.status, 200, r.body)
+            func mine() -> [[String: Any]] { receiver.events.filter { $0["notif_id"] as? String == notifID } }
+            try await waitUntil("the 200 events of the notification", timeout: 120) { Set(mine().compactMap { $0["id"] as? String }).count >= 200 }
+            let events = mine()
+            XCTAssertEqual(Set(events.compactMap { $0["delivery"] as? Int }), Set(0..<100))
+            XCTAssertEqual(events.filter { $0["type"] as? String == "sent" }.count, 100)
+            Self.verifySignatures(receiver)
+        }
+    }
+
     // MARK: - Server-Sent Events
 
     /// Live events to an app's key and an admin key; another app's key sees none of them; a
