@@ -317,7 +317,9 @@ public final class EventSubscriber: Sendable {
         guard !mine.isEmpty else { return }
         let close = state.withLockedValue { s -> Bool in
             guard !s.closed, !s.overflowed else { return false }
-            if s.events.count + mine.count > capacity {
+            // A client that took everything before is never cut off by one large batch; one that
+            // left events untaken and would hold more than `capacity` is (memory: capacity + a batch).
+            if !s.events.isEmpty, s.events.count + mine.count > capacity {
                 s.overflowed = true
                 s.events = []
                 return true

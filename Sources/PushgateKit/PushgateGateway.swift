@@ -126,6 +126,8 @@ public final class PushgateGateway: Sendable {
         var accepting = true
         var workers: Task<Void, Never>?
         var feedback: Task<Void, Never>?
+        /// The delivery event stream's writer and webhook (`events.*`).
+        var events: Task<Void, Never>?
         var shutdown: Task<Void, Never>?
     }
 
@@ -169,6 +171,15 @@ public final class PushgateGateway: Sendable {
         state.withLockedValue { s in
             s.workers = Task { await dispatcher.run() }
             if let feedback { s.feedback = Task { await feedback.run() } }
+            if let events = gateway.events {
+                let webhook = gateway.eventWebhook
+                s.events = Task {
+                    await withTaskGroup(of: Void.self) { group in
+                        group.addTask { await events.run() }
+                        if let webhook { group.addTask { await webhook.run() } }
+                    }
+                }
+            }
         }
     }
 
@@ -325,6 +336,7 @@ public final class PushgateGateway: Sendable {
             if let t = s.shutdown { return t }
             let workers = s.workers
             let feedback = s.feedback
+            let events = s.events
             let gateway = self.gateway
             let logger = self.logger
             let t = Task {
@@ -332,6 +344,19 @@ public final class PushgateGateway: Sendable {
                 await workers?.value
                 gateway.feedback?.finish()
                 await feedback?.value
+                // The events of the drain stored, the webhook given a moment for what is left.
+                if let stream = gateway.events {
+                    stream.finish()
+                    if let webhook = gateway.eventWebhook {
+                        let wait = min(10, Double(gateway.settings.shutdownTimeout))
+                        Task {
+                            try? await Task.sleep(for: .seconds(wait))
+                            webhook.stop()
+                        }
+                    }
+                    await events?.value
+                    await stream.store.close()
+                }
                 await gateway.runShutdownHooks()
             }
             s.shutdown = t
