@@ -18,7 +18,7 @@ Exit status 0 on success. Python 3 standard library only.
 import argparse
 import hashlib
 import hmac
-import http.server
+import http.server as httpserver
 import json
 import os
 import sys
@@ -43,7 +43,7 @@ class Receiver:
     def start(self):
         receiver = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(httpserver.BaseHTTPRequestHandler):
             def do_POST(self):
                 n = int(self.headers.get("Content-Length", "0"))
                 body = self.rfile.read(n)
@@ -63,7 +63,7 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server = httpserver.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self):
