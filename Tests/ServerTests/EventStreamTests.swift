@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Crypto
 import Foundation
 import HTTPTypes
@@ -132,6 +133,8 @@ final class EventStreamTests: XCTestCase {
             try await waitUntil("the webhook tried the receiver that is down", timeout: 60) { stream.snapshot.postFailures >= 2 }
             XCTAssertEqual(stream.snapshot.posted, 0)
             XCTAssertEqual(stream.snapshot.dropped, 0)
+            let ready = try await client.execute(uri: "/readyz", method: .get) { Int($0.status.code) }
+            XCTAssertEqual(ready, 200, "a webhook outage does not fail readiness")
 
             try await receiver.start()
             try await waitUntil("every event received", timeout: 300) { receiver.distinctIDs.count >= total }
@@ -417,6 +420,17 @@ final class EventStreamTests: XCTestCase {
         XCTAssertEqual(
             EventWebhook.signature(secret: "It's a Secret to Everybody", body: Array("Hello, World!".utf8)),
             "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17")
+    }
+
+    /// Log lines name the receiver's scheme, host and port, never a path or query that may hold a token.
+    func testWebhookURLInLogs() async throws {
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        let stream = EventStream(store: MemoryEventStore(maxStored: 1), hideToken: true, countsDrops: true)
+        let w = EventWebhook(
+            url: "https://user:pw@hooks.example.com:8443/in/t0k3n?sig=abc", secret: Self.secret, client: client, stream: stream, batchMax: 1,
+            batchMilliseconds: 0)
+        XCTAssertEqual(w.safeURL, "https://hooks.example.com:8443")
+        try await client.shutdown()
     }
 
     func testTimeAndJSON() {
