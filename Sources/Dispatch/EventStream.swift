@@ -18,6 +18,13 @@ public protocol EventStore: Sendable {
     /// The newest stored id (the cursor's start when none is stored).
     func lastSeq() async throws -> Int64
     func close() async
+    /// Other processes store events here too (a PostgreSQL store shared by several gateways): live
+    /// clients read the store, not only this process's batches.
+    var isShared: Bool { get }
+}
+
+extension EventStore {
+    public var isShared: Bool { false }
 }
 
 /// The memory engine's events: a bounded buffer, lost on restart. Ids start at the microseconds since

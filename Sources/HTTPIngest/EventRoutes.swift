@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 import HTTPTypes
 import Hummingbird
+import NIOConcurrencyHelpers
 import NIOCore
 import PushDispatch
 import PushgateCore
@@ -18,6 +19,8 @@ extension Gateway {
     static let lastEventIDHeader = HTTPField.Name("Last-Event-ID")!
     /// Seconds between two heartbeat comments.
     static let sseHeartbeatSeconds: Double = 15
+    /// A store other gateways write to (shared PostgreSQL) is read this often for their events.
+    static let sseSharedPollSeconds: Double = 1
     /// Stored events read per query while a client catches up.
     static let ssePage = 500
 
@@ -85,13 +88,22 @@ extension Gateway {
         headers[.cacheControl] = "no-cache"
         headers[HTTPField.Name("X-Accel-Buffering")!] = "no"
         let store = events.store
+        let shared = store.isShared
         let logger = self.logger
         return Response(
             status: .ok, headers: headers,
             body: ResponseBody { writer in
+                // Wakes the writer every 15 s for a heartbeat comment (every second when the store is
+                // shared, to read the other gateways' events; a heartbeat every 15th of those).
+                let heartbeatDue = NIOLockedValueBox(false)
                 let heartbeat = Task {
+                    let tick = shared ? Self.sseSharedPollSeconds : Self.sseHeartbeatSeconds
+                    let ticksPerBeat = max(1, Int(Self.sseHeartbeatSeconds / tick))
+                    var n = 0
                     while !Task.isCancelled {
-                        try? await Task.sleep(for: .seconds(Self.sseHeartbeatSeconds))
+                        try? await Task.sleep(for: .seconds(tick))
+                        n += 1
+                        if n % ticksPerBeat == 0 { heartbeatDue.withLockedValue { $0 = true } }
                         sub.wake()
                     }
                 }
@@ -112,13 +124,23 @@ extension Gateway {
                             if page.count < Self.ssePage { break }
                         }
                         for await _ in sub.wakes {
-                            let got = sub.take().filter { $0.seq > cursor }
+                            var got = sub.take().filter { $0.seq > cursor }
+                            if shared {
+                                // Every gateway's events, in id order, from the store.
+                                got = try await store.events(after: cursor, app: app, limit: Self.ssePage)
+                            }
+                            let beat = heartbeatDue.withLockedValue { due in
+                                defer { due = false }
+                                return due
+                            }
                             if got.isEmpty {
-                                try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
+                                if beat { try await writer.write(ByteBuffer(string: ": heartbeat\n\n")) }
                                 continue
                             }
                             try await writer.write(Self.sseFrames(got))
                             cursor = got[got.count - 1].seq
+                            // A full page: more may wait in the store.
+                            if shared, got.count == Self.ssePage { sub.wake() }
                         }
                     } onGracefulShutdown: {
                         sub.close()

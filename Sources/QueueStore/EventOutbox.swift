@@ -249,4 +249,6 @@ public final class PostgresEventStore: EventStore {
     }
 
     public func close() async { runTask.cancel() }
+
+    public var isShared: Bool { true }
 }

@@ -264,6 +264,34 @@ final class EventStreamTests: XCTestCase {
         }
     }
 
+    /// PostgreSQL shared by two gateways: a client of one sees the events the other stores.
+    func testPostgresSSESeesEveryGatewaysEvents() async throws {
+        guard let url = ProcessInfo.processInfo.environment["PUSHGATE_TEST_POSTGRES_URL"], !url.isEmpty else {
+            throw XCTSkip("PUSHGATE_TEST_POSTGRES_URL is not set (scripts/start-postgres.sh)")
+        }
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        let pg = ["PUSHGATE_QUEUE_ENGINE": "postgres", "PUSHGATE_QUEUE_POSTGRES_URL": url]
+        let notifID = "pg-sse-\(UUID().uuidString)"
+        try await env.withGateway(Self.eventsYAML(nil), environment: pg) { clientA, _ in
+            let sse = try await SSEClient.connect(port: try XCTUnwrap(clientA.port))
+            defer { sse.close() }
+            try await env.withGateway(Self.eventsYAML(nil), environment: pg) { clientB, _ in
+                let r = try await clientB.push(
+                    #"{"notifications":[{"notif_id":"\#(notifID)","tokens":["\#(Self.token(30_000))"],"platform":1,"message":"hi"}]}"#)
+                XCTAssertEqual(r.status, 200, r.body)
+                try await waitUntil("the other gateway's two events", timeout: 60) {
+                    sse.events.filter { $0.json["notif_id"] as? String == notifID }.count >= 2
+                }
+                let mine = sse.events.filter { $0.json["notif_id"] as? String == notifID }
+                XCTAssertEqual(mine.map { $0.json["type"] as? String ?? "" }, ["accepted", "sent"])
+                let ids = sse.events.compactMap { Int64($0.id) }
+                XCTAssertEqual(ids, ids.sorted())
+                XCTAssertEqual(Set(ids).count, ids.count, "each event once")
+            }
+        }
+    }
+
     // MARK: - Server-Sent Events
 
     /// Live events to an app's key and an admin key; another app's key sees none of them; a
