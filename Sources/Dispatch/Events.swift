@@ -217,9 +217,28 @@ public final class PushEventMapper: Sendable {
         }
     }
 
+    /// Target positions of the last notifications whose jobs came without one (read back from a
+    /// store): their deliveries come one after another, so a few maps spare a scan per event.
+    private let indexMaps = NIOLockedValueBox<[(notification: AcceptedNotification, index: [PushTarget: Int])]>([])
+
+    /// The job's index among its notification's targets.
+    func deliveryIndex(_ job: DeliveryJob) -> Int {
+        if job.deliveryIndex >= 0 { return job.deliveryIndex }
+        let targets = job.accepted.notification.targets
+        if targets.count <= 16 { return targets.firstIndex(of: job.target) ?? 0 }
+        return indexMaps.withLockedValue { maps -> Int in
+            if let m = maps.first(where: { $0.notification === job.accepted }) { return m.index[job.target] ?? 0 }
+            var index: [PushTarget: Int] = [:]
+            index.reserveCapacity(targets.count)
+            for (i, t) in targets.enumerated() where index[t] == nil { index[t] = i }
+            maps.append((job.accepted, index))
+            if maps.count > 8 { maps.removeFirst() }
+            return index[job.target] ?? 0
+        }
+    }
+
     private func make(_ type: PushEventType, _ job: DeliveryJob, _ now: Date) -> PushEvent {
-        var index = job.deliveryIndex
-        if index < 0 { index = job.accepted.notification.targets.firstIndex(of: job.target) ?? 0 }
+        let index = deliveryIndex(job)
         return PushEvent(
             type: type, time: now, app: job.accepted.app, notifID: job.accepted.notifID, delivery: index, platform: job.platform.name,
             token: TokenMask.apply(job.target.reportedToken, hide: hideToken), attempt: job.attempts)

@@ -520,6 +520,13 @@ final class EventStreamTests: XCTestCase {
         XCTAssertEqual(
             mapper.events(.finished(fj, .delivered(providerID: nil), phase: .afterSending, failure: nil), now: t).map(\.type), [.fallbackSent])
         XCTAssertTrue(PushEventMapper(hideToken: true).events(.accepted(job), now: t).first?.token == TokenMask.mask("t1"))
+        // A job read back from a store (no index) of a large notification: found by its target.
+        let big = AcceptedNotification(
+            notifID: "big", notification: PushNotification(platform: .ios, tokens: (0..<100).map { "tok\($0)" }), prepared: nil)
+        for k in [0, 57, 99, 57] {
+            let j = DeliveryJob(id: UInt64(k), messageID: "m", target: .token("tok\(k)"), accepted: big, maxAttempts: 1, now: t)
+            XCTAssertEqual(mapper.events(.accepted(j), now: t).first?.delivery, k)
+        }
     }
 
     func testConfiguration() throws {
