@@ -105,7 +105,8 @@ extension Dispatcher {
         let t = now()
         let app = self.app(appID)
         let requestID = requestID ?? RandomID.timeOrdered()
-        var plan = Self.plan(request, app: app, appID: appID, requestID: requestID, fallbackBudget: answer.maxAnswerBytes, at: t)
+        var plan = Self.plan(
+            request, app: app, rules: platformRules, appID: appID, requestID: requestID, fallbackBudget: answer.maxAnswerBytes, at: t)
         announce(plan, skipped: request.skipped, requestID: requestID, app: appID)
         let submitted = try await enqueue(&plan, app: app, appID: appID, sync: sync, reportOutcomes: reportOutcomes, at: t)
         return await report(plan, submitted, requestID: requestID, sync: sync, reportOutcomes: reportOutcomes, timeout: timeout, at: t)
@@ -117,7 +118,8 @@ extension Dispatcher {
     /// per target a job, or a failure before sending (no targets, no rendering, a target the
     /// provider refuses). Logs and metrics are left to `announce`.
     static func plan(
-        _ request: PushRequest, app: AppProviders?, appID: String, requestID: String, fallbackBudget: Int, at t: Date
+        _ request: PushRequest, app: AppProviders?, rules platformRules: [Platform: PlatformRules], appID: String, requestID: String,
+        fallbackBudget: Int, at t: Date
     ) -> SubmitPlan {
         let slots = app?.slots ?? [:]
         let unavailable = app?.unavailable ?? [:]
@@ -129,7 +131,8 @@ extension Dispatcher {
             let index = bodyIndices[i]
             let notifID = n.notifID ?? "\(requestID)-\(index)"
             if index < plan.notifIDs.count { plan.notifIDs[index] = notifID }
-            let targets = n.targets
+            let rules = platformRules[n.platform]
+            let targets = n.targets(rules)
             guard let slot = slots[n.platform] else {
                 let reason = app == nil ? "app \(appID) is not configured" : unavailable[n.platform] ?? "platform \(n.platform.name) is not enabled"
                 plan.notices.append(.notServed(notifID: notifID, reason: reason))
@@ -138,7 +141,7 @@ extension Dispatcher {
                 continue
             }
             plan.counts += n.gorushCount
-            if n.coalesceSeconds == nil, slot.coalesceSeconds > 0, !(n.collapseID ?? "").isEmpty, n.isBackgroundPush {
+            if n.coalesceSeconds == nil, slot.coalesceSeconds > 0, !(n.collapseID ?? "").isEmpty, n.isBackgroundPush(rules) {
                 // The platform's default window for background pushes (kept with the notification).
                 n.coalesceSeconds = slot.coalesceSeconds
             }

@@ -83,6 +83,7 @@ public enum GatewayBuilder {
         let dispatcher = Dispatcher(
             apps: apps,
             queue: engine.driver,
+            platformRules: ProviderRegistry.platformRules,
             policy: RetryPolicy(baseDelay: settings.retryBackoff, maxDelay: settings.retryBackoffMax),
             stats: engine.stats,
             feedback: feedback,
