@@ -5,7 +5,8 @@
 #   memory and sqlite engines, same mock, same payload, same in-flight limit, ROUNDS times, with the
 #   ratios | h2load at the mock (when installed) | p99 ingest->provider at 2,000/s, both engines |
 #   RSS with 100,000 queued | Web Push end to end on one gateway core.
-# Needs Go (apt-get install golang-go) for the reference client; h2load (nghttp2-client) optional.
+# Needs Go (apt-get install golang-go) for the reference client and /usr/bin/time (Debian's time) for its
+# CPU; h2load (nghttp2-client) optional.
 # Usage: bench/bench-compare.sh [pushgate binary]   Env: ROUNDS (3), COUNT (100000), INFLIGHT (100)
 set -euo pipefail
 cd "$(dirname "$0")/.."
