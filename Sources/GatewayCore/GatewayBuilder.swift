@@ -23,7 +23,7 @@ public enum GatewayBuilder {
         extraTrustRootsPEM: [String] = [],
         clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
     ) throws -> Gateway {
-        let settings = try GatewaySettings(raw)
+        let settings = try GatewaySettings(raw, environment: environment)
         for w in raw.warnings { logger.warning("\(w)") }
         if !settings.auth.enabled, !["127.0.0.1", "::1", "localhost"].contains(settings.address) {
             logger.warning(
@@ -94,7 +94,8 @@ public enum GatewayBuilder {
                 maxMessageBytes: settings.maxLogMessageBytes, maxAnswerBytes: settings.maxSyncAnswerBytes,
                 syncTimeout: Double(settings.syncTimeout), hideMessages: settings.hideMessages),
             logger: Logger(label: "pushgate.dispatch"),
-            eventLoops: Array(eventLoopGroup.makeIterator())
+            eventLoops: Array(eventLoopGroup.makeIterator()),
+            tracing: settings.tracing.enabled
         )
         hooks.append { await providers.httpClients.shutdown() }
         for a in apps {
