@@ -198,6 +198,10 @@ public struct ProviderSet: Sendable {
         }
         var clientConfig = HTTPClient.Configuration(tlsConfiguration: clientTLS, redirectConfiguration: .disallow)
         clientConfig.timeout = .init(connect: .seconds(10), read: .seconds(Int64(outbound.feedbackTimeout)))
+        // No spans of AsyncHTTPClient's own (it would take the bootstrapped tracer): they would carry
+        // URLs that are secrets (Web Push endpoints, a hook's query); a delivery attempt is one span
+        // of Pushgate's (`tracing`), without them.
+        clientConfig.tracing.tracer = nil
         let clients = OutboundHTTPClients(proxy: proxy, configuration: clientConfig, eventLoopGroup: eventLoopGroup)
         let httpClient = clients.direct
         let context = ProviderBuildContext(

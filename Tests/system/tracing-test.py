@@ -145,7 +145,8 @@ def main():
     args = ap.parse_args()
     run = Run(NAME, find_pushgate(args.pushgate, NAME), keep=args.keep)
     python = ensure_venv(os.path.abspath(args.venv), run)
-    if os.path.realpath(sys.executable) != os.path.realpath(python) and not os.environ.get("PUSHGATE_TRACING_TEST_CHILD"):
+    # The venv's python is a link to this one: which one runs is told by sys.prefix.
+    if os.path.realpath(sys.prefix) != os.path.realpath(args.venv) and not os.environ.get("PUSHGATE_TRACING_TEST_CHILD"):
         run.close()
         env = dict(os.environ, PUSHGATE_TRACING_TEST_CHILD="1")
         sys.exit(subprocess.call([python, os.path.abspath(__file__)] + sys.argv[1:], env=env))
