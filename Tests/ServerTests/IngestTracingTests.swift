@@ -262,7 +262,7 @@ final class RecordingTracer: Tracer, Sendable {
             }
             guard let (name, attributes, error) = s, let ids = context[IDsKey.self] else { return }
             var flat: [String: String] = [:]
-            attributes.forEach { key, value in
+            func keep(_ key: String, _ value: SpanAttribute) {
                 switch value {
                 case .string(let v): flat[key] = v
                 case .int64(let v): flat[key] = String(v)
@@ -272,6 +272,7 @@ final class RecordingTracer: Tracer, Sendable {
                 default: flat[key] = "\(value)"
                 }
             }
+            attributes.forEach(keep)
             tracer.finished.withLockedValue {
                 $0.append(
                     Finished(
