@@ -11,8 +11,10 @@ venv at .build/otel-venv) takes the spans of `pushgate serve` gateways on the bu
    counts, platform, attempt, status and outcome attributes; a dead token's attempt is an error
    span with the provider's status and reason; a push without `traceparent` (and one with a
    malformed one) gets a fresh trace with both spans.
-2. A gateway whose batch delay is long: its spans arrive when it is stopped (flushed at shutdown).
-3. `tracing.enabled: false`: nothing is exported.
+2. Through the SQLite queue across a restart: an attempt made by the next process (the first
+   failed with 503 before the stop) is still the ingest span's child.
+3. A gateway whose batch delay is long: its spans arrive when it is stopped (flushed at shutdown).
+4. `tracing.enabled: false`: nothing is exported.
 
     Tests/system/tracing-test.py [--pushgate .build/debug/pushgate] [--venv .build/otel-venv]
 """
@@ -211,7 +213,33 @@ def main():
             run.log(f"{label}: fresh trace {ing['trace_id']} with the ingest and the delivery span")
         check(run, all(p == ("/v1/traces", "application/x-protobuf") for p in receiver.posts), f"posts: {set(receiver.posts)}")
 
-        # 3. Spans waiting in the batch are flushed when the gateway stops.
+        # 3. Through the durable queue across a restart: the first attempt fails (the mock APNs answers
+        # 503 to everything), the gateway stops with the delivery waiting to retry; a new gateway on
+        # the same SQLite file delivers it, and that attempt's span is still the ingest span's child.
+        durable = dict(traced, PUSHGATE_QUEUE_SQLITE_PATH=os.path.join(run.work, "restart.sqlite"), PUSHGATE_CORE_RETRY_BACKOFF_MS="3000")
+        check(run, http("POST", run.control + "/__mock/failures?provider=apns&rate=1&status=503")[0] == 200, "mock failures")
+        first = run.start_gateway("restart-1", durable)
+        trace_restart, caller_restart = uuid.uuid4().hex, uuid.uuid4().hex[:16]
+        push(first.url, LIVE, "restart-1", {"traceparent": f"00-{trace_restart}-{caller_restart}-01"})
+        wait_for(lambda: receiver.find_attr("pushgate.notif_id", "restart-1"), 60, "the first (failed) attempt's span", name=NAME)
+        run.stop_gracefully(first, "restart-1")
+        check(run, http("POST", run.control + "/__mock/failures?provider=apns&rate=0&status=503")[0] == 200, "mock failures off")
+        second = run.start_gateway("restart-2", durable)
+        wait_for(lambda: any(s["attrs"].get("pushgate.outcome") == "delivered" for s in receiver.find_attr("pushgate.notif_id", "restart-1")),
+                 60, "the attempt after the restart", name=NAME)
+        attempts = receiver.find_attr("pushgate.notif_id", "restart-1")
+        ingest_restart = receiver.find(trace_id=trace_restart, parent=caller_restart)
+        check(run, len(ingest_restart) == 1, f"the ingest span of restart-1: {ingest_restart}")
+        check(run, all(a["trace_id"] == trace_restart and a["parent"] == ingest_restart[0]["span_id"] for a in attempts),
+              f"an attempt not under the ingest span: {attempts}")
+        check(run, attempts[0]["attrs"].get("pushgate.outcome") == "retry" and attempts[0]["attrs"].get("http.response.status_code") == 503,
+              f"first attempt: {attempts[0]}")
+        last = attempts[-1]["attrs"]
+        check(run, last.get("pushgate.outcome") == "delivered" and last.get("pushgate.attempt", 0) >= 2, f"attempt after the restart: {last}")
+        run.stop_gracefully(second, "restart-2")
+        run.log(f"across a restart: {len(attempts)} attempts, the last (#{last.get('pushgate.attempt')}, delivered) still under the ingest span")
+
+        # 4. Spans waiting in the batch are flushed when the gateway stops.
         lazy = dict(traced, OTEL_BSP_SCHEDULE_DELAY="600000", PUSHGATE_QUEUE_SQLITE_PATH=os.path.join(run.work, "lazy.sqlite"))
         gw2 = run.start_gateway("lazy", lazy)
         trace_lazy = uuid.uuid4().hex
@@ -223,7 +251,7 @@ def main():
         check(run, ingest_lazy["trace_id"] == trace_lazy, f"flushed spans: {ingest_lazy}")
         run.log("spans still in the batch were flushed at shutdown")
 
-        # 4. tracing.enabled: false: nothing is exported.
+        # 5. tracing.enabled: false: nothing is exported.
         off = dict(traced, PUSHGATE_TRACING_ENABLED="false", PUSHGATE_TRACING_ENDPOINT=off_receiver.url,
                    PUSHGATE_QUEUE_SQLITE_PATH=os.path.join(run.work, "off.sqlite"))
         gw3 = run.start_gateway("off", off)
