@@ -97,16 +97,19 @@ extension Dispatcher {
     ///   - outcomes: also wait for every delivery (as in sync mode) and report each one's final outcome
     ///     in `SubmitResult.outcomes` (the embedding API). The failed entries in `logs` are as in sync mode.
     ///   - timeout: how long a waiting submission waits (default `core.sync_timeout`).
+    ///   - traceParent: the W3C `traceparent` of the request's ingest span, kept with each accepted
+    ///     notification: its delivery attempts' spans are its children (`DeliveryTracing.swift`).
     public func submit(
         _ request: PushRequest, sync: Bool, app appID: String = AppID.defaultApp, requestID: String? = nil,
-        outcomes reportOutcomes: Bool = false, timeout: Double? = nil
+        outcomes reportOutcomes: Bool = false, timeout: Double? = nil, traceParent: String? = nil
     ) async throws -> SubmitResult {
         let sync = sync || reportOutcomes
         let t = now()
         let app = self.app(appID)
         let requestID = requestID ?? RandomID.timeOrdered()
         var plan = Self.plan(
-            request, app: app, rules: platformRules, appID: appID, requestID: requestID, fallbackBudget: answer.maxAnswerBytes, at: t)
+            request, app: app, rules: platformRules, appID: appID, requestID: requestID, fallbackBudget: answer.maxAnswerBytes,
+            traceParent: traceParent, at: t)
         announce(plan, skipped: request.skipped, requestID: requestID, app: appID)
         let submitted = try await enqueue(&plan, app: app, appID: appID, sync: sync, reportOutcomes: reportOutcomes, at: t)
         return await report(plan, submitted, requestID: requestID, sync: sync, reportOutcomes: reportOutcomes, timeout: timeout, at: t)
@@ -119,7 +122,7 @@ extension Dispatcher {
     /// provider refuses). Logs and metrics are left to `announce`.
     static func plan(
         _ request: PushRequest, app: AppProviders?, rules platformRules: [Platform: PlatformRules], appID: String, requestID: String,
-        fallbackBudget: Int, at t: Date
+        fallbackBudget: Int, traceParent: String? = nil, at t: Date
     ) -> SubmitPlan {
         let slots = app?.slots ?? [:]
         let unavailable = app?.unavailable ?? [:]
@@ -176,7 +179,8 @@ extension Dispatcher {
                 plan.notices.append(.fallback(notifID: notifID, platform: n.platform, info: fallback))
             }
             // Sent as its fallback: the fallback is what is stored (and re-rendered after a restart).
-            let accepted = AcceptedNotification(notifID: notifID, notification: sent, prepared: prepared, app: appID, fallback: fallback)
+            let accepted = AcceptedNotification(
+                notifID: notifID, notification: sent, prepared: prepared, app: appID, fallback: fallback, traceParent: traceParent)
             let maxAttempts = RetryPolicy.maxAttempts(requestRetry: n.retry, providerMaxRetry: slot.maxRetry)
             for target in targets {
                 if let failure = slot.provider.validate(target: target, of: prepared) {

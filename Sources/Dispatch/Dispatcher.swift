@@ -45,6 +45,11 @@ public final class Dispatcher: Sendable {
     let answer: AnswerLimits
     /// Deliveries run on these (the providers' event loops, in turn); empty: the global executor.
     let executors: [EventLoopTaskExecutor]
+    /// Each delivery attempt is a span (`tracing.enabled`; `DeliveryTracing.swift`). Off: no span,
+    /// no context read, nothing but this flag on the worker's path.
+    public let tracing: Bool
+    /// `log.hide_token`: a span carries the token only when tokens are shown.
+    let hideToken: Bool
 
     /// How much of a request's failures a sync answer (and each feedback post) carries.
     public struct AnswerLimits: Sendable {
@@ -127,10 +132,13 @@ public final class Dispatcher: Sendable {
         answer: AnswerLimits = AnswerLimits(),
         logger: Logger = Logger(label: "pushgate.dispatch"),
         eventLoops: [any EventLoop] = [],
+        tracing: Bool = false,
         now: @escaping @Sendable () -> Date = { Date() },
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) {
         self.executors = eventLoops.map(EventLoopTaskExecutor.init)
+        self.tracing = tracing
+        self.hideToken = hideToken
         self.idempotency = idempotency ?? (queue as? any IdempotencyStore) ?? MemoryIdempotencyStore()
         var byID: [String: AppProviders] = [:]
         for a in apps where byID[a.id] == nil { byID[a.id] = a }
