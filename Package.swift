@@ -272,6 +272,7 @@ let package = Package(
             dependencies: [
                 "TestSupport", "PushDispatch", "PushgateCore",
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ], path: "Tests/DispatchTests"),
         .testTarget(
             name: "APNsTests",

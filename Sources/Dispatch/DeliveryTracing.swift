@@ -20,22 +20,24 @@ public enum TraceContext {
         func inject(_ value: String, forKey key: String, into carrier: inout [String: String]) { carrier[key] = value }
     }
 
-    /// The `traceparent` of `context` (a span's), nil when the instrument injects none.
-    public static func traceParent(of context: ServiceContext) -> String? {
+    /// The `traceparent` of `context` (a span's), nil when the instrument injects none (the no-op one).
+    public static func traceParent(of context: ServiceContext, instrument: any Instrument = InstrumentationSystem.instrument) -> String? {
         var headers: [String: String] = [:]
-        InstrumentationSystem.instrument.inject(context, into: &headers, using: DictionaryInjector())
+        instrument.inject(context, into: &headers, using: DictionaryInjector())
         return headers["traceparent"]
     }
 
     /// The parent context for a span: `traceParent` (and `traceState`) when they are well-formed,
     /// else a top-level context (a new trace). Checked here first, so that what a client sends never
     /// reaches the instrument's parser (which logs what it cannot parse) unless it is valid.
-    public static func context(traceParent: String?, traceState: String? = nil) -> ServiceContext {
+    public static func context(
+        traceParent: String?, traceState: String? = nil, instrument: any Instrument = InstrumentationSystem.instrument
+    ) -> ServiceContext {
         var context = ServiceContext.topLevel
         guard let traceParent, isValid(traceParent: traceParent) else { return context }
         var headers = ["traceparent": traceParent]
         if let traceState, isValid(traceState: traceState) { headers["tracestate"] = traceState }
-        InstrumentationSystem.instrument.extract(headers, into: &context, using: DictionaryExtractor())
+        instrument.extract(headers, into: &context, using: DictionaryExtractor())
         return context
     }
 

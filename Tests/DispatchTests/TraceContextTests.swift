@@ -1,5 +1,6 @@
 import Foundation
 import PushgateCore
+import Tracing
 import XCTest
 
 @testable import PushDispatch
@@ -37,9 +38,10 @@ final class TraceContextTests: XCTestCase {
     }
 
     func testWithoutATracerNothingIsInjected() {
-        // No tracer bootstrapped in this process: a span's context has no traceparent to keep.
-        XCTAssertNil(TraceContext.traceParent(of: TraceContext.context(traceParent: valid)))
-        XCTAssertNil(TraceContext.traceParent(of: .topLevel))
+        // The no-op tracer (nothing bootstrapped): a span's context has no traceparent to keep.
+        let noop = NoOpTracer()
+        XCTAssertNil(TraceContext.traceParent(of: TraceContext.context(traceParent: valid, instrument: noop), instrument: noop))
+        XCTAssertNil(TraceContext.traceParent(of: .topLevel, instrument: noop))
     }
 
     /// The context given to `submit` goes with every accepted notification into the queue (the
