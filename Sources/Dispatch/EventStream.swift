@@ -141,12 +141,13 @@ public final class EventStream: DeliveryEventSink {
     private let dropLog = NIOLockedValueBox<(last: Double, unlogged: Int)>((0, 0))
 
     public init(
-        store: any EventStore, hideToken: Bool, types: Set<PushEventType>? = nil, countsDrops: Bool, maxClients: Int = 100,
+        store: any EventStore, hideToken: Bool, platformRules: [Platform: PlatformRules] = [:], types: Set<PushEventType>? = nil,
+        countsDrops: Bool, maxClients: Int = 100,
         clientBuffer: Int = 10_000, maxStaged: Int = 100_000, writeBatch: Int = 2_000, logger: Logger = Logger(label: "pushgate.events"),
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.store = store
-        self.mapper = PushEventMapper(hideToken: hideToken)
+        self.mapper = PushEventMapper(hideToken: hideToken, platformRules: platformRules)
         self.types = types
         self.countsDrops = countsDrops
         self.maxClients = max(0, maxClients)

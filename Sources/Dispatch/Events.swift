@@ -171,10 +171,15 @@ public enum RFC3339 {
 /// a new case does not compile until it is mapped here.
 public final class PushEventMapper: Sendable {
     let hideToken: Bool
+    /// Each platform's rules: the order of a notification's targets (`PushNotification.targets`).
+    let platformRules: [Platform: PlatformRules]
     /// The class of the last attempt of a delivery, kept from `.attempted` to the `.finished` that follows it.
     private let lastClass = NIOLockedValueBox<[UInt64: String]>([:])
 
-    public init(hideToken: Bool) { self.hideToken = hideToken }
+    public init(hideToken: Bool, platformRules: [Platform: PlatformRules] = [:]) {
+        self.hideToken = hideToken
+        self.platformRules = platformRules
+    }
 
     public func events(_ event: DeliveryEvent, now: Date) -> [PushEvent] {
         switch event {
@@ -224,7 +229,7 @@ public final class PushEventMapper: Sendable {
     /// The job's index among its notification's targets.
     func deliveryIndex(_ job: DeliveryJob) -> Int {
         if job.deliveryIndex >= 0 { return job.deliveryIndex }
-        let targets = job.accepted.notification.targets
+        let targets = job.accepted.notification.targets(platformRules[job.platform])
         if targets.count <= 16 { return targets.firstIndex(of: job.target) ?? 0 }
         return indexMaps.withLockedValue { maps -> Int in
             if let m = maps.first(where: { $0.notification === job.accepted }) { return m.index[job.target] ?? 0 }

@@ -63,7 +63,7 @@ public struct EventsWiring: Sendable {
             store = MemoryEventStore(maxStored: maxStored)
         }
         let stream = EventStream(
-            store: store, hideToken: settings.hideToken, types: types, countsDrops: !url.isEmpty,
+            store: store, hideToken: settings.hideToken, platformRules: ProviderRegistry.platformRules, types: types, countsDrops: !url.isEmpty,
             maxClients: section[EventsConfig.sseMaxClients], clientBuffer: section[EventsConfig.sseClientBuffer],
             logger: Logger(label: "pushgate.events"))
         var webhook: EventWebhook?

@@ -53,7 +53,7 @@ extension IngestValidation {
                     detail:
                         "notifications[\(i)].tokens[\(k)]: \(t.utf8.count) bytes, over the limit of \(limits.maxTokenBytes) (core.max_token_bytes)")
             }
-            deliveries += n.deliveryCount
+            deliveries += n.deliveryCount(limits.platforms[n.platform])
             if let problem = validate(n) { return RequestError(message: problem.message, detail: "notifications[\(i)].\(problem.detail)") }
         }
         if deliveries > limits.maxDeliveries {

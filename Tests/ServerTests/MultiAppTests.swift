@@ -48,6 +48,14 @@ final class MultiAppTests: XCTestCase {
         return ByteBuffer(string: #"{\#(appField)"notifications":[{\#(idField)"tokens":[\#(list)],"platform":1,"message":"hi"}]}"#)
     }
 
+    /// The value of the series whose line starts with `series` (its name, labels and a space); 0 when absent.
+    static func value(of series: String, in metrics: String) -> Double {
+        for line in metrics.split(separator: "\n") where line.hasPrefix(series) {
+            return Double(line.dropFirst(series.count).trimmingCharacters(in: .whitespaces)) ?? -1
+        }
+        return 0
+    }
+
     static func call(
         _ client: any TestClientProtocol, _ uri: String, _ method: HTTPRequest.Method = .get, key: String? = nil, body: ByteBuffer? = nil
     ) async throws -> (status: Int, body: String, headers: HTTPFields) {
@@ -114,6 +122,10 @@ final class MultiAppTests: XCTestCase {
         let env = try await TestEnvironment.start()
         defer { Task { await env.stop() } }
         try await env.withGateway(Self.appsYAML(env), environment: Self.keys) { client, _ in
+            // swift-metrics counters are the process's: other tests of this process may have counted
+            // deliveries of an app named chat before.
+            let chatSeries = #"pushgate_push_success_total{app="chat",provider="ios"} "#
+            let chatBefore = Self.value(of: chatSeries, in: try await Self.call(client, "/metrics").body)
             // No key: 401, nothing sent.
             let none = try await Self.call(client, "/api/push", .post, body: Self.push([1]))
             XCTAssertEqual(none.status, 401)
@@ -190,7 +202,7 @@ final class MultiAppTests: XCTestCase {
             XCTAssertEqual(((apps["default"] as? [String: Any])?["ios"] as? [String: Any])?["push_success"] as? Int, 1)
             XCTAssertEqual((stat["ios"] as? [String: Any])?["push_success"] as? Int, 5, "gorush's totals stay")
             let metrics = try await Self.call(client, "/metrics").body
-            XCTAssertTrue(metrics.contains(#"pushgate_push_success_total{app="chat",provider="ios"} 2"#), metrics)
+            XCTAssertEqual(Self.value(of: chatSeries, in: metrics), chatBefore + 2, metrics)
             XCTAssertTrue(metrics.contains(#"pushgate_app_pending{app="wallet"} 0"#), metrics)
             XCTAssertTrue(metrics.contains("gorush_ios_success 5"), metrics)
         }
@@ -331,7 +343,12 @@ final class MultiAppTests: XCTestCase {
                 XCTAssertEqual(env.apns.requests(for: Self.token(i)).last?.providerKeyID, "MOCKAPP002")
                 XCTAssertEqual(env.apns.requests(for: Self.token(i)).last?.topic, "com.example.wallet")
             }
-            let st = try await Self.call(client, "/api/push/wallet-1", key: Self.walletKey)
+            // The mock's 200 comes before the gateway stores the outcome: wait for the record.
+            var st = try await Self.call(client, "/api/push/wallet-1", key: Self.walletKey)
+            for _ in 0..<300 where !st.body.contains(#""delivered":2"#) {
+                try await Task.sleep(for: .milliseconds(50))
+                st = try await Self.call(client, "/api/push/wallet-1", key: Self.walletKey)
+            }
             XCTAssertTrue(st.body.contains(#""delivered":2"#), st.body)
             let denied = try await Self.call(client, "/api/push/wallet-1", key: Self.chatKey)
             XCTAssertEqual(denied.status, 404)
