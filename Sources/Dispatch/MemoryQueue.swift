@@ -200,6 +200,11 @@ public final class MemoryQueue: QueueDriver {
         state.withLockedValue { $0.sleeper?.cancel() }
     }
 
+    /// Jobs waiting for a time after `date` (scheduled, or retries), all platforms. O(n).
+    public func waitingCount(dueAfter date: Date) -> Int {
+        state.withLockedValue { s in s.queues.values.reduce(0) { $0 + $1.delayed.count { $0.notBefore > date } } }
+    }
+
     /// Ready + delayed jobs per platform (for stats and tests).
     public func depth(platform: Platform) -> (ready: Int, delayed: Int) {
         state.withLockedValue { s in
@@ -311,6 +316,9 @@ public struct JobHeap: Sendable {
             }
         }
     }
+
+    /// How many jobs `match` picks. O(n).
+    public func count(where match: (DeliveryJob) -> Bool) -> Int { items.reduce(0) { $0 + (match($1) ? 1 : 0) } }
 
     /// Removes and returns the jobs `match` picks (the heap is rebuilt when any is removed). O(n).
     public mutating func remove(where match: (DeliveryJob) -> Bool) -> [DeliveryJob] {

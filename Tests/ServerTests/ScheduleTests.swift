@@ -299,6 +299,7 @@ final class ScheduleTests: XCTestCase {
                     return Self.deliveries(s?.body ?? "").first?["state"] as? String == "quiet_hours"
                 }
                 XCTAssertTrue(dropped, engine.name)
+                print("quiet \(engine.name) dropped at \(Date())")
                 let waiting = try await Self.call(client, "/api/push/quiet-wait")
                 let d = Self.deliveries(waiting.body).first
                 XCTAssertEqual(d?["state"] as? String, "scheduled", waiting.body)
@@ -385,7 +386,7 @@ final class ScheduleTests: XCTestCase {
         XCTAssertThrowsError(try GatewaySettings(RawConfig(yaml: "core:\n  max_schedule_horizon: 1e30\n", environment: [:])))
         let env = try await TestEnvironment.start()
         defer { Task { await env.stop() } }
-        try await env.withGateway("core:\n  max_schedule_horizon: 60\n") { client, _ in
+        try await env.withGateway(environment: ["PUSHGATE_CORE_MAX_SCHEDULE_HORIZON": "60"]) { client, _ in
             let over = try await Self.call(
                 client, "/api/push", .post, body: #"{"notifications":[{"tokens":["\#(Self.token(50))"],"platform":1,"delay_seconds":61}]}"#)
             XCTAssertEqual(over.status, 400)
