@@ -158,6 +158,42 @@ final class ScheduleTests: XCTestCase {
         }
     }
 
+    /// Two gateways sharing PostgreSQL: one accepts a scheduled notification and a second one, and
+    /// stops before their time; the other cancels the second and sends the first when due.
+    func testScheduledSendAcrossGatewaysSharingPostgreSQL() async throws {
+        guard let url = ProcessInfo.processInfo.environment["PUSHGATE_TEST_POSTGRES_URL"], !url.isEmpty else {
+            throw XCTSkip("PUSHGATE_TEST_POSTGRES_URL is not set (scripts/start-postgres.sh)")
+        }
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        let pg = ["PUSHGATE_QUEUE_ENGINE": "postgres", "PUSHGATE_QUEUE_POSTGRES_URL": url]
+        let id = UUID().uuidString.lowercased()
+        let (a, b) = (Self.token(60), Self.token(61))
+        let at = Self.ahead(4)
+        @Sendable func body(_ notif: String, _ tok: String) -> String {
+            #"{"notifications":[{"notif_id":"\#(notif)","tokens":["\#(tok)"],"platform":1,"message":"later","send_at":"\#(Self.rfc3339(at))"}]}"#
+        }
+        try await env.withGateway(environment: pg) { client, _ in
+            let r1 = try await Self.call(client, "/api/push", .post, body: body("pg-send-" + id, a))
+            XCTAssertEqual(r1.status, 200, r1.body)
+            let r2 = try await Self.call(client, "/api/push", .post, body: body("pg-cancel-" + id, b))
+            XCTAssertEqual(r2.status, 200, r2.body)
+        }
+        let sentByFirst = env.apns.requests(for: a).count
+        try await env.withGateway(environment: pg) { client, _ in
+            let c = try await Self.call(client, "/api/push/pg-cancel-" + id, .delete)
+            XCTAssertEqual(c.status, 200, c.body)
+            if Date() < at { XCTAssertEqual(Self.json(c.body)["cancelled"] as? Int, 1, c.body) }
+            let cancelled = Self.json(c.body)["cancelled"] as? Int ?? 0
+            let sent = await eventually(timeout: 60) { env.apns.requests(for: a).count == 1 }
+            XCTAssertTrue(sent, "sent once, by the second gateway (the first sent \(sentByFirst))")
+            let received = try XCTUnwrap(env.apns.requests(for: a).first?.receivedAt)
+            XCTAssertGreaterThanOrEqual(received, at, "sent before its send_at")
+            while Date() < at.addingTimeInterval(2.5) { try await Task.sleep(for: .milliseconds(200)) }
+            XCTAssertEqual(env.apns.requests(for: b).count, 1 - cancelled, "the cancelled one is never sent")
+        }
+    }
+
     // MARK: cancel
 
     func testCancelBeforeItsTimeSendsNothing() async throws {
