@@ -185,9 +185,10 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
         }
         if !out.isEmpty {
             // The notifications' `analytics_label`, by app (one small read, not one per delivery).
+            // `json`, not `jsonb`: a body holding an escaped NUL (a gRPC string) still reads.
             var labels: [String: String] = [:]
             for try await (app, label) in try await client.query(
-                "SELECT app, (body::jsonb ->> 'analytics_label') FROM pushgate_notifications WHERE notif_id = \(notifID)", logger: logger
+                "SELECT app, (body::json ->> 'analytics_label') FROM pushgate_notifications WHERE notif_id = \(notifID)", logger: logger
             ).decode((String, String?).self) {
                 if let label { labels[app] = label }
             }

@@ -171,7 +171,7 @@ final class ScheduleTests: XCTestCase {
         let (a, b) = (Self.token(60), Self.token(61))
         let at = Self.ahead(4)
         @Sendable func body(_ notif: String, _ tok: String) -> String {
-            #"{"notifications":[{"notif_id":"\#(notif)","tokens":["\#(tok)"],"platform":1,"message":"later","send_at":"\#(Self.rfc3339(at))"}]}"#
+            #"{"notifications":[{"notif_id":"\#(notif)","tokens":["\#(tok)"],"platform":1,"message":"later","send_at":"\#(Self.rfc3339(at))","analytics_label":"pg-label"}]}"#
         }
         try await env.withGateway(environment: pg) { client, _ in
             let r1 = try await Self.call(client, "/api/push", .post, body: body("pg-send-" + id, a))
@@ -191,6 +191,8 @@ final class ScheduleTests: XCTestCase {
             XCTAssertGreaterThanOrEqual(received, at, "sent before its send_at")
             while Date() < at.addingTimeInterval(2.5) { try await Task.sleep(for: .milliseconds(200)) }
             XCTAssertEqual(env.apns.requests(for: b).count, 1 - cancelled, "the cancelled one is never sent")
+            let status = try await Self.call(client, "/api/push/pg-send-" + id)
+            XCTAssertEqual(Self.deliveries(status.body).first?["analytics_label"] as? String, "pg-label", status.body)
         }
     }
 
