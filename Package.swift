@@ -40,6 +40,9 @@ let package = Package(
         .package(url: "https://github.com/grpc/grpc-swift-nio-transport.git", from: "2.9.2"),
         .package(url: "https://github.com/grpc/grpc-swift-protobuf.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
+        // Tracing (docs/observability.md): the span API everywhere, the OTLP exporter in `serve` only.
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0"),
     ],
     targets: [
         // Request model, gorush JSON, outcomes, error classes. No I/O.
@@ -130,6 +133,7 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ], path: "Sources/Dispatch"),
         // Durable queue engines (SQLite embedded, PostgreSQL shared) and delivery status records.
         .target(
@@ -163,6 +167,7 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]),
         // gorush's REST API on Hummingbird (HTTP/1.1, HTTP/2 over TLS): routes and their access,
         // request limits and timeouts, mapped to and from `Gateway.accept`.
@@ -180,6 +185,7 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]),
         // gorush's gRPC ingest (gorush.proto): the generated code (scripts/generate-grpc.sh) and the services.
         .target(
@@ -198,6 +204,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             exclude: ["Proto"]),
         // The Matrix Push Gateway API (Sygnal's /_matrix/push/v1/notify) on a listener of its own,
@@ -213,6 +220,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]),
         // The embedding API: a gateway built from a configuration value, run in-process (no HTTP listener).
         .target(
@@ -251,6 +259,8 @@ let package = Package(
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "OTel", package: "swift-otel"),
             ]),
         // Shared by the test suites: the one poll-until helper.
         .target(name: "TestSupport", dependencies: ["PushgateCore"], path: "Tests/TestSupport"),
@@ -332,6 +342,7 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]),
     ],
     swiftLanguageModes: [.v6]

@@ -5,7 +5,8 @@
 #   memory and sqlite engines, same mock, same payload, same in-flight limit, ROUNDS times, with the
 #   ratios | h2load at the mock (when installed) | p99 ingest->provider at 2,000/s, both engines |
 #   RSS with 100,000 queued | Web Push end to end on one gateway core.
-# Needs Go (apt-get install golang-go) for the reference client; h2load (nghttp2-client) optional.
+# Needs Go (apt-get install golang-go) for the reference client and /usr/bin/time (Debian's time) for its
+# CPU; h2load (nghttp2-client) optional.
 # Usage: bench/bench-compare.sh [pushgate binary]   Env: ROUNDS (3), COUNT (100000), INFLIGHT (100)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,39 +49,47 @@ JWT=$(curl -s http://127.0.0.1:18446/__mock/apns-jwt)
 python3 -c 'import sys; open(sys.argv[1], "w").write("{\"aps\":{\"alert\":{\"title\":\"Bench\",\"body\":\"" + "x" * 200 + "\"}},\"pgbt\":1234567890123456}")' "$W/apns.json"
 cpu() { awk '{print $14+$15}' /proc/$1/stat; }
 # gateway_run NAME PORT PID OUT: one bench of COUNT deliveries through a gateway; prints its line and
-# appends "name delivered delivery_seconds" to OUT.
+# appends "name delivered delivery_seconds gateway_cpu_seconds" to OUT.
 gateway_run() {
   local c0 c1
   c0=$(cpu $3)
   "$BIN" bench --gateway-url http://127.0.0.1:$2 --mock-url http://127.0.0.1:18446 --count "$COUNT" --tokens 100 --concurrency 4 \
     --payload-bytes 200 --quiet --json > "$W/$1.json"
   c1=$(cpu $3)
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=(int(sys.argv[5]) - int(sys.argv[4])); print("%s engine: %d of %d delivered, %.0f delivered/s, gateway CPU %.2f s" % (sys.argv[2], d["delivered"], int(sys.argv[3]), d["delivered_per_sec"], t / int(sys.argv[6]))); open(sys.argv[7], "a").write("%s %d %s\n" % (sys.argv[2], d["delivered"], d["delivery_seconds"]))' \
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=(int(sys.argv[5]) - int(sys.argv[4])); print("%s engine: %d of %d delivered, %.0f delivered/s, gateway CPU %.2f s" % (sys.argv[2], d["delivered"], int(sys.argv[3]), d["delivered_per_sec"], t / int(sys.argv[6]))); open(sys.argv[7], "a").write("%s %d %s %.3f\n" % (sys.argv[2], d["delivered"], d["delivery_seconds"], t / int(sys.argv[6])))' \
     "$W/$1.json" "$1" "$COUNT" "$c0" "$c1" "$(getconf CLK_TCK)" "$4"
 }
-# ratio_line LABEL GO OUT: the ratios of the runs in OUT (each engine's deliveries over its delivery
-# seconds) to each other and to GO, Go's rate described as in LABEL ("round 1: Go", "all 3 rounds: Go ... (mean)").
+# ratio_line LABEL GO GOCPU OUT: the ratios of the runs in OUT (each engine's deliveries over its
+# delivery seconds) to each other and to GO, Go's rate described as in LABEL ("round 1: Go", "all 3
+# rounds: Go ... (mean)"); then CPU per delivery, the headline on a shared 2-core machine: CPU-seconds
+# per 100k deliveries of the Go client (GOCPU) and of each engine's gateway process, and their
+# deliveries per CPU-second as ratios.
 ratio_line() { python3 -c 'import sys; t={}
-for l in open(sys.argv[3]):
-    n, d, s = l.split(); a = t.setdefault(n, [0, 0.0]); a[0] += int(d); a[1] += float(s)
+for l in open(sys.argv[4]):
+    n, d, s, c = l.split(); a = t.setdefault(n, [0, 0.0, 0.0]); a[0] += int(d); a[1] += float(s); a[2] += float(c)
 m, s = (t[e][0] / t[e][1] for e in ("memory", "sqlite")); g = float(sys.argv[2])
-print("%s | memory %.0f/s = %.2f x Go | sqlite %.0f/s = %.2f x Go = %.2f x memory" % (sys.argv[1] % g, m, m / g, s, s / g, s / m))' "$@"; }
+print("%s | memory %.0f/s = %.2f x Go | sqlite %.0f/s = %.2f x Go = %.2f x memory" % (sys.argv[1] % g, m, m / g, s, s / g, s / m))
+gc = float(sys.argv[3]); mc, sc = (t[e][2] * 100000 / t[e][0] for e in ("memory", "sqlite"))
+print("    CPU per 100k deliveries: Go client %.2f s | memory %.2f s | sqlite %.2f s; per CPU-second: memory %.2f x Go, sqlite %.2f x Go = %.2f x memory" % (gc, mc, sc, gc / mc, gc / sc, mc / sc))' "$@"; }
 echo "== warm-up (not counted): $COUNT deliveries through each gateway"
 gateway_run memory 18087 $GWM "$W/warmup.txt"; gateway_run sqlite 18088 $GW "$W/warmup.txt"
-: > "$W/all.txt"; GOSUM=0
+: > "$W/all.txt"; GOSUM=0; GOCPUSUM=0
 for r in $(seq 1 "$ROUNDS"); do
   echo "== round $r: Go net/http HTTP/2 client, $COUNT POSTs, $INFLIGHT in flight, straight at the mock APNs"
-  "$GOCLIENT" -n "$COUNT" -c "$INFLIGHT" -url https://127.0.0.1:18443/3/device/ -ca "$W/m/mock-ca.pem" -payload "$W/apns.json" \
-    -auth "bearer $JWT" | tee "$W/go.txt"
+  /usr/bin/time -f "%U %S" -o "$W/go-cpu.txt" "$GOCLIENT" -n "$COUNT" -c "$INFLIGHT" -url https://127.0.0.1:18443/3/device/ \
+    -ca "$W/m/mock-ca.pem" -payload "$W/apns.json" -auth "bearer $JWT" | tee "$W/go.txt"
   GO=$(sed -n 's/.*= \([0-9]*\) req\/s.*/\1/p' "$W/go.txt"); GOSUM=$((GOSUM + GO))
+  # the Go client's CPU per 100k of its successful POSTs
+  GOCPU=$(awk -v ok="$(sed -n 's/^go-nethttp-h2: \([0-9]*\) ok.*/\1/p' "$W/go.txt")" '{printf "%.3f", ($1 + $2) * 100000 / ok}' "$W/go-cpu.txt")
+  GOCPUSUM=$(awk -v a="$GOCPUSUM" -v b="$GOCPU" 'BEGIN {printf "%.3f", a + b}')
   : > "$W/round.txt"
   for g in "memory 18087 $GWM" "sqlite 18088 $GW" "sqlite 18088 $GW" "memory 18087 $GWM"; do
     gateway_run $g "$W/round.txt"
   done
   cat "$W/round.txt" >> "$W/all.txt"
-  ratio_line "round $r: Go %.0f/s" "$GO" "$W/round.txt"
+  ratio_line "round $r: Go %.0f/s" "$GO" "$GOCPU" "$W/round.txt"
 done
-ratio_line "all $ROUNDS rounds: Go %.0f/s (mean)" "$(( GOSUM / ROUNDS ))" "$W/all.txt"
+ratio_line "all $ROUNDS rounds: Go %.0f/s (mean)" "$(( GOSUM / ROUNDS ))" "$(awk -v a="$GOCPUSUM" -v r="$ROUNDS" 'BEGIN {printf "%.3f", a / r}')" "$W/all.txt"
 
 # 3. h2load against the same mock APNs (another reference, when installed)
 if command -v h2load >/dev/null; then

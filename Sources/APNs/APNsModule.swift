@@ -69,7 +69,8 @@ public struct APNsModule: ProviderModule {
     public func requestRules(for platform: Platform) -> PlatformRules {
         PlatformRules(
             maxTokens: defaultMaxTokens(for: platform), reservedDataKeys: [.init("aps", reservedFor: "the APNs payload")],
-            exclusiveMembers: [.init(["channels"], problem: "APNs broadcast channels are for platform 1 (ios) only")])
+            exclusiveMembers: [.init(["channels"], problem: "APNs broadcast channels are for platform 1 (ios) only")],
+            backgroundPush: APNsPayload.backgroundPush)
     }
 
     /// gorush's series.

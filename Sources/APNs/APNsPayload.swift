@@ -12,6 +12,14 @@ import PushgateCore
 /// `alert` object's fields then override or extend the dictionary (a `message` without `title`
 /// becomes the dictionary's `body` when `alert` fields are present, rather than being dropped).
 public enum APNsPayload {
+    /// A push that wakes the app without showing anything: push type `background`, or
+    /// `content_available` with no alert, title, message, badge or sound.
+    public static let backgroundPush = PlatformRules.BackgroundPushRule("apns background") { n in
+        if n.pushType == "background" { return true }
+        guard n.contentAvailable == true else { return false }
+        return (n.alert?.isEmpty ?? true) && n.title == nil && (n.message ?? "").isEmpty && n.badge == nil && n.sound == nil
+    }
+
     public static func render(_ n: PushNotification, pushType: APNsPushType) throws(PushFailure) -> [UInt8] {
         var w = JSONWriter(reservingCapacity: 256 + (n.message?.utf8.count ?? 0))
         w.raw("{\"aps\":{")

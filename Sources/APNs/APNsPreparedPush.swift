@@ -91,7 +91,7 @@ public struct APNsPreparedPush: PreparedPush {
 
         let bytes = try APNsPayload.render(n, pushType: type)
         // A broadcast carries up to 5 KB; a notification also sent to device tokens is held to their limit.
-        let broadcastOnly = n.allTokens.isEmpty && !(n.channels ?? []).isEmpty
+        let broadcastOnly = n.tokens.isEmpty && !(n.channels ?? []).isEmpty
         let limit = broadcastOnly ? max(type.payloadLimit, APNsPushType.broadcastPayloadLimit) : type.payloadLimit
         guard bytes.count <= limit else {
             throw PushFailure.payloadTooLarge(size: bytes.count, limit: limit)

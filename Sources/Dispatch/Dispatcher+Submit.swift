@@ -97,15 +97,19 @@ extension Dispatcher {
     ///   - outcomes: also wait for every delivery (as in sync mode) and report each one's final outcome
     ///     in `SubmitResult.outcomes` (the embedding API). The failed entries in `logs` are as in sync mode.
     ///   - timeout: how long a waiting submission waits (default `core.sync_timeout`).
+    ///   - traceParent: the W3C `traceparent` of the request's ingest span, kept with each accepted
+    ///     notification: its delivery attempts' spans are its children (`DeliveryTracing.swift`).
     public func submit(
         _ request: PushRequest, sync: Bool, app appID: String = AppID.defaultApp, requestID: String? = nil,
-        outcomes reportOutcomes: Bool = false, timeout: Double? = nil
+        outcomes reportOutcomes: Bool = false, timeout: Double? = nil, traceParent: String? = nil
     ) async throws -> SubmitResult {
         let sync = sync || reportOutcomes
         let t = now()
         let app = self.app(appID)
         let requestID = requestID ?? RandomID.timeOrdered()
-        var plan = Self.plan(request, app: app, appID: appID, requestID: requestID, fallbackBudget: answer.maxAnswerBytes, at: t)
+        var plan = Self.plan(
+            request, app: app, rules: platformRules, appID: appID, requestID: requestID, fallbackBudget: answer.maxAnswerBytes,
+            traceParent: traceParent, at: t)
         announce(plan, skipped: request.skipped, requestID: requestID, app: appID)
         let submitted = try await enqueue(&plan, app: app, appID: appID, sync: sync, reportOutcomes: reportOutcomes, at: t)
         return await report(plan, submitted, requestID: requestID, sync: sync, reportOutcomes: reportOutcomes, timeout: timeout, at: t)
@@ -117,7 +121,8 @@ extension Dispatcher {
     /// per target a job, or a failure before sending (no targets, no rendering, a target the
     /// provider refuses). Logs and metrics are left to `announce`.
     static func plan(
-        _ request: PushRequest, app: AppProviders?, appID: String, requestID: String, fallbackBudget: Int, at t: Date
+        _ request: PushRequest, app: AppProviders?, rules platformRules: [Platform: PlatformRules], appID: String, requestID: String,
+        fallbackBudget: Int, traceParent: String? = nil, at t: Date
     ) -> SubmitPlan {
         let slots = app?.slots ?? [:]
         let unavailable = app?.unavailable ?? [:]
@@ -129,7 +134,8 @@ extension Dispatcher {
             let index = bodyIndices[i]
             let notifID = n.notifID ?? "\(requestID)-\(index)"
             if index < plan.notifIDs.count { plan.notifIDs[index] = notifID }
-            let targets = n.targets
+            let rules = platformRules[n.platform]
+            let targets = n.targets(rules)
             guard let slot = slots[n.platform] else {
                 let reason = app == nil ? "app \(appID) is not configured" : unavailable[n.platform] ?? "platform \(n.platform.name) is not enabled"
                 plan.notices.append(.notServed(notifID: notifID, reason: reason))
@@ -138,7 +144,7 @@ extension Dispatcher {
                 continue
             }
             plan.counts += n.gorushCount
-            if n.coalesceSeconds == nil, slot.coalesceSeconds > 0, !(n.collapseID ?? "").isEmpty, n.isBackgroundPush, !n.hasSchedule {
+            if n.coalesceSeconds == nil, slot.coalesceSeconds > 0, !(n.collapseID ?? "").isEmpty, n.isBackgroundPush(rules), !n.hasSchedule {
                 // The platform's default window for background pushes (kept with the notification).
                 n.coalesceSeconds = slot.coalesceSeconds
             }
@@ -179,7 +185,8 @@ extension Dispatcher {
                 plan.notices.append(.fallback(notifID: notifID, platform: n.platform, info: fallback))
             }
             // Sent as its fallback: the fallback is what is stored (and re-rendered after a restart).
-            let accepted = AcceptedNotification(notifID: notifID, notification: sent, prepared: prepared, app: appID, fallback: fallback)
+            let accepted = AcceptedNotification(
+                notifID: notifID, notification: sent, prepared: prepared, app: appID, fallback: fallback, traceParent: traceParent)
             let maxAttempts = RetryPolicy.maxAttempts(requestRetry: n.retry, providerMaxRetry: slot.maxRetry)
             for target in targets {
                 if let failure = slot.provider.validate(target: target, of: prepared) {

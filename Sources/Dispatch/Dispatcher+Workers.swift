@@ -108,6 +108,10 @@ extension Dispatcher {
             }
         }
         let started = now()
+        if tracing {
+            await apply(await sendTraced(job, prepared: prepared, provider: slot.provider, started: started))
+            return
+        }
         let context = DeliveryContext(messageID: job.messageID)
         let outcome = await slot.provider.send(prepared, to: job.target, context: context)
         // The jitter draw only matters for a retry: none for a delivered push (a getrandom(2) each).

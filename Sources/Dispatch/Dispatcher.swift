@@ -26,6 +26,9 @@ public final class Dispatcher: Sendable {
     let feedRequests: AsyncStream<Platform>.Continuation
     let feedStream: AsyncStream<Platform>
     let lifecycle: DeliveryLifecycle
+    /// What each platform's provider module says about its notifications: their targets, deadline
+    /// and whether one is a background push (`ProviderModule.requestRules`).
+    let platformRules: [Platform: PlatformRules]
     private let sinks: [any DeliveryEventSink]
     let metricsSink: MetricsSink
     /// The last minutes of deliveries, for the status page.
@@ -42,6 +45,11 @@ public final class Dispatcher: Sendable {
     let answer: AnswerLimits
     /// Deliveries run on these (the providers' event loops, in turn); empty: the global executor.
     let executors: [EventLoopTaskExecutor]
+    /// Each delivery attempt is a span (`tracing.enabled`; `DeliveryTracing.swift`). Off: no span,
+    /// no context read, nothing but this flag on the worker's path.
+    public let tracing: Bool
+    /// `log.hide_token`: a span carries the token only when tokens are shown.
+    let hideToken: Bool
 
     /// How much of a request's failures a sync answer (and each feedback post) carries.
     public struct AnswerLimits: Sendable {
@@ -67,6 +75,7 @@ public final class Dispatcher: Sendable {
         unavailable: [Platform: String] = [:],
         engine: any QueueEngine,
         apps: [AppProviders] = [],
+        platformRules: [Platform: PlatformRules] = [:],
         policy: RetryPolicy = RetryPolicy(),
         feedback: FeedbackSender? = nil,
         hideToken: Bool = true,
@@ -74,7 +83,8 @@ public final class Dispatcher: Sendable {
         logger: Logger = Logger(label: "pushgate.dispatch")
     ) {
         self.init(
-            apps: [AppProviders(id: AppID.defaultApp, slots: providers, unavailable: unavailable)] + apps, queue: engine.driver, policy: policy,
+            apps: [AppProviders(id: AppID.defaultApp, slots: providers, unavailable: unavailable)] + apps, queue: engine.driver,
+            platformRules: platformRules, policy: policy,
             stats: engine.stats,
             feedback: feedback, sinks: engine.sinks, statusSource: engine.statusSource, idempotency: engine.idempotency, hideToken: hideToken,
             answer: answer, logger: logger)
@@ -88,6 +98,7 @@ public final class Dispatcher: Sendable {
         providers: [ProviderSlot],
         unavailable: [Platform: String] = [:],
         queue: any QueueDriver,
+        platformRules: [Platform: PlatformRules] = [:],
         policy: RetryPolicy = RetryPolicy(),
         stats: Stats = Stats(),
         feedback: FeedbackSender? = nil,
@@ -100,7 +111,8 @@ public final class Dispatcher: Sendable {
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) {
         self.init(
-            apps: [AppProviders(id: AppID.defaultApp, slots: providers, unavailable: unavailable)], queue: queue, policy: policy, stats: stats,
+            apps: [AppProviders(id: AppID.defaultApp, slots: providers, unavailable: unavailable)], queue: queue, platformRules: platformRules,
+            policy: policy, stats: stats,
             feedback: feedback, sinks: sinks, statusSource: statusSource, hideToken: hideToken, answer: answer, logger: logger, now: now,
             random: random)
     }
@@ -109,6 +121,7 @@ public final class Dispatcher: Sendable {
     public init(
         apps: [AppProviders],
         queue: any QueueDriver,
+        platformRules: [Platform: PlatformRules] = [:],
         policy: RetryPolicy = RetryPolicy(),
         stats: Stats = Stats(),
         feedback: FeedbackSender? = nil,
@@ -119,10 +132,13 @@ public final class Dispatcher: Sendable {
         answer: AnswerLimits = AnswerLimits(),
         logger: Logger = Logger(label: "pushgate.dispatch"),
         eventLoops: [any EventLoop] = [],
+        tracing: Bool = false,
         now: @escaping @Sendable () -> Date = { Date() },
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) {
         self.executors = eventLoops.map(EventLoopTaskExecutor.init)
+        self.tracing = tracing
+        self.hideToken = hideToken
         self.idempotency = idempotency ?? (queue as? any IdempotencyStore) ?? MemoryIdempotencyStore()
         var byID: [String: AppProviders] = [:]
         for a in apps where byID[a.id] == nil { byID[a.id] = a }
@@ -137,7 +153,8 @@ public final class Dispatcher: Sendable {
         self.random = random
         let maxMessageBytes = answer.maxMessageBytes
         let hideMessages = answer.hideMessages
-        lifecycle = DeliveryLifecycle(policy: policy) { job, error in
+        self.platformRules = platformRules
+        lifecycle = DeliveryLifecycle(policy: policy, rules: platformRules) { job, error in
             Self.entry(
                 notifID: job.accepted.notifID, notification: job.accepted.notification, target: job.target, error: error,
                 hideToken: hideToken, hideMessages: hideMessages, maxMessageBytes: maxMessageBytes)

@@ -13,16 +13,21 @@ public final class AcceptedNotification: Sendable {
     /// Set when the notification's rendering was over the provider's limit and its `fallback` was
     /// accepted instead (`notification` is then the fallback).
     public let fallback: FallbackInfo?
+    /// The W3C `traceparent` of the request's ingest span (nil: tracing off, or not traced): each
+    /// delivery attempt's span is its child, after a restart or on another gateway too (the durable
+    /// stores keep it with the notification, column `traceparent`).
+    public let traceParent: String?
 
     public init(
         notifID: String, notification: PushNotification, prepared: (any PreparedPush)?, app: String = AppID.defaultApp,
-        fallback: FallbackInfo? = nil
+        fallback: FallbackInfo? = nil, traceParent: String? = nil
     ) {
         self.notifID = notifID
         self.notification = notification
         self.prepared = prepared
         self.app = app
         self.fallback = fallback
+        self.traceParent = traceParent
     }
 }
 

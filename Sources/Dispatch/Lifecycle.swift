@@ -144,8 +144,14 @@ public struct DeliveryLifecycle: Sendable {
     /// Makes the gorush log entry of a failed delivery (token masking, message cut).
     public var report: @Sendable (DeliveryJob, String) -> LogEntry
 
-    public init(policy: RetryPolicy, report: @escaping @Sendable (DeliveryJob, String) -> LogEntry) {
+    /// The provider modules' rules of each platform (a deadline from `expiration`).
+    public var rules: [Platform: PlatformRules]
+
+    public init(
+        policy: RetryPolicy, rules: [Platform: PlatformRules] = [:], report: @escaping @Sendable (DeliveryJob, String) -> LogEntry
+    ) {
         self.policy = policy
+        self.rules = rules
         self.report = report
     }
 
@@ -177,7 +183,7 @@ public struct DeliveryLifecycle: Sendable {
             let decision = policy.decide(
                 outcome: outcome, attempt: job.attempts, maxAttempts: job.maxAttempts,
                 credentialRetryUsed: job.credentialRetryUsed, now: now,
-                deadline: job.accepted.notification.retryDeadline(acceptedAt: job.enqueuedAt), random: random)
+                deadline: job.accepted.notification.retryDeadline(acceptedAt: job.enqueuedAt, rules: rules[job.platform]), random: random)
             switch decision {
             case .finish(let final):
                 return finish(job, final, before: [attempted])

@@ -58,6 +58,15 @@ public struct FCMPreparedMessage: PreparedPush {
 
 /// gorush's FCM mapping onto an HTTP v1 `message`.
 public enum FCMMessageMapper {
+    /// How an FCM notification names its deliveries and what counts as a background push: gorush's
+    /// legacy `to` is a token, `topic` or `condition` a topic send; a data-only message (no message,
+    /// title or `notification`) wakes the app without showing anything.
+    public static let rules = PlatformRules(
+        maxTimeToLive: 2_419_200, legacyToIsToken: true, topicSends: true,
+        backgroundPush: .init("fcm data-only") { n in
+            (n.message ?? "").isEmpty && n.title == nil && n.fcmNotification == nil && n.huaweiNotification == nil
+        })
+
     /// FCM's limit on a message.
     public static let maxMessageSize = 4096
     /// gorush's maximum `time_to_live` (4 weeks).
@@ -219,7 +228,7 @@ public enum FCMMessageMapper {
     public static func prepare(_ n: PushNotification) throws(PushFailure) -> FCMPreparedMessage {
         var prepared = try render(n)
         var largest = 0
-        for target in n.targets {
+        for target in n.targets(rules) {
             largest = max(largest, prepared.size(for: target))
         }
         if largest == 0 {

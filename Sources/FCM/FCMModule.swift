@@ -33,9 +33,12 @@ public struct FCMModule: ProviderModule {
         ]
     }
 
-    /// gorush's CheckMessage: FCM keeps a message at most 4 weeks.
+    /// gorush's CheckMessage: FCM keeps a message at most 4 weeks. `to` is a token and `topic` or
+    /// `condition` a topic send, as in gorush; a data-only message is a background push.
     public func requestRules(for platform: Platform) -> PlatformRules {
-        PlatformRules(maxTokens: defaultMaxTokens(for: platform), maxTimeToLive: 2_419_200)
+        var rules = FCMMessageMapper.rules
+        rules.maxTokens = defaultMaxTokens(for: platform)
+        return rules
     }
 
     /// gorush's series (`_fail`, not `_error`).

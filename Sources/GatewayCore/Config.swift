@@ -39,7 +39,7 @@ public struct RawConfig: Sendable {
     public static let sections: [ConfigSection] =
         [
             CoreConfig.section, APIConfig.section, LogConfig.section, QueueConfig.section, StatConfig.section, MockConfig.section,
-            GRPCConfig.section,
+            GRPCConfig.section, TracingConfig.section,
         ] + ProviderRegistry.sections
 
     /// The accepted range of every integer key: a value outside is a one-line error at start, never a
@@ -435,12 +435,14 @@ public struct GatewaySettings: Sendable {
     /// port holds for messages not yet complete, per connection and in all.
     public var grpcMaxPendingBytesPerConnection: Int
     public var grpcMaxPendingBytes: Int
+    /// `tracing.*` with the `OTEL_*` variables that decide it (docs/observability.md).
+    public var tracing: TracingSettings
 
     public struct Routes: Sendable {
         public var push, statGo, statApp, config, sysStats, metrics, health: String
     }
 
-    public init(_ raw: RawConfig) throws {
+    public init(_ raw: RawConfig, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         typealias C = CoreConfig
         let core = raw.section("core")
         let api = raw.section("api")
@@ -534,6 +536,7 @@ public struct GatewaySettings: Sendable {
                 key: grpc.path(GRPCConfig.maxPendingBytes),
                 problem: "\(grpcMaxPendingBytes) is less than grpc.max_pending_bytes_per_connection (\(grpcMaxPendingBytesPerConnection))")
         }
+        tracing = try TracingSettings(raw, environment: environment)
         routes = Routes(
             push: api[APIConfig.pushURI], statGo: api[APIConfig.statGoURI], statApp: api[APIConfig.statAppURI],
             config: api[APIConfig.configURI], sysStats: api[APIConfig.sysStatURI], metrics: api[APIConfig.metricURI],
@@ -842,6 +845,31 @@ public enum GRPCConfig {
 
     public static let section = ConfigSection(
         "grpc", keys: [enabled.key, port.key, maxMessageBytes.key, maxPendingBytesPerConnection.key, maxPendingBytes.key])
+}
+
+/// The `tracing:` section: OpenTelemetry spans of each request and each delivery attempt, exported
+/// over OTLP/HTTP (docs/observability.md). Read at start (a reload does not change it).
+public enum TracingConfig {
+    public static let enabled = Setting<Bool>(
+        "enabled", false,
+        doc:
+            "(new) OpenTelemetry tracing: a span per ingest request (W3C `traceparent` honoured) and per delivery attempt, its child through the queue, exported over OTLP/HTTP (docs/observability.md). `OTEL_SDK_DISABLED=true` turns it off"
+    )
+    public static let endpoint = Setting<String>(
+        "endpoint", "http://127.0.0.1:4318",
+        doc:
+            "(new) the OTLP/HTTP collector (`http` or `https`); spans are POSTed (protobuf) to `<endpoint>/v1/traces`. `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` win when set; credentials in the URL are never logged (prefer `OTEL_EXPORTER_OTLP_HEADERS`)"
+    )
+    public static let serviceName = Setting<String>(
+        "service_name", "pushgate", doc: "(new) the spans' `service.name` (`OTEL_SERVICE_NAME` wins when set)")
+    /// A decimal (the typed settings have no floating-point kind): checked to 0.0-1.0 at start.
+    public static let sampleRatio = Setting<String>(
+        "sample_ratio", "1.0",
+        doc:
+            "(new) share of new traces recorded, 0.0-1.0; parent-based: a request whose `traceparent` is sampled is always recorded, one not sampled never (`OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` win when set)"
+    )
+
+    public static let section = ConfigSection("tracing", keys: [enabled.key, endpoint.key, serviceName.key, sampleRatio.key])
 }
 
 /// The `mock:` section.

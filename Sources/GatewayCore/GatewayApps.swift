@@ -175,6 +175,6 @@ extension Gateway {
 
     /// Deliveries in `request`, for the app's rate limit.
     static func deliveryCount(_ request: PushRequest) -> Int {
-        request.notifications.reduce(0) { $0 + max(1, $1.targets.count) }
+        request.notifications.reduce(0) { $0 + max(1, $1.targets(ProviderRegistry.platformRules[$1.platform]).count) }
     }
 }

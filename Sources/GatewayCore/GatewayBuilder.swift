@@ -23,7 +23,7 @@ public enum GatewayBuilder {
         extraTrustRootsPEM: [String] = [],
         clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
     ) throws -> Gateway {
-        let settings = try GatewaySettings(raw)
+        let settings = try GatewaySettings(raw, environment: environment)
         for w in raw.warnings { logger.warning("\(w)") }
         if !settings.auth.enabled, !["127.0.0.1", "::1", "localhost"].contains(settings.address) {
             logger.warning(
@@ -83,6 +83,7 @@ public enum GatewayBuilder {
         let dispatcher = Dispatcher(
             apps: apps,
             queue: engine.driver,
+            platformRules: ProviderRegistry.platformRules,
             policy: RetryPolicy(baseDelay: settings.retryBackoff, maxDelay: settings.retryBackoffMax),
             stats: engine.stats,
             feedback: feedback,
@@ -94,7 +95,8 @@ public enum GatewayBuilder {
                 maxMessageBytes: settings.maxLogMessageBytes, maxAnswerBytes: settings.maxSyncAnswerBytes,
                 syncTimeout: Double(settings.syncTimeout), hideMessages: settings.hideMessages),
             logger: Logger(label: "pushgate.dispatch"),
-            eventLoops: Array(eventLoopGroup.makeIterator())
+            eventLoops: Array(eventLoopGroup.makeIterator()),
+            tracing: settings.tracing.enabled
         )
         hooks.append { await providers.httpClients.shutdown() }
         for a in apps {
@@ -197,6 +199,10 @@ public struct ProviderSet: Sendable {
         }
         var clientConfig = HTTPClient.Configuration(tlsConfiguration: clientTLS, redirectConfiguration: .disallow)
         clientConfig.timeout = .init(connect: .seconds(10), read: .seconds(Int64(outbound.feedbackTimeout)))
+        // No spans of AsyncHTTPClient's own (it would take the bootstrapped tracer): they would carry
+        // URLs that are secrets (Web Push endpoints, a hook's query); a delivery attempt is one span
+        // of Pushgate's (`tracing`), without them.
+        clientConfig.tracing.tracer = nil
         let clients = OutboundHTTPClients(proxy: proxy, configuration: clientConfig, eventLoopGroup: eventLoopGroup)
         let httpClient = clients.direct
         let context = ProviderBuildContext(

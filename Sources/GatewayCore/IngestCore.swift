@@ -34,15 +34,20 @@ public struct IngestOptions: Sendable {
     public var outcomes: Bool
     /// How long a sync request waits (nil: `core.sync_timeout`).
     public var timeout: Double?
+    /// The trace context received with the request and its span's name (set by a way in only when
+    /// `Gateway.tracingEnabled`; nil then: a span named `pushgate.ingest` starting a new trace).
+    public var trace: IngestTrace?
 
     public init(
-        sync: Bool, app: String? = nil, idempotency: (key: String, requestHash: String?)? = nil, outcomes: Bool = false, timeout: Double? = nil
+        sync: Bool, app: String? = nil, idempotency: (key: String, requestHash: String?)? = nil, outcomes: Bool = false, timeout: Double? = nil,
+        trace: IngestTrace? = nil
     ) {
         self.sync = sync
         self.app = app
         self.idempotency = idempotency
         self.outcomes = outcomes
         self.timeout = timeout
+        self.trace = trace
     }
 }
 
@@ -123,7 +128,14 @@ extension Gateway {
     /// In order: shutdown, the request's limits and fields (the gateway's rules, then each
     /// notification's provider module), the app and whether the caller may act for it, the
     /// idempotency key, the app's rate limit, the queue. Nothing is queued unless every step passed.
+    /// With `tracing.enabled` all of it is one span (`acceptTraced`); without, no span is made.
     public func accept(_ request: PushRequest, from caller: IngestCaller, options: IngestOptions) async -> IngestDecision {
+        if settings.tracing.enabled { return await acceptTraced(request, from: caller, options: options) }
+        return await decide(request, from: caller, options: options, traceParent: nil)
+    }
+
+    /// `accept`'s steps; `traceParent` (the request's span) is kept with each accepted notification.
+    func decide(_ request: PushRequest, from caller: IngestCaller, options: IngestOptions, traceParent: String?) async -> IngestDecision {
         if isDraining { return .refused(.shuttingDown) }
         if let problem = IngestValidation.validate(request: request, limits: settings.limits) {
             return .refused(IngestRefusal(.invalid, problem))
@@ -147,7 +159,7 @@ extension Gateway {
             case .refused(let refusal): return .refused(refusal)
             }
         }
-        switch await admit(request, app: app, options: options, requestID: requestID) {
+        switch await admit(request, app: app, options: options, requestID: requestID, traceParent: traceParent) {
         case .success(let result):
             if let (key, _) = options.idempotency {
                 let ids = Self.notifIDsList(result.notifIDs)
@@ -281,7 +293,9 @@ extension Gateway {
     /// The app's rate limit, then the queue. Refused: 429 over the app's rate, 503 the queue (or the
     /// app's share) full or the store unable to take writes (507 its disk full); nothing was queued
     /// then and the rate limiter is refunded.
-    func admit(_ request: PushRequest, app: String, options: IngestOptions, requestID: String?) async -> Result<SubmitResult, IngestRefusal> {
+    func admit(
+        _ request: PushRequest, app: String, options: IngestOptions, requestID: String?, traceParent: String? = nil
+    ) async -> Result<SubmitResult, IngestRefusal> {
         let limiter = runtime.withLockedValue { $0.limiters[app] }
         let deliveries = Self.deliveryCount(request)
         if let limiter, let wait = limiter.take(deliveries, now: clock()) {
@@ -293,7 +307,8 @@ extension Gateway {
         do {
             return .success(
                 try await dispatcher.submit(
-                    request, sync: options.sync, app: app, requestID: requestID, outcomes: options.outcomes, timeout: options.timeout))
+                    request, sync: options.sync, app: app, requestID: requestID, outcomes: options.outcomes, timeout: options.timeout,
+                    traceParent: traceParent))
         } catch let full as QueueFullError {
             limiter?.refund(deliveries)  // nothing was queued
             let e = RequestError(

@@ -54,7 +54,7 @@ extension IngestValidation {
                     detail:
                         "notifications[\(i)].tokens[\(k)]: \(t.utf8.count) bytes, over the limit of \(limits.maxTokenBytes) (core.max_token_bytes)")
             }
-            deliveries += n.deliveryCount
+            deliveries += n.deliveryCount(limits.platforms[n.platform])
             if let problem = validate(n) { return RequestError(message: problem.message, detail: "notifications[\(i)].\(problem.detail)") }
         }
         if deliveries > limits.maxDeliveries {
@@ -103,7 +103,9 @@ extension IngestValidation {
                         "notifications[\(i)].\(field): more than \(Int(horizon)) seconds ahead (core.max_schedule_horizon)")
             }
             // (An `expiration` of 0 is APNs' "now or never": no deadline to hold a schedule to.)
-            if (n.expiration ?? 0) > 0, let deadline = n.retryDeadline(acceptedAt: now), at > max(t, deadline.timeIntervalSince1970) {
+            if (n.expiration ?? 0) > 0, let deadline = n.retryDeadline(acceptedAt: now, rules: limits.platforms[n.platform]),
+                at > max(t, deadline.timeIntervalSince1970)
+            {
                 return RequestError(
                     message: "\(field) after expiration",
                     detail: "notifications[\(i)].\(field): after the notification's expiration (it would be sent expired)")

@@ -31,6 +31,11 @@ struct GorushSendService: Proto_Gorush.ServiceProtocol {
             throw RPCError(code: .invalidArgument, message: "Unknown app. (app-id: \(id.utf8.count) bytes, longer than any app id)")
         }
         var options = IngestOptions(sync: false, app: requestedApp)
+        if gateway.tracingEnabled {
+            options.trace = IngestTrace(
+                operation: "proto.Gorush/Send", traceParents: Array(request.metadata[stringValues: "traceparent"]),
+                traceStates: Array(request.metadata[stringValues: "tracestate"]))
+        }
         let keys = Array(request.metadata[stringValues: Self.idempotencyKey])
         if let raw = keys.first {
             guard keys.count == 1 else { throw Self.rpcError(Gateway.invalidIdempotencyKey(field: Self.idempotencyKey)) }

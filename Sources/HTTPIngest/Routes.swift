@@ -24,6 +24,9 @@ extension Gateway {
 
     static let requestIDHeader = HTTPField.Name("X-Pushgate-Request-Id")!
     static let notifIDsHeader = HTTPField.Name("X-Pushgate-Notif-Ids")!
+    /// W3C Trace Context (read only with `tracing.enabled`).
+    static let traceParentHeader = HTTPField.Name("traceparent")!
+    static let traceStateHeader = HTTPField.Name("tracestate")!
 
     func json(_ status: HTTPResponse.Status, _ bytes: [UInt8], extra: [(HTTPField.Name, String)] = []) -> Response {
         var headers = Self.jsonHeaders
@@ -140,6 +143,11 @@ extension Gateway {
             return self.error(error)
         }
         var options = IngestOptions(sync: parsed.sync ?? settings.sync)
+        if tracingEnabled {
+            options.trace = IngestTrace(
+                operation: "POST \(settings.routes.push)", traceParents: request.headers[values: Self.traceParentHeader],
+                traceStates: request.headers[values: Self.traceStateHeader])
+        }
         switch Self.idempotencyKey(request.headers) {
         case .none: break
         case .some(.success(let key)): options.idempotency = (key, Hex.encode(SHA256.hash(data: body.readableBytesView)))

@@ -64,6 +64,15 @@ public struct HuaweiPreparedMessage: PreparedPush {
 
 /// gorush's HMS mapping (`notify/notification_hms.go`, go-hms-push's defaults) onto a `message`.
 public enum HuaweiMessageMapper {
+    /// How an HMS notification names its deliveries and what counts as a background push: gorush's
+    /// legacy `to` is a token, `topic` or `condition` a topic send; a data-only message (no message,
+    /// title, `notification` or `huawei_notification`) wakes the app without showing anything.
+    public static let rules = PlatformRules(
+        maxTimeToLive: 2_419_200, legacyToIsToken: true, topicSends: true,
+        backgroundPush: .init("hms data-only") { n in
+            (n.message ?? "").isEmpty && n.title == nil && n.fcmNotification == nil && n.huaweiNotification == nil
+        })
+
     /// HMS's limit on a message (result code 80300008 above it).
     public static let maxMessageSize = 4096
     /// go-hms-push's `GetDefaultAndroid().TTL`: what gorush sends without `huawei_ttl`.
@@ -188,7 +197,7 @@ public enum HuaweiMessageMapper {
         }
         var prepared = render(n)
         var largest = 0
-        for target in n.targets {
+        for target in n.targets(rules) {
             largest = max(largest, prepared.size(for: target))
         }
         if largest == 0 {

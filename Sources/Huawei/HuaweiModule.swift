@@ -35,9 +35,12 @@ public struct HuaweiModule: ProviderModule {
         ]
     }
 
-    /// gorush's CheckMessage: HMS keeps a message at most 4 weeks.
+    /// gorush's CheckMessage: HMS keeps a message at most 4 weeks. `to` is a token and `topic` or
+    /// `condition` a topic send, as in gorush; a data-only message is a background push.
     public func requestRules(for platform: Platform) -> PlatformRules {
-        PlatformRules(maxTokens: defaultMaxTokens(for: platform), maxTimeToLive: 2_419_200)
+        var rules = HuaweiMessageMapper.rules
+        rules.maxTokens = defaultMaxTokens(for: platform)
+        return rules
     }
 
     /// gorush's series (`_fail`, not `_error`).

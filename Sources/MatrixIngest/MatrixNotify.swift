@@ -36,9 +36,10 @@ public struct MatrixNotifyHandler: Sendable {
     static let received = Counter(label: "sygnal_notifications_received_total")
     static let devicesReceived = Counter(label: "sygnal_notifications_devices_received_total")
 
-    public func handle(body: [UInt8]) async -> Answer {
+    /// `trace`: the request's trace context (`tracing.enabled`): each app's `accept` is a span under it.
+    public func handle(body: [UInt8], trace: IngestTrace? = nil) async -> Answer {
         let start = ContinuousClock.now
-        let answer = await answer(body: body)
+        let answer = await answer(body: body, trace: trace)
         let code = String(answer.status)
         Counter(label: "sygnal_pushgateway_status_codes_total", dimensions: [("code", code)]).increment()
         let elapsed = ContinuousClock.now - start
@@ -47,7 +48,7 @@ public struct MatrixNotifyHandler: Sendable {
         return answer
     }
 
-    func answer(body: [UInt8]) async -> Answer {
+    func answer(body: [UInt8], trace: IngestTrace? = nil) async -> Answer {
         let n: MatrixNotification
         do { n = try MatrixNotification.parse(body, maxDevices: settings.maxDevices) } catch {
             return Answer(status: error.status, body: error.json)
@@ -89,7 +90,7 @@ public struct MatrixNotifyHandler: Sendable {
         for key in order {
             guard let group = groups[key] else { continue }
             let request = PushRequest(notifications: group.map(\.notification))
-            let options = IngestOptions(sync: true, app: key.isEmpty ? nil : key, outcomes: true, timeout: settings.syncTimeout)
+            let options = IngestOptions(sync: true, app: key.isEmpty ? nil : key, outcomes: true, timeout: settings.syncTimeout, trace: trace)
             switch await gateway.accept(request, from: .open, options: options) {
             case .accepted(let result, _):
                 for (i, id) in result.notifIDs.enumerated() where i < group.count { notifIDs[group[i].device] = id }

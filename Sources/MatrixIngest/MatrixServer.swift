@@ -66,7 +66,12 @@ public struct MatrixServer: IngestProtocol {
             } catch {
                 return tooLarge(settings)
             }
-            let answer = await handler.handle(body: Array(body.readableBytesView))
+            var trace: IngestTrace?
+            if gateway.tracingEnabled, let parent = HTTPField.Name("traceparent"), let state = HTTPField.Name("tracestate") {
+                trace = IngestTrace(
+                    operation: "POST \(notifyPath)", traceParents: request.headers[values: parent], traceStates: request.headers[values: state])
+            }
+            let answer = await handler.handle(body: Array(body.readableBytesView), trace: trace)
             var headers = HTTPFields()
             headers[.contentType] = "application/json"
             if let r = answer.retryAfter { headers[.retryAfter] = String(r) }

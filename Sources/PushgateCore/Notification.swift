@@ -373,40 +373,25 @@ public struct PushNotification: Sendable, Codable, Equatable {
     /// `coalesce_seconds` accepts 1 second to 1 day.
     public static let coalesceRange: ClosedRange<Int64> = 1...86_400
 
-    /// A push that wakes an app without showing anything: what `<platform>.coalesce_seconds` applies
-    /// to by default. APNs: push type `background`, or `content_available` with no alert, title,
-    /// message, badge or sound; FCM and HMS: a data-only message (no message, title, `notification`
-    /// or `huawei_notification`); Web Push and UnifiedPush: every message (each wakes the service
-    /// worker or the app).
-    public var isBackgroundPush: Bool {
-        switch platform {
-        case .ios:
-            if pushType == "background" { return true }
-            guard contentAvailable == true else { return false }
-            return (alert?.isEmpty ?? true) && title == nil && (message ?? "").isEmpty && badge == nil && sound == nil
-        case .android, .huawei:
-            return (message ?? "").isEmpty && title == nil && fcmNotification == nil && huaweiNotification == nil
-        case .webpush, .unifiedpush:
-            return true
-        }
-    }
-
-    /// Whether this is an FCM topic/condition send (gorush's `IsTopic`).
-    public var isTopicSend: Bool {
-        guard platform == .android || platform == .huawei else { return false }
+    /// Whether this is a topic/condition send (gorush's `IsTopic`) on a platform whose `rules` have them.
+    public func isTopicSend(_ rules: PlatformRules?) -> Bool {
+        guard rules?.topicSends == true else { return false }
         return (topic?.isEmpty == false) || (condition?.isEmpty == false)
     }
 
-    /// Device tokens including gorush's legacy `to` (which gorush appends to `tokens`).
-    public var allTokens: [String] {
-        if let to, !to.isEmpty, platform == .android || platform == .huawei { return tokens + [to] }
+    /// Device tokens, with gorush's legacy `to` after them where the platform's `rules` take it.
+    public func allTokens(_ rules: PlatformRules?) -> [String] {
+        if let to, !to.isEmpty, rules?.legacyToIsToken == true { return tokens + [to] }
         return tokens
     }
 
+    /// Whether this wakes the app without showing anything, by its platform's `rules` (none: no).
+    public func isBackgroundPush(_ rules: PlatformRules?) -> Bool { rules?.backgroundPush.test(self) ?? false }
+
     /// Number of deliveries gorush counts for this notification: one per token, plus one for an FCM
     /// topic/condition send. Pushgate also counts Web Push subscriptions.
-    public var deliveryCount: Int {
-        allTokens.count + (subscriptions?.count ?? 0) + (channels?.count ?? 0) + (isTopicSend ? 1 : 0)
+    public func deliveryCount(_ rules: PlatformRules?) -> Int {
+        allTokens(rules).count + (subscriptions?.count ?? 0) + (channels?.count ?? 0) + (isTopicSend(rules) ? 1 : 0)
     }
 
     /// gorush's `counts` for this notification (its router's `countNotificationTargets`): one per entry
@@ -417,15 +402,11 @@ public struct PushNotification: Sendable, Codable, Equatable {
         tokens.count + (subscriptions?.count ?? 0) + (channels?.count ?? 0) + ((topic?.isEmpty ?? true) ? 0 : 1)
     }
 
-    /// Web Push / UnifiedPush `expiration` values below this are relative seconds, above a UNIX time.
-    public static let absoluteExpirationThreshold: Int64 = 1_000_000_000
-
-    /// When retrying stops making sense, in absolute time: `expiration` is a UNIX time (APNs, FCM), but
-    /// for Web Push and UnifiedPush a small value counts in seconds from acceptance, as their TTL does.
-    /// A scheduled notification's relative expiration counts from its `send_at`.
-    public func retryDeadline(acceptedAt: Date) -> Date? {
+    /// When retrying stops making sense, in absolute time: `expiration` is a UNIX time, or, below the
+    /// platform's `relativeExpirationBelow`, seconds from acceptance (from its `send_at` when it has one).
+    public func retryDeadline(acceptedAt: Date, rules: PlatformRules?) -> Date? {
         guard let e = expiration else { return nil }
-        if platform == .webpush || platform == .unifiedpush, e < Self.absoluteExpirationThreshold {
+        if let threshold = rules?.relativeExpirationBelow, e < threshold {
             let start = sendAt.map { max(acceptedAt, Date(timeIntervalSince1970: $0)) } ?? acceptedAt
             return start.addingTimeInterval(Double(max(0, e)))
         }

@@ -23,12 +23,12 @@ public enum PushTarget: Sendable, Codable, Equatable, Hashable {
 }
 
 extension PushNotification {
-    /// Every delivery this notification asks for, in request order.
-    public var targets: [PushTarget] {
-        var out: [PushTarget] = allTokens.map { .token($0) }
+    /// Every delivery this notification asks for, in request order, by its platform's `rules`.
+    public func targets(_ rules: PlatformRules?) -> [PushTarget] {
+        var out: [PushTarget] = allTokens(rules).map { .token($0) }
         if let subs = subscriptions { out += subs.map { .subscription($0) } }
         if let channels { out += channels.map { .channel($0) } }
-        if isTopicSend { out.append(.topic) }
+        if isTopicSend(rules) { out.append(.topic) }
         return out
     }
 }

@@ -56,15 +56,48 @@ public struct PlatformRules: Sendable, Equatable {
     /// Notification members only this platform's notifications may carry (another platform's
     /// notification carrying one is refused).
     public var exclusiveMembers: [ExclusiveMember]
+    /// gorush's legacy `to` is one more device token, after `tokens` (gorush appends it to them).
+    public var legacyToIsToken: Bool
+    /// A `topic` or `condition` makes one topic delivery (gorush's `IsTopic`).
+    public var topicSends: Bool
+    /// An `expiration` below this counts in seconds from acceptance, as a Web Push TTL does; at or
+    /// above it, and when nil, it is a UNIX time.
+    public var relativeExpirationBelow: Int64?
+    /// Whether a notification wakes the app without showing anything: what `<platform>.coalesce_seconds`
+    /// applies to by default.
+    public var backgroundPush: BackgroundPushRule
 
     public init(
         maxTokens: Int = PlatformRules.standardMaxTokens, maxTimeToLive: Int? = nil, reservedDataKeys: [ReservedDataKey] = [],
-        exclusiveMembers: [ExclusiveMember] = []
+        exclusiveMembers: [ExclusiveMember] = [], legacyToIsToken: Bool = false, topicSends: Bool = false,
+        relativeExpirationBelow: Int64? = nil, backgroundPush: BackgroundPushRule = .never
     ) {
         self.maxTokens = maxTokens
         self.maxTimeToLive = maxTimeToLive
         self.reservedDataKeys = reservedDataKeys
         self.exclusiveMembers = exclusiveMembers
+        self.legacyToIsToken = legacyToIsToken
+        self.topicSends = topicSends
+        self.relativeExpirationBelow = relativeExpirationBelow
+        self.backgroundPush = backgroundPush
+    }
+
+    /// A platform's test of "wakes the app without showing anything", named so that two rules compare.
+    public struct BackgroundPushRule: Sendable, Equatable {
+        public var name: String
+        public var test: @Sendable (PushNotification) -> Bool
+
+        public init(_ name: String, _ test: @escaping @Sendable (PushNotification) -> Bool) {
+            self.name = name
+            self.test = test
+        }
+
+        /// No notification of the platform is a background push.
+        public static let never = BackgroundPushRule("never") { _ in false }
+        /// Every notification wakes the app (Web Push's service worker, a UnifiedPush distributor's app).
+        public static let always = BackgroundPushRule("always") { _ in true }
+
+        public static func == (a: Self, b: Self) -> Bool { a.name == b.name }
     }
 
     /// A `data` key the provider's payload owns: `data.<key>` is refused with 400 "data.<key> is reserved".
@@ -289,7 +322,7 @@ struct PushRequestDecoder {
             throw Failure(field: path + ".time_to_live", problem: "out of range: must be between 0 and \(PlatformRules.seconds(max))")
         }
 
-        let targets = n.allTokens.count + (n.subscriptions?.count ?? 0) + (n.channels?.count ?? 0)
+        let targets = n.allTokens(limits.platforms[n.platform]).count + (n.subscriptions?.count ?? 0) + (n.channels?.count ?? 0)
         let cap = limits.maxTokens(for: n.platform)
         if targets > cap {
             throw Failure(

@@ -90,7 +90,7 @@ public enum RequestParser {
                     throw PlatformRules.reservedKeyError(r, at: "notifications[\(i)].fallback")
                 }
             }
-            deliveries += n.deliveryCount
+            deliveries += n.deliveryCount(limits.platforms[n.platform])
         }
         if deliveries > limits.maxDeliveries {
             throw RequestError(

@@ -132,7 +132,8 @@ extension DurableQueue {
                     // Without its targets (`storedForm`): the body's size is then what it holds.
                     let a = g.accepted
                     let kept = AcceptedNotification(
-                        notifID: a.notifID, notification: Self.storedForm(a.notification), prepared: a.prepared, app: a.app, fallback: a.fallback)
+                        notifID: a.notifID, notification: Self.storedForm(a.notification), prepared: a.prepared, app: a.app, fallback: a.fallback,
+                        traceParent: a.traceParent)
                     s.notifications.add(
                         notifRow,
                         NotificationCache.Entry(
@@ -191,7 +192,7 @@ extension DurableQueue {
             let body = String(decoding: try encoder.encode(storedForm(g.accepted.notification)), as: UTF8.self)
             var ins = NotificationInsert(
                 notifID: g.accepted.notifID, app: g.accepted.app, platform: g.accepted.notification.platform, body: body, createdAt: t, jobs: [],
-                fallback: g.accepted.fallback?.jsonString)
+                fallback: g.accepted.fallback?.jsonString, traceParent: g.accepted.traceParent)
             ins.collapseID = g.accepted.notification.collapseID
             ins.jobs.reserveCapacity(g.jobs.count)
             for i in g.jobs { ins.jobs.append(row(jobs[i], i)) }

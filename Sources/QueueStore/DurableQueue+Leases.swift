@@ -165,7 +165,8 @@ extension DurableQueue {
                 var sizes: [Int64: Int] = [:]
                 for (row, stored) in bodies {
                     if let n = try? decoder.decode(PushNotification.self, from: Data(stored.body.utf8)) {
-                        loaded[row] = AcceptedNotification(notifID: stored.notifID, notification: n, prepared: nil, app: stored.app)
+                        loaded[row] = AcceptedNotification(
+                            notifID: stored.notifID, notification: n, prepared: nil, app: stored.app, traceParent: stored.traceParent)
                         sizes[row] = stored.body.utf8.count
                     }
                 }

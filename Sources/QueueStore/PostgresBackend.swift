@@ -159,9 +159,10 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
 
     func notifications(_ rows: [Int64]) async throws -> [Int64: StoredNotification] {
         var out: [Int64: StoredNotification] = [:]
-        let r = try await client.query("SELECT id, notif_id, body, app FROM pushgate_notifications WHERE id = ANY(\(rows)::bigint[])", logger: logger)
-        for try await (id, n, b, app) in r.decode((Int64, String, String, String).self) {
-            out[id] = StoredNotification(notifID: n, body: b, app: app)
+        let r = try await client.query(
+            "SELECT id, notif_id, body, app, traceparent FROM pushgate_notifications WHERE id = ANY(\(rows)::bigint[])", logger: logger)
+        for try await (id, n, b, app, trace) in r.decode((Int64, String, String, String, String?).self) {
+            out[id] = StoredNotification(notifID: n, body: b, app: app, traceParent: trace)
         }
         return out
     }
@@ -232,6 +233,7 @@ struct PostgresStatements: QueueStatements {
         var nAt: [Double] = []
         var nApp: [String] = []
         var nFallback: [String] = []
+        var nTrace: [String] = []
         var jID: [Int64] = []
         var jNotif: [Int64] = []
         var jPlat: [Int] = []
@@ -254,6 +256,7 @@ struct PostgresStatements: QueueStatements {
             nAt.append(ins.createdAt)
             nApp.append(ins.app)
             nFallback.append(ins.fallback ?? "")
+            nTrace.append(ins.traceParent ?? "")
             var ids: [Int64] = []
             for j in ins.jobs {
                 let t = TargetCodec.encode(j.target)
@@ -277,11 +280,11 @@ struct PostgresStatements: QueueStatements {
         }
         try await conn.query(
             """
-            INSERT INTO pushgate_notifications (id, notif_id, platform, body, created_at, app, fallback)
-            SELECT a, b, c, d, e, f, NULLIF(g, '')
+            INSERT INTO pushgate_notifications (id, notif_id, platform, body, created_at, app, fallback, traceparent)
+            SELECT a, b, c, d, e, f, NULLIF(g, ''), NULLIF(h, '')
             FROM unnest(\(nID)::bigint[], \(nNotif)::text[], \(nPlat)::bigint[], \(nBody)::text[], \(nAt)::float8[], \(nApp)::text[],
-                        \(nFallback)::text[])
-              AS u(a, b, c, d, e, f, g)
+                        \(nFallback)::text[], \(nTrace)::text[])
+              AS u(a, b, c, d, e, f, g, h)
             """, logger: logger)
         try await conn.query(
             """

@@ -383,10 +383,11 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             i += chunk.count
             let marks = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
             for r in try await reader.query(
-                "SELECT id, notif_id, body, app FROM notifications WHERE id IN (\(marks))", chunk.map { .integer(Int($0)) })
+                "SELECT id, notif_id, body, app, traceparent FROM notifications WHERE id IN (\(marks))", chunk.map { .integer(Int($0)) })
             {
                 if let id = r.column("id")?.integer, let n = r.column("notif_id")?.string, let b = r.column("body")?.string {
-                    out[Int64(id)] = StoredNotification(notifID: n, body: b, app: r.column("app")?.string ?? AppID.defaultApp)
+                    out[Int64(id)] = StoredNotification(
+                        notifID: n, body: b, app: r.column("app")?.string ?? AppID.defaultApp, traceParent: r.column("traceparent")?.string)
                 }
             }
         }
@@ -542,7 +543,8 @@ extension SQLiteBackend: QueueStatements {
         func flushNotifications() async throws {
             if notifRows > 0 {
                 try await insertRows(
-                    "notifications (id, notif_id, platform, body, created_at, app, fallback, first_job, job_count, jobs_data)", columns: 10,
+                    "notifications (id, notif_id, platform, body, created_at, app, fallback, first_job, job_count, jobs_data, traceparent)",
+                    columns: 11,
                     rows: notifRows, binds: notifBinds)
                 notifBinds.removeAll(keepingCapacity: true)
                 notifRows = 0
@@ -561,6 +563,7 @@ extension SQLiteBackend: QueueStatements {
                 .integer(Int(row)), .text(ins.notifID), .integer(ins.platform.rawValue), .text(ins.body), .float(ins.createdAt), .text(ins.app),
                 ins.fallback.map { .text($0) } ?? .null, .integer(Int(row)), .integer(ins.jobs.count),
                 open > 0 ? .text(WrittenOnce.encode(ins.jobs, rowless: rowless, createdAt: ins.createdAt)) : .null,
+                ins.traceParent.map { .text($0) } ?? .null,
             ]
             notifRows += 1
             if notifRows == 500 { try await flushNotifications() }

@@ -24,7 +24,8 @@ struct QueueSchema: Sendable {
     /// 2: `notifications.app` (the app a notification was accepted for).
     /// 3: tables `dedup`, `coalesce_windows`, `idempotency`; job states 3 (duplicate) and 4 (coalesced).
     /// 3: `notifications.fallback` (the sizes when a notification was sent as its fallback).
-    static let version = 3
+    /// 4: `notifications.traceparent` (the request's ingest span, W3C Trace Context).
+    static let version = 4
     /// The SQLite store's version (PostgreSQL stays at `version`):
     /// 4: a job row is written once, at its outcome (`WrittenOnce`): `notifications.first_job`,
     /// `job_count` and `jobs_data`, table `open_notifs`; a notification's row id is its first job's
@@ -32,7 +33,8 @@ struct QueueSchema: Sendable {
     /// 5: the outcome row of a job that had none is narrow (`SQLiteBackend.upsertOutcome`):
     /// `target_kind` -1 (-2: its provider id is its message id), its target, message id and times
     /// left in `jobs_data`.
-    static let sqliteVersion = 5
+    /// 6: `notifications.traceparent` (the request's ingest span, W3C Trace Context).
+    static let sqliteVersion = 6
 
     static let sqlite = QueueSchema(
         prefix: "", integer: "INTEGER", real: "REAL",
@@ -62,7 +64,7 @@ struct QueueSchema: Sendable {
             """
             CREATE TABLE IF NOT EXISTS \(n) (
               id \(i) PRIMARY KEY, notif_id TEXT NOT NULL, platform \(i) NOT NULL, body TEXT NOT NULL, created_at \(r) NOT NULL,
-              app TEXT NOT NULL DEFAULT '\(AppID.defaultApp)', fallback TEXT)
+              app TEXT NOT NULL DEFAULT '\(AppID.defaultApp)', fallback TEXT, traceparent TEXT)
             """,
             "CREATE INDEX IF NOT EXISTS \(n)_notif_id ON \(n) (notif_id)",
             "CREATE INDEX IF NOT EXISTS \(n)_created ON \(n) (created_at)",
@@ -109,10 +111,13 @@ struct QueueSchema: Sendable {
     /// Columns added to existing tables since version 1, in order (`statements` makes a table only
     /// when it is missing): each backend adds those an older store lacks when it opens it.
     /// 2: `notifications.app`, whose rows belong to the default app; 3: `notifications.fallback`,
-    /// `{"payload_bytes","limit","fallback_bytes"}` when the notification was sent as its fallback.
+    /// `{"payload_bytes","limit","fallback_bytes"}` when the notification was sent as its fallback;
+    /// 4 (SQLite 6): `notifications.traceparent`, the W3C `traceparent` of the request's ingest span
+    /// (NULL: not traced), so a delivery sent later, after a restart or by another gateway joins its trace.
     static let addedColumns: [(table: String, column: String, definition: String)] = [
         ("notifications", "app", "TEXT NOT NULL DEFAULT '\(AppID.defaultApp)'"),
         ("notifications", "fallback", "TEXT"),
+        ("notifications", "traceparent", "TEXT"),
     ]
 
     /// The `ALTER TABLE` adding one of `addedColumns` (`ifNotExists`: PostgreSQL's guard).

@@ -9,6 +9,8 @@ struct StoredNotification: Sendable {
     var notifID: String
     var body: String
     var app: String
+    /// The request's ingest span as a W3C `traceparent` (column `traceparent`; nil: not traced).
+    var traceParent: String? = nil
 }
 
 /// One job row as stored (the durable form of a `DeliveryJob`).
@@ -38,6 +40,8 @@ struct NotificationInsert: Sendable {
     var collapseID: String? = nil
     /// `FallbackInfo.jsonString` when the notification was sent as its fallback (column `fallback`).
     var fallback: String? = nil
+    /// `AcceptedNotification.traceParent` (column `traceparent`).
+    var traceParent: String? = nil
 }
 
 struct JobInsert: Sendable {

@@ -62,7 +62,10 @@ public struct WebPushModule: ProviderModule {
 
     /// Declarative Web Push is a browser feature: its members on another platform would do nothing.
     public func requestRules(for platform: Platform) -> PlatformRules {
-        var rules = PlatformRules(maxTokens: defaultMaxTokens(for: platform))
+        // Every message wakes the service worker or the app; a small `expiration` is a TTL.
+        var rules = PlatformRules(
+            maxTokens: defaultMaxTokens(for: platform), relativeExpirationBelow: WebPushRequestValidator.absoluteExpirationThreshold,
+            backgroundPush: .always)
         if platform == .webpush {
             rules.exclusiveMembers = [
                 .init(

@@ -45,7 +45,7 @@ public struct PreparedWebPush: PreparedPush, Sendable {
 /// (`validate` returns the 400 detail naming the field) and by the providers (`prepare`).
 public enum WebPushRequestValidator {
     /// `expiration` values below this are taken as relative seconds, above as a UNIX time (like APNs').
-    public static let absoluteExpirationThreshold: Int64 = PushNotification.absoluteExpirationThreshold
+    public static let absoluteExpirationThreshold: Int64 = 1_000_000_000
     public static let urgencies: Set<String> = ["very-low", "low", "normal", "high"]
     /// Largest legacy (unencrypted) UnifiedPush body.
     public static let maxLegacyBodySize = 4096

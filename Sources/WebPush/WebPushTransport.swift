@@ -99,6 +99,9 @@ final class WebPushTransport: Sendable {
             connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 16),
             decompression: .disabled)
         config.httpVersion = .automatic
+        // No spans of AsyncHTTPClient's own: a subscription's endpoint URL is its secret (the
+        // delivery attempt's span is Pushgate's, `tracing`).
+        config.tracing.tracer = nil
         self.client = HTTPClient(eventLoopGroup: eventLoopGroup, configuration: config, backgroundActivityLogger: logger)
         var poolConfig = poolConfiguration ?? HTTP2PoolConfiguration()
         if let tlsConfiguration { poolConfig.tlsConfiguration = tlsConfiguration }

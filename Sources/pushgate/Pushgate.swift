@@ -134,6 +134,12 @@ struct Serve: AsyncParsableCommand {
             }
         }
         let logger = Logger(label: "pushgate")
+        // Bootstrapped before the gateway is built (its workers may send stored deliveries at once);
+        // the exporter is shut down after the gateway drained.
+        let tracing: (any Service)?
+        do { tracing = TracingBootstrap.start(try TracingSettings(raw, environment: ProcessInfo.processInfo.environment), logger: logger) } catch {
+            fail("\(error)")
+        }
         let gateway: Gateway
         let pidFile: PIDFile?
         // A reload (SIGHUP, POST /api/reload) reads the same file again, with the same flags and mocks.
@@ -176,7 +182,8 @@ struct Serve: AsyncParsableCommand {
         let hangups = Self.reloadOnHangup(gateway)
         // The drain signal after the application: SIGTERM reaches it first (gRPC health NOT_SERVING at once).
         try await ServiceGroup(
-            configuration: .init(services: [app, gateway.drainSignal], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            configuration: .init(
+                services: (tracing.map { [$0] } ?? []) + [app, gateway.drainSignal], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         ).run()
         hangups.cancel()
         pidFile?.remove()

@@ -173,7 +173,7 @@ struct Send: AsyncParsableCommand {
         if let problem = IngestValidation.validate(n) {
             throw ValidationError("\(problem.message) \(problem.detail)")
         }
-        if n.targets.isEmpty {
+        if n.targets(ProviderRegistry.platformRules[n.platform]).isEmpty {
             throw ValidationError("give a target: --token, --topic (FCM), --channel (APNs broadcast), --subscription or --endpoint")
         }
         return n
@@ -211,15 +211,16 @@ struct SendProvider {
 
     /// One attempt per target: retries are the gateway's (`RetryPolicy`), never repeated here.
     func send(_ n: PushNotification) async -> [Result] {
+        let rules = ProviderRegistry.platformRules[n.platform]
         let prepared: any PreparedPush
         do {
             prepared = try provider.prepare(n)
         } catch {
             let reason = (error as? PushFailure)?.reason ?? "\(error)"
-            return n.targets.map { Result(target: $0.reportedToken, outcome: .permanent(reason: reason, status: nil)) }
+            return n.targets(rules).map { Result(target: $0.reportedToken, outcome: .permanent(reason: reason, status: nil)) }
         }
         var out: [Result] = []
-        for target in n.targets {
+        for target in n.targets(rules) {
             if let failure = provider.validate(target: target, of: prepared) {
                 out.append(Result(target: target.reportedToken, outcome: .permanent(reason: failure.reason, status: nil)))
                 continue

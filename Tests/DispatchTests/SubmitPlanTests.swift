@@ -53,7 +53,7 @@ final class SubmitPlanTests: XCTestCase {
             ],
             skipped: [SkippedNotification(index: 1, notifID: nil, reason: "platform missing")])
         let t = Date(timeIntervalSince1970: 1_000)
-        let plan = Dispatcher.plan(request, app: app, appID: AppID.defaultApp, requestID: "r", fallbackBudget: 1 << 20, at: t)
+        let plan = Dispatcher.plan(request, app: app, rules: [:], appID: AppID.defaultApp, requestID: "r", fallbackBudget: 1 << 20, at: t)
 
         XCTAssertEqual(plan.notifIDs, ["n1", "", "r-2", "r-3", "r-4", "r-5"])
         // Served notifications' deliveries only (the android one is not served).
@@ -84,7 +84,7 @@ final class SubmitPlanTests: XCTestCase {
         let app = AppProviders(id: AppID.defaultApp, slots: [ProviderSlot(provider: SizeProvider())])
         let request = PushRequest(notifications: (0..<3).map { _ in notification(.ios, "a long message", tokens: ["t"], fallback: "ping") })
         // Each fallback costs its notif_id's bytes + 96: room for one of "r-0", "r-1", "r-2".
-        let plan = Dispatcher.plan(request, app: app, appID: AppID.defaultApp, requestID: "r", fallbackBudget: 120, at: Date())
+        let plan = Dispatcher.plan(request, app: app, rules: [:], appID: AppID.defaultApp, requestID: "r", fallbackBudget: 120, at: Date())
         XCTAssertEqual(plan.fallbacks.map(\.notifID), ["r-0"])
         XCTAssertEqual(plan.omittedFallbacks, 2)
         XCTAssertEqual(plan.jobs.count, 3)
@@ -93,7 +93,7 @@ final class SubmitPlanTests: XCTestCase {
 
     func testNoAppFailsEveryDeliveryUnserved() {
         let request = PushRequest(notifications: [notification(.ios, "hi", tokens: ["a", "b"])])
-        let plan = Dispatcher.plan(request, app: nil, appID: "other", requestID: "r", fallbackBudget: 1 << 20, at: Date())
+        let plan = Dispatcher.plan(request, app: nil, rules: [:], appID: "other", requestID: "r", fallbackBudget: 1 << 20, at: Date())
         XCTAssertTrue(plan.jobs.isEmpty)
         XCTAssertEqual(plan.counts, 0)
         XCTAssertEqual(plan.early.map(\.reason), ["app other is not configured", "app other is not configured"])

@@ -106,7 +106,7 @@ final class FCMMappingTests: XCTestCase {
 
     func testTopicAndConditionSends() throws {
         let topic = try decodeNotification(#"{"platform":2,"topic":"/topics/news","message":"m"}"#)
-        XCTAssertEqual(topic.targets, [.topic])
+        XCTAssertEqual(topic.targets(FCMMessageMapper.rules), [.topic])
         let m = try message(topic, .topic)
         XCTAssertEqual(m["topic"] as? String, "news")
         XCTAssertNil(m["token"])

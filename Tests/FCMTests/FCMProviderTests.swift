@@ -71,7 +71,7 @@ final class FCMProviderTests: XCTestCase {
                  "priority":"high","data":{"chatId":"0x6368","count":3,"flag":false,"nested":{"a":1}}}
                 """)
             let prepared = try h.provider.prepare(n)
-            for target in n.targets {
+            for target in n.targets(FCMMessageMapper.rules) {
                 let outcome = await h.provider.send(prepared, to: target, context: DeliveryContext(messageID: "m"))
                 guard case .delivered(let id) = outcome else { return XCTFail("\(outcome)") }
                 XCTAssertTrue(id?.hasPrefix("projects/pushgate-test/messages/") == true, "\(id ?? "nil")")

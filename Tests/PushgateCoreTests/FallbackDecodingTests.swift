@@ -43,7 +43,7 @@ final class FallbackDecodingTests: XCTestCase {
         XCTAssertEqual(f.data?["statement"]?["topic"], .string("ab"))
         XCTAssertNil(f.fallback)
         XCTAssertNil(n.contentAvailable, "the notification itself is unchanged")
-        XCTAssertEqual(n.deliveryCount, 2, "a fallback adds no deliveries")
+        XCTAssertEqual(n.deliveryCount(n.registeredRules), 2, "a fallback adds no deliveries")
     }
 
     /// A member set to null removes the notification's; members match case-insensitively.

@@ -241,11 +241,14 @@ final class RequestLimitTests: XCTestCase {
         let accepted = Date(timeIntervalSince1970: 1_800_000_000)
         var n = PushNotification(platform: .webpush)
         n.expiration = 3600
-        XCTAssertEqual(n.retryDeadline(acceptedAt: accepted), accepted.addingTimeInterval(3600))
+        XCTAssertEqual(n.retryDeadline(acceptedAt: accepted, rules: n.registeredRules), accepted.addingTimeInterval(3600))
         n.expiration = 1_800_000_600
-        XCTAssertEqual(n.retryDeadline(acceptedAt: accepted), Date(timeIntervalSince1970: 1_800_000_600))
+        XCTAssertEqual(n.retryDeadline(acceptedAt: accepted, rules: n.registeredRules), Date(timeIntervalSince1970: 1_800_000_600))
+        var up = PushNotification(platform: .unifiedpush)
+        up.expiration = 60
+        XCTAssertEqual(up.retryDeadline(acceptedAt: accepted, rules: up.registeredRules), accepted.addingTimeInterval(60))
         var ios = PushNotification(platform: .ios)
         ios.expiration = 3600  // APNs: a UNIX time (long past)
-        XCTAssertEqual(ios.retryDeadline(acceptedAt: accepted), Date(timeIntervalSince1970: 3600))
+        XCTAssertEqual(ios.retryDeadline(acceptedAt: accepted, rules: ios.registeredRules), Date(timeIntervalSince1970: 3600))
     }
 }

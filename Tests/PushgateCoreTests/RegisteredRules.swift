@@ -6,3 +6,8 @@ extension RequestLimits {
     /// (PushgateCore has no platform rules of its own).
     static var registered: RequestLimits { ProviderRegistry.requestLimits }
 }
+
+extension PushNotification {
+    /// The rules its platform's provider module declares.
+    var registeredRules: PlatformRules? { ProviderRegistry.platformRules[platform] }
+}

@@ -32,7 +32,7 @@ final class RequestParsingTests: XCTestCase {
         XCTAssertEqual(n.tokens, ["token-1"])
         XCTAssertEqual(n.topic, "im.status.ethereum")
         XCTAssertEqual(n.data?["chatId"], .string("0x6368"))
-        XCTAssertEqual(n.deliveryCount, 1)
+        XCTAssertEqual(n.deliveryCount(n.registeredRules), 1)
     }
 
     func testDeclarativeWebPushMembers() throws {
@@ -114,9 +114,11 @@ final class RequestParsingTests: XCTestCase {
 
     func testCountsTopic() throws {
         let r = try parse(#"{"notifications":[{"tokens":["a","b"],"platform":2,"topic":"news"},{"tokens":["c"],"platform":1,"topic":"com.app"}]}"#)
-        XCTAssertEqual(r.notifications[0].deliveryCount, 3)
-        XCTAssertEqual(r.notifications[1].deliveryCount, 1)
-        XCTAssertEqual(r.notifications[0].targets, [.token("a"), .token("b"), .topic])
+        let (android, ios) = (r.notifications[0], r.notifications[1])
+        XCTAssertEqual(android.deliveryCount(android.registeredRules), 3)
+        XCTAssertEqual(ios.deliveryCount(ios.registeredRules), 1, "an iOS topic is the apns-topic, not a topic send")
+        XCTAssertEqual(android.targets(android.registeredRules), [.token("a"), .token("b"), .topic])
+        XCTAssertEqual(android.targets(nil), [.token("a"), .token("b")], "no rules, no topic sends")
     }
 
     func testSoundAndAlert() throws {
@@ -156,5 +158,39 @@ final class CoreValueTests: XCTestCase {
         XCTAssertEqual(
             String(decoding: e.json, as: UTF8.self),
             #"{"notif_id":"n1","type":"failed-push","platform":"ios","token":"t","message":"m","error":"Unregistered"}"#)
+    }
+}
+
+/// What each provider module calls a background push (the default coalescing window applies to it).
+final class BackgroundPushRuleTests: XCTestCase {
+    func testEachRegisteredPlatformsRule() {
+        func isBackground(_ p: Platform, _ edit: (inout PushNotification) -> Void) -> Bool {
+            var n = PushNotification(platform: p)
+            edit(&n)
+            return n.isBackgroundPush(n.registeredRules)
+        }
+        XCTAssertTrue(isBackground(.ios) { $0.pushType = "background" })
+        XCTAssertTrue(isBackground(.ios) { $0.contentAvailable = true })
+        XCTAssertFalse(
+            isBackground(.ios) {
+                $0.contentAvailable = true
+                $0.message = "shown"
+            })
+        XCTAssertFalse(
+            isBackground(.ios) {
+                $0.contentAvailable = true
+                $0.badge = 1
+            })
+        XCTAssertFalse(isBackground(.ios) { _ in })
+        for p in [Platform.android, .huawei] {
+            XCTAssertTrue(isBackground(p) { $0.data = JSONObject([("k", .string("v"))]) }, "\(p): data only")
+            XCTAssertFalse(isBackground(p) { $0.title = "shown" }, "\(p)")
+            XCTAssertFalse(isBackground(p) { $0.message = "shown" }, "\(p)")
+        }
+        XCTAssertTrue(isBackground(.webpush) { $0.message = "shown by the service worker" })
+        XCTAssertTrue(isBackground(.unifiedpush) { _ in })
+        var n = PushNotification(platform: .ios)
+        n.pushType = "background"
+        XCTAssertFalse(n.isBackgroundPush(nil), "a platform without rules has no background pushes")
     }
 }

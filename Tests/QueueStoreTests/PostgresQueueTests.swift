@@ -97,7 +97,8 @@ final class PostgresQueueTests: XCTestCase {
 
     func testSchemaIsCreatedAndJobsSurviveACrash() async throws {
         let a = try await open(batch: 1)
-        let jobs = makeJobs(3, notifID: "pg-1")
+        let traceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        let jobs = makeJobs(3, notifID: "pg-1", traceParent: traceParent)
         try await a.enqueue(jobs)
         let first = try await take(a)
         XCTAssertNotNil(first.accepted.prepared, "leased back by the process that enqueued it: rendering kept")
@@ -111,6 +112,7 @@ final class PostgresQueueTests: XCTestCase {
         XCTAssertNil(third, "the crashed process's lease has not expired yet")
         for j in got {
             XCTAssertNil(j.accepted.prepared)
+            XCTAssertEqual(j.accepted.traceParent, traceParent, "the ingest span's context is read back by another gateway")
             // Stored without its targets (`DurableQueue.storedForm`): each job carries its own.
             XCTAssertEqual(j.accepted.notification, DurableQueue.storedForm(jobs[0].accepted.notification))
             XCTAssertTrue(jobs.contains { $0.target == j.target })

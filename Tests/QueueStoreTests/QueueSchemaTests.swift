@@ -101,6 +101,13 @@ final class QueueSchemaTests: XCTestCase {
         ]
     }
 
+    /// Version 4 (SQLite 6) = version 3 + `notifications.traceparent` (nullable: not traced).
+    static func version4(_ v3: [String]) -> [String] {
+        v3.map { $0.replacingOccurrences(of: "fallback TEXT)", with: "fallback TEXT, traceparent TEXT)") }
+    }
+
+    static let traceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
     /// Every target kind survives the store: a broadcast channel comes back a channel (kind 3), not a token.
     func testTargetCodecRoundTripsEveryKind() {
         let targets: [PushTarget] = [
@@ -132,11 +139,11 @@ final class QueueSchemaTests: XCTestCase {
         XCTAssertEqual(
             normalized(QueueSchema.sqlite.statements),
             normalized(
-                Self.leasedByID(Self.version3(Self.oldSQLite, prefix: "", integer: "INTEGER", real: "REAL"), prefix: "")
+                Self.leasedByID(Self.version4(Self.version3(Self.oldSQLite, prefix: "", integer: "INTEGER", real: "REAL")), prefix: "")
                     .filter { !$0.contains("jobs_notif_row") }
                     .map { $0.hasPrefix("CREATE INDEX IF NOT EXISTS jobs_finished ") ? "DROP INDEX IF EXISTS jobs_finished" : $0 }
-                    .map { $0.replacingOccurrences(of: "('schema_version', 3)", with: "('schema_version', 5)") }))
-        XCTAssertEqual(QueueSchema.sqliteVersion, 5)
+                    .map { $0.replacingOccurrences(of: "('schema_version', 3)", with: "('schema_version', 6)") }))
+        XCTAssertEqual(QueueSchema.sqliteVersion, 6)
         XCTAssertEqual(
             WrittenOnce.addedColumns.map { "\($0.table).\($0.column)" },
             ["notifications.first_job", "notifications.job_count", "notifications.jobs_data"])
@@ -144,9 +151,11 @@ final class QueueSchemaTests: XCTestCase {
             normalized(QueueSchema.postgres.statements),
             normalized(
                 Self.leasedByID(
-                    Self.version3(Self.oldPostgres, prefix: "pushgate_", integer: "BIGINT", real: "DOUBLE PRECISION"), prefix: "pushgate_")))
-        XCTAssertEqual(QueueSchema.version, 3)
-        XCTAssertEqual(QueueSchema.addedColumns.map { "\($0.table).\($0.column)" }, ["notifications.app", "notifications.fallback"])
+                    Self.version4(Self.version3(Self.oldPostgres, prefix: "pushgate_", integer: "BIGINT", real: "DOUBLE PRECISION")),
+                    prefix: "pushgate_")))
+        XCTAssertEqual(QueueSchema.version, 4)
+        XCTAssertEqual(
+            QueueSchema.addedColumns.map { "\($0.table).\($0.column)" }, ["notifications.app", "notifications.fallback", "notifications.traceparent"])
         XCTAssertEqual(
             QueueSchema.postgres.addColumn(QueueSchema.addedColumns[1], ifNotExists: true),
             "ALTER TABLE pushgate_notifications ADD COLUMN IF NOT EXISTS fallback TEXT")
@@ -175,10 +184,12 @@ final class QueueSchemaTests: XCTestCase {
         let old = try await take(q)
         XCTAssertEqual(old.accepted.app, "chat")
         XCTAssertEqual(old.accepted.notification.message, "from v2")
+        XCTAssertNil(old.accepted.traceParent, "a row of an older store has no trace")
         var fallback = PushNotification(platform: .ios, tokens: ["tok1"])
         fallback.contentAvailable = true
         let info = FallbackInfo(payloadBytes: 5200, limit: 4096, fallbackBytes: 120)
-        let a = AcceptedNotification(notifID: "fb-1", notification: fallback, prepared: TestPrepared(), fallback: info)
+        let a = AcceptedNotification(
+            notifID: "fb-1", notification: fallback, prepared: TestPrepared(), fallback: info, traceParent: Self.traceParent)
         try await q.enqueue([DeliveryJob(id: 0, messageID: "m-2", target: .token("tok1"), accepted: a, maxAttempts: 3, now: Date())])
         await q.complete(old, outcome: .delivered(providerID: "x"))
         await q.flush()
@@ -187,6 +198,7 @@ final class QueueSchemaTests: XCTestCase {
         let again = try await SQLiteQueue.open(path: path, options: options())
         let fb = try await take(again)
         XCTAssertEqual(fb.accepted.notification.contentAvailable, true, "the fallback is what is stored")
+        XCTAssertEqual(fb.accepted.traceParent, Self.traceParent, "the ingest span's context is read back after a restart")
         let status = try await again.deliveryStatus(notifID: "fb-1")
         XCTAssertEqual(status?.first?.fallback, info)
         let oldStatus = try await again.deliveryStatus(notifID: "old-2")
@@ -197,7 +209,7 @@ final class QueueSchemaTests: XCTestCase {
 
         let check = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
         let v = try await check.query("SELECT value FROM pushgate_meta WHERE key = 'schema_version'")
-        XCTAssertEqual(v.first?.column("value")?.integer, 5)
+        XCTAssertEqual(v.first?.column("value")?.integer, 6)
         let indexes = try await check.query(
             "SELECT name FROM sqlite_master WHERE type = 'index' AND name IN ('jobs_owner', 'jobs_leased', 'jobs_notif_row')")
         XCTAssertEqual(

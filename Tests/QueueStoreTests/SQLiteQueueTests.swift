@@ -21,13 +21,15 @@ func tempDir() -> String {
     return d
 }
 
-func makeJobs(_ n: Int, notifID: String = UUID().uuidString, platform: Platform = .ios, waiter: UInt64? = nil, maxAttempts: Int = 3) -> [DeliveryJob]
-{
+func makeJobs(
+    _ n: Int, notifID: String = UUID().uuidString, platform: Platform = .ios, waiter: UInt64? = nil, maxAttempts: Int = 3,
+    traceParent: String? = nil
+) -> [DeliveryJob] {
     var note = PushNotification(platform: platform, tokens: (0..<n).map { "tok\($0)" })
     note.message = "hello"
     note.notifID = notifID
     note.data = JSONObject([("k", .string("v"))])
-    let a = AcceptedNotification(notifID: notifID, notification: note, prepared: TestPrepared())
+    let a = AcceptedNotification(notifID: notifID, notification: note, prepared: TestPrepared(), traceParent: traceParent)
     return (0..<n).map { i in
         DeliveryJob(
             id: UInt64(i + 1), messageID: UUID().uuidString.lowercased(), target: .token("tok\(i)"), accepted: a,

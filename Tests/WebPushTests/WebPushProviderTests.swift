@@ -72,7 +72,7 @@ final class WebPushProviderTests: XCTestCase {
         n.subscriptions = [mock.subscription(for: subscriber)]
         XCTAssertNil(WebPushRequestValidator.validate(n))
         let prepared = try provider.prepare(n)
-        let target = n.targets[0]
+        let target = n.targets(nil)[0]
         XCTAssertNil(provider.validate(target: target, of: prepared))
         let outcome = await provider.send(prepared, to: target, context: ctx)
         guard case .delivered(let id) = outcome else { return XCTFail("\(outcome); mock rejections: \(mock.rejections)") }
@@ -154,7 +154,7 @@ final class WebPushProviderTests: XCTestCase {
         n.payload = "wake up"
         XCTAssertNil(WebPushRequestValidator.validate(n))
         let prepared = try provider.prepare(n)
-        let outcome = await provider.send(prepared, to: n.targets[0], context: ctx)
+        let outcome = await provider.send(prepared, to: n.targets(nil)[0], context: ctx)
         XCTAssertEqual(outcome, .delivered(providerID: nil))
         let push = try XCTUnwrap(mock.pushes.first)
         XCTAssertFalse(push.encrypted)
