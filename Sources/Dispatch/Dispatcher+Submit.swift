@@ -147,7 +147,7 @@ extension Dispatcher {
                 continue
             }
             plan.counts += n.gorushCount
-            if n.coalesceSeconds == nil, slot.coalesceSeconds > 0, !(n.collapseID ?? "").isEmpty, n.isBackgroundPush(rules) {
+            if n.coalesceSeconds == nil, slot.coalesceSeconds > 0, !(n.collapseID ?? "").isEmpty, n.isBackgroundPush(rules), !n.hasSchedule {
                 // The platform's default window for background pushes (kept with the notification).
                 n.coalesceSeconds = slot.coalesceSeconds
             }
@@ -171,6 +171,12 @@ extension Dispatcher {
             // A fallback is dedup'd and coalesced as its notification (the platform default included).
             sent.dedupKey = n.dedupKey
             sent.coalesceSeconds = n.coalesceSeconds
+            // Its time, absolute (`delay_seconds` counts from now; the stored notification keeps
+            // `send_at` for a restart), and its delivery window.
+            sent.sendAt = n.sendAt ?? n.delaySeconds.map { t.timeIntervalSince1970 + Double($0) }
+            sent.deliverBetween = n.deliverBetween
+            sent.quiet = n.quiet
+            let start = Self.firstSendTime(sent, acceptedAt: t)
             if let fallback {
                 // Held to the answer's byte budget, as the logs are (a notif_id is up to max_field_bytes).
                 plan.fallbackBytes += notifID.utf8.count + 96
@@ -193,10 +199,21 @@ extension Dispatcher {
                 let messageID = n.apnsID ?? RandomID.uuid()
                 var job = DeliveryJob(id: 0, messageID: messageID, target: target, accepted: accepted, maxAttempts: maxAttempts, now: t)
                 job.deliveryIndex = k
+                job.notBefore = start
                 plan.queue(job)
             }
         }
         return plan
+    }
+
+    /// When a notification's deliveries may first be sent: its `send_at` (a past one: now), moved to
+    /// the next start of its `deliver_between` window unless it drops deliveries due outside it
+    /// (those are judged when due, `Dispatcher.process`).
+    static func firstSendTime(_ n: PushNotification, acceptedAt t: Date) -> Date {
+        var start = t
+        if let s = n.sendAt, s > t.timeIntervalSince1970 { start = Date(timeIntervalSince1970: s) }
+        if let w = n.deliverBetween, n.quiet != .drop { start = w.nextAllowed(atOrAfter: start) }
+        return start
     }
 
     /// Tells what the planning found: one log line for the skipped notifications of a request (a
@@ -243,14 +260,18 @@ extension Dispatcher {
 
         var out = SubmittedDeliveries()
         if sync {
+            // Scheduled deliveries are not waited for: the answer counts them as pending.
             var expected: [Int: DeliveryOutcome]?
             if reportOutcomes {
                 expected = [:]
-                for (i, job) in plan.jobs.enumerated() { expected?[plan.jobPositions[i]] = DeliveryOutcome(job, nil, position: plan.jobPositions[i]) }
+                for (i, job) in plan.jobs.enumerated() where !job.isScheduled {
+                    expected?[plan.jobPositions[i]] = DeliveryOutcome(job, nil, position: plan.jobPositions[i])
+                }
             }
-            let id = waiters.register(count: plan.jobs.count, budget: answer.maxAnswerBytes, outcomes: expected)
+            let waited = plan.jobs.reduce(0) { $0 + ($1.isScheduled ? 0 : 1) }
+            let id = waiters.register(count: waited, budget: answer.maxAnswerBytes, outcomes: expected)
             out.waiterID = id
-            for i in plan.jobs.indices {
+            for i in plan.jobs.indices where !plan.jobs[i].isScheduled {
                 plan.jobs[i].waiterID = id
                 plan.jobs[i].waiterPosition = plan.jobPositions[i]
             }
@@ -335,8 +356,15 @@ extension Dispatcher {
             logs.append(contentsOf: waited.logs)
             result.logs = logs.entries
             result.omittedLogs = logs.omitted
-            result.pending = waited.pending
-            if reportOutcomes { result.outcomes = (earlyOutcomes + waited.outcomes).sorted { $0.position < $1.position } }
+            var scheduled: [DeliveryOutcome] = []
+            for (i, job) in jobs.enumerated() where job.isScheduled && submitted.dispositions.indices.contains(i) {
+                guard submitted.dispositions[i] != .duplicate else { continue }
+                scheduled.append(DeliveryOutcome(job, nil, position: plan.jobPositions[i]))
+            }
+            result.pending = waited.pending + scheduled.count
+            if reportOutcomes {
+                result.outcomes = (earlyOutcomes + waited.outcomes + scheduled).sorted { $0.position < $1.position }
+            }
         }
         return result
     }

@@ -73,6 +73,15 @@ extension Dispatcher {
             await apply(lifecycle.step(job, .skipped(.coalesced), now: now()))
             return
         }
+        // Due outside its delivery window: it waits for the window's next start, or ends unsent.
+        if let window = job.accepted.notification.deliverBetween, case let t = now(), !window.contains(t) {
+            if job.accepted.notification.quiet == .drop {
+                await apply(lifecycle.step(job, .skipped(.quietHours), now: t))
+            } else {
+                await apply(lifecycle.step(job, .deferred(until: window.nextAllowed(atOrAfter: t)), now: t))
+            }
+            return
+        }
         // The job's own app's providers, as configured now (a reload may have replaced them).
         let appID = job.accepted.app
         guard let app = self.app(appID), let slot = app.slots[job.platform] else {
@@ -140,7 +149,7 @@ extension Dispatcher {
     }
 
     /// Carries out a worker's transition, in order.
-    private func apply(_ transition: DeliveryTransition) async {
+    func apply(_ transition: DeliveryTransition) async {
         for effect in transition.effects {
             switch effect {
             case .emit(let e): publish(e)

@@ -17,8 +17,17 @@ extension Dispatcher {
     /// is drained for up to `timeout` seconds first (what is left then is lost, and logged).
     public func drainAndShutdown(timeout: Double, logger: Logger) async {
         if !queue.isDurable {
-            let left = await waitForZero(timeout: timeout) { self.queue.pendingCount }
-            if left > 0 { logger.warning("shutdown timeout reached with \(left) deliveries pending") }
+            // Deliveries not due before the timeout (scheduled ones, late retries) cannot be sent
+            // by then: not waited for.
+            let end = Date().addingTimeInterval(timeout)
+            let memory = queue as? MemoryQueue
+            let later = memory?.waitingCount(dueAfter: end) ?? 0
+            let left = await waitForZero(timeout: timeout) {
+                max(0, self.queue.pendingCount - (memory?.waitingCount(dueAfter: end) ?? 0))
+            }
+            if left > 0 || later > 0 {
+                logger.warning("shutdown with \(left + later) deliveries pending (\(later) not due before core.shutdown_timeout)")
+            }
         }
         shutdown()
     }

@@ -4,7 +4,7 @@ import PushgateCore
 
 /// The types of the delivery event stream (`events.*`, `GET /api/events`, the webhook): each delivery
 /// has one `accepted` and, once over, exactly one terminal event (`sent`, `fallback_sent`, `failed`,
-/// `token_dead`, `coalesced`, `duplicate` or `cancelled`); `retrying` and `scheduled` in between.
+/// `token_dead`, `coalesced`, `duplicate`, `cancelled` or `quiet_hours`); `retrying` and `scheduled` in between.
 public enum PushEventType: String, Sendable, CaseIterable {
     case accepted
     case sent
@@ -18,10 +18,12 @@ public enum PushEventType: String, Sendable, CaseIterable {
     case coalesced
     /// Not sent: another notification with the same `dedup_key` went to this token inside the TTL.
     case duplicate
-    /// Held for a later time (scheduled sends; no delivery event produces it yet).
+    /// Held for its send time (`send_at`, `delay_seconds`, quiet hours): after `accepted`, with `next_try`.
     case scheduled
-    /// Cancelled before it was sent (no delivery event produces it yet).
+    /// Cancelled before it was sent (`DELETE /api/push/{notif_id}`).
     case cancelled
+    /// Not sent: due outside its `deliver_between` window with `"quiet": "drop"`.
+    case quietHours = "quiet_hours"
 }
 
 /// One event of the stream before the store gave it its id.
@@ -186,7 +188,11 @@ public final class PushEventMapper: Sendable {
         case .submitted:
             return []
         case .accepted(let job):
-            return [make(.accepted, job, now)]
+            guard job.isScheduled, !job.state.isFinal else { return [make(.accepted, job, now)] }
+            // Held for its send time (`send_at`, `delay_seconds`, quiet hours).
+            var s = make(.scheduled, job, now)
+            s.nextTry = job.notBefore
+            return [make(.accepted, job, now), s]
         case .attempted(let job, let outcome, _, _):
             lastClass.withLockedValue { $0[job.id] = outcome.className }
             return []
@@ -217,6 +223,8 @@ public final class PushEventMapper: Sendable {
                 switch why {
                 case .coalesced: return [make(.coalesced, job, now)]
                 case .duplicate: return [make(.duplicate, job, now)]
+                case .cancelled: return [make(.cancelled, job, now)]
+                case .quietHours: return [make(.quietHours, job, now)]
                 }
             }
         }
@@ -246,6 +254,7 @@ public final class PushEventMapper: Sendable {
         let index = deliveryIndex(job)
         return PushEvent(
             type: type, time: now, app: job.accepted.app, notifID: job.accepted.notifID, delivery: index, platform: job.platform.name,
-            token: TokenMask.apply(job.target.reportedToken, hide: hideToken), attempt: job.attempts)
+            token: TokenMask.apply(job.target.reportedToken, hide: hideToken), attempt: job.attempts,
+            analyticsLabel: job.accepted.notification.analyticsLabel)
     }
 }

@@ -129,6 +129,10 @@ public struct DeliveryJob: Sendable {
 
     public var platform: Platform { accepted.notification.platform }
 
+    /// Waiting for a later time given at acceptance (`send_at`, `delay_seconds`, `deliver_between`),
+    /// never attempted: left in a durable store until due, not held in memory.
+    public var isScheduled: Bool { attempts == 0 && lastError == nil && notBefore > enqueuedAt }
+
     public init(
         id: UInt64, messageID: String, target: PushTarget, accepted: AcceptedNotification, maxAttempts: Int, now: Date, waiterID: UInt64? = nil
     ) {
@@ -163,6 +167,24 @@ public struct QueueFullError: Error, Sendable, Equatable, CustomStringConvertibl
     public var description: String {
         if let app { return "app \(app)'s share of the queue is full (\(pending) pending, max_pending \(capacity))" }
         return "queue is full (\(pending) pending, capacity \(capacity))"
+    }
+}
+
+/// What `QueueDriver.cancel` did: the deliveries it ended (to be told as `cancelled`), and how many
+/// of the notification's deliveries it left because a worker (here, or another gateway sharing the
+/// store) holds them: those are sent or fail as usual, never both sent and cancelled.
+public struct CancelledDeliveries: Sendable {
+    public var jobs: [DeliveryJob] = []
+    /// Held by a worker or leased by another process (nil: the engine does not know; the status tells).
+    public var inFlight: Int?
+    public init(jobs: [DeliveryJob] = [], inFlight: Int? = nil) {
+        self.jobs = jobs
+        self.inFlight = inFlight
+    }
+
+    /// Picks the jobs of `notifID` of `app` (nil: any app).
+    public static func matcher(notifID: String, app: String?) -> @Sendable (DeliveryJob) -> Bool {
+        { j in j.accepted.notifID == notifID && (app == nil || j.accepted.app == app) }
     }
 }
 
@@ -206,6 +228,10 @@ public protocol QueueDriver: Sendable {
     /// Why the store cannot take writes now (nil: it can, or there is no store). Readiness is down
     /// while it is set.
     var storeProblem: StoreUnavailableError? { get }
+    /// Ends every delivery of `notifID` (of `app`; nil: any app) not yet sent and not held by a
+    /// worker: taken out of the queue (a durable store marks their rows cancelled in one
+    /// transaction) and returned, for the caller to tell as `cancelled`. The default cancels nothing.
+    func cancel(notifID: String, app: String?) async throws -> CancelledDeliveries
 }
 
 extension QueueDriver {
@@ -214,6 +240,7 @@ extension QueueDriver {
     public func recordFailedBeforeSending(_ failures: [(job: DeliveryJob, reason: String)]) async throws {}
     public func wasReplaced(_ job: DeliveryJob) async -> Bool { false }
     public var storeProblem: StoreUnavailableError? { nil }
+    public func cancel(notifID: String, app: String?) async throws -> CancelledDeliveries { CancelledDeliveries() }
     @discardableResult
     public func enqueue(_ jobs: [DeliveryJob], failedBeforeSending: [(job: DeliveryJob, reason: String)]) async throws -> [EnqueueDisposition] {
         let d = jobs.isEmpty ? [] : try await enqueue(jobs)

@@ -12,13 +12,16 @@ public enum DeliveryState: Sendable, Equatable {
     /// Not sent, not a failure: a duplicate (`dedup_key`) or replaced in its coalescing window.
     case skipped(SkipReason)
 
-    /// The stored form (column `state`; values unchanged since schema version 1; 3 and 4 since 3).
+    /// The stored form (column `state`; values unchanged since schema version 1; 3 and 4 since 3;
+    /// 5 and 6 are finished states an older gateway reads as finished too: it leases state 0 only).
     public enum Code: Int, Sendable {
         case pending = 0
         case delivered = 1
         case failed = 2
         case duplicate = 3
         case coalesced = 4
+        case cancelled = 5
+        case quietHours = 6
     }
 
     public var code: Code {
@@ -28,6 +31,8 @@ public enum DeliveryState: Sendable, Equatable {
         case .failed: return .failed
         case .skipped(.duplicate): return .duplicate
         case .skipped(.coalesced): return .coalesced
+        case .skipped(.cancelled): return .cancelled
+        case .skipped(.quietHours): return .quietHours
         }
     }
 
@@ -40,6 +45,8 @@ public enum DeliveryState: Sendable, Equatable {
         case .failed: self = .failed(reason: lastError ?? "")
         case .duplicate: self = .skipped(.duplicate)
         case .coalesced: self = .skipped(.coalesced)
+        case .cancelled: self = .skipped(.cancelled)
+        case .quietHours: self = .skipped(.quietHours)
         case .pending:
             self = attempts > 0 || lastError != nil ? .retrying(nextTry: notBefore, lastError: lastError) : .queued
         }
@@ -100,9 +107,12 @@ public enum DeliveryInput: Sendable, Equatable {
     case leaseExpired
     /// The gateway stops before the job ended.
     case shutdown
-    /// Not to be sent: a duplicate found when it was queued (already stored so by the queue), or
-    /// replaced in its coalescing window when its turn came.
+    /// Not to be sent: a duplicate found when it was queued (already stored so by the queue),
+    /// replaced in its coalescing window when its turn came, cancelled, or due outside its
+    /// `deliver_between` window with `"quiet": "drop"`.
     case skipped(SkipReason)
+    /// Due outside its `deliver_between` window: it waits, unattempted, until `until`.
+    case deferred(until: Date)
 }
 
 /// What the caller of `step` must do, in order.
@@ -198,6 +208,12 @@ public struct DeliveryLifecycle: Sendable {
             job.state = .skipped(why)
             let final = FinalOutcome.skipped(why)
             return DeliveryTransition(job: job, effects: [.complete(final), .emit(.finished(job, final, phase: .skipped, failure: nil))])
+
+        case .deferred(let until):
+            guard !job.state.isFinal else { return DeliveryTransition(job: job, effects: []) }
+            job.notBefore = until
+            job.state = job.attempts > 0 ? .retrying(nextTry: until, lastError: job.lastError) : .queued
+            return DeliveryTransition(job: job, effects: [.reschedule])
 
         case .leaseExpired, .shutdown:
             // A pending job stays pending where it is stored; a finished one has nothing left to do.

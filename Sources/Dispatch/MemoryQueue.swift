@@ -129,6 +129,23 @@ public final class MemoryQueue: QueueDriver {
         state.withLockedValue { $0.pending -= 1 }
     }
 
+    /// Takes the jobs of `notifID` (of `app`; nil: any app) still waiting here (ready, scheduled or
+    /// waiting to retry) out of the queue; those a worker holds are sending now (`inFlight`).
+    public func cancel(notifID: String, app: String?) async throws -> CancelledDeliveries {
+        let match = CancelledDeliveries.matcher(notifID: notifID, app: app)
+        return state.withLockedValue { s in
+            var out = CancelledDeliveries()
+            for p in Array(s.queues.keys) {
+                Self.withQueue(&s, p) { q in
+                    out.jobs += q.ready.remove(where: match)
+                    out.jobs += q.delayed.remove(where: match)
+                }
+            }
+            s.pending -= out.jobs.count
+            return out
+        }
+    }
+
     /// Starts the timer's sleep until the earliest delayed job is due; nil once shut down.
     private func armTimer() -> Task<Void, Never>? {
         state.withLockedValue { s in
@@ -181,6 +198,11 @@ public final class MemoryQueue: QueueDriver {
         for w in waiters { w.resume(returning: nil) }
         timerTask.withLockedValue { $0?.cancel() }
         state.withLockedValue { $0.sleeper?.cancel() }
+    }
+
+    /// Jobs waiting for a time after `date` (scheduled, or retries), all platforms. O(n).
+    public func waitingCount(dueAfter date: Date) -> Int {
+        state.withLockedValue { s in s.queues.values.reduce(0) { $0 + $1.delayed.count { $0.notBefore > date } } }
     }
 
     /// Ready + delayed jobs per platform (for stats and tests).
@@ -248,6 +270,15 @@ public struct JobFIFO: Sendable {
 
     public mutating func append(_ job: DeliveryJob) { items.append(job) }
 
+    /// Removes and returns the jobs `match` picks, keeping the others in order. O(n).
+    public mutating func remove(where match: (DeliveryJob) -> Bool) -> [DeliveryJob] {
+        guard items[head...].contains(where: match) else { return [] }
+        let removed = items[head...].filter(match)
+        items = items[head...].filter { !match($0) }
+        head = 0
+        return removed
+    }
+
     public mutating func popFirst() -> DeliveryJob? {
         guard head < items.count else { return nil }
         let job = items[head]
@@ -284,6 +315,20 @@ public struct JobHeap: Sendable {
                 break
             }
         }
+    }
+
+    /// How many jobs `match` picks. O(n).
+    public func count(where match: (DeliveryJob) -> Bool) -> Int { items.reduce(0) { $0 + (match($1) ? 1 : 0) } }
+
+    /// Removes and returns the jobs `match` picks (the heap is rebuilt when any is removed). O(n).
+    public mutating func remove(where match: (DeliveryJob) -> Bool) -> [DeliveryJob] {
+        guard items.contains(where: match) else { return [] }
+        let removed = items.filter(match)
+        let kept = items.filter { !match($0) }
+        items = []
+        items.reserveCapacity(kept.count)
+        for j in kept { push(j) }
+        return removed
     }
 
     public mutating func pop() -> DeliveryJob? {

@@ -113,7 +113,7 @@ final class PlatformMetrics: Sendable {
         finals = f
         retries = Counter(label: "pushgate_push_retry_total", dimensions: [appLabel, p])
         var sk: [SkipReason: Counter] = [:]
-        for why in [SkipReason.duplicate, .coalesced] {
+        for why in [SkipReason.duplicate, .coalesced, .cancelled, .quietHours] {
             sk[why] = Counter(label: "pushgate_push_skipped_total", dimensions: [appLabel, p, ("reason", why.rawValue)])
         }
         skips = sk

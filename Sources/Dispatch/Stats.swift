@@ -25,6 +25,10 @@ public struct StatsSnapshot: Sendable, Codable, Equatable {
     public var successTasks: Int64 = 0
     public var failureTasks: Int64 = 0
     public var retries: Int64 = 0
+    /// Deliveries accepted to wait for a later time (`send_at`, `delay_seconds`, `deliver_between`).
+    public var scheduled: Int64 = 0
+    /// Deliveries cancelled before they were sent.
+    public var cancelled: Int64 = 0
     public var platforms: [String: PlatformCounts] = [:]
     /// The same per-platform counts per app (`/api/stat/app`'s `apps`, the `app` label of the metrics).
     public var apps: [String: [String: PlatformCounts]] = [:]
@@ -116,6 +120,10 @@ public final class Stats: DeliveryEventSink {
             }
         case .retrying:
             retried()
+        case .accepted(let job) where job.isScheduled:
+            change { $0.scheduled.addSaturating(1) }
+        case .finished(_, .skipped(.cancelled), _, _):
+            change { $0.cancelled.addSaturating(1) }
         case .finished(let job, let outcome, let phase, _) where phase != .notServed && phase != .skipped:
             finished(platform: job.platform, delivered: outcome.isDelivered, queued: phase == .afterSending, app: job.accepted.app)
         default:

@@ -10,9 +10,24 @@ public struct DeliveryStatusRecord: Sendable, Equatable {
         case duplicate
         /// Not sent: a later push with the same `collapse_id` replaced it in its window (not a failure).
         case coalesced
+        /// Not sent: cancelled (`DELETE /api/push/{notif_id}`) before it was sent.
+        case cancelled
+        /// Not sent: due outside its `deliver_between` window with `"quiet": "drop"`.
+        case quietHours = "quiet_hours"
+        /// Waiting for its time (`send_at`, `delay_seconds`, `deliver_between`, the end of a
+        /// coalescing window): a queued delivery whose `nextTry` is ahead (`scheduled(now:)`).
+        case scheduled
 
-        /// Over: delivered, failed, duplicate or coalesced.
-        public var isFinal: Bool { self != .queued && self != .retrying }
+        /// Over: delivered, failed, duplicate, coalesced, cancelled or quiet_hours.
+        public var isFinal: Bool { self != .queued && self != .retrying && self != .scheduled }
+
+        /// The states told in a status answer only when some delivery is in them (gorush's four always).
+        public var isExtension: Bool {
+            switch self {
+            case .queued, .retrying, .delivered, .failed: return false
+            case .duplicate, .coalesced, .cancelled, .quietHours, .scheduled: return true
+            }
+        }
     }
     public var platform: Platform
     /// The token (or Web Push endpoint), unmasked; the route masks it per `log.hide_token`.
@@ -20,7 +35,7 @@ public struct DeliveryStatusRecord: Sendable, Equatable {
     public var state: State
     /// Attempts made so far.
     public var attempts: Int
-    /// Retrying: when the next attempt is due.
+    /// Retrying: when the next attempt is due; queued: when it may be sent (its `send_at`).
     public var nextTry: Date?
     /// Retrying: the last error; failed: the reason.
     public var error: String?
@@ -32,6 +47,8 @@ public struct DeliveryStatusRecord: Sendable, Equatable {
     public var app: String = AppID.defaultApp
     /// Set when the notification was sent as its `fallback` (its own rendering over the limit).
     public var fallback: FallbackInfo?
+    /// The notification's `analytics_label`.
+    public var analyticsLabel: String?
 
     public init(
         platform: Platform, token: String, state: State, attempts: Int, nextTry: Date? = nil, error: String? = nil, providerID: String? = nil,
@@ -50,11 +67,11 @@ public struct DeliveryStatusRecord: Sendable, Equatable {
     /// The record of a delivery in `state` (the one mapping used by every engine).
     public init(
         platform: Platform, token: String, state: DeliveryState, attempts: Int, finishedAt: Date?, app: String = AppID.defaultApp,
-        fallback: FallbackInfo? = nil
+        fallback: FallbackInfo? = nil, notBefore: Date? = nil, analyticsLabel: String? = nil
     ) {
         switch state {
         case .queued:
-            self.init(platform: platform, token: token, state: .queued, attempts: 0)
+            self.init(platform: platform, token: token, state: .queued, attempts: 0, nextTry: notBefore)
         case .retrying(let next, let error):
             self.init(platform: platform, token: token, state: .retrying, attempts: attempts, nextTry: next, error: error)
         case .delivered(let id):
@@ -62,11 +79,30 @@ public struct DeliveryStatusRecord: Sendable, Equatable {
         case .failed(let reason):
             self.init(platform: platform, token: token, state: .failed, attempts: attempts, error: reason, finishedAt: finishedAt)
         case .skipped(let why):
-            self.init(
-                platform: platform, token: token, state: why == .duplicate ? .duplicate : .coalesced, attempts: attempts, finishedAt: finishedAt)
+            self.init(platform: platform, token: token, state: State(why), attempts: attempts, finishedAt: finishedAt)
         }
         self.app = app
         self.fallback = fallback
+        self.analyticsLabel = analyticsLabel
+    }
+
+    /// As seen at `now`: a queued delivery whose time is ahead is `scheduled`.
+    public func scheduled(now: Date) -> DeliveryStatusRecord {
+        guard state == .queued, let t = nextTry, t > now else { return self }
+        var r = self
+        r.state = .scheduled
+        return r
+    }
+}
+
+extension DeliveryStatusRecord.State {
+    public init(_ why: SkipReason) {
+        switch why {
+        case .duplicate: self = .duplicate
+        case .coalesced: self = .coalesced
+        case .cancelled: self = .cancelled
+        case .quietHours: self = .quietHours
+        }
     }
 }
 
@@ -118,7 +154,8 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
     private static func record(_ job: DeliveryJob, at t: Date) -> DeliveryStatusRecord {
         DeliveryStatusRecord(
             platform: job.platform, token: job.target.reportedToken, state: job.state, attempts: job.attempts,
-            finishedAt: job.state.isFinal ? t : nil, app: job.accepted.app, fallback: job.accepted.fallback)
+            finishedAt: job.state.isFinal ? t : nil, app: job.accepted.app, fallback: job.accepted.fallback, notBefore: job.notBefore,
+            analyticsLabel: job.accepted.notification.analyticsLabel)
     }
 
     /// A job's record as accepted. Its later events may come first: the job is visible to the

@@ -207,7 +207,11 @@ public enum FCMMessageMapper {
         if !apns.isEmpty { message["apns"] = .object(apns) }
 
         if let webpush = n.webpush, !webpush.isEmpty { message["webpush"] = .object(webpush) }
-        if let options = n.fcmOptions, !options.isEmpty { message["fcm_options"] = .object(options) }
+        // `analytics_label` (the notification's own member) fills FCM's platform-independent
+        // `fcm_options.analytics_label` unless the pass-through `fcm_options` sets it.
+        var options = n.fcmOptions ?? JSONObject()
+        if let label = n.analyticsLabel, options["analytics_label"] == nil { options["analytics_label"] = .string(label) }
+        if !options.isEmpty { message["fcm_options"] = .object(options) }
         return message
     }
 

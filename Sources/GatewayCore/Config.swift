@@ -506,6 +506,7 @@ public struct GatewaySettings: Sendable {
         limits.maxMessageBytes = core[C.maxMessageBytes]
         limits.maxObjectKeys = core[C.maxObjectKeys]
         limits.maxDepth = core[C.maxJSONDepth]
+        limits.maxScheduleHorizon = core[C.maxScheduleHorizon]
         for p in ProviderRegistry.platforms { limits.maxTokens[p] = raw.section(p.name)[ProviderSettings.maxTokens(limits.maxTokens(for: p))] }
         self.limits = limits
         maxLogMessageBytes = core[C.maxLogMessageBytes]
@@ -620,6 +621,9 @@ public enum CoreConfig {
     public static let maxObjectKeys = Setting<Int>(
         "max_object_keys", 1000, range: 1...1_000_000, doc: "(new) keys in one JSON object of the body")
     public static let maxJSONDepth = Setting<Int>("max_json_depth", 32, range: 2...256, doc: "(new) nesting depth of the body")
+    public static let maxScheduleHorizon = Setting<Int>(
+        "max_schedule_horizon", Schedule.defaultHorizon, range: 1...31_536_000,
+        doc: "(new) the furthest a notification's `send_at` / `delay_seconds` may lie ahead, in seconds (default 30 days)")
     public static let maxLogMessageBytes = Setting<Int>(
         "max_log_message_bytes", 1024, range: 0...(1 << 20),
         doc: "(new) the message repeated in each failed entry (sync answer, feedback) is cut here")
@@ -706,7 +710,7 @@ public enum CoreConfig {
             maxSyncAnswerBytes.key, readTimeout.key, idleTimeout.key, maxConnections.key, maxConnectionsPerAddress.key, ssl.key, tlsMinVersion.key,
             certPath.key, keyPath.key,
             certBase64.key, keyBase64.key, pidEnabled.key, pidPath.key, pidOverride.key, apiKeys.key, adminKeys.key, metricsAdminOnly.key,
-            httpProxy.key, appMaxPending.key, appRateLimit.key, idempotencyTTL.key, ui.key,
+            httpProxy.key, appMaxPending.key, appRateLimit.key, idempotencyTTL.key, maxScheduleHorizon.key, ui.key,
         ])
 }
 
@@ -821,7 +825,7 @@ public enum EventsConfig {
     public static let types = Setting<[String]>(
         "types", [],
         doc:
-            "(new) only these event types are recorded (empty: all): `accepted`, `sent`, `fallback_sent`, `retrying`, `failed`, `token_dead`, `coalesced`, `duplicate`, `scheduled`, `cancelled`"
+            "(new) only these event types are recorded (empty: all): `accepted`, `sent`, `fallback_sent`, `retrying`, `failed`, `token_dead`, `coalesced`, `duplicate`, `scheduled`, `cancelled`, `quiet_hours`"
     )
     public static let timeout = Setting<Int>("timeout", 10, range: 1...300, doc: "(new) seconds one webhook POST may take")
     public static let retryMaxMs = Setting<Int>(

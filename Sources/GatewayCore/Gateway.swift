@@ -44,6 +44,8 @@ public final class Gateway: Sendable {
     let draining = NIOLockedValueBox(false)
     /// Seconds since 1970, for the apps' rate limits (tests inject a clock that moves when told).
     let clock: @Sendable () -> Double
+    /// The gateway's clock as a date (what the status route judges a delivery's time against).
+    public var now: Date { Date(timeIntervalSince1970: clock()) }
 
     public init(
         raw: RawConfig, settings: GatewaySettings, dispatcher: Dispatcher, feedback: FeedbackSender?, logger: Logger,

@@ -140,6 +140,11 @@ extension Gateway {
         if let problem = IngestValidation.validate(request: request, limits: settings.limits) {
             return .refused(IngestRefusal(.invalid, problem))
         }
+        if let problem = IngestValidation.checkSchedule(
+            request: request, limits: settings.limits, now: Date(timeIntervalSince1970: clock()))
+        {
+            return .refused(IngestRefusal(.invalid, problem))
+        }
         let app: String
         switch resolveApp(role: caller.role, requested: options.app ?? request.appID) {
         case .success(let id): app = id

@@ -1,3 +1,4 @@
+import Foundation
 import PushgateCore
 
 /// Field checks at ingest that turn into a 400 naming the field (beyond JSON types): the gateway's
@@ -62,6 +63,53 @@ extension IngestValidation {
                 detail:
                     "notifications: \(deliveries) deliveries in one request, over the limit of \(limits.maxDeliveries) (core.max_deliveries_per_request)"
             )
+        }
+        return nil
+    }
+}
+
+extension IngestValidation {
+    /// `send_at` / `delay_seconds` against the clock: not beyond `core.max_schedule_horizon`, and
+    /// not after the notification's own absolute `expiration` (it would be sent expired). A
+    /// `send_at` in the past is sent now.
+    public static func checkSchedule(request: PushRequest, limits: RequestLimits, now: Date) -> RequestError? {
+        let horizon = Double(max(0, limits.maxScheduleHorizon))
+        let t = now.timeIntervalSince1970
+        for (i, n) in request.notifications.enumerated() {
+            let field: String
+            let at: Double
+            if let s = n.sendAt {
+                guard s.isFinite, s >= 0, s <= Schedule.maxUnixSeconds else {
+                    return RequestError(
+                        message: "send_at out of range", detail: "notifications[\(i)].send_at: out of range: must be between 1970 and 9999")
+                }
+                field = "send_at"
+                at = s
+            } else if let d = n.delaySeconds {
+                guard d >= 0, Double(d) <= horizon else {
+                    return RequestError(
+                        message: "delay_seconds out of range",
+                        detail: "notifications[\(i)].delay_seconds: out of range: must be between 0 and \(Int(horizon)) (core.max_schedule_horizon)")
+                }
+                field = "delay_seconds"
+                at = t + Double(d)
+            } else {
+                continue
+            }
+            if at - t > horizon {
+                return RequestError(
+                    message: "send_at too far ahead",
+                    detail:
+                        "notifications[\(i)].\(field): more than \(Int(horizon)) seconds ahead (core.max_schedule_horizon)")
+            }
+            // (An `expiration` of 0 is APNs' "now or never": no deadline to hold a schedule to.)
+            if (n.expiration ?? 0) > 0, let deadline = n.retryDeadline(acceptedAt: now, rules: limits.platforms[n.platform]),
+                at > max(t, deadline.timeIntervalSince1970)
+            {
+                return RequestError(
+                    message: "\(field) after expiration",
+                    detail: "notifications[\(i)].\(field): after the notification's expiration (it would be sent expired)")
+            }
         }
         return nil
     }

@@ -36,6 +36,15 @@ extension Gateway {
         w.int(s.submittedTasks)
         w.key("total_count", first: &first)
         w.int(s.totalCount)
+        // Delivery controls: only once nonzero (a gorush client that never schedules sees gorush's keys).
+        if s.scheduled > 0 {
+            w.key("scheduled", first: &first)
+            w.int(s.scheduled)
+        }
+        if s.cancelled > 0 {
+            w.key("cancelled", first: &first)
+            w.int(s.cancelled)
+        }
         // gorush's `"<platform>":{"push_success":N,"push_error":N}`, for the totals and for each app.
         func writePlatforms(_ counts: (Platform) -> StatsSnapshot.PlatformCounts, first: inout Bool) {
             for p in Platform.allCases {

@@ -40,6 +40,15 @@ public struct GatewayRequestContext: RequestContext {
     }
 }
 
+extension GatewayRequestContext {
+    /// The app an app key acts for: the notification routes (`GET` and `DELETE /api/push/{notif_id}`)
+    /// show and change its deliveries only. Nil for an admin key, or when no keys are configured: all.
+    var scopedApp: String? {
+        if case .key(.app(let own)) = caller { return own }
+        return nil
+    }
+}
+
 /// The check of one route's `RouteAccess`: 401 without a valid key (`WWW-Authenticate: Bearer`),
 /// 403 when an app key asks for an admin route. Added to the route's own middleware group, so it
 /// runs on the matched route only.

@@ -23,10 +23,48 @@ extension Gateway {
             // The id travels percent-encoded in the path (`order%2042%2F%C3%A9` is "order 42/é").
             let raw = context.parameters.get("notif_id") ?? ""
             // An app's key sees its own app's deliveries only; an admin key (or no keys configured) all.
-            var app: String?
-            if case .key(.app(let own)) = context.caller { app = own }
-            return await self.deliveryStatusResponse(notifID: raw.removingPercentEncoding ?? raw, app: app)
+            return await self.deliveryStatusResponse(notifID: raw.removingPercentEncoding ?? raw, app: context.scopedApp)
         }
+        // Cancels the deliveries not yet sent, scoped to the key's app exactly as the status is.
+        routes.on(.delete, base + "/:notif_id", access: .key) { request, context in
+            let raw = context.parameters.get("notif_id") ?? ""
+            return await self.cancelResponse(notifID: raw.removingPercentEncoding ?? raw, app: context.scopedApp)
+        }
+    }
+
+    /// `{"notif_id":"…","cancelled":N,"already_sent":N,"already_over":N,"in_flight":N}`; 404 as the
+    /// status route answers it (unknown, pruned, or only another app's).
+    func cancelResponse(notifID: String, app: String?) async -> Response {
+        guard dispatcher.statusSource != nil else {
+            return error(
+                RequestError(status: 404, message: "Delivery status is not available.", detail: "this queue engine keeps no delivery records"))
+        }
+        let summary: CancelSummary?
+        do {
+            summary = try await dispatcher.cancel(notifID: notifID, app: app)
+        } catch {
+            logger.error("cancel failed: \(error)")
+            return json(
+                .serviceUnavailable,
+                RequestError(status: 503, message: "Cancel is unavailable.", detail: "the queue store could not be written; try again").json,
+                extra: [(.retryAfter, "5")])
+        }
+        guard let summary else { return unknownNotification(notifID) }
+        var w = JSONWriter(reservingCapacity: 128)
+        var first = true
+        w.raw("{")
+        w.key("notif_id", first: &first)
+        w.string(notifID)
+        w.key("cancelled", first: &first)
+        w.int(summary.cancelled)
+        w.key("already_sent", first: &first)
+        w.int(summary.alreadySent)
+        w.key("already_over", first: &first)
+        w.int(summary.alreadyOver)
+        w.key("in_flight", first: &first)
+        w.int(summary.inFlight)
+        w.raw("}")
+        return json(.ok, w.bytes)
     }
 
     func unknownNotification(_ notifID: String) -> Response {
@@ -59,7 +97,8 @@ extension Gateway {
             records.removeAll { $0.app != app }
             if records.isEmpty { return unknownNotification(notifID) }
         }
-        return json(.ok, Self.statusJSON(notifID: notifID, records: records, hideToken: settings.hideToken))
+        let t = now
+        return json(.ok, Self.statusJSON(notifID: notifID, records: records.map { $0.scheduled(now: t) }, hideToken: settings.hideToken))
     }
 
     static func statusJSON(notifID: String, records: [DeliveryStatusRecord], hideToken: Bool) -> [UInt8] {
@@ -73,9 +112,9 @@ extension Gateway {
         w.key("counts", first: &first)
         w.raw("{")
         var f2 = true
-        // duplicate and coalesced (delivery controls) only when some delivery is in that state.
-        for s in [DeliveryStatusRecord.State.queued, .retrying, .delivered, .failed, .duplicate, .coalesced]
-        where (s != .duplicate && s != .coalesced) || counts[s, default: 0] > 0 {
+        // The delivery controls' states only when some delivery is in them (gorush's four always).
+        for s in [DeliveryStatusRecord.State.queued, .retrying, .delivered, .failed, .duplicate, .coalesced, .cancelled, .quietHours, .scheduled]
+        where !s.isExtension || counts[s, default: 0] > 0 {
             w.key(s.rawValue, first: &f2)
             w.int(counts[s] ?? 0)
         }
@@ -102,9 +141,18 @@ extension Gateway {
                 w.key("fallback", first: &f)
                 fb.write(into: &w)
             }
+            if let label = r.analyticsLabel {
+                w.key("analytics_label", first: &f)
+                w.string(label)
+            }
             switch r.state {
             case .queued:
                 break
+            case .scheduled:
+                if let t = r.nextTry {
+                    w.key("send_at", first: &f)
+                    w.string(iso(t))
+                }
             case .retrying:
                 if let t = r.nextTry {
                     w.key("next_try", first: &f)
@@ -130,7 +178,7 @@ extension Gateway {
                     w.key("finished_at", first: &f)
                     w.string(iso(t))
                 }
-            case .duplicate, .coalesced:
+            case .duplicate, .coalesced, .cancelled, .quietHours:
                 if let t = r.finishedAt {
                     w.key("finished_at", first: &f)
                     w.string(iso(t))

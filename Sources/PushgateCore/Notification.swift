@@ -202,6 +202,17 @@ public struct PushNotification: Sendable, Codable, Equatable {
     /// limit (the request's `fallback` members merged over the notification's, decoded and checked as
     /// a notification). Same targets as this one; has no fallback itself.
     public var fallback: FallbackNotification?
+    /// `send_at` (RFC 3339 text or UNIX seconds), as UNIX seconds: not sent before then
+    /// (`delay_seconds` is turned into it when the request is accepted).
+    public var sendAt: Double?
+    /// `delay_seconds`: not sent before this many seconds after acceptance.
+    public var delaySeconds: Int64?
+    /// `deliver_between`: the local hours a delivery may be sent in.
+    public var deliverBetween: DeliveryWindow?
+    /// `quiet`: what a delivery due outside `deliver_between` does (default `wait`).
+    public var quiet: QuietMode?
+    /// `analytics_label`: FCM's `fcm_options.analytics_label`.
+    public var analyticsLabel: String?
 
     public init(platform: Platform, tokens: [String] = []) {
         self.platform = platform
@@ -250,6 +261,11 @@ public struct PushNotification: Sendable, Codable, Equatable {
         case dedupKey = "dedup_key"
         case coalesceSeconds = "coalesce_seconds"
         case fallback
+        case sendAt = "send_at"
+        case delaySeconds = "delay_seconds"
+        case deliverBetween = "deliver_between"
+        case quiet
+        case analyticsLabel = "analytics_label"
     }
 
     public init(from decoder: Decoder) throws {
@@ -327,6 +343,11 @@ public struct PushNotification: Sendable, Codable, Equatable {
         fastAppTarget = try c.decodeIfPresent(Int.self, forKey: .fastAppTarget)
         dedupKey = try c.decodeIfPresent(String.self, forKey: .dedupKey)
         coalesceSeconds = try c.decodeIfPresent(Int.self, forKey: .coalesceSeconds)
+        sendAt = try c.decodeIfPresent(Double.self, forKey: .sendAt)
+        delaySeconds = try c.decodeIfPresent(Int64.self, forKey: .delaySeconds)
+        deliverBetween = try c.decodeIfPresent(DeliveryWindow.self, forKey: .deliverBetween)
+        quiet = try c.decodeIfPresent(QuietMode.self, forKey: .quiet)
+        analyticsLabel = try c.decodeIfPresent(String.self, forKey: .analyticsLabel)
         // Stored without its targets (they are this notification's): given back here.
         if var f = try c.decodeIfPresent(FallbackNotification.self, forKey: .fallback)?.notification {
             f.withTargets(of: self)
@@ -345,6 +366,9 @@ public struct PushNotification: Sendable, Codable, Equatable {
         platform = other.platform
         fallback = nil
     }
+
+    /// It has a time or a window of its own (not coalesced by a platform default).
+    public var hasSchedule: Bool { sendAt != nil || delaySeconds != nil || deliverBetween != nil }
 
     /// `coalesce_seconds` accepts 1 second to 1 day.
     public static let coalesceRange: ClosedRange<Int64> = 1...86_400
@@ -379,11 +403,12 @@ public struct PushNotification: Sendable, Codable, Equatable {
     }
 
     /// When retrying stops making sense, in absolute time: `expiration` is a UNIX time, or, below the
-    /// platform's `relativeExpirationBelow`, seconds from acceptance.
+    /// platform's `relativeExpirationBelow`, seconds from acceptance (from its `send_at` when it has one).
     public func retryDeadline(acceptedAt: Date, rules: PlatformRules?) -> Date? {
         guard let e = expiration else { return nil }
         if let threshold = rules?.relativeExpirationBelow, e < threshold {
-            return acceptedAt.addingTimeInterval(Double(max(0, e)))
+            let start = sendAt.map { max(acceptedAt, Date(timeIntervalSince1970: $0)) } ?? acceptedAt
+            return start.addingTimeInterval(Double(max(0, e)))
         }
         return Date(timeIntervalSince1970: Double(e))
     }

@@ -77,6 +77,10 @@ public enum SkipReason: String, Sendable, Equatable, Codable {
     case duplicate
     /// A later push of the same `collapse_id` replaced it inside its coalescing window.
     case coalesced
+    /// Cancelled before it was sent (`DELETE /api/push/{notif_id}`).
+    case cancelled
+    /// Due outside its `deliver_between` window with `"quiet": "drop"`.
+    case quietHours = "quiet_hours"
 }
 
 /// The final state of one delivery, after retries.

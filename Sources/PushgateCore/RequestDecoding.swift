@@ -23,6 +23,8 @@ public struct RequestLimits: Sendable, Equatable {
     public var maxObjectKeys: Int = 1000
     /// `core.max_json_depth`: nesting of arrays and objects (the body itself is level 1).
     public var maxDepth: Int = 32
+    /// `core.max_schedule_horizon`: the furthest `send_at` / `delay_seconds` ahead, in seconds.
+    public var maxScheduleHorizon: Int = Schedule.defaultHorizon
 
     public init(platforms: [Platform: PlatformRules] = [:]) {
         self.platforms = platforms
@@ -298,6 +300,13 @@ struct PushRequestDecoder {
         if n.coalesceSeconds != nil, (n.collapseID ?? "").isEmpty {
             throw Failure(field: path + ".coalesce_seconds", problem: "needs a collapse_id (the pushes it coalesces share one)")
         }
+        try schedule(f, into: &n, at: path)
+        if let label = try f.string("analytics_label", .field) {
+            guard Self.isAnalyticsLabel(label) else {
+                throw Failure(field: path + ".analytics_label", problem: "must be 1-50 characters of a-z A-Z 0-9 - _ . ~ % (FCM's rule)")
+            }
+            n.analyticsLabel = label
+        }
         if platform != nil { try checkExclusiveMembers(f, of: n.platform, at: path) }
         if let fv = f.present("fallback") {
             guard case .object(let fo) = fv else { throw Failure(field: path + ".fallback", problem: "expected an object") }
@@ -346,7 +355,73 @@ struct PushRequestDecoder {
     /// and another fallback.
     static let fallbackForbidden: Set<String> = [
         "platform", "tokens", "to", "condition", "subscriptions", "channels", "notif_id", "fallback", "dedup_key", "coalesce_seconds", "app_id",
+        "send_at", "delay_seconds", "deliver_between", "quiet",
     ]
+
+    /// FCM's `analytics_label`: 1-50 characters of `[a-zA-Z0-9-_.~%]`.
+    static func isAnalyticsLabel(_ s: String) -> Bool {
+        let b = s.utf8
+        guard !b.isEmpty, b.count <= 50 else { return false }
+        return b.allSatisfy { c in
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == UInt8(ascii: "-") || c == UInt8(ascii: "_")
+                || c == UInt8(ascii: ".") || c == UInt8(ascii: "~") || c == UInt8(ascii: "%")
+        }
+    }
+
+    /// `send_at`, `delay_seconds`, `deliver_between` and `quiet` (docs/delivery-controls.md). Numbers
+    /// are range-checked as doubles before any integer conversion. The horizon against the clock
+    /// is checked by the gateway (`IngestValidation.checkSchedule`), which knows the time.
+    func schedule(_ f: Fields, into n: inout PushNotification, at path: String) throws(Failure) {
+        if let v = f.present("send_at") {
+            switch v {
+            case .string(let s):
+                guard let t = Schedule.parseRFC3339(s) else {
+                    throw Failure(field: path + ".send_at", problem: "expected an RFC 3339 date-time (2026-11-27T08:00:00Z) or UNIX seconds")
+                }
+                guard t >= 0, t <= Schedule.maxUnixSeconds else {
+                    throw Failure(field: path + ".send_at", problem: "out of range: must be between 1970 and 9999")
+                }
+                n.sendAt = t
+            case .int(let i):
+                guard i >= 0, Double(i) <= Schedule.maxUnixSeconds else {
+                    throw Failure(field: path + ".send_at", problem: "out of range: UNIX seconds between 0 and \(Int64(Schedule.maxUnixSeconds))")
+                }
+                n.sendAt = Double(i)
+            case .double(let d):
+                guard d.isFinite, d >= 0, d <= Schedule.maxUnixSeconds else {
+                    throw Failure(field: path + ".send_at", problem: "out of range: UNIX seconds between 0 and \(Int64(Schedule.maxUnixSeconds))")
+                }
+                n.sendAt = d
+            default:
+                throw Failure(field: path + ".send_at", problem: "expected an RFC 3339 date-time string or UNIX seconds")
+            }
+        }
+        n.delaySeconds = try f.int("delay_seconds", in: 0...Int64(max(0, limits.maxScheduleHorizon)))
+        if n.delaySeconds != nil, n.sendAt != nil {
+            throw Failure(field: path + ".delay_seconds", problem: "not allowed together with send_at (give one of them)")
+        }
+        if let w = try f.object("deliver_between") {
+            let wf = Fields(object: w, path: path + ".deliver_between", limits: limits)
+            guard let tz = try wf.string("tz", .field) else { throw Failure(field: path + ".deliver_between.tz", problem: "required") }
+            guard let from = try wf.string("from", .field) else { throw Failure(field: path + ".deliver_between.from", problem: "required") }
+            guard let to = try wf.string("to", .field) else { throw Failure(field: path + ".deliver_between.to", problem: "required") }
+            do {
+                n.deliverBetween = try DeliveryWindow(tz: tz, from: from, to: to)
+            } catch let p as DeliveryWindow.Problem {
+                throw Failure(field: path + ".deliver_between." + p.member, problem: p.problem)
+            } catch {
+                throw Failure(field: path + ".deliver_between", problem: "invalid")
+            }
+        }
+        if let q = try f.string("quiet", .field) {
+            guard let mode = QuietMode(rawValue: q) else { throw Failure(field: path + ".quiet", problem: "expected \"wait\" or \"drop\"") }
+            guard n.deliverBetween != nil else { throw Failure(field: path + ".quiet", problem: "needs deliver_between") }
+            n.quiet = mode
+        }
+        if n.coalesceSeconds != nil, n.sendAt != nil || n.delaySeconds != nil || n.deliverBetween != nil {
+            throw Failure(field: path + ".coalesce_seconds", problem: "not allowed with send_at, delay_seconds or deliver_between")
+        }
+    }
 
     /// The notification `o` with the members of its `fallback` `fo` in place of its own of the same
     /// (folded) name, without `fallback`; a member set to null in `fo` removes the notification's.

@@ -92,7 +92,10 @@ public struct TokenOutcome: Sendable, Equatable {
 
 /// The state of one delivery, as `GET /api/push/{notif_id}` reports it.
 public struct DeliveryStatus: Sendable, Equatable {
-    public enum State: String, Sendable { case queued, retrying, delivered, failed }
+    public enum State: String, Sendable {
+        case queued, retrying, delivered, failed, duplicate, coalesced, cancelled, scheduled
+        case quietHours = "quiet_hours"
+    }
     public var platform: Platform
     /// Masked per `hideToken` (as the HTTP route does).
     public var token: String
@@ -316,10 +319,21 @@ public final class PushgateGateway: Sendable {
             throw PushgateError.storage(String(describing: error))
         }
         let hide = gateway.settings.hideToken
-        return records?.map { r in
+        let t = gateway.now
+        return records?.map { $0.scheduled(now: t) }.map { r in
             DeliveryStatus(
                 platform: r.platform, token: TokenMask.apply(r.token, hide: hide), state: DeliveryStatus.State(rawValue: r.state.rawValue) ?? .queued,
                 attempts: r.attempts, nextTry: r.nextTry, error: r.error, providerID: r.providerID, finishedAt: r.finishedAt, app: r.app)
+        }
+    }
+
+    /// Cancels the deliveries of `notifID` not yet sent (of `app`; nil: any app), as
+    /// `DELETE /api/push/{notif_id}` does. Nil when the notification is unknown (to that app).
+    public func cancel(notifID: String, app: String? = nil) async throws -> CancelSummary? {
+        do {
+            return try await gateway.dispatcher.cancel(notifID: notifID, app: app)
+        } catch {
+            throw PushgateError.storage(String(describing: error))
         }
     }
 

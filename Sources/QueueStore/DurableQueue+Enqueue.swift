@@ -34,14 +34,18 @@ extension DurableQueue {
         do {
             (inserts, groups) = try Self.notificationInserts(jobs, createdAt: t) { j, i in
                 // Held in memory: sync-mode jobs (their waiter is here) and async ones within the window.
+                // A scheduled job is left in the store, leased by nobody, until it is due: any process
+                // sharing the store may send it, a restart finds it, and a cancel ends it there.
+                let scheduled = j.isScheduled
                 let held =
-                    j.waiterID != nil || (options.leaseOnEnqueue && leasing < room && !parkedPlatforms.contains(j.platform))
+                    !scheduled
+                    && (j.waiterID != nil || (options.leaseOnEnqueue && leasing < room && !parkedPlatforms.contains(j.platform)))
                 if held { leasing += 1 }
                 hold[i] = held
                 var row = JobInsert(
                     target: j.target, messageID: j.messageID, attempts: j.attempts, maxAttempts: j.maxAttempts,
                     notBefore: j.notBefore.timeIntervalSince1970, enqueuedAt: j.enqueuedAt.timeIntervalSince1970,
-                    leased: held || parksJobs)
+                    leased: held || (parksJobs && !scheduled))
                 row.dedupKey = j.dedupKey
                 row.dedupUntil = dedupUntil
                 row.coalesceSeconds = j.coalesceSeconds
@@ -117,7 +121,7 @@ extension DurableQueue {
                         place(job, in: &s, now: tNow, resume: &resume)
                     } else {
                         leftInStore += 1
-                        if parksJobs {
+                        if parksJobs && !jobs[i].isScheduled {
                             s.changeParked(job.platform) { $0.append(jobIDs[k]) }
                         }
                     }

@@ -18,10 +18,13 @@ extension DurableQueue {
     func refuseWaiting(_ work: inout Work, _ fault: any Error) {
         for g in work.insertGroups { g.continuation.resume(throwing: fault) }
         for c in work.idempotencyWaiters { c.resume(throwing: fault) }
+        for c in work.cancelWaiters { c.resume(throwing: fault) }
         work.insertGroups = []
         work.idempotencyWaiters = []
+        work.cancelWaiters = []
         work.batch.inserts = []
         work.batch.idempotency = []
+        work.batch.cancels = []
     }
 
     /// The store refused a transaction for a fault of its own: the requests waiting for it get the
@@ -104,9 +107,21 @@ extension DurableQueue {
                 for c in work.idempotencyWaiters { c.resume(throwing: Self.refusal(error)) }
             }
         }
+        if !work.batch.cancels.isEmpty {
+            var part = WriteBatch()
+            part.cancels = work.batch.cancels
+            do {
+                let r = try await commitBounded(part, now: t)
+                resumeCancels(work, r.cancelled)
+            } catch {
+                logger.error("queue store refused \(work.cancelWaiters.count) cancel(s): \(error)")
+                for c in work.cancelWaiters { c.resume(throwing: Self.refusal(error)) }
+            }
+        }
         var rest = work.batch
         rest.inserts = []
         rest.idempotency = []
+        rest.cancels = []
         if rest.isEmpty {
             for c in work.updateWaiters { c.resume() }
             return
@@ -122,6 +137,7 @@ extension DurableQueue {
                 left.batch = rest
                 left.insertGroups = []
                 left.idempotencyWaiters = []
+                left.cancelWaiters = []
                 storeRefused(left, StoreUnavailableError(cause), error: error, now: t)
                 return
             }
@@ -159,6 +175,7 @@ extension DurableQueue {
             left.batch.updates = refused
             left.insertGroups = []
             left.idempotencyWaiters = []
+            left.cancelWaiters = []
             storeRefused(left, fault, error: nil, now: t)
             return
         }

@@ -86,7 +86,9 @@ extension DurableQueue {
             while true {
                 let taken = state.withLockedValue { takeWork(&$0) }
                 guard let (work, finalize) = taken else { break }
-                if !work.batch.isEmpty || !work.insertGroups.isEmpty || !work.updateWaiters.isEmpty || !work.idempotencyWaiters.isEmpty {
+                if !work.batch.isEmpty || !work.insertGroups.isEmpty || !work.updateWaiters.isEmpty || !work.idempotencyWaiters.isEmpty
+                    || !work.cancelWaiters.isEmpty
+                {
                     await execute(work)
                     continue
                 }
@@ -107,7 +109,9 @@ extension DurableQueue {
             // last try of `finalizeStore`. Else what nobody waits for is kept for the
             // timer's next try (a heartbeat, with backoff), not tried on every completion.
             if finalize { return (Work(), true) }
-            if !s.work.batch.heartbeat, s.work.insertGroups.isEmpty, s.work.idempotencyWaiters.isEmpty, s.work.updateWaiters.isEmpty {
+            if !s.work.batch.heartbeat, s.work.insertGroups.isEmpty, s.work.idempotencyWaiters.isEmpty, s.work.cancelWaiters.isEmpty,
+                s.work.updateWaiters.isEmpty
+            {
                 return nil
             }
         }
@@ -205,7 +209,13 @@ extension DurableQueue {
             k += g.count
         }
         resumeIdempotency(work, claims: result.claims)
+        resumeCancels(work, result.cancelled)
         await finishMaintenance(work, result)
+    }
+
+    /// Resumes the cancel waiters with the rows each cancel ended.
+    func resumeCancels(_ work: Work, _ cancelled: [[CancelledRow]]) {
+        for (i, c) in work.cancelWaiters.enumerated() { c.resume(returning: i < cancelled.count ? cancelled[i] : []) }
     }
 
     /// One transaction, given up after `storeTimeout` on a store that can hang (a database server

@@ -53,10 +53,12 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         var insertGroups: [InsertGroup] = []
         /// One per `batch.idempotency` entry, in order.
         var idempotencyWaiters: [Resumption<IdempotencyClaim?>] = []
+        /// One per `batch.cancels` entry, in order.
+        var cancelWaiters: [Resumption<[CancelledRow]>] = []
         var updateWaiters: [CheckedContinuation<Void, Never>] = []
         /// Nothing in it but completions, reschedules and counters: nobody waits for its commit.
         var onlyUnwaited: Bool {
-            insertGroups.isEmpty && idempotencyWaiters.isEmpty && updateWaiters.isEmpty && batch.holdsOnlyUnwaited
+            insertGroups.isEmpty && idempotencyWaiters.isEmpty && cancelWaiters.isEmpty && updateWaiters.isEmpty && batch.holdsOnlyUnwaited
         }
     }
 

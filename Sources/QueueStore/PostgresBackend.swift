@@ -184,6 +184,17 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
                 fallback: fallback)
             out.append(StoredStatus(jobID: id, record: record))
         }
+        if !out.isEmpty {
+            // The notifications' `analytics_label`, by app (one small read, not one per delivery).
+            // `json`, not `jsonb`: a body holding an escaped NUL (a gRPC string) still reads.
+            var labels: [String: String] = [:]
+            for try await (app, label) in try await client.query(
+                "SELECT app, (body::json ->> 'analytics_label') FROM pushgate_notifications WHERE notif_id = \(notifID)", logger: logger
+            ).decode((String, String?).self) {
+                if let label { labels[app] = label }
+            }
+            if !labels.isEmpty { for i in out.indices { out[i].record.analyticsLabel = labels[out[i].record.app] } }
+        }
         if out.isEmpty {
             var known = false
             for try await _ in try await client.query("SELECT 1 FROM pushgate_notifications WHERE notif_id = \(notifID) LIMIT 1", logger: logger) {
@@ -473,6 +484,31 @@ struct PostgresStatements: QueueStatements {
 
     func setNotBefore(job: Int64, _ t: Double) async throws {
         try await conn.query("UPDATE pushgate_jobs SET not_before = \(t) WHERE id = \(job)", logger: logger)
+    }
+
+    func cancel(_ request: CancelRequest, now: Double) async throws -> [CancelledRow] {
+        // Rows a lease holds are left (the UPDATE waits for a lease locking them, then sees its owner).
+        let state = DeliveryState.Code.cancelled.rawValue
+        let rows = try await conn.query(
+            """
+            UPDATE pushgate_jobs j SET state = \(state), finished_at = \(now)
+            FROM pushgate_notifications n
+            WHERE n.id = j.notif_row AND n.notif_id = \(request.notifID) AND (\(request.app)::text IS NULL OR n.app = \(request.app))
+              AND j.state = 0 AND j.lease_owner IS NULL
+            RETURNING j.id, j.notif_row, j.platform, j.target_kind, j.target, j.target_keys, j.message_id, j.attempts, j.max_attempts,
+              j.cred_retry, j.not_before, j.enqueued_at, j.last_error, n.app
+            """, logger: logger)
+        var out: [CancelledRow] = []
+        for try await (id, notifRow, p, kind, target, keys, msg, att, maxAtt, cred, nb, enq, err, app) in rows.decode(
+            (Int64, Int64, Int, Int, String, String?, String, Int, Int, Int, Double, Double, String?, String).self)
+        {
+            guard let platform = Platform(rawValue: p) else { continue }
+            let job = StoredJob(
+                id: id, notifRow: notifRow, platform: platform, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
+                messageID: msg, attempts: att, maxAttempts: maxAtt, credentialRetryUsed: cred != 0, notBefore: nb, enqueuedAt: enq, lastError: err)
+            out.append(CancelledRow(job: job, app: app))
+        }
+        return out
     }
 
     func idempotency(_ op: IdempotencyOp) async throws -> IdempotencyClaim? {

@@ -416,6 +416,13 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             let known = try await reader.query("SELECT 1 AS x FROM notifications WHERE notif_id = ? LIMIT 1", [.text(notifID)])
             return known.isEmpty ? nil : []
         }
+        // The notifications' `analytics_label`, by app (one small read, not one per delivery).
+        var labels: [String: String] = [:]
+        for r in try await reader.query(
+            "SELECT app, json_extract(body, '$.analytics_label') AS label FROM notifications WHERE notif_id = ?", [.text(notifID)])
+        {
+            if let label = r.column("label").flatMap({ $0.isNull ? nil : $0.string }) { labels[r.column("app")?.string ?? AppID.defaultApp] = label }
+        }
         return rows.map { r in
             func str(_ c: String) -> String? { r.column(c).flatMap { $0.isNull ? nil : $0.string } }
             let record = storedStatusRecord(
@@ -425,7 +432,9 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
                 notBefore: r.column("not_before")?.double ?? 0, lastError: str("last_error"), providerID: str("provider_id"),
                 finishedAt: r.column("finished_at").flatMap { $0.isNull ? nil : $0.double }, app: str("app") ?? AppID.defaultApp,
                 fallback: str("fallback"))
-            return StoredStatus(jobID: Int64(r.column("id")?.integer ?? 0), record: record)
+            var labelled = record
+            labelled.analyticsLabel = labels[record.app]
+            return StoredStatus(jobID: Int64(r.column("id")?.integer ?? 0), record: labelled)
         }
     }
 
@@ -890,6 +899,33 @@ extension SQLiteBackend: QueueStatements {
 
     func setNotBefore(job: Int64, _ t: Double) async throws {
         _ = try writer.query("UPDATE jobs SET not_before = ? WHERE id = ?", [.float(t), .integer(Int(job))])
+    }
+
+    func cancel(_ request: CancelRequest, now: Double) async throws -> [CancelledRow] {
+        var out: [CancelledRow] = []
+        // The transaction is BEGIN IMMEDIATE: no lease runs meanwhile. Jobs without a row yet
+        // (`WrittenOnce`) are leased to this process: never cancelled here.
+        let notifs = try writer.query(
+            "SELECT id, app, first_job, job_count FROM notifications WHERE notif_id = ?1 AND (?2 IS NULL OR app = ?2)",
+            [.text(request.notifID), request.app.map { SQLiteData.text($0) } ?? .null])
+        for n in notifs {
+            guard let row = n.column("id")?.integer, let first = n.column("first_job")?.integer, let count = n.column("job_count")?.integer,
+                count > 0
+            else { continue }
+            let app = n.column("app")?.string ?? AppID.defaultApp
+            let rows = try writer.query(
+                """
+                UPDATE jobs SET state = ?, finished_at = ?
+                WHERE id BETWEEN ? AND ? AND notif_row = ? AND state = 0 AND lease_owner IS NULL
+                RETURNING \(QueueSchema.leasedColumns)
+                """,
+                [
+                    .integer(DeliveryState.Code.cancelled.rawValue), .float(now), .integer(first), .integer(first + count - 1),
+                    .integer(row),
+                ])
+            for r in rows { if let j = Self.storedJob(r) { out.append(CancelledRow(job: j, app: app)) } }
+        }
+        return out
     }
 
     func idempotency(_ op: IdempotencyOp) async throws -> IdempotencyClaim? {

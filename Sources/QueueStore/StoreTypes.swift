@@ -196,8 +196,7 @@ enum JobUpdate: Sendable {
         case .failed(let reason, _):
             return .complete(id: id, state: .failed, attempts: attempts, info: StoreText.clean(reason), finishedAt: finishedAt, row: row)
         case .skipped(let why):
-            return .complete(
-                id: id, state: why == .duplicate ? .duplicate : .coalesced, attempts: attempts, info: nil, finishedAt: finishedAt, row: row)
+            return .complete(id: id, state: DeliveryState.skipped(why).code, attempts: attempts, info: nil, finishedAt: finishedAt, row: row)
         }
     }
 }
@@ -209,6 +208,19 @@ enum JobUpdate: Sendable {
 struct PruneRequest: Sendable, Equatable {
     var finishedBefore: Double
     var limit: Int
+}
+
+/// Cancels the pending deliveries of a notification that no process holds (`DurableQueue.cancel`).
+struct CancelRequest: Sendable {
+    var notifID: String
+    /// Only this app's (nil: any app's).
+    var app: String?
+}
+
+/// A job row `CancelRequest` ended, with its notification's app.
+struct CancelledRow: Sendable {
+    var job: StoredJob
+    var app: String
 }
 
 struct LeaseRequest: Sendable {
@@ -230,16 +242,18 @@ struct WriteBatch: Sendable {
     /// Release every lease of this owner and remove the owner (graceful shutdown).
     var release = false
     var idempotency: [IdempotencyOp] = []
+    /// After the updates (a job this process held and cancelled is completed in the same or an earlier batch).
+    var cancels: [CancelRequest] = []
 
     /// Nothing but completions, reschedules and counters: writes nobody waits for (next to `isEmpty`,
     /// so a new kind of write is placed in both).
     var holdsOnlyUnwaited: Bool {
-        inserts.isEmpty && leases.isEmpty && !heartbeat && prune == nil && !release && idempotency.isEmpty
+        inserts.isEmpty && leases.isEmpty && !heartbeat && prune == nil && !release && idempotency.isEmpty && cancels.isEmpty
     }
 
     var isEmpty: Bool {
         inserts.isEmpty && updates.isEmpty && leases.isEmpty && !heartbeat && statsDelta.isEmpty && !readStats && prune == nil && !release
-            && idempotency.isEmpty
+            && idempotency.isEmpty && cancels.isEmpty
     }
 }
 
@@ -254,6 +268,8 @@ struct WriteResult: Sendable {
     var guarded: [Int64: GuardOutcome] = [:]
     /// Per `.claim` of `WriteBatch.idempotency`, in order.
     var claims: [IdempotencyClaim] = []
+    /// Per `WriteBatch.cancels` entry, the rows it ended.
+    var cancelled: [[CancelledRow]] = []
     /// The prune pass deleted as many rows as its limit in some table: there may be more to delete.
     var pruneMore = false
     /// Every stored counter, read after this batch's increments were added (nil: the batch added none).
@@ -277,7 +293,8 @@ func storedStatusRecord(
         notBefore: Date(timeIntervalSince1970: notBefore), lastError: lastError, providerID: providerID)
     return DeliveryStatusRecord(
         platform: platform, token: target.reportedToken, state: s, attempts: attempts,
-        finishedAt: finishedAt.map { Date(timeIntervalSince1970: $0) }, app: app, fallback: fallback.flatMap(FallbackInfo.init(jsonString:)))
+        finishedAt: finishedAt.map { Date(timeIntervalSince1970: $0) }, app: app, fallback: fallback.flatMap(FallbackInfo.init(jsonString:)),
+        notBefore: Date(timeIntervalSince1970: notBefore))
 }
 
 /// The storage side of a durable queue: one transaction per `commit`, plus reads.
@@ -365,6 +382,9 @@ protocol QueueStatements {
     func markCoalesced(job: Int64, at: Double) async throws
     func setNotBefore(job: Int64, _ t: Double) async throws
     func idempotency(_ op: IdempotencyOp) async throws -> IdempotencyClaim?
+    /// Ends as `cancelled` the pending jobs of the notification that no process holds (no lease
+    /// owner): one statement, so a job is leased or cancelled, never both.
+    func cancel(_ request: CancelRequest, now: Double) async throws -> [CancelledRow]
     /// Deletes expired dedup claims, coalescing windows and idempotency keys, at most `limit` rows
     /// of each; true when a statement deleted `limit` rows.
     func pruneGuards(now: Double, limit: Int) async throws -> Bool
@@ -405,6 +425,7 @@ extension WriteBatch {
         if !failedOnInsert.isEmpty { try await s.apply(failedOnInsert, onlyLeasedBy: nil) }
         if !inserts.isEmpty { result.guarded = try await applyGuards(s, result.inserted, now: now) }
         if !updates.isEmpty { try await s.apply(JobUpdate.lastReschedulePerJob(updates), onlyLeasedBy: owner) }
+        for c in cancels { result.cancelled.append(try await s.cancel(c, now: now)) }
         if heartbeat {
             try await s.renewLease(owner: owner, until: now + leaseTimeout)
             result.reclaimed = try await s.reclaimExpired(now: now)
@@ -488,7 +509,7 @@ enum StatsCodec {
     static func flatten(_ s: StatsSnapshot) -> [String: Int64] {
         var out: [String: Int64] = [
             "total_count": s.totalCount, "submitted_tasks": s.submittedTasks, "success_tasks": s.successTasks,
-            "failure_tasks": s.failureTasks, "retries": s.retries,
+            "failure_tasks": s.failureTasks, "retries": s.retries, "scheduled": s.scheduled, "cancelled": s.cancelled,
         ]
         for (p, c) in s.platforms {
             out[p + ".push_success"] = c.pushSuccess
@@ -510,6 +531,8 @@ enum StatsCodec {
         s.successTasks = flat["success_tasks"] ?? 0
         s.failureTasks = flat["failure_tasks"] ?? 0
         s.retries = flat["retries"] ?? 0
+        s.scheduled = flat["scheduled"] ?? 0
+        s.cancelled = flat["cancelled"] ?? 0
         for (k, v) in flat {
             if k.hasPrefix("app/") {
                 // app/<id>/<platform>.<counter> (app ids hold no "/").

@@ -298,7 +298,8 @@ final class APNsCertificateTests: XCTestCase {
             configuration.sandboxEndpoint = sandbox.baseURL
             var poolConfig = HTTP2PoolConfiguration()
             poolConfig.tlsConfiguration = try pki.clientTLSConfiguration()
-            poolConfig.requestTimeout = .seconds(20)
+            poolConfig.requestTimeout = .seconds(300)
+            poolConfig.connectTimeout = .seconds(60)
             var logger = Logger(label: "test.apns.certificate")
             logger.logLevel = .warning
             let provider = try APNsProvider(configuration: configuration, poolConfiguration: poolConfig, eventLoopGroup: group, logger: logger)

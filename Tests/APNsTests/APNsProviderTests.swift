@@ -42,7 +42,9 @@ struct APNsHarness: ProviderHarness {
         configuration.sandboxEndpoint = sandbox.baseURL
         var poolConfig = HTTP2PoolConfiguration()
         poolConfig.tlsConfiguration = try pki.clientTLSConfiguration()
-        poolConfig.requestTimeout = .seconds(20)
+        // Generous: a timeout here is a failure, and the suite must pass on a loaded machine.
+        poolConfig.requestTimeout = .seconds(300)
+        poolConfig.connectTimeout = .seconds(60)
         var logger = Logger(label: "test.apns")
         logger.logLevel = .warning
         let tokens = clock.flatMap { APNsTokenManager(configuration: configuration, clock: $0) }

@@ -32,12 +32,14 @@ struct FCMHarness: ProviderHarness {
         let configuration = try FCMConfiguration(serviceAccount: account, endpoint: mock.baseURL, maxRetry: 0)
 
         var clientConfig = HTTPClient.Configuration(tlsConfiguration: try pki.clientTLSConfiguration())
-        clientConfig.timeout = .init(connect: .seconds(5), read: .seconds(10))
+        // Generous: a timeout here is a failure, and the suite must pass on a loaded machine.
+        clientConfig.timeout = .init(connect: .seconds(60), read: .seconds(300))
         let httpClient = HTTPClient(eventLoopGroupProvider: .shared(group), configuration: clientConfig)
 
         var poolConfig = HTTP2PoolConfiguration()
         poolConfig.tlsConfiguration = try pki.clientTLSConfiguration()
-        poolConfig.requestTimeout = .seconds(10)
+        poolConfig.requestTimeout = .seconds(300)
+        poolConfig.connectTimeout = .seconds(60)
         var logger = Logger(label: "test.fcm")
         logger.logLevel = .warning
         let provider = try FCMProvider(

@@ -97,6 +97,29 @@ final class PushgateKitTests: XCTestCase {
         await mock.stop()
     }
 
+    /// A notification scheduled an hour ahead shows `scheduled`; `cancel` ends it unsent.
+    func testScheduledNotificationIsCancelled() async throws {
+        let mock = try await MockSetup.start()
+        let gateway = try await PushgateGateway(configuration: mock.configuration())
+        let at = Int(Date().timeIntervalSince1970) + 3600
+        let json = #"{"notifications":[{"notif_id":"kit-later","platform":1,"tokens":["\#(Self.good)"],"message":"later","send_at":\#(at)}]}"#
+        _ = try await gateway.submit(try gateway.decodeRequest(Array(json.utf8)))
+        let before = try await gateway.status(notifID: "kit-later")?.first
+        XCTAssertEqual(before?.state, .scheduled)
+        XCTAssertEqual(before?.nextTry, Date(timeIntervalSince1970: Double(at)))
+        let summary = try await gateway.cancel(notifID: "kit-later")
+        XCTAssertEqual(summary?.cancelled, 1)
+        XCTAssertEqual(summary?.inFlight, 0)
+        let after = try await gateway.status(notifID: "kit-later")?.first
+        XCTAssertEqual(after?.state, .cancelled)
+        XCTAssertEqual(gateway.pendingCount, 0)
+        let unknown = try await gateway.cancel(notifID: "never-sent")
+        XCTAssertNil(unknown)
+        XCTAssertEqual(mock.apns.requests(for: Self.good).count, 0)
+        await gateway.shutdown()
+        await mock.stop()
+    }
+
     func testSubmitReturnsAtOnceAndStatusFollows() async throws {
         let mock = try await MockSetup.start()
         let gateway = try await PushgateGateway(configuration: mock.configuration())

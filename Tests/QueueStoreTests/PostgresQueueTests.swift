@@ -310,4 +310,51 @@ final class PostgresQueueTests: XCTestCase {
         XCTAssertEqual(c.pendingCount, 2, "the unfinished job and the released one stay in the store")
         await c.close()
     }
+
+    /// A job scheduled by one gateway is sent by another when due (clocks injected: not leased while
+    /// its time is ahead, leased once it has come), and a cancel made on a third ends a scheduled job
+    /// in the store so that no gateway sends it.
+    func testScheduledJobsAreSentByAnyGatewayWhenDueAndCancelledInTheStore() async throws {
+        let clock = NIOLockedValueBox(Date())
+        let now: @Sendable () -> Date = { clock.withLockedValue { $0 } }
+        let a = try await PostgresQueue.open(url: url, options: options(), now: now)
+        let b = try await PostgresQueue.open(url: url, options: options(), now: now)
+        let c = try await PostgresQueue.open(url: url, options: options(), now: now)
+        let t0 = now()
+        var sched = makeJobs(1, notifID: "pg-sched")
+        sched[0].notBefore = t0.addingTimeInterval(3600)
+        var doomed = makeJobs(2, notifID: "pg-doomed")
+        for i in doomed.indices { doomed[i].notBefore = t0.addingTimeInterval(3600) }
+        try await a.enqueue(sched)
+        try await a.enqueue(doomed)
+        XCTAssertEqual(a.heldCount, 0, "a scheduled job is not held by the gateway that took it")
+        let tb = Taker(b)
+        let early = await tb.next(timeout: 0.5)
+        XCTAssertNil(early, "not handed out before its time")
+        // Cancelled on c: both rows end in the store; b never gets them.
+        let cancelled = try await c.cancel(notifID: "pg-doomed", app: nil)
+        XCTAssertEqual(cancelled.jobs.count, 2)
+        XCTAssertEqual(Set(cancelled.jobs.map(\.target.reportedToken)), ["tok0", "tok1"])
+        let none = try await c.cancel(notifID: "pg-sched", app: "another-app")
+        XCTAssertEqual(none.jobs.count, 0, "another app's notification is not cancelled")
+        // A second past its time (a time read back from the store may differ in its last bit).
+        clock.withLockedValue { $0 = t0.addingTimeInterval(3601) }
+        let due = await tb.next(timeout: 10)
+        XCTAssertEqual(due?.accepted.notifID, "pg-sched")
+        XCTAssertGreaterThanOrEqual(due.map { now().timeIntervalSince($0.notBefore) } ?? -1, 0)
+        let more = await tb.next(timeout: 0.5)
+        XCTAssertNil(more, "the cancelled jobs are never leased")
+        // Leased by b: a cancel now leaves it (in flight) and it ends as b reports it.
+        let late = try await c.cancel(notifID: "pg-sched", app: nil)
+        XCTAssertEqual(late.jobs.count, 0)
+        if let due { await b.complete(due, outcome: .delivered(providerID: "p")) }
+        try await waitUntil("the delivery committed", timeout: 30) {
+            try await c.deliveryStatus(notifID: "pg-sched")?.first?.state == .delivered
+        }
+        let doomedStatus = try await c.deliveryStatus(notifID: "pg-doomed") ?? []
+        XCTAssertEqual(doomedStatus.map(\.state), [.cancelled, .cancelled])
+        await a.close()
+        await b.close()
+        await c.close()
+    }
 }

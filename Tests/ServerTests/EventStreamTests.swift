@@ -520,6 +520,21 @@ final class EventStreamTests: XCTestCase {
         XCTAssertEqual(
             mapper.events(.finished(fj, .delivered(providerID: nil), phase: .afterSending, failure: nil), now: t).map(\.type), [.fallbackSent])
         XCTAssertTrue(PushEventMapper(hideToken: true).events(.accepted(job), now: t).first?.token == TokenMask.mask("t1"))
+        // Scheduled sends, cancelling, quiet hours, the analytics label.
+        var ln = PushNotification(platform: .ios, tokens: ["t0"])
+        ln.analyticsLabel = "spring_sale"
+        var sj = DeliveryJob(
+            id: 11, messageID: "m", target: .token("t0"), accepted: AcceptedNotification(notifID: "s", notification: ln, prepared: nil),
+            maxAttempts: 1, now: t)
+        sj.notBefore = Date(timeIntervalSince1970: 60)
+        let sch = mapper.events(.accepted(sj), now: t)
+        XCTAssertEqual(sch.map(\.type), [.accepted, .scheduled])
+        XCTAssertEqual(sch.last?.nextTry, Date(timeIntervalSince1970: 60))
+        XCTAssertEqual(sch.first?.analyticsLabel, "spring_sale")
+        XCTAssertTrue(sch.first?.body.contains(#""analytics_label":"spring_sale""#) ?? false)
+        XCTAssertEqual(mapper.events(.finished(sj, .skipped(.cancelled), phase: .skipped, failure: nil), now: t).map(\.type), [.cancelled])
+        XCTAssertEqual(mapper.events(.finished(sj, .skipped(.quietHours), phase: .skipped, failure: nil), now: t).map(\.type), [.quietHours])
+
         // A job read back from a store (no index) of a large notification: found by its target.
         let big = AcceptedNotification(
             notifID: "big", notification: PushNotification(platform: .ios, tokens: (0..<100).map { "tok\($0)" }), prepared: nil)
