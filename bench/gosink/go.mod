@@ -1,0 +1,2 @@
+module gosink
+go 1.19

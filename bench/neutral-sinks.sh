@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# CPU per delivery against provider stand-ins nobody here wrote: nginx (HTTP/2 + TLS, `return 200`
+# on /3/device/) and a bare Go net/http HTTP/2 server (bench/gosink), beside the project's own mock
+# APNs. For each sink, in one run: the bare Go client (bench/goclient, gorush's transport) posting
+# COUNT APNs requests straight at it, then the gateway (gorush JSON in, queue, rendering, HTTP/2 out;
+# memory and sqlite engines) delivering COUNT notifications to it. Reported: CPU-seconds per 100k
+# deliveries of the sending process (client or gateway; /proc/<pid>/stat and /usr/bin/time) and
+# deliveries per CPU-second as ratios. Deliveries through the gateway are counted by its own
+# /api/stat/app (ios push_success): nginx and the Go server keep no counts.
+# Needs Go (apt-get install golang-go), nginx (apt-get install nginx) and /usr/bin/time; run as root
+# (nginx's worker runs as root to read the work directory).
+# Usage: bench/neutral-sinks.sh [pushgate binary]   Env: COUNT (100000), ROUNDS (2), INFLIGHT (100)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${1:-.build-release/release/pushgate}
+COUNT=${COUNT:-100000}; ROUNDS=${ROUNDS:-2}; INFLIGHT=${INFLIGHT:-100}
+[ -x "$BIN" ] || scripts/build-release.sh
+source bench/bench-lib.sh
+GOCLIENT="$W/goclient"; (cd bench/goclient && go build -o "$GOCLIENT" .)
+GOSINK="$W/gosink"; (cd bench/gosink && go build -o "$GOSINK" .)
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+
+# The mock makes the certificate (for 127.0.0.1, signed by its CA, which the gateway trusts through
+# core.ca_file) that nginx and the Go server present too.
+"$BIN" mock --dir "$W/m" --apns-port 18543 --fcm-port 18544 --webpush-port 18545 --stats-port 18546 --hms-port 18547 >"$W/mock.log" 2>&1 & PIDS+=($!)
+wait_for http://127.0.0.1:18546/__mock/stats 30
+for _ in $(seq 1 100); do [ -s "$W/m/gateway-snippet.yml" ] && break; sleep 0.1; done
+
+mkdir -p "$W/nginx"
+cat > "$W/nginx/nginx.conf" <<NGINX
+worker_processes 1;
+daemon off;
+user root;
+pid $W/nginx/nginx.pid;
+error_log $W/nginx/error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $W/nginx; proxy_temp_path $W/nginx; fastcgi_temp_path $W/nginx;
+  uwsgi_temp_path $W/nginx; scgi_temp_path $W/nginx;
+  # APNs keeps a connection for hours: no per-connection request cap (nginx's default is 1,000).
+  keepalive_requests 100000000;
+  http2_max_concurrent_streams 1000;
+  server {
+    listen 127.0.0.1:18553 ssl http2;
+    ssl_certificate $W/m/mock-server-cert.pem;
+    ssl_certificate_key $W/m/mock-server-key.pem;
+    client_body_buffer_size 16k;
+    location /3/device/ { add_header apns-id \$http_apns_id always; return 200; }
+  }
+}
+NGINX
+"$NGINX" -c "$W/nginx/nginx.conf" -e "$W/nginx/error.log" & PIDS+=($!)
+"$GOSINK" -addr 127.0.0.1:18563 -cert "$W/m/mock-server-cert.pem" -key "$W/m/mock-server-key.pem" & PIDS+=($!)
+sleep 1
+
+JWT=$(curl -s http://127.0.0.1:18546/__mock/apns-jwt)
+python3 -c 'import sys; open(sys.argv[1], "w").write("{\"aps\":{\"alert\":{\"title\":\"Bench\",\"body\":\"" + "x" * 200 + "\"}},\"pgbt\":1234567890123456}")' "$W/apns.json"
+cpu() { awk '{print $14+$15}' /proc/$1/stat; }
+success() { curl -s "http://127.0.0.1:$1/api/stat/app" | python3 -c 'import json,sys; print(json.load(sys.stdin)["ios"]["push_success"])'; }
+
+# gateway SINK_NAME URL ENGINE PORT: a gateway delivering to URL; sets GWPID.
+gateway() {
+  gateway_config "$W/m/gateway-snippet.yml" "$4" | sed "s|^  endpoint: \"https://127.0.0.1:18543\"|  endpoint: \"$2\"|" > "$W/gw-$1-$3.yml"
+  PUSHGATE_QUEUE_ENGINE=$3 PUSHGATE_QUEUE_SQLITE_PATH="$W/gw-$1-$3.sqlite" PUSHGATE_IOS_MAX_CONCURRENT_PUSHES=$INFLIGHT \
+    "$BIN" serve --config "$W/gw-$1-$3.yml" >"$W/gw-$1-$3.log" 2>&1 & GWPID=$!; PIDS+=($GWPID)
+  wait_for "http://127.0.0.1:$4/healthz" 30
+}
+# gateway_run PORT PID: COUNT notifications (100 tokens each) through the gateway; prints
+# "seconds cpu_seconds delivered" once its ios push_success grew by COUNT (or 120 s passed).
+gateway_run() {
+  local s0 c0 c1 t0 t1 s
+  s0=$(success "$1"); c0=$(cpu "$2"); t0=$(date +%s.%N)
+  "$BIN" bench --gateway-url "http://127.0.0.1:$1" --count "$COUNT" --tokens 100 --concurrency 4 --payload-bytes 200 --quiet >/dev/null 2>&1
+  for _ in $(seq 1 1200); do s=$(success "$1"); [ $((s - s0)) -ge "$COUNT" ] && break; sleep 0.1; done
+  t1=$(date +%s.%N); c1=$(cpu "$2")
+  awk -v a="$t0" -v b="$t1" -v c="$((c1 - c0))" -v hz="$(getconf CLK_TCK)" -v d="$((s - s0))" 'BEGIN {printf "%.2f %.3f %d\n", b - a, c / hz, d}'
+}
+
+printf "%-8s | %-28s | %-36s | %-36s\n" sink "Go client: CPU/100k, req/s" "memory engine: CPU/100k, /s, x Go" "sqlite engine: CPU/100k, /s, x memory"
+port=18590
+for sink in "mock https://127.0.0.1:18543" "nginx https://127.0.0.1:18553" "go-h2 https://127.0.0.1:18563"; do
+  set -- $sink; name=$1; url=$2
+  gateway "$name" "$url" memory $port; GWM=$GWPID; PM=$port; port=$((port + 1))
+  gateway "$name" "$url" sqlite $port; GWS=$GWPID; PS=$port; port=$((port + 1))
+  gateway_run $PM $GWM >/dev/null; gateway_run $PS $GWS >/dev/null   # warm-up, not counted
+  : > "$W/$name.txt"
+  for r in $(seq 1 "$ROUNDS"); do
+    /usr/bin/time -f "%U %S" -o "$W/go-cpu.txt" "$GOCLIENT" -n "$COUNT" -c "$INFLIGHT" -url "$url/3/device/" -ca "$W/m/mock-ca.pem" \
+      -payload "$W/apns.json" -auth "bearer $JWT" > "$W/go.txt"
+    ok=$(sed -n 's/^go-nethttp-h2: \([0-9]*\) ok.*/\1/p' "$W/go.txt"); rate=$(sed -n 's/.*= \([0-9]*\) req\/s.*/\1/p' "$W/go.txt")
+    echo "go $ok $(awk '{print $1 + $2}' "$W/go-cpu.txt") $rate" >> "$W/$name.txt"
+    echo "memory $(gateway_run $PM $GWM)" >> "$W/$name.txt"
+    echo "sqlite $(gateway_run $PS $GWS)" >> "$W/$name.txt"
+  done
+  python3 - "$W/$name.txt" "$name" <<'PY'
+import sys
+rows = [l.split() for l in open(sys.argv[1])]
+def agg(kind):
+    if kind == "go":
+        r = [x for x in rows if x[0] == "go"]; n = sum(int(x[1]) for x in r); c = sum(float(x[2]) for x in r)
+        return c * 100000 / max(1, n), sum(float(x[3]) for x in r) / max(1, len(r)), n
+    r = [x for x in rows if x[0] == kind]; n = sum(int(x[3]) for x in r); c = sum(float(x[2]) for x in r); t = sum(float(x[1]) for x in r)
+    return c * 100000 / max(1, n), n / max(t, 1e-9), n
+g, m, s = agg("go"), agg("memory"), agg("sqlite")
+print("%-8s | %5.2f s, %6.0f/s (%d ok)       | %5.2f s, %6.0f/s, %.2f x Go per CPU-s | %5.2f s, %6.0f/s, %.2f x memory per CPU-s" % (
+    sys.argv[2], g[0], g[1], g[2], m[0], m[1], g[0] / m[0], s[0], s[1], m[0] / s[0]))
+PY
+  kill $GWM $GWS 2>/dev/null || true
+done
