@@ -40,6 +40,8 @@ let registeredLimits: RequestLimits = {
         .unifiedpush: WebPushModule().requestRules(for: .unifiedpush),
     ])
 }()
+/// The deliveries `n` asks for, by its platform's registered rules.
+func targets(_ n: PushNotification) -> [PushTarget] { n.targets(registeredLimits.platforms[n.platform]) }
 /// Small request limits, so every "over a limit" answer is reached by short inputs.
 let smallRequestLimits: RequestLimits = {
     var l = registeredLimits
@@ -94,7 +96,7 @@ func fuzzRequestParser(_ bytes: [UInt8]) {
         renderForProviders(n)
         // A `fallback` is rendered by the same code when the notification is over the limit.
         if let f = n.fallback?.notification {
-            precondition(f.targets == n.targets && f.platform == n.platform && f.fallback == nil, "a fallback changed the targets")
+            precondition(targets(f) == targets(n) && f.platform == n.platform && f.fallback == nil, "a fallback changed the targets")
             renderForProviders(f)
         }
     }
@@ -124,7 +126,7 @@ func fuzzSmallLimits(_ bytes: [UInt8]) {
 /// What runs on one accepted notification: ingest validation, then the platform provider's `prepare`.
 func renderForProviders(_ n: PushNotification) {
     let webPushProblem = WebPushRequestValidator.validate(n)
-    note("  \(n.platform): \(n.targets.count) target(s); WebPushRequestValidator.validate: \(webPushProblem ?? "ok")")
+    note("  \(n.platform): \(targets(n).count) target(s); WebPushRequestValidator.validate: \(webPushProblem ?? "ok")")
     switch n.platform {
     case .ios:
         for production in [false, true] {
@@ -144,13 +146,13 @@ func renderForProviders(_ n: PushNotification) {
         let rendered = HuaweiMessageMapper.render(n)
         note("  HuaweiMessageMapper.render: \(rendered.messageJSONWithoutTarget.prefix(300))")
         mustBeJSON(Array(rendered.messageJSONWithoutTarget.utf8), "HMS message without target")
-        for target in n.targets + [.token(""), .topic] {
+        for target in targets(n) + [.token(""), .topic] {
             if let body = rendered.body(for: target) { mustBeJSON(body, "HMS body for \(target)") }
         }
         do {
             let prepared = try HuaweiMessageMapper.prepare(n)
             note("  HuaweiMessageMapper.prepare: ok")
-            for target in n.targets {
+            for target in targets(n) {
                 precondition(prepared.size(for: target) <= HuaweiMessageMapper.maxMessageSize, "HMS body over 4096 bytes after prepare")
             }
         } catch {
@@ -165,14 +167,14 @@ func renderForProviders(_ n: PushNotification) {
         if let rendered {
             note("  FCMMessageMapper.render: \(rendered.messageJSONWithoutTarget.prefix(300))")
             mustBeJSON(Array(rendered.messageJSONWithoutTarget.utf8), "FCM message without target")
-            for target in n.targets + [.token(""), .token("/topics/fuzz"), .topic] {
+            for target in targets(n) + [.token(""), .token("/topics/fuzz"), .topic] {
                 if let body = rendered.body(for: target) { mustBeJSON(body, "FCM body for \(target)") }
             }
         }
         do {
             let prepared = try FCMMessageMapper.prepare(n)
             note("  FCMMessageMapper.prepare: ok")
-            for target in n.targets {
+            for target in targets(n) {
                 precondition(prepared.size(for: target) <= FCMMessageMapper.maxMessageSize, "FCM body over 4096 bytes after prepare")
             }
         } catch {
