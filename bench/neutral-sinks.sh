@@ -57,7 +57,9 @@ sleep 1
 JWT=$(curl -s http://127.0.0.1:18546/__mock/apns-jwt)
 python3 -c 'import sys; open(sys.argv[1], "w").write("{\"aps\":{\"alert\":{\"title\":\"Bench\",\"body\":\"" + "x" * 200 + "\"}},\"pgbt\":1234567890123456}")' "$W/apns.json"
 cpu() { awk '{print $14+$15}' /proc/$1/stat; }
-success() { curl -s "http://127.0.0.1:$1/api/stat/app" | python3 -c 'import json,sys; print(json.load(sys.stdin)["ios"]["push_success"])'; }
+# ended PORT: the gateway's ios deliveries that ended (delivered + failed); failed PORT: the failed ones.
+ended() { curl -s "http://127.0.0.1:$1/api/stat/app" | python3 -c 'import json,sys; d=json.load(sys.stdin)["ios"]; print(d["push_success"] + d["push_error"])'; }
+failed() { curl -s "http://127.0.0.1:$1/api/stat/app" | python3 -c 'import json,sys; print(json.load(sys.stdin)["ios"]["push_error"])'; }
 
 # gateway SINK_NAME URL ENGINE PORT: a gateway delivering to URL; sets GWPID.
 gateway() {
@@ -67,14 +69,16 @@ gateway() {
   wait_for "http://127.0.0.1:$4/healthz" 30
 }
 # gateway_run PORT PID: COUNT notifications (100 tokens each) through the gateway; prints
-# "seconds cpu_seconds delivered" once its ios push_success grew by COUNT (or 120 s passed).
+# "seconds cpu_seconds delivered" once COUNT more deliveries ended (or 120 s passed); failed ones
+# (a sink closing connections under load) are not counted as delivered, and are printed.
 gateway_run() {
-  local s0 c0 c1 t0 t1 s
-  s0=$(success "$1"); c0=$(cpu "$2"); t0=$(date +%s.%N)
+  local s0 f0 c0 c1 t0 t1 s f
+  s0=$(ended "$1"); f0=$(failed "$1"); c0=$(cpu "$2"); t0=$(date +%s.%N)
   "$BIN" bench --gateway-url "http://127.0.0.1:$1" --count "$COUNT" --tokens 100 --concurrency 4 --payload-bytes 200 --quiet >/dev/null 2>&1
-  for _ in $(seq 1 1200); do s=$(success "$1"); [ $((s - s0)) -ge "$COUNT" ] && break; sleep 0.1; done
-  t1=$(date +%s.%N); c1=$(cpu "$2")
-  awk -v a="$t0" -v b="$t1" -v c="$((c1 - c0))" -v hz="$(getconf CLK_TCK)" -v d="$((s - s0))" 'BEGIN {printf "%.2f %.3f %d\n", b - a, c / hz, d}'
+  for _ in $(seq 1 1200); do s=$(ended "$1"); [ $((s - s0)) -ge "$COUNT" ] && break; sleep 0.1; done
+  t1=$(date +%s.%N); c1=$(cpu "$2"); f=$(( $(failed "$1") - f0 ))
+  [ "$f" -gt 0 ] && echo "  ($f deliveries failed on port $1: $(grep -o 'error=[^=]*notif_id' "$W"/gw-*.log | sed 's/ notif_id//' | sort | uniq -c | sort -rn | head -1))" >&2
+  awk -v a="$t0" -v b="$t1" -v c="$((c1 - c0))" -v hz="$(getconf CLK_TCK)" -v d="$((s - s0 - f))" 'BEGIN {printf "%.2f %.3f %d\n", b - a, c / hz, d}'
 }
 
 printf "%-8s | %-28s | %-36s | %-36s\n" sink "Go client: CPU/100k, req/s" "memory engine: CPU/100k, /s, x Go" "sqlite engine: CPU/100k, /s, x memory"
