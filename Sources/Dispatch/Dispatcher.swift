@@ -27,8 +27,8 @@ public final class Dispatcher: Sendable {
     let feedStream: AsyncStream<Platform>
     let lifecycle: DeliveryLifecycle
     /// What each platform's provider module says about its notifications: their targets, deadline
-    /// and whether one is a background push (`ProviderModule.requestRules`).
-    let platformRules: [Platform: PlatformRules]
+    /// and whether one is a background push (`ProviderModule.requestRules`); the lifecycle's.
+    var platformRules: [Platform: PlatformRules] { lifecycle.rules }
     private let sinks: [any DeliveryEventSink]
     let metricsSink: MetricsSink
     /// The last minutes of deliveries, for the status page.
@@ -153,7 +153,6 @@ public final class Dispatcher: Sendable {
         self.random = random
         let maxMessageBytes = answer.maxMessageBytes
         let hideMessages = answer.hideMessages
-        self.platformRules = platformRules
         lifecycle = DeliveryLifecycle(policy: policy, rules: platformRules) { job, error in
             Self.entry(
                 notifID: job.accepted.notifID, notification: job.accepted.notification, target: job.target, error: error,

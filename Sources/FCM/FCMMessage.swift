@@ -1,4 +1,5 @@
 import Foundation
+import ProviderKit
 import PushgateCore
 
 /// One notification rendered for FCM HTTP v1, once; each send only splices its target in.
@@ -58,14 +59,8 @@ public struct FCMPreparedMessage: PreparedPush {
 
 /// gorush's FCM mapping onto an HTTP v1 `message`.
 public enum FCMMessageMapper {
-    /// How an FCM notification names its deliveries and what counts as a background push: gorush's
-    /// legacy `to` is a token, `topic` or `condition` a topic send; a data-only message (no message,
-    /// title or `notification`) wakes the app without showing anything.
-    public static let rules = PlatformRules(
-        maxTimeToLive: 2_419_200, legacyToIsToken: true, topicSends: true,
-        backgroundPush: .init("fcm data-only") { n in
-            (n.message ?? "").isEmpty && n.title == nil && n.fcmNotification == nil && n.huaweiNotification == nil
-        })
+    /// How an FCM notification names its deliveries and what counts as a background push.
+    public static let rules = PlatformRules.dataMessaging
 
     /// FCM's limit on a message.
     public static let maxMessageSize = 4096

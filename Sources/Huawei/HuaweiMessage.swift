@@ -1,4 +1,5 @@
 import Foundation
+import ProviderKit
 import PushgateCore
 
 /// One notification rendered for HMS `messages:send`, once; each send only splices its target in.
@@ -64,14 +65,8 @@ public struct HuaweiPreparedMessage: PreparedPush {
 
 /// gorush's HMS mapping (`notify/notification_hms.go`, go-hms-push's defaults) onto a `message`.
 public enum HuaweiMessageMapper {
-    /// How an HMS notification names its deliveries and what counts as a background push: gorush's
-    /// legacy `to` is a token, `topic` or `condition` a topic send; a data-only message (no message,
-    /// title, `notification` or `huawei_notification`) wakes the app without showing anything.
-    public static let rules = PlatformRules(
-        maxTimeToLive: 2_419_200, legacyToIsToken: true, topicSends: true,
-        backgroundPush: .init("hms data-only") { n in
-            (n.message ?? "").isEmpty && n.title == nil && n.fcmNotification == nil && n.huaweiNotification == nil
-        })
+    /// How an HMS notification names its deliveries and what counts as a background push (as FCM's).
+    public static let rules = PlatformRules.dataMessaging
 
     /// HMS's limit on a message (result code 80300008 above it).
     public static let maxMessageSize = 4096

@@ -243,3 +243,15 @@ public struct ProviderRouteResponse: Sendable {
         self.init(status: error.status, body: error.json, headers: headers)
     }
 }
+
+extension PlatformRules {
+    /// gorush's rules for its FCM and HMS notifications, which share their request fields: a message
+    /// is kept at most 4 weeks (gorush's CheckMessage), the legacy `to` is a token, `topic` or
+    /// `condition` a topic send, and a data-only message (no message, title, `notification` or
+    /// `huawei_notification`) wakes the app without showing anything.
+    public static let dataMessaging = PlatformRules(
+        maxTimeToLive: 2_419_200, legacyToIsToken: true, topicSends: true,
+        backgroundPush: .init("data-only") { n in
+            (n.message ?? "").isEmpty && n.title == nil && n.fcmNotification == nil && n.huaweiNotification == nil
+        })
+}
