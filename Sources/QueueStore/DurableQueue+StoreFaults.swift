@@ -89,7 +89,7 @@ extension DurableQueue {
             part.inserts = Array(work.batch.inserts[k..<(k + g.count)])
             k += g.count
             do {
-                let r = try await commitBounded(part, now: t)
+                let r = try await commitBounded(part, now: t, waiting: [g.continuation])
                 g.continuation.resume(returning: (r.inserted, r.guarded))
             } catch {
                 logger.error("queue store refused one request's \(g.count) notification(s): \(error)")
@@ -100,7 +100,7 @@ extension DurableQueue {
             var part = WriteBatch()
             part.idempotency = work.batch.idempotency
             do {
-                let r = try await commitBounded(part, now: t)
+                let r = try await commitBounded(part, now: t, waiting: work.idempotencyWaiters)
                 resumeIdempotency(work, claims: r.claims)
             } catch {
                 logger.error("queue store refused \(work.idempotencyWaiters.count) Idempotency-Key operation(s): \(error)")
@@ -111,7 +111,7 @@ extension DurableQueue {
             var part = WriteBatch()
             part.cancels = work.batch.cancels
             do {
-                let r = try await commitBounded(part, now: t)
+                let r = try await commitBounded(part, now: t, waiting: work.cancelWaiters)
                 resumeCancels(work, r.cancelled)
             } catch {
                 logger.error("queue store refused \(work.cancelWaiters.count) cancel(s): \(error)")

@@ -37,31 +37,41 @@ extension DurableQueue {
     /// `storeTimeout` even when the writer is stuck in a transaction the store does not answer (a
     /// server that stopped answering on open connections ignores the cancellation of
     /// `commitBounded`). Still gathered: taken out of the batch (`unqueue`), nothing is written.
-    /// Already in a transaction: refused all the same (if that transaction commits later, its
-    /// async jobs are sent: at-least-once). Either way the store is marked as not answering, so
-    /// the next requests are refused at once until a write succeeds.
+    /// Already in a transaction: refused all the same, and that transaction can no longer commit
+    /// (`CommitGate`): it rolls back when the store answers again, so nothing of a refused request
+    /// is ever sent. Only while the transaction is committing (past the gate) does the request wait
+    /// for the COMMIT's answer, another `storeTimeout` at a time. Either way the store is marked as
+    /// not answering, so the next requests are refused at once until a write succeeds.
     func startDeadline<T>(_ r: Resumption<T>, unqueue: @escaping @Sendable (inout State, Resumption<T>) -> Void) {
         guard !backend.exclusive else { return }
         let timeout = options.storeTimeout
         let sleeper = Task { [weak self] in
-            do { try await Task.sleep(nanoseconds: UInt64(max(0, timeout) * 1e9)) } catch { return }
-            guard let self else { return }
-            let fault = StoreUnavailableError(.timeout)
-            let t = self.now().timeIntervalSince1970
-            let first: Bool = self.state.withLockedValue { s in
-                guard !r.isResumed else { return false }
-                unqueue(&s, r)
-                let first = s.fault == nil
-                if first {
-                    s.fault = fault
-                    s.faultRetryDelay = self.options.faultRetryDelay.lowerBound
-                    s.faultRetryAt = t + s.faultRetryDelay
+            while true {
+                do { try await Task.sleep(nanoseconds: UInt64(max(0, timeout) * 1e9)) } catch { return }
+                guard let self else { return }
+                if r.isHeld { continue }
+                let fault = StoreUnavailableError(.timeout)
+                let t = self.now().timeIntervalSince1970
+                let first: Bool = self.state.withLockedValue { s in
+                    guard !r.isResumed, !r.isHeld else { return false }
+                    unqueue(&s, r)
+                    let first = s.fault == nil
+                    if first {
+                        s.fault = fault
+                        s.faultRetryDelay = self.options.faultRetryDelay.lowerBound
+                        s.faultRetryAt = t + s.faultRetryDelay
+                    }
+                    return first
                 }
-                return first
-            }
-            if r.resume(throwing: fault), first {
-                self.logger.error(
-                    "queue store did not answer a write within queue.store_timeout (\(timeout) s): requests are answered 503 until it does")
+                if r.resumeUnlessHeld(throwing: fault) {
+                    if first {
+                        self.logger.error(
+                            "queue store did not answer a write within queue.store_timeout (\(timeout) s): requests are answered 503 until it does")
+                    }
+                    return
+                }
+                // Committing since: the writer answers, with the COMMIT's outcome.
+                if r.isResumed { return }
             }
         }
         r.onResume { sleeper.cancel() }
@@ -190,7 +200,7 @@ extension DurableQueue {
         let result: WriteResult
         do {
             let leases = work.batch.leases
-            result = try await commitBounded(work.batch, now: t) { [self] late in
+            result = try await commitBounded(work.batch, now: t, waiting: work.waiting) { [self] late in
                 await self.takeLateLeases(late, leases: leases)
             }
         } catch {
@@ -220,34 +230,52 @@ extension DurableQueue {
 
     /// One transaction, given up after `storeTimeout` on a store that can hang (a database server
     /// gone: the pool waits for a connection). A store this process alone uses answers or fails at
-    /// once and is called directly (its writer runs on the store's event loop).
+    /// once and is called directly (its writer runs on the store's event loop). `waiting`: the
+    /// requests whose writes are in it; it commits only while all of them still wait (`CommitGate`).
     func commitBounded(
-        _ batch: WriteBatch, now t: Double, late: (@Sendable (WriteResult) async -> Void)? = nil
+        _ batch: WriteBatch, now t: Double, waiting: [any CommitHold] = [], late: (@Sendable (WriteResult) async -> Void)? = nil
     ) async throws -> WriteResult {
         let backend = self.backend
         let owner = self.owner
         let lease = options.leaseTimeout
-        if backend.exclusive { return try await backend.commit(batch, owner: owner, now: t, leaseTimeout: lease) }
+        if backend.exclusive {
+            return try await backend.commit(batch, owner: owner, now: t, leaseTimeout: lease, gate: CommitGate(waiting))
+        }
         let timeout = options.storeTimeout
+        let logger = self.logger
         // Not a task group: a group waits for its children, and a transaction that waits for a
         // connection the pool cannot make (the server gone) was seen not to end when cancelled, which
         // left the writer stuck and no probe ever finding the store back. Past the timeout the writer
-        // goes on; the cancelled transaction ends when it ends. Should it commit after all, its
-        // requests were refused already (their jobs are sent: at-least-once), its delivery updates,
-        // kept, are written again (the same values), and `late` takes what it leased to this process.
+        // goes on; the given-up transaction cannot commit any more (its gate is closed: this
+        // resumption is answered) and rolls back whenever it gets to run. Only a transaction past its
+        // gate (COMMIT sent) is waited for, at most another `storeTimeout`: if that COMMIT still
+        // succeeds later, its outcome was unknown when its requests were refused (their jobs are
+        // sent: at-least-once), its delivery updates, kept, are written again (the same values), and
+        // `late` takes what it leased to this process.
         return try await withCheckedThrowingContinuation { c in
             let r = Resumption<WriteResult>(c)
+            let gate = CommitGate(waiting + [r])
             let commit = Task {
                 do {
-                    let result = try await backend.commit(batch, owner: owner, now: t, leaseTimeout: lease)
+                    let result = try await backend.commit(batch, owner: owner, now: t, leaseTimeout: lease, gate: gate)
                     if !r.resume(returning: result) { await late?(result) }
                 } catch {
+                    gate.release()
                     r.resume(throwing: error)
                 }
             }
             let timer = Task {
                 do { try await Task.sleep(nanoseconds: UInt64(max(0, timeout) * 1e9)) } catch { return }
-                if r.resume(throwing: StoreUnavailableError(.timeout)) { commit.cancel() }
+                if r.resumeUnlessHeld(throwing: StoreUnavailableError(.timeout)) {
+                    commit.cancel()
+                    return
+                }
+                do { try await Task.sleep(nanoseconds: UInt64(max(0, timeout) * 1e9)) } catch { return }
+                if r.resume(throwing: StoreUnavailableError(.timeout)) {
+                    logger.error(
+                        "queue store did not answer a COMMIT within queue.store_timeout (\(timeout) s): its requests are refused, its outcome is unknown"
+                    )
+                }
             }
             r.onResume { timer.cancel() }
         }

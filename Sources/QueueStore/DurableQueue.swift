@@ -56,6 +56,10 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         /// One per `batch.cancels` entry, in order.
         var cancelWaiters: [Resumption<[CancelledRow]>] = []
         var updateWaiters: [CheckedContinuation<Void, Never>] = []
+        /// The requests waiting for this work's transaction (its `CommitGate`).
+        var waiting: [any CommitHold] {
+            insertGroups.map(\.continuation) + idempotencyWaiters + cancelWaiters
+        }
         /// Nothing in it but completions, reschedules and counters: nobody waits for its commit.
         var onlyUnwaited: Bool {
             insertGroups.isEmpty && idempotencyWaiters.isEmpty && cancelWaiters.isEmpty && updateWaiters.isEmpty && batch.holdsOnlyUnwaited

@@ -132,10 +132,14 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
         return Int(n)
     }
 
-    func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double) async throws -> WriteResult {
+    func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double, gate: CommitGate) async throws -> WriteResult {
         let logger = self.logger
         return try await client.withTransaction(logger: logger) { conn in
-            try await batch.run(PostgresStatements(conn: conn, logger: logger), owner: owner, now: now, leaseTimeout: leaseTimeout)
+            // Given up while it waited for a connection (the server was gone): nothing to do.
+            guard gate.wanted else { throw StoreUnavailableError(.timeout) }
+            let result = try await batch.run(PostgresStatements(conn: conn, logger: logger), owner: owner, now: now, leaseTimeout: leaseTimeout)
+            guard gate.enter() else { throw StoreUnavailableError(.timeout) }
+            return result
         }
     }
 

@@ -343,8 +343,12 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
     /// Job ids reserved at a time alone on the store (`allocate`).
     static let idBlock = 65_536
 
-    func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double) async throws -> WriteResult {
-        try await transaction { try await batch.run(self, owner: owner, now: now, leaseTimeout: leaseTimeout) }
+    func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double, gate: CommitGate) async throws -> WriteResult {
+        try await transaction {
+            let result = try await batch.run(self, owner: owner, now: now, leaseTimeout: leaseTimeout)
+            guard gate.enter() else { throw StoreUnavailableError(.timeout) }
+            return result
+        }
     }
 
     private func insertRows(_ table: String, columns: Int, rows: Int, binds: [SQLiteData]) async throws {

@@ -18,6 +18,9 @@ enum StoreFaults {
             return sqliteCause(reason: e.reason)
         case let e as PSQLError:
             return postgresCause(e)
+        case let e as PostgresTransactionError:
+            // `withTransaction` wraps what failed: BEGIN, the statements (or the commit gate) or COMMIT.
+            return (e.beginError ?? e.closureError ?? e.commitError).flatMap { cause(of: $0) }
         case is IOError, is ChannelError:
             return .unreachable
         default:

@@ -302,7 +302,9 @@ protocol QueueBackend: Sendable {
     /// True when this process is the only user of the store (SQLite file lock held): every lease
     /// left by an earlier process is stale and is released at once on startup.
     var exclusive: Bool { get }
-    func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double) async throws -> WriteResult
+    /// One transaction; it commits only if `gate.enter()` says so right before COMMIT (else it rolls
+    /// back and throws `StoreUnavailableError(.timeout)`).
+    func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double, gate: CommitGate) async throws -> WriteResult
     /// Startup: registers the owner; in exclusive mode frees every earlier lease. With `adoptParked`
     /// (a queue that parks jobs: `parkedJobs`), a store this process uses alone hands over the jobs
     /// without a row of the notifications earlier processes left open as parked jobs of `owner` (read
@@ -334,6 +336,10 @@ protocol QueueBackend: Sendable {
 }
 
 extension QueueBackend {
+    /// A transaction nobody waits behind (the store's own upkeep, tests).
+    func commit(_ batch: WriteBatch, owner: String, now: Double, leaseTimeout: Double) async throws -> WriteResult {
+        try await commit(batch, owner: owner, now: now, leaseTimeout: leaseTimeout, gate: .open)
+    }
     func pendingAtRest() async throws -> Int { try await pendingCount() }
     func afterCommit() async {}
     var eventLoop: (any EventLoop)? { nil }
