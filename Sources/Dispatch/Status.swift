@@ -115,11 +115,23 @@ public protocol DeliveryStatusSource: Sendable {
 /// In-memory delivery status (memory engine), fed by the delivery event stream.
 /// Records are kept `retention` seconds after the notification's last change, and at most
 /// `maxRecords` deliveries (oldest notifications dropped first).
+///
+/// Stored compactly, since up to `maxRecords` (a million by default) are held: what is the
+/// notification's (app, fallback, analytics label) once per notification, each delivery as a
+/// `StatusSlot` (a 64-hex-digit token and a UUID provider id as bytes, one time and one detail
+/// string for what its state has) in arrays ordered by job id, not a dictionary of full records.
+/// `docs/benchmarks.md` has the bytes per record this costs.
 public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
     private struct Notif {
-        var order: [UInt64] = []
-        var entries: [UInt64: DeliveryStatusRecord] = [:]
+        /// Job ids, ascending; `slots[i]` is `jobIDs[i]`'s delivery.
+        var jobIDs: [UInt64] = []
+        var slots: [StatusSlot] = []
+        /// Deliveries not over yet (retention waits for them).
+        var open = 0
         var updated: Date
+        var app: String
+        var fallback: FallbackInfo?
+        var analyticsLabel: String?
     }
     private struct State {
         var notifs: [String: Notif] = [:]
@@ -151,13 +163,6 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
         }
     }
 
-    private static func record(_ job: DeliveryJob, at t: Date) -> DeliveryStatusRecord {
-        DeliveryStatusRecord(
-            platform: job.platform, token: job.target.reportedToken, state: job.state, attempts: job.attempts,
-            finishedAt: job.state.isFinal ? t : nil, app: job.accepted.app, fallback: job.accepted.fallback, notBefore: job.notBefore,
-            analyticsLabel: job.accepted.notification.analyticsLabel)
-    }
-
     /// A job's record as accepted. Its later events may come first: the job is visible to the
     /// workers once enqueued, before the submitting task publishes its acceptance, and a fast
     /// provider answer then finishes it before it is accepted here. An accepted event never
@@ -168,37 +173,61 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
 
     private func put(_ job: DeliveryJob, overwrite: Bool) {
         let t = now()
+        let slot = StatusSlot(job, at: t)
+        let final = job.state.isFinal
         state.withLockedValue { s in
             let id = job.accepted.notifID
             if s.notifs[id] == nil {
                 s.fifo.append(id)
-                s.notifs[id] = Notif(updated: t)
+                s.notifs[id] = Notif(
+                    updated: t, app: job.accepted.app, fallback: job.accepted.fallback,
+                    analyticsLabel: job.accepted.notification.analyticsLabel)
             }
             // Mutated in place (`s.notifs[id]!.…`): copying the Notif out and back would copy its
-            // entries on every job, O(tokens²) per notification.
-            if s.notifs[id]!.entries[job.id] == nil {
-                s.notifs[id]!.entries[job.id] = Self.record(job, at: t)
-                // In job id order (request order); a record made by an event that came before its
-                // acceptance may be inserted before later ones.
-                if let last = s.notifs[id]!.order.last, last > job.id {
-                    let at = s.notifs[id]!.order.firstIndex { $0 > job.id } ?? s.notifs[id]!.order.count
-                    s.notifs[id]!.order.insert(job.id, at: at)
-                } else {
-                    s.notifs[id]!.order.append(job.id)
-                }
+            // arrays on every job, O(tokens²) per notification.
+            let ids = s.notifs[id]!.jobIDs
+            if let last = ids.last, last < job.id {
+                // The usual case: the next job of the notification, in request order.
+                s.notifs[id]!.jobIDs.append(job.id)
+                s.notifs[id]!.slots.append(slot)
+                s.notifs[id]!.open += final ? 0 : 1
                 s.records += 1
-            } else if overwrite {
-                s.notifs[id]!.entries[job.id] = Self.record(job, at: t)  // in place, see above
+            } else {
+                let at = Self.lowerBound(ids, job.id)
+                if at < ids.count, ids[at] == job.id {
+                    if overwrite {
+                        let was = s.notifs[id]!.slots[at].isFinal
+                        s.notifs[id]!.slots[at] = slot  // in place, see above
+                        s.notifs[id]!.open += (was ? 0 : -1) + (final ? 0 : 1)
+                    }
+                } else {
+                    // A record made by an event that came before an earlier job's acceptance.
+                    s.notifs[id]!.jobIDs.insert(job.id, at: at)
+                    s.notifs[id]!.slots.insert(slot, at: at)
+                    s.notifs[id]!.open += final ? 0 : 1
+                    s.records += 1
+                }
             }
             s.notifs[id]!.updated = t
             if s.records > maxRecords || t.timeIntervalSince(s.lastPrune) > 10 { prune(&s, now: t) }
         }
     }
 
+    /// The first index of `ids` (ascending) not below `id`.
+    private static func lowerBound(_ ids: [UInt64], _ id: UInt64) -> Int {
+        var lo = 0
+        var hi = ids.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if ids[mid] < id { lo = mid + 1 } else { hi = mid }
+        }
+        return lo
+    }
+
     public func deliveryStatus(notifID: String) async throws -> [DeliveryStatusRecord]? {
         state.withLockedValue { s in
             guard let n = s.notifs[notifID] else { return nil }
-            return n.order.compactMap { n.entries[$0] }
+            return n.slots.map { $0.record(app: n.app, fallback: n.fallback, analyticsLabel: n.analyticsLabel) }
         }
     }
 
@@ -219,9 +248,9 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
                 continue
             }
             let over = s.records > maxRecords
-            let expired = n.updated < cutoff && n.entries.values.allSatisfy { $0.state.isFinal }
+            let expired = n.updated < cutoff && n.open == 0
             if over || expired {
-                s.records -= n.entries.count
+                s.records -= n.slots.count
                 s.notifs[id] = nil
                 i += 1
                 continue
@@ -242,5 +271,118 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
             s.fifo.removeFirst(s.fifoHead)
             s.fifoHead = 0
         }
+    }
+}
+
+/// One delivery's status as the memory engine keeps it (`MemoryStatusStore`): ~70 bytes and, for an
+/// APNs delivery, no allocation of its own (a `DeliveryStatusRecord` with its strings was ~750 bytes).
+struct StatusSlot {
+    /// A token: 64 lowercase hex digits (an APNs token) as its 32 bytes; anything else as given.
+    enum Token {
+        case hex32(UInt64, UInt64, UInt64, UInt64)
+        case text(String)
+    }
+    /// The provider's id (delivered) or the error (retrying, failed): a UUID in its canonical
+    /// spelling (upper or lower case, as given) as its 16 bytes; anything else as given.
+    enum Detail {
+        case none
+        case uuid(UUID, lowercase: Bool)
+        case text(String)
+    }
+
+    var token: Token
+    var detail: Detail
+    /// `nextTry` (queued, retrying) or `finishedAt` (over), seconds since 1970; NaN for none.
+    var time: Double
+    var attempts: Int32
+    var platform: Platform
+    var state: DeliveryStatusRecord.State
+
+    var isFinal: Bool { state.isFinal }
+
+    init(_ job: DeliveryJob, at t: Date) {
+        let r = DeliveryStatusRecord(
+            platform: job.platform, token: job.target.reportedToken, state: job.state, attempts: job.attempts,
+            finishedAt: job.state.isFinal ? t : nil, notBefore: job.notBefore)
+        token = Self.token(r.token)
+        platform = r.platform
+        state = r.state
+        attempts = Int32(clamping: r.attempts)
+        switch r.state {
+        case .delivered:
+            detail = Self.detail(r.providerID)
+            time = r.finishedAt?.timeIntervalSince1970 ?? .nan
+        case .queued, .retrying, .scheduled:
+            detail = Self.detail(r.error)
+            time = r.nextTry?.timeIntervalSince1970 ?? .nan
+        case .failed, .duplicate, .coalesced, .cancelled, .quietHours:
+            detail = Self.detail(r.error)
+            time = r.finishedAt?.timeIntervalSince1970 ?? .nan
+        }
+    }
+
+    func record(app: String, fallback: FallbackInfo?, analyticsLabel: String?) -> DeliveryStatusRecord {
+        let when = time.isNaN ? nil : Date(timeIntervalSince1970: time)
+        var text: String?
+        switch detail {
+        case .none: text = nil
+        case .uuid(let u, let lower): text = lower ? u.uuidString.lowercased() : u.uuidString
+        case .text(let s): text = s
+        }
+        var r = DeliveryStatusRecord(platform: platform, token: tokenString, state: state, attempts: Int(attempts))
+        switch state {
+        case .delivered:
+            r.providerID = text
+            r.finishedAt = when
+        case .queued, .retrying, .scheduled:
+            r.error = text
+            r.nextTry = when
+        case .failed, .duplicate, .coalesced, .cancelled, .quietHours:
+            r.error = text
+            r.finishedAt = when
+        }
+        r.app = app
+        r.fallback = fallback
+        r.analyticsLabel = analyticsLabel
+        return r
+    }
+
+    var tokenString: String {
+        switch token {
+        case .text(let s): return s
+        case .hex32(let a, let b, let c, let d):
+            let digits = Array("0123456789abcdef".utf8)
+            var out = [UInt8]()
+            out.reserveCapacity(64)
+            for w in [a, b, c, d] {
+                for shift in stride(from: 60, through: 0, by: -4) { out.append(digits[Int((w >> UInt64(shift)) & 0xf)]) }
+            }
+            return String(decoding: out, as: UTF8.self)
+        }
+    }
+
+    static func token(_ s: String) -> Token {
+        let u = s.utf8
+        guard u.count == 64 else { return .text(s) }
+        var words: [UInt64] = [0, 0, 0, 0]
+        for (i, c) in u.enumerated() {
+            let v: UInt8
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): v = c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): v = c - UInt8(ascii: "a") + 10
+            default: return .text(s)
+            }
+            words[i / 16] = words[i / 16] << 4 | UInt64(v)
+        }
+        return .hex32(words[0], words[1], words[2], words[3])
+    }
+
+    static func detail(_ s: String?) -> Detail {
+        guard let s else { return .none }
+        if s.utf8.count == 36, let u = UUID(uuidString: s) {
+            if u.uuidString == s { return .uuid(u, lowercase: false) }
+            if u.uuidString.lowercased() == s { return .uuid(u, lowercase: true) }
+        }
+        return .text(s)
     }
 }
