@@ -399,6 +399,26 @@ final class HTTP2PoolCore: Sendable {
         HTTP2ClientConnectionHandler(id: id, eventLoop: eventLoop, core: self, target: self.target, logger: self.logger)
     }
 
+    /// Resets a provider may send in `resetWindow` before the connection is given up.
+    static let maximumResets = 2_000
+    static let resetWindow = TimeAmount.milliseconds(10)
+
+    /// The HTTP/2 handler of a connection to a provider. swift-nio-http2's defaults guard a server
+    /// against a client's rapid resets (CVE-2023-44487): more than 200 RST_STREAM in 30 s and it
+    /// closes the connection (GOAWAY ENHANCE_YOUR_CALM). A server may reset every stream it answers
+    /// before reading the request body (nginx's `return 200`: the complete response, then RST_STREAM
+    /// NO_ERROR), which at any real rate tore the connection down every 200 requests, failed the
+    /// requests in flight on it and made a new TLS connection. A client keeps the guard against a
+    /// flood, at a rate no server answers requests: `maximumResets` in `resetWindow` (200,000/s).
+    static func makeHTTP2Handler(_ settings: HTTP2Settings) -> NIOHTTP2Handler {
+        var connection = NIOHTTP2Handler.ConnectionConfiguration()
+        connection.initialSettings = settings
+        var stream = NIOHTTP2Handler.StreamConfiguration()
+        stream.streamResetFrameRateLimit.maximumCount = maximumResets
+        stream.streamResetFrameRateLimit.windowLength = resetWindow
+        return NIOHTTP2Handler(mode: .client, connectionConfiguration: connection, streamConfiguration: stream)
+    }
+
     private func connect(id: Int, eventLoop: any EventLoop, addresses: [SocketAddress]?) {
         let handler = self.makeHandler(id: id, eventLoop: eventLoop)
         let sslContext = self.sslContext
@@ -429,7 +449,7 @@ final class HTTP2PoolCore: Sendable {
                     if case .success(let context) = sslContext {
                         try sync.addHandler(NIOSSLClientHandler(context: context, serverHostname: serverHostname))
                     }
-                    try sync.addHandler(NIOHTTP2Handler(mode: .client, initialSettings: settings))
+                    try sync.addHandler(Self.makeHTTP2Handler(settings))
                     try sync.addHandler(handler)
                 }
             }
@@ -473,7 +493,7 @@ final class HTTP2PoolCore: Sendable {
                             do {
                                 // TLS first: the HTTP/2 handler writes its preface as soon as it is added.
                                 let sync = channel.pipeline.syncOperations
-                                let http2 = NIOHTTP2Handler(mode: .client, initialSettings: settings)
+                                let http2 = Self.makeHTTP2Handler(settings)
                                 if case .success(let context) = sslContext {
                                     let tls = try NIOSSLClientHandler(context: context, serverHostname: serverHostname)
                                     try sync.addHandler(tls, position: .first)
