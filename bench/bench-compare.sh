@@ -93,10 +93,12 @@ ratio_line "all $ROUNDS rounds: Go %.0f/s (mean)" "$(( GOSUM / ROUNDS ))" "$(awk
 
 # 3. h2load against the same mock APNs (another reference, when installed)
 if command -v h2load >/dev/null; then
-  echo "== h2load -c 2 -m 100, 200,000 POSTs straight at the mock APNs"
-  h2load -n 200000 -c 2 -m 100 -d "$W/apns.json" -H "authorization: bearer $JWT" -H 'apns-topic: com.example.app' \
-    -H 'apns-push-type: alert' https://127.0.0.1:18443/3/device/a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90 \
-    | grep -E "finished in|succeeded"
+  echo "== h2load -c 2 -m 100, 200,000 POSTs straight at the mock APNs (the floor: C, nghttp2, no JSON, no queue)"
+  /usr/bin/time -f "%U %S" -o "$W/h2-cpu.txt" h2load -n 200000 -c 2 -m 100 -d "$W/apns.json" -H "authorization: bearer $JWT" \
+    -H 'apns-topic: com.example.app' -H 'apns-push-type: alert' \
+    https://127.0.0.1:18443/3/device/a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90 > "$W/h2.txt" || true
+  grep -E "finished in|succeeded" "$W/h2.txt"
+  awk '{printf "    h2load CPU per 100k requests: %.2f s\n", ($1 + $2) * 100000 / 200000}' "$W/h2-cpu.txt"
 fi
 
 # 4. latency at 2,000 notifications/s (one token per request), each engine

@@ -7,7 +7,8 @@
 # deliveries of the sending process (client or gateway; /proc/<pid>/stat and /usr/bin/time) and
 # deliveries per CPU-second as ratios. Deliveries through the gateway are counted by its own
 # /api/stat/app (ios push_success): nginx and the Go server keep no counts.
-# Needs Go (apt-get install golang-go), nginx (apt-get install nginx) and /usr/bin/time; run as root
+# Needs Go (apt-get install golang-go), nginx (apt-get install nginx) and /usr/bin/time; h2load
+# (apt-get install nghttp2-client) optional, printed as the floor (C, nghttp2, no JSON, no queue); run as root
 # (nginx's worker runs as root to read the work directory).
 # Usage: bench/neutral-sinks.sh [pushgate binary]   Env: COUNT (100000), ROUNDS (2), INFLIGHT (100)
 set -euo pipefail
@@ -24,7 +25,7 @@ NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 # core.ca_file) that nginx and the Go server present too.
 "$BIN" mock --dir "$W/m" --apns-port 18543 --fcm-port 18544 --webpush-port 18545 --stats-port 18546 --hms-port 18547 >"$W/mock.log" 2>&1 & PIDS+=($!)
 wait_for http://127.0.0.1:18546/__mock/stats 30
-for _ in $(seq 1 100); do [ -s "$W/m/gateway-snippet.yml" ] && break; sleep 0.1; done
+for _ in $(seq 1 600); do [ -s "$W/m/gateway-snippet.yml" ] && break; sleep 0.1; done
 
 mkdir -p "$W/nginx"
 cat > "$W/nginx/nginx.conf" <<NGINX
@@ -81,7 +82,7 @@ gateway_run() {
   awk -v a="$t0" -v b="$t1" -v c="$((c1 - c0))" -v hz="$(getconf CLK_TCK)" -v d="$((s - s0 - f))" 'BEGIN {printf "%.2f %.3f %d\n", b - a, c / hz, d}'
 }
 
-printf "%-8s | %-28s | %-36s | %-36s\n" sink "Go client: CPU/100k, req/s" "memory engine: CPU/100k, /s, x Go" "sqlite engine: CPU/100k, /s, x memory"
+printf "%-8s | %-28s | %-36s | %-36s | %s\n" sink "Go client: CPU/100k, req/s" "memory engine: CPU/100k, /s, x Go" "sqlite engine: CPU/100k, /s, x memory" "h2load (the floor): CPU/100k, req/s"
 port=18590
 for sink in "mock https://127.0.0.1:18543" "nginx https://127.0.0.1:18553" "go-h2 https://127.0.0.1:18563"; do
   set -- $sink; name=$1; url=$2
@@ -94,6 +95,14 @@ for sink in "mock https://127.0.0.1:18543" "nginx https://127.0.0.1:18553" "go-h
       -payload "$W/apns.json" -auth "bearer $JWT" > "$W/go.txt"
     ok=$(sed -n 's/^go-nethttp-h2: \([0-9]*\) ok.*/\1/p' "$W/go.txt"); rate=$(sed -n 's/.*= \([0-9]*\) req\/s.*/\1/p' "$W/go.txt")
     echo "go $ok $(awk '{print $1 + $2}' "$W/go-cpu.txt") $rate" >> "$W/$name.txt"
+    if command -v h2load >/dev/null; then
+      # The floor: C, nghttp2, no JSON, no queue; the same requests on 2 connections, 50 streams each.
+      /usr/bin/time -f "%U %S" -o "$W/h2-cpu.txt" h2load -n "$COUNT" -c 2 -m $((INFLIGHT / 2)) -d "$W/apns.json" \
+        -H "authorization: bearer $JWT" -H 'apns-topic: com.example.app' -H 'apns-push-type: alert' \
+        "$url/3/device/a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90" > "$W/h2.txt" 2>&1 || true
+      h2ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "$W/h2.txt"); h2rate=$(sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p' "$W/h2.txt")
+      echo "h2load ${h2ok:-0} $(awk '{print $1 + $2}' "$W/h2-cpu.txt") ${h2rate:-0}" >> "$W/$name.txt"
+    fi
     echo "memory $(gateway_run $PM $GWM)" >> "$W/$name.txt"
     echo "sqlite $(gateway_run $PS $GWS)" >> "$W/$name.txt"
   done
@@ -101,14 +110,15 @@ for sink in "mock https://127.0.0.1:18543" "nginx https://127.0.0.1:18553" "go-h
 import sys
 rows = [l.split() for l in open(sys.argv[1])]
 def agg(kind):
-    if kind == "go":
-        r = [x for x in rows if x[0] == "go"]; n = sum(int(x[1]) for x in r); c = sum(float(x[2]) for x in r)
+    if kind in ("go", "h2load"):
+        r = [x for x in rows if x[0] == kind]; n = sum(int(x[1]) for x in r); c = sum(float(x[2]) for x in r)
         return c * 100000 / max(1, n), sum(float(x[3]) for x in r) / max(1, len(r)), n
     r = [x for x in rows if x[0] == kind]; n = sum(int(x[3]) for x in r); c = sum(float(x[2]) for x in r); t = sum(float(x[1]) for x in r)
     return c * 100000 / max(1, n), n / max(t, 1e-9), n
-g, m, s = agg("go"), agg("memory"), agg("sqlite")
-print("%-8s | %5.2f s, %6.0f/s (%d ok)       | %5.2f s, %6.0f/s, %.2f x Go per CPU-s | %5.2f s, %6.0f/s, %.2f x memory per CPU-s" % (
-    sys.argv[2], g[0], g[1], g[2], m[0], m[1], g[0] / m[0], s[0], s[1], m[0] / s[0]))
+g, m, s, h = agg("go"), agg("memory"), agg("sqlite"), agg("h2load")
+print("%-8s | %5.2f s, %6.0f/s (%d ok)       | %5.2f s, %6.0f/s, %.2f x Go per CPU-s | %5.2f s, %6.0f/s, %.2f x memory per CPU-s | %s" % (
+    sys.argv[2], g[0], g[1], g[2], m[0], m[1], g[0] / m[0], s[0], s[1], m[0] / s[0],
+    "%5.2f s, %6.0f/s (%d ok)" % h if h[2] else "no h2load"))
 PY
   kill $GWM $GWS 2>/dev/null || true
 done

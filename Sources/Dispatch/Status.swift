@@ -286,7 +286,8 @@ struct StatusSlot {
     /// spelling (upper or lower case, as given) as its 16 bytes; anything else as given.
     enum Detail {
         case none
-        case uuid(UUID, lowercase: Bool)
+        /// The 128 bits of a canonical UUID (8-4-4-4-12 hex digits), and whether its letters were lower case.
+        case uuid(UInt64, UInt64, lowercase: Bool)
         case text(String)
     }
 
@@ -326,7 +327,7 @@ struct StatusSlot {
         var text: String?
         switch detail {
         case .none: text = nil
-        case .uuid(let u, let lower): text = lower ? u.uuidString.lowercased() : u.uuidString
+        case .uuid(let hi, let lo, let lower): text = Self.uuidString(hi, lo, lowercase: lower)
         case .text(let s): text = s
         }
         var r = DeliveryStatusRecord(platform: platform, token: tokenString, state: state, attempts: Int(attempts))
@@ -351,38 +352,94 @@ struct StatusSlot {
         switch token {
         case .text(let s): return s
         case .hex32(let a, let b, let c, let d):
-            let digits = Array("0123456789abcdef".utf8)
-            var out = [UInt8]()
-            out.reserveCapacity(64)
-            for w in [a, b, c, d] {
-                for shift in stride(from: 60, through: 0, by: -4) { out.append(digits[Int((w >> UInt64(shift)) & 0xf)]) }
+            return String(unsafeUninitializedCapacity: 64) { out in
+                var i = 0
+                for w in [a, b, c, d] {
+                    for shift in stride(from: 60, through: 0, by: -4) {
+                        out[i] = Self.digits[Int((w >> UInt64(shift)) & 0xf)]
+                        i += 1
+                    }
+                }
+                return 64
             }
-            return String(decoding: out, as: UTF8.self)
+        }
+    }
+
+    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
+    private static let upperDigits: [UInt8] = Array("0123456789ABCDEF".utf8)
+
+    /// A hex digit's value, and whether it is an upper-case letter; nil when not a hex digit.
+    private static func hexValue(_ c: UInt8) -> (UInt8, upper: Bool)? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return (c - UInt8(ascii: "0"), false)
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return (c - UInt8(ascii: "a") + 10, false)
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return (c - UInt8(ascii: "A") + 10, true)
+        default: return nil
         }
     }
 
     static func token(_ s: String) -> Token {
         let u = s.utf8
         guard u.count == 64 else { return .text(s) }
-        var words: [UInt64] = [0, 0, 0, 0]
-        for (i, c) in u.enumerated() {
-            let v: UInt8
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): v = c - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): v = c - UInt8(ascii: "a") + 10
-            default: return .text(s)
+        var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        var i = 0
+        for c in u {
+            guard let (v, upper) = hexValue(c), !upper else { return .text(s) }
+            switch i >> 4 {
+            case 0: words.0 = words.0 << 4 | UInt64(v)
+            case 1: words.1 = words.1 << 4 | UInt64(v)
+            case 2: words.2 = words.2 << 4 | UInt64(v)
+            default: words.3 = words.3 << 4 | UInt64(v)
             }
-            words[i / 16] = words[i / 16] << 4 | UInt64(v)
+            i += 1
         }
-        return .hex32(words[0], words[1], words[2], words[3])
+        return .hex32(words.0, words.1, words.2, words.3)
     }
 
+    /// Parsed by hand, not with Foundation's `UUID(uuidString:)` (sscanf: a few percent of the
+    /// gateway's CPU when it ran for every delivered APNs push).
     static func detail(_ s: String?) -> Detail {
         guard let s else { return .none }
-        if s.utf8.count == 36, let u = UUID(uuidString: s) {
-            if u.uuidString == s { return .uuid(u, lowercase: false) }
-            if u.uuidString.lowercased() == s { return .uuid(u, lowercase: true) }
+        let u = s.utf8
+        guard u.count == 36 else { return .text(s) }
+        var hi: UInt64 = 0
+        var lo: UInt64 = 0
+        var n = 0
+        var sawUpper = false
+        var sawLower = false
+        for (i, c) in u.enumerated() {
+            if i == 8 || i == 13 || i == 18 || i == 23 {
+                guard c == UInt8(ascii: "-") else { return .text(s) }
+                continue
+            }
+            guard let (v, upper) = hexValue(c) else { return .text(s) }
+            if v > 9 {
+                if upper { sawUpper = true } else { sawLower = true }
+            }
+            if n < 16 { hi = hi << 4 | UInt64(v) } else { lo = lo << 4 | UInt64(v) }
+            n += 1
         }
-        return .text(s)
+        if sawUpper && sawLower { return .text(s) }
+        return .uuid(hi, lo, lowercase: sawLower)
+    }
+
+    static func uuidString(_ hi: UInt64, _ lo: UInt64, lowercase: Bool) -> String {
+        let table = lowercase ? digits : upperDigits
+        return String(unsafeUninitializedCapacity: 36) { out in
+            var i = 0
+            var n = 0
+            for w in [hi, lo] {
+                for shift in stride(from: 60, through: 0, by: -4) {
+                    if n == 8 || n == 12 || n == 16 || n == 20 {
+                        out[i] = UInt8(ascii: "-")
+                        i += 1
+                    }
+                    out[i] = table[Int((w >> UInt64(shift)) & 0xf)]
+                    i += 1
+                    n += 1
+                }
+            }
+            return 36
+        }
     }
 }

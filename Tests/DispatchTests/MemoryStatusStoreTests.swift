@@ -38,6 +38,9 @@ final class MemoryStatusStoreTests: XCTestCase {
                 "fcm:APA91b" + String(repeating: "x", count: 140), .android,
                 .delivered(providerID: "projects/p/messages/0:1500415314455276%31bd1c9631bd1c96")
             ),
+            (hex, .ios, .delivered(providerID: "12345678-1234-1234-1234-123456789012")),
+            (hex, .ios, .delivered(providerID: "6F9619FF-8B86-D011-B42D-00C04FC964F")),
+            (hex, .ios, .delivered(providerID: "6F9619FF+8B86-D011-B42D-00C04FC964FF")),
             (hex, .ios, .failed(reason: "Unregistered")),
             (hex + "00", .ios, .retrying(nextTry: Date(timeIntervalSince1970: 1_000_123.5), lastError: "TooManyRequests")),
             ("https://push.example/ép", .webpush, .skipped(.coalesced)),
