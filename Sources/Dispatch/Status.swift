@@ -173,44 +173,45 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
 
     private func put(_ job: DeliveryJob, overwrite: Bool) {
         let t = now()
-        let slot = StatusSlot(job, at: t)
-        let final = job.state.isFinal
+        let outcome = StatusSlot.Outcome(job, at: t)
+        let id = job.accepted.notifID
         state.withLockedValue { s in
-            let id = job.accepted.notifID
             if s.notifs[id] == nil {
                 s.fifo.append(id)
                 s.notifs[id] = Notif(
                     updated: t, app: job.accepted.app, fallback: job.accepted.fallback,
                     analyticsLabel: job.accepted.notification.analyticsLabel)
             }
-            // Mutated in place (`s.notifs[id]!.…`): copying the Notif out and back would copy its
-            // arrays on every job, O(tokens²) per notification.
-            let ids = s.notifs[id]!.jobIDs
-            if let last = ids.last, last < job.id {
-                // The usual case: the next job of the notification, in request order.
-                s.notifs[id]!.jobIDs.append(job.id)
-                s.notifs[id]!.slots.append(slot)
-                s.notifs[id]!.open += final ? 0 : 1
-                s.records += 1
-            } else {
-                let at = Self.lowerBound(ids, job.id)
-                if at < ids.count, ids[at] == job.id {
-                    if overwrite {
-                        let was = s.notifs[id]!.slots[at].isFinal
-                        s.notifs[id]!.slots[at] = slot  // in place, see above
-                        s.notifs[id]!.open += (was ? 0 : -1) + (final ? 0 : 1)
-                    }
-                } else {
-                    // A record made by an event that came before an earlier job's acceptance.
-                    s.notifs[id]!.jobIDs.insert(job.id, at: at)
-                    s.notifs[id]!.slots.insert(slot, at: at)
-                    s.notifs[id]!.open += final ? 0 : 1
-                    s.records += 1
-                }
-            }
+            // In place (one lookup, no copy of the notification's arrays: O(tokens²) otherwise).
+            s.records += Self.put(job, outcome, overwrite: overwrite, into: &s.notifs[id]!)
             s.notifs[id]!.updated = t
             if s.records > maxRecords || t.timeIntervalSince(s.lastPrune) > 10 { prune(&s, now: t) }
         }
+    }
+
+    /// Records `outcome` for `job` in `n`; returns the records added (0 or 1). The token is read only
+    /// for a new record: an update keeps the one stored.
+    private static func put(_ job: DeliveryJob, _ outcome: StatusSlot.Outcome, overwrite: Bool, into n: inout Notif) -> Int {
+        let final = outcome.state.isFinal
+        if let last = n.jobIDs.last, last >= job.id {
+            let at = lowerBound(n.jobIDs, job.id)
+            if at < n.jobIDs.count, n.jobIDs[at] == job.id {
+                guard overwrite else { return 0 }
+                let was = n.slots[at].isFinal
+                n.slots[at].set(outcome)
+                n.open += (was ? 0 : -1) + (final ? 0 : 1)
+                return 0
+            }
+            // A record made by an event that came before an earlier job's acceptance.
+            n.jobIDs.insert(job.id, at: at)
+            n.slots.insert(StatusSlot(job, outcome), at: at)
+        } else {
+            // The usual case: the next job of the notification, in request order.
+            n.jobIDs.append(job.id)
+            n.slots.append(StatusSlot(job, outcome))
+        }
+        n.open += final ? 0 : 1
+        return 1
     }
 
     /// The first index of `ids` (ascending) not below `id`.
@@ -301,25 +302,56 @@ struct StatusSlot {
 
     var isFinal: Bool { state.isFinal }
 
-    init(_ job: DeliveryJob, at t: Date) {
-        let r = DeliveryStatusRecord(
-            platform: job.platform, token: job.target.reportedToken, state: job.state, attempts: job.attempts,
-            finishedAt: job.state.isFinal ? t : nil, notBefore: job.notBefore)
-        token = Self.token(r.token)
-        platform = r.platform
-        state = r.state
-        attempts = Int32(clamping: r.attempts)
-        switch r.state {
-        case .delivered:
-            detail = Self.detail(r.providerID)
-            time = r.finishedAt?.timeIntervalSince1970 ?? .nan
-        case .queued, .retrying, .scheduled:
-            detail = Self.detail(r.error)
-            time = r.nextTry?.timeIntervalSince1970 ?? .nan
-        case .failed, .duplicate, .coalesced, .cancelled, .quietHours:
-            detail = Self.detail(r.error)
-            time = r.finishedAt?.timeIntervalSince1970 ?? .nan
+    /// What an event changes: everything but the token and the platform.
+    struct Outcome {
+        var detail: Detail
+        var time: Double
+        var attempts: Int32
+        var state: DeliveryStatusRecord.State
+
+        /// `job`'s state as its record tells it (`DeliveryStatusRecord`'s mapping), `t` its end if over.
+        init(_ job: DeliveryJob, at t: Date) {
+            attempts = Int32(clamping: job.attempts)
+            switch job.state {
+            case .queued:
+                state = .queued
+                attempts = 0
+                detail = .none
+                time = job.notBefore.timeIntervalSince1970
+            case .retrying(let next, let error):
+                state = .retrying
+                detail = StatusSlot.detail(error)
+                time = next.timeIntervalSince1970
+            case .delivered(let id):
+                state = .delivered
+                detail = StatusSlot.detail(id)
+                time = t.timeIntervalSince1970
+            case .failed(let reason):
+                state = .failed
+                detail = StatusSlot.detail(reason)
+                time = t.timeIntervalSince1970
+            case .skipped(let why):
+                state = DeliveryStatusRecord.State(why)
+                detail = .none
+                time = t.timeIntervalSince1970
+            }
         }
+    }
+
+    init(_ job: DeliveryJob, _ outcome: Outcome) {
+        token = Self.token(job.target.reportedToken)
+        platform = job.platform
+        detail = outcome.detail
+        time = outcome.time
+        attempts = outcome.attempts
+        state = outcome.state
+    }
+
+    mutating func set(_ outcome: Outcome) {
+        detail = outcome.detail
+        time = outcome.time
+        attempts = outcome.attempts
+        state = outcome.state
     }
 
     func record(app: String, fallback: FallbackInfo?, analyticsLabel: String?) -> DeliveryStatusRecord {
