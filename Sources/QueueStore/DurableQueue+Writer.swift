@@ -239,7 +239,13 @@ extension DurableQueue {
         let owner = self.owner
         let lease = options.leaseTimeout
         if backend.exclusive {
-            return try await backend.commit(batch, owner: owner, now: t, leaseTimeout: lease, gate: CommitGate(waiting))
+            let gate = CommitGate(waiting)
+            do {
+                return try await backend.commit(batch, owner: owner, now: t, leaseTimeout: lease, gate: gate)
+            } catch {
+                gate.release()
+                throw error
+            }
         }
         let timeout = options.storeTimeout
         let logger = self.logger
