@@ -411,48 +411,56 @@ struct StatusSlot {
     }
 
     static func token(_ s: String) -> Token {
-        let u = s.utf8
-        guard u.count == 64 else { return .text(s) }
-        var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-        var i = 0
-        for c in u {
-            guard let (v, upper) = hexValue(c), !upper else { return .text(s) }
-            switch i >> 4 {
-            case 0: words.0 = words.0 << 4 | UInt64(v)
-            case 1: words.1 = words.1 << 4 | UInt64(v)
-            case 2: words.2 = words.2 << 4 | UInt64(v)
-            default: words.3 = words.3 << 4 | UInt64(v)
+        var s = s
+        guard s.utf8.count == 64 else { return .text(s) }
+        // A native string's bytes in place (`makeContiguousUTF8` copies only a bridged one).
+        s.makeContiguousUTF8()
+        let words = s.utf8.withContiguousStorageIfAvailable { u -> (UInt64, UInt64, UInt64, UInt64)? in
+            var w: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+            for i in 0..<64 {
+                guard let (v, upper) = hexValue(u[i]), !upper else { return nil }
+                switch i >> 4 {
+                case 0: w.0 = w.0 << 4 | UInt64(v)
+                case 1: w.1 = w.1 << 4 | UInt64(v)
+                case 2: w.2 = w.2 << 4 | UInt64(v)
+                default: w.3 = w.3 << 4 | UInt64(v)
+                }
             }
-            i += 1
+            return w
         }
+        guard let words = words ?? nil else { return .text(s) }
         return .hex32(words.0, words.1, words.2, words.3)
     }
 
     /// Parsed by hand, not with Foundation's `UUID(uuidString:)` (sscanf: a few percent of the
     /// gateway's CPU when it ran for every delivered APNs push).
     static func detail(_ s: String?) -> Detail {
-        guard let s else { return .none }
-        let u = s.utf8
-        guard u.count == 36 else { return .text(s) }
-        var hi: UInt64 = 0
-        var lo: UInt64 = 0
-        var n = 0
-        var sawUpper = false
-        var sawLower = false
-        for (i, c) in u.enumerated() {
-            if i == 8 || i == 13 || i == 18 || i == 23 {
-                guard c == UInt8(ascii: "-") else { return .text(s) }
-                continue
+        guard var s else { return .none }
+        guard s.utf8.count == 36 else { return .text(s) }
+        s.makeContiguousUTF8()
+        let parsed = s.utf8.withContiguousStorageIfAvailable { u -> Detail? in
+            var hi: UInt64 = 0
+            var lo: UInt64 = 0
+            var n = 0
+            var sawUpper = false
+            var sawLower = false
+            for i in 0..<36 {
+                let c = u[i]
+                if i == 8 || i == 13 || i == 18 || i == 23 {
+                    guard c == UInt8(ascii: "-") else { return nil }
+                    continue
+                }
+                guard let (v, upper) = hexValue(c) else { return nil }
+                if v > 9 {
+                    if upper { sawUpper = true } else { sawLower = true }
+                }
+                if n < 16 { hi = hi << 4 | UInt64(v) } else { lo = lo << 4 | UInt64(v) }
+                n += 1
             }
-            guard let (v, upper) = hexValue(c) else { return .text(s) }
-            if v > 9 {
-                if upper { sawUpper = true } else { sawLower = true }
-            }
-            if n < 16 { hi = hi << 4 | UInt64(v) } else { lo = lo << 4 | UInt64(v) }
-            n += 1
+            if sawUpper && sawLower { return nil }
+            return .uuid(hi, lo, lowercase: sawLower)
         }
-        if sawUpper && sawLower { return .text(s) }
-        return .uuid(hi, lo, lowercase: sawLower)
+        return (parsed ?? nil) ?? .text(s)
     }
 
     static func uuidString(_ hi: UInt64, _ lo: UInt64, lowercase: Bool) -> String {
