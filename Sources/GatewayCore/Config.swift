@@ -791,7 +791,7 @@ public enum QueueConfig {
     public static let storeTimeout = Setting<String>(
         "store_timeout", "5s",
         doc:
-            "(new) `sqlite`/`postgres`: longest wait for the store's write of a request (100ms to 10m). A store that cannot take writes answers at once: `507` (full disk) or `503` (I/O error, database unreachable, or no answer within this time), with `Retry-After` and the cause in the JSON `message`; nothing of the request is queued then (on `postgres`, a write the server finishes after the request's deadline stands: its deliveries are sent, and a client that retries may get them twice). Delivery outcomes the store refuses are kept in memory and written again once it takes writes (retried with backoff), so no delivery is sent again for want of its outcome; `/readyz` answers 503 meanwhile"
+            "(new) `sqlite`/`postgres`: longest wait for the store's write of a request (100ms to 10m). A store that cannot take writes answers at once: `507` (full disk) or `503` (I/O error, database unreachable, or no answer within this time), with `Retry-After` and the cause in the JSON `message`; nothing of the request is queued then (a transaction still running for a refused request cannot commit any more: it rolls back when the server answers again, so a client's retry is the only copy sent; only a COMMIT already on its way when the deadline came is waited for, up to this time once more, and should it still not answer, its outcome is unknown and it may stand). Delivery outcomes the store refuses are kept in memory and written again once it takes writes (retried with backoff), so no delivery is sent again for want of its outcome; `/readyz` answers 503 meanwhile"
     )
 
     public static let section = ConfigSection(
