@@ -580,6 +580,19 @@ def cases(t, run, args):
         push(g.port, one(dict(ios, message=big)))))
     t.case("data key of 1 MB", lambda g: (lambda a: (a, accepted_or_error(a, ["notifications[0].data"], limit=True, max_body=64 * 1024)))(
         push(g.port, one(dict(android, data={big: "v"})))))
+    # HarmonyOS (platform 6): push_type picks a header, harmony_payload is passed through.
+    harmony = {"platform": 6, "tokens": ["harmony-hostile"], "title": "t", "message": "m"}
+    t.case("harmony push_type of 1 MB", lambda g: (lambda a: (a, api_error(a, {400, 413}, ["notifications[0].push_type"], limit=True)))(
+        push(g.port, one(dict(harmony, push_type=big)))))
+    t.case("harmony push_type 1e19", lambda g: (lambda a: (a, api_error(a, {400}, ["push_type"])))(
+        push(g.port, one(dict(harmony, push_type="10000000000000000000")))))
+    deep = {"a": 1}
+    for _ in range(200):
+        deep = {"n": deep}
+    t.case("harmony_payload nested 200 deep", lambda g: (lambda a: (a, api_error(a, {400, 413}, limit=True)))(
+        push(g.port, one(dict(harmony, push_type="liveview", harmony_payload=deep)))))
+    t.case("harmony_payload of 1 MB (sync)", lambda g: (lambda a: (a, accepted_or_error(a, ["notifications[0].harmony_payload"], limit=True, max_body=64 * 1024)))(
+        push(g.port, one(dict(harmony, push_type="liveview", harmony_payload={"activityId": 1, "x": big})))))
 
     # --- 4. limits: tokens, notifications, deliveries -------------------------------------------
     def disabled_5000(g):
