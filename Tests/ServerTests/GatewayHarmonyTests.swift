@@ -72,6 +72,12 @@ final class GatewayHarmonyTests: XCTestCase {
             let burst = try await client.push(#"{"notifications":[{"tokens":[\#(tokens)],"platform":6,"title":"T","message":"burst"}]}"#)
             XCTAssertEqual(burst.status, 200, burst.body)
             XCTAssertEqual(Set(hms.v3Messages.map(\.jwt)).count, 1)
+
+            // Where the key is and which key it is are not shown; the JWT never is.
+            let config = try await client.execute(uri: "/api/config", method: .get) { String(buffer: $0.body) }
+            XCTAssertTrue(config.contains("harmony:"), config)
+            XCTAssertFalse(config.contains("mock-harmony.json"), config)
+            XCTAssertFalse(config.contains(good.jwt), config)
         }
         await env.stop()
     }
