@@ -101,11 +101,13 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
-        // Huawei HMS Push Kit (gorush platform 3): OAuth client credentials, messages:send.
+        // Huawei HMS Push Kit (gorush platform 3): OAuth client credentials, messages:send; and
+        // HarmonyOS Push Kit v3 (platform 6): service-account JWT (PS256), push-type.
         .target(
             name: "Huawei",
             dependencies: [
-                "PushgateCore", "HTTP2Pool", "ProviderKit",
+                "PushgateCore", "HTTP2Pool", "ProviderKit", "Signing",
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -304,7 +306,8 @@ let package = Package(
         .testTarget(
             name: "HuaweiTests",
             dependencies: [
-                "TestSupport", "Huawei", "MockProviders", "HTTP2Pool", "PushgateCore",
+                "TestSupport", "Huawei", "MockProviders", "HTTP2Pool", "PushgateCore", "Signing",
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]),
@@ -329,7 +332,7 @@ let package = Package(
             name: "ServerTests",
             dependencies: [
                 "TestSupport",
-                "GatewayCore", "HTTPIngest", "GorushRPC", "MatrixIngest", "PushgateKit", "MockProviders", "PushgateCore", "PushDispatch",
+                "GatewayCore", "HTTPIngest", "GorushRPC", "MatrixIngest", "PushgateKit", "MockProviders", "PushgateCore", "PushDispatch", "Signing",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),

@@ -34,6 +34,7 @@ public enum ConfigReference {
         "huawei": "Huawei HMS Push Kit (platform `3`, docs/huawei.md).",
         "webpush": "Web Push (platform `4`); its VAPID keys serve UnifiedPush too, and `max_concurrent_pushes` counts both.",
         "unifiedpush": "UnifiedPush (platform `5`), sent by the Web Push engine.",
+        "harmony": "HarmonyOS Push Kit v3 (platform `6`, docs/harmonyos.md).",
     ]
 
     /// The environment variable overriding `section.key`: dots become underscores, upper-cased
@@ -58,7 +59,7 @@ public enum ConfigReference {
         "ios.max_concurrent_pushes",
     ]
     static let sharedKeys: Set<String> = ["enabled", "max_tokens", "max_retry", "max_concurrent_pushes", "coalesce_seconds"]
-    static let sectionsNotInGorush: Set<String> = ["webpush", "unifiedpush", "mock", "matrix", "events"]
+    static let sectionsNotInGorush: Set<String> = ["webpush", "unifiedpush", "harmony", "mock", "matrix", "events"]
 
     /// A table cell: pipes escaped; links written from the repository's root (`](docs/x.md)`) made
     /// relative to docs/.

@@ -16,6 +16,7 @@ public enum ProviderRegistry {
         FCMModule(),
         HuaweiModule(),
         WebPushModule(),
+        HarmonyModule(),
     ]
 
     /// Every provider configuration section, in registry order. A platform's section also gets the

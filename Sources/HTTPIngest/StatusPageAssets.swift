@@ -108,7 +108,7 @@ enum StatusPageAssets {
         .legend { display: flex; gap: 16px; font-size: 12px; margin-bottom: 4px; }
         .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 4px; }
         .p-ios { background: #0a84ff; } .p-android { background: #34a853; } .p-huawei { background: #e0403b; }
-        .p-webpush { background: #8e5cd9; } .p-unifiedpush { background: #f29900; } .p-failed { background: #cf222e; }
+        .p-webpush { background: #8e5cd9; } .p-unifiedpush { background: #f29900; } .p-harmony { background: #c7254e; } .p-failed { background: #cf222e; }
 
         """#
 
@@ -119,7 +119,7 @@ enum StatusPageAssets {
         (function () {
           const body = document.body;
           const routes = { statApp: body.dataset.statApp, statGo: body.dataset.statGo, live: body.dataset.live, push: body.dataset.push };
-          const COLORS = { ios: "#0a84ff", android: "#34a853", huawei: "#e0403b", webpush: "#8e5cd9", unifiedpush: "#f29900" };
+          const COLORS = { ios: "#0a84ff", android: "#34a853", huawei: "#e0403b", webpush: "#8e5cd9", unifiedpush: "#f29900", harmony: "#c7254e" };
           const SVG = "http://www.w3.org/2000/svg";
           const KEY_ITEM = "pushgate-admin-key";
           let key = sessionStorage.getItem(KEY_ITEM) || "";
@@ -182,7 +182,7 @@ enum StatusPageAssets {
             const apps = app.apps || { default: Object.assign({ pending: live.queue.pending }, app) };
             for (const id of Object.keys(apps).sort()) {
               const a = apps[id];
-              const names = providers.length ? providers : ["ios", "android", "huawei", "webpush", "unifiedpush"];
+              const names = providers.length ? providers : ["ios", "android", "huawei", "webpush", "unifiedpush", "harmony"];
               names.forEach((p, i) => list.push({ id: id, first: i === 0, pending: a.pending, p: p, c: a[p] || {} }));
             }
             rows("apps", list, (tr, r) => {

@@ -66,6 +66,8 @@ public final class MockHMS: Sendable {
         /// Called for every send that passed the checks with its first target and the raw body; a
         /// non-nil answer replaces the scripted / default one.
         public var hook: (@Sendable (_ target: String, _ body: [UInt8]) -> Reply?)? = nil
+        /// The HarmonyOS service account whose JWTs `/v3/{projectId}/messages:send` takes (nil: v3 answers 404).
+        public var harmony: TestHarmonyServiceAccount? = nil
 
         public init(appID: String, appSecret: String, tls: TLSConfiguration?) {
             self.appID = appID
@@ -83,6 +85,9 @@ public final class MockHMS: Sendable {
         var sendRequests = 0
         var sendRejections: [String] = []
         var messages: [RecordedMessage] = []
+        var v3Requests = 0
+        var v3Rejections: [String] = []
+        var v3Messages: [RecordedV3Message] = []
     }
 
     public static let tokenPath = "/oauth2/v3/token"
@@ -152,6 +157,7 @@ public final class MockHMS: Sendable {
         let path = request.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.path
         if path == Self.tokenPath { return handleToken(request) }
         if path.hasPrefix("/v1/") && path.hasSuffix("/messages:send") { return handleSend(request, path: path) }
+        if path.hasPrefix("/v3/") && path.hasSuffix("/messages:send"), options.harmony != nil { return handleV3Send(request, path: path) }
         return MockResponse(status: 404, headers: [("content-type", "text/plain")], body: Array("Not Found".utf8))
     }
 

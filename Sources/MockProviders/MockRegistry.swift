@@ -196,11 +196,14 @@ extension ProviderMockModule {
         return RunningMockFCM(mock: mock, serviceAccount: account, directory: directory)
     }
 
-    public static let hms = ProviderMockModule(name: "hms", title: "HMS", platforms: [.huawei]) { tls, directory, settings, group in
+    public static let hms = ProviderMockModule(name: "hms", title: "HMS", platforms: [.huawei, .harmony]) { tls, directory, settings, group in
         var random = SystemRandomNumberGenerator()
         let appID = String(UInt64.random(in: 100_000_000...999_999_999, using: &random))
         let appSecret = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &random)) }.joined()
         var options = MockHMS.Options(appID: appID, appSecret: appSecret, tls: tls)
+        // HarmonyOS Push Kit v3 on the same server: its service-account key goes to mock-harmony.json.
+        let harmony = try TestHarmonyServiceAccount.generate()
+        options.harmony = harmony
         options.port = settings.port
         options.responseDelay = settings.delay
         options.recordRequests = settings.recordRequests
@@ -224,7 +227,10 @@ extension ProviderMockModule {
         }
         let mock = MockHMS(options: options, eventLoopGroup: group)
         try await mock.start()
-        return RunningMockHMS(mock: mock)
+        let keyFile = directory + "/mock-harmony.json"
+        try harmony.json.write(toFile: keyFile, atomically: true, encoding: .utf8)
+        try harmony.publicKeyPEM.write(toFile: directory + "/mock-harmony-public.pem", atomically: true, encoding: .utf8)
+        return RunningMockHMS(mock: mock, harmonyKeyFile: keyFile)
     }
 
     public static let webpush = ProviderMockModule(
@@ -343,7 +349,15 @@ public struct RunningMockFCM: RunningProviderMock {
 
 public struct RunningMockHMS: RunningProviderMock {
     public let mock: MockHMS
+    /// The HarmonyOS service-account key file (`harmony.service_account_file`); its public key is
+    /// beside it as `mock-harmony-public.pem`.
+    public let harmonyKeyFile: String
     public var name: String { "hms" }
+
+    public init(mock: MockHMS, harmonyKeyFile: String) {
+        self.mock = mock
+        self.harmonyKeyFile = harmonyKeyFile
+    }
     public var baseURL: String { mock.baseURL }
 
     public var configOverrides: [(key: String, value: ConfigValue)] {
@@ -353,6 +367,9 @@ public struct RunningMockHMS: RunningProviderMock {
             ("huawei.appsecret", .string(mock.options.appSecret)),
             ("huawei.endpoint", .string(mock.baseURL)),
             ("huawei.token_url", .string(mock.tokenURL)),
+            ("harmony.enabled", .bool(true)),
+            ("harmony.service_account_file", .string(harmonyKeyFile)),
+            ("harmony.endpoint", .string(mock.baseURL)),
         ]
     }
 
@@ -364,12 +381,16 @@ public struct RunningMockHMS: RunningProviderMock {
           appsecret: "\(mock.options.appSecret)"   # the mock's throwaway secret
           endpoint: "\(mock.baseURL)"
           token_url: "\(mock.tokenURL)"
+        harmony:
+          enabled: true
+          service_account_file: "\(harmonyKeyFile)"
+          endpoint: "\(mock.baseURL)"
 
         """
     }
 
     public var bannerLine: String {
-        "  HMS        \(mock.baseURL)   (OAuth token endpoint \(mock.tokenURL), app id \(mock.options.appID))"
+        "  HMS        \(mock.baseURL)   (OAuth token endpoint \(mock.tokenURL), app id \(mock.options.appID); HarmonyOS v3 key \(harmonyKeyFile))"
     }
 
     public func stop() async throws { try await mock.stop() }

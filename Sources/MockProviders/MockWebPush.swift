@@ -95,6 +95,9 @@ public final class MockWebPush: Sendable {
         public var expectedVAPIDKey: String? = nil
         /// Accept POSTs without Content-Encoding as legacy UnifiedPush messages.
         public var acceptLegacy = true
+        /// A push server whose distributor requires VAPID (UnifiedPush AND_3 `VAPID_REQUIRED`): a
+        /// legacy POST without a valid VAPID Authorization is refused with 401 too.
+        public var requireVAPID = false
         /// Keep every push in `pushes` (tests). Off for load runs: memory stays flat.
         public var recordRequests = true
         /// Called (on the event loop: keep it cheap) for every push that passed the checks, with the
@@ -260,6 +263,18 @@ public final class MockWebPush: Sendable {
         } else {
             guard options.acceptLegacy else { return reject(400, "missing Content-Encoding") }
             guard !request.body.isEmpty else { return reject(400, "empty legacy message") }
+            if let authorization = request.header("authorization") {
+                switch verifyVAPID(authorization) {
+                case .failure(let r): return reject(r.status, r.message)
+                case .success(let v):
+                    record.vapidKey = v.key
+                    record.vapidAudience = v.aud
+                    record.vapidExpiry = v.exp
+                    record.vapidSubject = v.sub
+                }
+            } else if options.requireVAPID {
+                return reject(401, "VAPID required")
+            }
             record.plaintext = request.body
         }
         record.declarative = Self.declarativeVerdict(record.plaintext)

@@ -7,6 +7,7 @@ public enum Platform: Int, Sendable, Codable, CaseIterable, CustomStringConverti
     case huawei = 3
     case webpush = 4
     case unifiedpush = 5
+    case harmony = 6
 
     /// The name gorush uses in log entries and stats.
     public var name: String {
@@ -16,6 +17,7 @@ public enum Platform: Int, Sendable, Codable, CaseIterable, CustomStringConverti
         case .huawei: return "huawei"
         case .webpush: return "webpush"
         case .unifiedpush: return "unifiedpush"
+        case .harmony: return "harmony"
         }
     }
 
@@ -31,6 +33,7 @@ public enum Platform: Int, Sendable, Codable, CaseIterable, CustomStringConverti
         case "huawei", "hms", "3": self = .huawei
         case "webpush", "web", "4": self = .webpush
         case "unifiedpush", "up", "5": self = .unifiedpush
+        case "harmony", "harmonyos", "6": self = .harmony
         default: return nil
         }
     }
@@ -191,6 +194,9 @@ public struct PushNotification: Sendable, Codable, Equatable {
     public var biTag: String?
     /// `fast_app_target`: HMS `android.fast_app_target` (1 development, 2 production).
     public var fastAppTarget: Int?
+    /// `harmony_payload`: HarmonyOS Push Kit v3 `payload`, passed through (widget, live view and
+    /// extension messages, whose shape depends on the push type).
+    public var harmonyPayload: JSONObject?
     // Delivery controls (Pushgate extensions, docs/delivery-controls.md)
     /// `dedup_key`: a second notification of the same app with this key to the same platform and
     /// token inside `core.idempotency_ttl` is not sent (status `duplicate`).
@@ -258,6 +264,7 @@ public struct PushNotification: Sendable, Codable, Equatable {
         case huaweiTTL = "huawei_ttl"
         case biTag = "bi_tag"
         case fastAppTarget = "fast_app_target"
+        case harmonyPayload = "harmony_payload"
         case dedupKey = "dedup_key"
         case coalesceSeconds = "coalesce_seconds"
         case fallback
@@ -341,6 +348,7 @@ public struct PushNotification: Sendable, Codable, Equatable {
         huaweiTTL = try c.decodeIfPresent(String.self, forKey: .huaweiTTL)
         biTag = try c.decodeIfPresent(String.self, forKey: .biTag)
         fastAppTarget = try c.decodeIfPresent(Int.self, forKey: .fastAppTarget)
+        harmonyPayload = try c.decodeIfPresent(JSONObject.self, forKey: .harmonyPayload)
         dedupKey = try c.decodeIfPresent(String.self, forKey: .dedupKey)
         coalesceSeconds = try c.decodeIfPresent(Int.self, forKey: .coalesceSeconds)
         sendAt = try c.decodeIfPresent(Double.self, forKey: .sendAt)

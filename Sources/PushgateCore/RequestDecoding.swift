@@ -565,6 +565,7 @@ struct PushRequestDecoder {
         }
         n.biTag = try f.string("bi_tag", .field)
         n.fastAppTarget = try f.int("fast_app_target", in: 0...2).map { Int($0) }
+        n.harmonyPayload = try f.object("harmony_payload")
         _ = try f.string("app_id", .field)
         _ = try f.string("app_secret", .field)
     }

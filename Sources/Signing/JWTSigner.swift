@@ -141,15 +141,18 @@ public enum Base64URL {
     }
 }
 
-/// The signing key behind a JWS: ES256 (APNs provider tokens, VAPID) or RS256 (FCM OAuth assertion).
+/// The signing key behind a JWS: ES256 (APNs provider tokens, VAPID), RS256 (FCM OAuth assertion)
+/// or PS256 (RSASSA-PSS with SHA-256: HarmonyOS Push Kit's service-account JWT).
 public enum JWTSigningKey: Sendable {
     case es256(P256.Signing.PrivateKey)
     case rs256(_RSA.Signing.PrivateKey)
+    case ps256(_RSA.Signing.PrivateKey)
 
     public var algorithm: String {
         switch self {
         case .es256: return "ES256"
         case .rs256: return "RS256"
+        case .ps256: return "PS256"
         }
     }
 }
@@ -194,6 +197,9 @@ public struct JWTSigner: Sendable {
             signature = try k.signature(for: message).rawRepresentation  // r||s, 64 bytes
         case .rs256(let k):
             signature = try k.signature(for: message, padding: .insecurePKCS1v1_5).rawRepresentation
+        case .ps256(let k):
+            // RSASSA-PSS, SHA-256, MGF1 with SHA-256, salt as long as the hash (RFC 7518 section 3.5).
+            signature = try k.signature(for: message, padding: .PSS).rawRepresentation
         }
         return signingInput + "." + Base64URL.encode(signature)
     }
@@ -267,6 +273,12 @@ public struct DecodedJWT: @unchecked Sendable {  // immutable JSON values from J
         guard algorithm == "RS256" else { throw JWTError.unsupportedAlgorithm(algorithm ?? "none") }
         let sig = _RSA.Signing.RSASignature(rawRepresentation: signature)
         guard publicKey.isValidSignature(sig, for: Data(signingInput.utf8), padding: .insecurePKCS1v1_5) else { throw JWTError.badSignature }
+    }
+
+    public func verify(ps256 publicKey: _RSA.Signing.PublicKey) throws {
+        guard algorithm == "PS256" else { throw JWTError.unsupportedAlgorithm(algorithm ?? "none") }
+        let sig = _RSA.Signing.RSASignature(rawRepresentation: signature)
+        guard publicKey.isValidSignature(sig, for: Data(signingInput.utf8), padding: .PSS) else { throw JWTError.badSignature }
     }
 }
 

@@ -16,6 +16,9 @@ public struct WebPushConfiguration: Sendable, Equatable {
     public var maxRetry: Int = 3
     public var requestTimeoutSeconds: Double = 30
     public var connectionsPerOrigin: Int = 2
+    /// `unifiedpush.vapid`: bare-endpoint (unencrypted) UnifiedPush requests carry VAPID too
+    /// (encrypted ones always do). UnifiedPush AND_3 recommends VAPID; a distributor may require it.
+    public var unifiedPushLegacyVAPID: Bool = false
     /// How long a DNS answer checked by the SSRF guard is reused.
     public var resolutionCacheSeconds: Double = 60
 

@@ -144,6 +144,9 @@ public enum WebPushCrypto {
     public static let headerSize = 86
     /// Largest plaintext: 4096 - 86 (header) - 16 (tag) - 1 (delimiter).
     public static let maxPlaintextSize = 3993
+    /// Bytes encryption adds to a plaintext: salt (16), record size (4), key id length (1), key id
+    /// (65), the padding delimiter (1) and the AES-GCM tag (16). 3993 + 103 = 4096.
+    public static let overhead = 103
 
     static let keyInfoPrefix: [UInt8] = Array("WebPush: info".utf8) + [0]
     static let cekInfo: [UInt8] = Array("Content-Encoding: aes128gcm".utf8) + [0]

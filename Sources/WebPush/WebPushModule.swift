@@ -42,6 +42,11 @@ public struct WebPushModule: ProviderModule {
         public static let enabled = ProviderSettings.enabled
         public static let maxTokens = ProviderSettings.maxTokens(1000)
         public static let maxRetry = ProviderSettings.maxRetry(3)
+        public static let vapid = Setting<Bool>(
+            "vapid", false,
+            doc:
+                "(new) send VAPID (RFC 8292, `webpush.vapid_*` keys) on bare-endpoint (unencrypted) UnifiedPush requests too; encrypted ones always carry it"
+        )
     }
 
     public var platforms: [Platform] { [.webpush, .unifiedpush] }
@@ -56,7 +61,9 @@ public struct WebPushModule: ProviderModule {
                     Keys.maxConcurrentPushes.key,
                     Keys.timeout.key, Keys.connectionsPerOrigin.key,
                 ]),
-            ConfigSection("unifiedpush", keys: [UnifiedPushKeys.enabled.key, UnifiedPushKeys.maxTokens.key, UnifiedPushKeys.maxRetry.key]),
+            ConfigSection(
+                "unifiedpush",
+                keys: [UnifiedPushKeys.enabled.key, UnifiedPushKeys.maxTokens.key, UnifiedPushKeys.maxRetry.key, UnifiedPushKeys.vapid.key]),
         ]
     }
 
@@ -101,7 +108,8 @@ public struct WebPushModule: ProviderModule {
         let web = s[Keys.enabled]
         let unified = up[UnifiedPushKeys.enabled]
         guard web || unified else { return ProviderBuild() }
-        let wpConfig = Self.configuration(s)
+        var wpConfig = Self.configuration(s)
+        wpConfig.unifiedPushLegacyVAPID = up[UnifiedPushKeys.vapid]
         let engine: WebPushEngine
         do {
             engine = try WebPushEngine(

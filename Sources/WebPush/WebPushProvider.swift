@@ -209,8 +209,9 @@ public final class WebPushEngine: Sendable {
             headers.append(("content-type", "application/octet-stream"))
             headers.append(("authorization", try vapid.authorization(origin: ep.origin)))
             return (headers, body)
-        case .legacy:
+        case .legacy(let ep):
             headers.append(("content-type", "application/octet-stream"))
+            if configuration.unifiedPushLegacyVAPID { headers.append(("authorization", try vapid.authorization(origin: ep.origin))) }
             return (headers, prepared.plaintext)
         }
     }
@@ -244,7 +245,7 @@ public final class WebPushEngine: Sendable {
             return .transient(reason: "ConnectionError: \(Self.describe(error))", status: nil, retryAfter: nil)
         }
         if response.status == 401 || response.status == 403 { vapid.invalidate(origin: ep.origin) }
-        return Self.classify(response)
+        return Self.classify(response, platform: platform, sentVAPID: request.headers.contains { $0.0 == "authorization" })
     }
 
     static func describe(_ error: any Error) -> String {
@@ -261,7 +262,10 @@ public final class WebPushEngine: Sendable {
     // MARK: classification
 
     /// Maps a push service's answer to an outcome (RFC 8030 / UnifiedPush / ntfy semantics).
-    public static func classify(_ r: WebPushHTTPResponse, now: Date = Date()) -> SendOutcome {
+    /// A UnifiedPush push server answering 401 or 403 wants VAPID from the key the app registered
+    /// with (a distributor that answered the app's registration with `VAPID_REQUIRED`): a permanent
+    /// failure saying so, never retried.
+    public static func classify(_ r: WebPushHTTPResponse, platform: Platform = .webpush, sentVAPID: Bool = true, now: Date = Date()) -> SendOutcome {
         let status = r.status
         let text = responseText(r.body)
         func named(_ name: String) -> String { text.isEmpty ? name : "\(name): \(text)" }
@@ -283,6 +287,12 @@ public final class WebPushEngine: Sendable {
             return .permanent(reason: "RedirectNotFollowed: \(status)\(location)", status: status)
         case 400:
             return .permanent(reason: named("BadRequest"), status: status)
+        case 401 where platform == .unifiedpush, 403 where platform == .unifiedpush:
+            let why =
+                sentVAPID
+                ? "the distributor's push server refused this server's VAPID key (the app registered with another one)"
+                : "the distributor's push server requires VAPID (set unifiedpush.vapid: true for bare endpoints)"
+            return .permanent(reason: named("VAPIDRequired (\(status)): \(why)"), status: status)
         case 401:
             return .permanent(reason: named("Unauthorized (VAPID)"), status: status)
         case 403:

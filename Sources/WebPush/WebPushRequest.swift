@@ -67,6 +67,8 @@ public enum WebPushRequestValidator {
             for (i, t) in n.tokens.enumerated() where WebPushEndpoint(t) == nil {
                 return "tokens[\(i)]: not an absolute http(s) endpoint URL"
             }
+            // With a `fallback`, an oversized rendering is what the fallback is for (sent instead).
+            if n.fallback == nil, let why = checkUnifiedPushSize(n) { return why }
         }
         for (i, s) in (n.subscriptions ?? []).enumerated() {
             if WebPushEndpoint(s.endpoint) == nil { return "subscriptions[\(i)].endpoint: not an absolute https endpoint URL" }
@@ -83,6 +85,24 @@ public enum WebPushRequestValidator {
             } catch {
                 return "subscriptions[\(i)].keys: \(error)"
             }
+        }
+        return nil
+    }
+
+    /// UnifiedPush's limit on what a distributor's push server takes: 4096 bytes (AND_3 / RFC 8291:
+    /// at most 3993 bytes of plaintext once encrypted for a subscription with keys; 4096 bytes as
+    /// they are for a bare legacy endpoint). Names the field the plaintext came from.
+    static func checkUnifiedPushSize(_ n: PushNotification) -> String? {
+        let size = plaintext(of: n).count
+        let field = n.payload != nil ? "payload" : "message"
+        if (n.subscriptions ?? []).contains(where: { $0.keys != nil }) {
+            let encrypted = size + WebPushCrypto.overhead
+            if encrypted > maxLegacyBodySize {
+                return
+                    "\(field): the UnifiedPush message would be \(encrypted) bytes encrypted (\(size) bytes of plaintext), over the 4096-byte limit (3993 bytes of plaintext)"
+            }
+        } else if size > maxLegacyBodySize {
+            return "\(field): the UnifiedPush message is \(size) bytes, over the 4096-byte limit"
         }
         return nil
     }
@@ -318,6 +338,8 @@ public enum WebPushRequestValidator {
             default: break
             }
         }
+        // UnifiedPush distributors act on Urgency (AND_3): say RFC 8030's default rather than omit it.
+        if urgency == nil, n.platform == .unifiedpush { urgency = "normal" }
         return PreparedWebPush(platform: n.platform, plaintext: plaintext, ttl: ttl, urgency: urgency, topic: n.collapseID)
     }
 }

@@ -148,7 +148,8 @@ struct MockCommand: AsyncParsableCommand {
         if let proxy { print("  proxy      \(proxy.url)   (core.http_proxy; CONNECT to loopback targets only)") }
         if let control {
             print("  control    \(control.baseURL)/__mock/stats   (POST /__mock/reset, GET /__mock/config, GET /__mock/apns-jwt,")
-            print("             GET /__mock/apns-requests and /__mock/fcm-messages with --record, GET /__mock/proxy with --proxy-port)")
+            print("             GET /__mock/apns-requests, /__mock/fcm-messages and /__mock/harmony-messages with --record,")
+            print("             GET /__mock/proxy with --proxy-port)")
         }
         if let c = clientCertificate {
             print("  APNs client certificate (topics \(c.topics.joined(separator: ", ")), password \(c.password)):")
@@ -285,6 +286,26 @@ final class MockControlServer: Sendable {
                 w.string(m.target)
                 w.key("message", first: &first)
                 w.raw(m.messageJSON)
+                w.raw("}")
+            }
+            w.raw("]")
+            return .json(200, w.string)
+        case ("GET", "/__mock/harmony-messages"):
+            // What the mock's HarmonyOS Push Kit v3 endpoint accepted (kept with --record): each message's
+            // push-type header, token, bearer JWT and payload.
+            var w = JSONWriter()
+            w.raw("[")
+            for (i, m) in (stack.mock(RunningMockHMS.self)?.mock.v3Messages ?? []).enumerated() {
+                var first = true
+                w.raw(i == 0 ? "{" : ",{")
+                w.key("push_type", first: &first)
+                w.int(m.pushType)
+                w.key("token", first: &first)
+                w.string(m.token)
+                w.key("jwt", first: &first)
+                w.string(m.jwt)
+                w.key("payload", first: &first)
+                w.raw(m.payloadJSON)
                 w.raw("}")
             }
             w.raw("]")

@@ -251,7 +251,8 @@ final class GorushRPCTests: XCTestCase {
             XCTAssertEqual(errors["bad_platform"]?["code"], "INVALID_ARGUMENT")
             XCTAssertEqual(
                 errors["bad_platform"]?["details"],
-                "Invalid platform. (notifications[0].platform: unknown platform 42 (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush))")
+                "Invalid platform. (notifications[0].platform: unknown platform 42 (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush, 6 harmony))"
+            )
             XCTAssertEqual(errors["no_tokens"]?["code"], "INVALID_ARGUMENT")
             // grpcio (grpc-core) reads the status answered on HEADERS, before the message, as sent.
             XCTAssertEqual(errors["no_key"]?["code"], "UNAUTHENTICATED", out)
@@ -362,14 +363,16 @@ final class GorushRPCTests: XCTestCase {
             var e = await Self.sendError(client, badPlatform)
             XCTAssertEqual(e?.code, .invalidArgument)
             XCTAssertEqual(
-                e?.message, "Invalid platform. (notifications[0].platform: unknown platform 9 (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush))"
+                e?.message,
+                "Invalid platform. (notifications[0].platform: unknown platform 9 (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush, 6 harmony))"
             )
             var noPlatform = badPlatform
             noPlatform.platform = 0
             e = await Self.sendError(client, noPlatform)
             XCTAssertEqual(e?.code, .invalidArgument)
             XCTAssertEqual(
-                e?.message, "Invalid platform. (notifications[0].platform: unknown platform 0 (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush))"
+                e?.message,
+                "Invalid platform. (notifications[0].platform: unknown platform 0 (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush, 6 harmony))"
             )
 
             var noTokens = Proto_NotificationRequest()

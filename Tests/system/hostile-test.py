@@ -580,11 +580,27 @@ def cases(t, run, args):
         push(g.port, one(dict(ios, message=big)))))
     t.case("data key of 1 MB", lambda g: (lambda a: (a, accepted_or_error(a, ["notifications[0].data"], limit=True, max_body=64 * 1024)))(
         push(g.port, one(dict(android, data={big: "v"})))))
+    # HarmonyOS (platform 6): push_type picks a header, harmony_payload is passed through.
+    harmony = {"platform": 6, "tokens": ["harmony-hostile"], "title": "t", "message": "m"}
+    t.case("harmony push_type of 1 MB", lambda g: (lambda a: (a, api_error(a, {400, 413}, ["notifications[0].push_type"], limit=True)))(
+        push(g.port, one(dict(harmony, push_type=big)))))
+    t.case("harmony push_type 1e19", lambda g: (lambda a: (a, api_error(a, {400}, ["push_type"])))(
+        push(g.port, one(dict(harmony, push_type="10000000000000000000")))))
+    deep = {"a": 1}
+    for _ in range(200):
+        deep = {"n": deep}
+    t.case("harmony_payload nested 200 deep", lambda g: (lambda a: (a, api_error(a, {400, 413}, limit=True)))(
+        push(g.port, one(dict(harmony, push_type="liveview", harmony_payload=deep)))))
+    t.case("harmony_payload of 1 MB (sync)", lambda g: (lambda a: (a, accepted_or_error(a, ["notifications[0].harmony_payload"], limit=True, max_body=64 * 1024)))(
+        push(g.port, one(dict(harmony, push_type="liveview", harmony_payload={"activityId": 1, "x": big})))))
 
     # --- 4. limits: tokens, notifications, deliveries -------------------------------------------
     def disabled_5000(g):
         msg = "M" * 100_000
-        notifs = [{"platform": 5, "message": msg, "tokens": [f"https://127.0.0.1:9/up/{k}-{i}" for i in range(500)]} for k in range(10)]
+        # A UnifiedPush message over 4096 bytes is refused at ingest (AND_3) unless it has a fallback
+        # to send instead: with one, the 100 KB message reaches every failed entry of the answer.
+        notifs = [{"platform": 5, "message": msg, "fallback": {"message": "short"},
+                   "tokens": [f"https://127.0.0.1:9/up/{k}-{i}" for i in range(500)]} for k in range(10)]
         a = push(g.port, {"notifications": notifs, "sync": True}, timeout=30)
         p = ok_push(a, max_body=4 * MB)
         a.note = f"answer {len(a.body) / MB:.2f} MB"

@@ -37,7 +37,7 @@ let registeredLimits: RequestLimits = {
     RequestLimits(platforms: [
         .ios: APNsModule().requestRules(for: .ios), .android: FCMModule().requestRules(for: .android),
         .huawei: HuaweiModule().requestRules(for: .huawei), .webpush: WebPushModule().requestRules(for: .webpush),
-        .unifiedpush: WebPushModule().requestRules(for: .unifiedpush),
+        .unifiedpush: WebPushModule().requestRules(for: .unifiedpush), .harmony: HarmonyModule().requestRules(for: .harmony),
     ])
 }()
 /// The deliveries `n` asks for, by its platform's registered rules.
@@ -179,6 +179,18 @@ func renderForProviders(_ n: PushNotification) {
             }
         } catch {
             note("  FCMMessageMapper.prepare: \(error)")
+        }
+    case .harmony:
+        do {
+            let prepared = try HarmonyMessageMapper.prepare(n)
+            note("  HarmonyMessageMapper.prepare: push-type \(prepared.pushType.rawValue)")
+            for token in n.tokens {
+                let body = prepared.body(token: token)
+                mustBeJSON(body, "HarmonyOS body")
+                precondition(body.count <= HarmonyMessageMapper.maxMessageSize, "HarmonyOS body over 4096 bytes after prepare")
+            }
+        } catch {
+            note("  HarmonyMessageMapper.prepare: \(error)")
         }
     case .webpush, .unifiedpush:
         do {

@@ -1,0 +1,79 @@
+import Foundation
+import HTTP2Pool
+import Logging
+import NIOCore
+import ProviderKit
+import PushgateCore
+
+/// HarmonyOS Push Kit v3 provider (platform 6, `harmony`): one HTTP/2 `POST /v3/{projectId}/messages:send`
+/// per token over pooled connections, authorised with the service account's JWT, with the
+/// `push-type` header of the notification's message type. Answers are HMS-shaped
+/// (`{"code","msg","requestId"}`) and classified as HMS v1's are.
+public final class HarmonyProvider: PushProvider {
+    public let platform: Platform = .harmony
+    public let name = "harmony"
+    public let configuration: HarmonyConfiguration
+    public let jwt: HarmonyJWTSource
+    public let pool: HTTP2ConnectionPool
+    let logger: Logger
+
+    public init(
+        configuration: HarmonyConfiguration, poolConfiguration: HTTP2PoolConfiguration, eventLoopGroup: any EventLoopGroup,
+        jwt: HarmonyJWTSource? = nil, logger: Logger = Logger(label: "pushgate.harmony")
+    ) throws(HuaweiConfigurationError) {
+        let (target, _) = try HuaweiConfiguration.parseEndpoint(configuration.endpoint, key: "harmony.endpoint")
+        self.configuration = configuration
+        self.jwt = jwt ?? HarmonyJWTSource(account: configuration.serviceAccount)
+        self.pool = HTTP2ConnectionPool(target: target, configuration: poolConfiguration, eventLoopGroup: eventLoopGroup, logger: logger)
+        self.logger = logger
+    }
+
+    public func prepare(_ notification: PushNotification) throws -> any PreparedPush {
+        try HarmonyMessageMapper.prepare(notification)
+    }
+
+    public func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure? {
+        guard let p = prepared as? HarmonyPreparedMessage else { return PushFailure("not a HarmonyOS message") }
+        guard case .token(let t) = target else { return PushFailure("HarmonyOS Push Kit sends to device tokens only") }
+        if t.isEmpty { return PushFailure("the token must not be empty") }
+        let size = p.body(token: t).count
+        if size > HarmonyMessageMapper.maxMessageSize { return .payloadTooLarge(size: size, limit: HarmonyMessageMapper.maxMessageSize) }
+        return nil
+    }
+
+    public func send(_ prepared: any PreparedPush, to target: PushTarget, context: DeliveryContext) async -> SendOutcome {
+        guard let p = prepared as? HarmonyPreparedMessage else { return .permanent(reason: "not a HarmonyOS message", status: nil) }
+        if let failure = validate(target: target, of: p) { return .permanent(reason: failure.reason, status: nil) }
+        guard case .token(let token) = target else { return .permanent(reason: "unsupported HarmonyOS target", status: nil) }
+        let bearer: String
+        do { bearer = try jwt.token() } catch {
+            return .permanent(reason: "HarmonyOS service-account JWT could not be signed", status: nil)
+        }
+        let request = HTTP2Request(
+            method: "POST", path: configuration.sendPath,
+            headers: [
+                ("authorization", "Bearer \(bearer)"), ("content-type", "application/json"), ("push-type", String(p.pushType.rawValue)),
+            ],
+            body: ByteBuffer(bytes: p.body(token: token)))
+        let response: HTTP2Response
+        do {
+            response = try await pool.execute(request)
+        } catch {
+            return .transient(reason: "\(error)", status: nil, retryAfter: nil)
+        }
+        var buffer = response.body
+        let bytes = buffer.readBytes(length: min(buffer.readableBytes, HuaweiResponseClassifier.maxBodyBytes + 1)) ?? []
+        let outcome = HuaweiResponseClassifier.classify(status: response.status, body: bytes, retryAfter: response.header("retry-after"))
+        if case .credentials = outcome { jwt.invalidate(bearer) }
+        if !outcome.isDelivered {
+            logger.debug(
+                "HarmonyOS send not delivered",
+                metadata: ["status": "\(response.status)", "outcome": "\(outcome.className)", "reason": "\(outcome.reason ?? "")"])
+        }
+        return outcome
+    }
+
+    public func shutdown() async {
+        await pool.shutdown()
+    }
+}
