@@ -29,6 +29,9 @@ public struct APNsPreparedPush: PreparedPush {
     /// push type is not `liveactivity`.
     public let broadcastHeaders: [(String, String)]
 
+    /// The index in `APNsConfiguration.signingKeys` of the key that signs it (set by the provider).
+    public internal(set) var signingKey = 0
+
     /// The payload's size, which the push type's limit applies to.
     public var payloadBytes: Int? { payload.count }
 
