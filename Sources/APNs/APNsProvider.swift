@@ -105,7 +105,8 @@ public final class APNsProvider: PushProvider {
         }
         self.signers = signers
         self.channels = APNsChannels(
-            configuration: configuration, tokens: self.tokens, poolConfiguration: pc, eventLoopGroup: eventLoopGroup, logger: logger)
+            configuration: configuration, tokens: self.tokens, keyTokens: signers.map(\.tokens), poolConfiguration: pc,
+            eventLoopGroup: eventLoopGroup, logger: logger)
     }
 
     public func pool(production: Bool) -> HTTP2ConnectionPool { production ? productionPool : sandboxPool }

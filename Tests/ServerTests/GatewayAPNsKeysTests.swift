@@ -56,6 +56,14 @@ final class GatewayAPNsKeysTests: XCTestCase {
             let kids = env.apns.requests.map { ($0.token, $0.providerKeyID ?? "none") }
             XCTAssertEqual(kids.filter { $0.0 == sandboxToken }.map(\.1), [env.chatKey.keyID, env.chatKey.keyID], "\(kids)")
             XCTAssertEqual(kids.filter { $0.0 == productionToken }.map(\.1), [env.walletKey.keyID], "\(kids)")
+            // Channel management is signed by the key of the environment asked for.
+            for production in [false, true] {
+                let created = try await GatewayBroadcastTests.call(
+                    client, .post, "/api/apns/channels", #"{"message_storage_policy":0,"production":\#(production)}"#)
+                XCTAssertEqual(created.status, 201, created.body)
+                XCTAssertEqual(
+                    env.apns.channelRequests.last?.providerKeyID, production ? env.walletKey.keyID : env.chatKey.keyID, "production \(production)")
+            }
             // The keys are credentials: /api/config shows none of them.
             let config = try await client.execute(uri: "/api/config", method: .get) { String(buffer: $0.body) }
             XCTAssertFalse(config.contains("chat.p8") || config.contains(env.chatKey.keyID), config)
