@@ -2,6 +2,7 @@ import Foundation
 import HummingbirdTesting
 import Logging
 import MockProviders
+import NIOCore
 import PushgateCore
 import TestSupport
 import XCTest
@@ -103,6 +104,43 @@ final class GatewayAPNsKeysTests: XCTestCase {
         XCTAssertTrue(badEnvironment.contains("ios.keys[0].environment"), badEnvironment)
         let unknownMember = try await startError(yaml(env, keys: sandboxOnly + "      colour: blue\n"))
         XCTAssertTrue(unknownMember.contains("ios.keys[0].colour"), unknownMember)
+    }
+
+    /// An app of a multi-app gateway has its own `ios.keys`: its pushes are signed by its keys.
+    func testAnAppSignsWithItsOwnScopedKeys() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        let apps = """
+            apps:
+              - id: chat
+                api_keys: ["chat-key-0123456789abcdef"]
+                ios:
+                  team_id: "\(env.chatKey.teamID)"
+                  endpoint: "\(env.apns.baseURL)"
+                  topic: com.example.chat
+                  keys:
+                    - key_id: "\(env.chatKey.keyID)"
+                      key_path: "\(env.directory)/chat.p8"
+                      environment: sandbox
+                    - key_id: "\(env.walletKey.keyID)"
+                      key_path: "\(env.directory)/wallet.p8"
+                      environment: production
+                      topics: [com.example.chat]
+            """
+        let token = String(repeating: "c3", count: 32)
+        try await env.withGateway(apps, environment: ["PUSHGATE_CORE_SYNC": "true"]) { client, _ in
+            let r = try await client.execute(
+                uri: "/api/push", method: .post, headers: [.contentType: "application/json", .authorization: "Bearer chat-key-0123456789abcdef"],
+                body: ByteBuffer(
+                    string:
+                        #"{"notifications":[{"tokens":["\#(token)"],"platform":1,"message":"a","production":true},{"tokens":["\#(token)"],"platform":1,"message":"b"}]}"#
+                )
+            ) { String(buffer: $0.body) }
+            XCTAssertEqual(r, #"{"counts":2,"logs":[],"success":"ok"}"#)
+            XCTAssertEqual(env.apns.rejections, [])
+            XCTAssertEqual(Set(env.apns.requests.compactMap(\.providerKeyID)), [env.chatKey.keyID, env.walletKey.keyID])
+            XCTAssertEqual(env.apns.requests.first { $0.bodyString.contains("\"a\"") }?.providerKeyID, env.walletKey.keyID)
+        }
     }
 
     /// The same list from the environment, as a JSON array.
