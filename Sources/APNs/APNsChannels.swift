@@ -163,10 +163,13 @@ public final class APNsChannels: Sendable {
             logger.debug("APNs channel request failed", metadata: ["error": "\(error)"])
             throw Failure(status: nil, reason: "no answer from the APNs channel-management host: \(error)")
         }
-        if response.status == 403, let tokens, let auth,
-            APNsResponseClassifier.reason(in: Array(response.body.readableBytesView)) == "ExpiredProviderToken"
+        if response.status == 403 || response.status == 429, let tokens,
+            let reason = APNsResponseClassifier.reason(in: Array(response.body.readableBytesView)), APNsProvider.keyReasons.contains(reason)
         {
-            tokens.invalidate(auth.jwt)
+            if reason == "ExpiredProviderToken", let auth { tokens.invalidate(auth.jwt) }
+            // A refusal of the provider token names the key that signed it.
+            throw Failure(
+                status: response.status, reason: "\(reason.logSafe(max: 64)) (key id \(tokens.keyID))", retryAfter: response.header("retry-after"))
         }
         return response
     }

@@ -58,6 +58,8 @@ final class APNsSigningKeysTests: XCTestCase {
         try await sandbox.start()
         try await production.start()
         var configuration = try APNsConfiguration(signingKeys: keys, production: defaultProduction, topic: "com.example.app")
+        // Channel management in both environments goes to the sandbox mock's channel listener.
+        try configuration.setChannelsEndpoint(sandbox.channelsBaseURL)
         configuration.sandboxEndpoint = sandbox.baseURL
         configuration.productionEndpoint = production.baseURL
         var poolConfig = HTTP2PoolConfiguration()
@@ -171,6 +173,18 @@ final class APNsSigningKeysTests: XCTestCase {
             XCTAssertEqual(wrongEnvironment, .permanent(reason: "BadEnvironmentKeyIdInToken (key id \(sandboxKey.keyID))", status: 403))
             let sandbox = try await s.send(alert(production: false), to: deviceToken(3))
             XCTAssertTrue(sandbox.isDelivered, "\(sandbox)")
+        }
+        // Channel management: the same naming.
+        try await withSetup([key(productionKey, nil)], restrictions: [productionKey.keyID: true]) { s in
+            do {
+                _ = try await s.provider.channels.create(
+                    bundleID: "com.example.app", policy: .noMessagesStored, production: false, requestID: UUID().uuidString)
+                XCTFail("the sandbox refuses a production-only key")
+            } catch {
+                let failure = error as? APNsChannels.Failure
+                XCTAssertEqual(failure?.status, 403)
+                XCTAssertEqual(failure?.reason, "BadEnvironmentKeyIdInToken (key id \(productionKey.keyID))")
+            }
         }
     }
 
