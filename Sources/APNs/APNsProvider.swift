@@ -115,14 +115,27 @@ public final class APNsProvider: PushProvider {
         var push = try APNsPreparedPush(notification, defaultTopic: configuration.topic, defaultProduction: configuration.production)
         if !signers.isEmpty {
             guard let i = configuration.signingKeyIndex(topic: push.topic, bundleID: push.bundleID, production: push.production) else {
-                let environment = APNsEnvironment(production: push.production).rawValue
-                throw PushFailure(
-                    "no APNs token key signs for topic \(push.topic) in the \(environment) environment (ios.keys: \(signers.map(\.key.label).joined(separator: "; ")))"
-                )
+                throw PushFailure(noKeyReason(push))
             }
             push.signingKey = i
+            push.signingKeyID = signers[i].key.keyID
         }
         return push
+    }
+
+    func noKeyReason(_ push: APNsPreparedPush) -> String {
+        let environment = APNsEnvironment(production: push.production).rawValue
+        return
+            "no APNs token key signs for topic \(push.topic) in the \(environment) environment (ios.keys: \(signers.map(\.key.label).joined(separator: "; ")))"
+    }
+
+    /// The signer of `push`: the one `prepare` chose, or, for a push prepared under an earlier
+    /// configuration (a reload changed the keys), the one that covers it now. nil with certificate
+    /// auth or when no key covers it.
+    func signer(for push: APNsPreparedPush) -> Signer? {
+        if push.signingKey < signers.count, signers[push.signingKey].key.keyID == push.signingKeyID { return signers[push.signingKey] }
+        guard let i = configuration.signingKeyIndex(topic: push.topic, bundleID: push.bundleID, production: push.production) else { return nil }
+        return signers[i]
     }
 
     public func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure? {
@@ -153,7 +166,7 @@ public final class APNsProvider: PushProvider {
 
         var headers: [(String, String)]
         let auth: APNsTokenManager.Token?
-        switch authorization(room: push.headers.count + 2, signer: push.signingKey) {
+        switch authorization(room: push.headers.count + 2, push: push) {
         case .success(let h, let a): (headers, auth) = (h, a)
         case .failure(let reason): return .permanent(reason: reason, status: nil)
         }
@@ -173,7 +186,7 @@ public final class APNsProvider: PushProvider {
         guard APNsBroadcast.isValidChannelID(channel) else { return .permanent(reason: "BadChannelId", status: nil) }
         var headers: [(String, String)]
         let auth: APNsTokenManager.Token?
-        switch authorization(room: push.broadcastHeaders.count + 3, signer: push.signingKey) {
+        switch authorization(room: push.broadcastHeaders.count + 3, push: push) {
         case .success(let h, let a): (headers, auth) = (h, a)
         case .failure(let reason): return .permanent(reason: reason, status: nil)
         }
@@ -192,10 +205,11 @@ public final class APNsProvider: PushProvider {
 
     /// A request's headers begun with `authorization` (token auth; none with a certificate), with room
     /// for `room` headers; or why the provider token cannot be signed.
-    func authorization(room: Int, signer: Int) -> Authorization {
+    func authorization(room: Int, push: APNsPreparedPush) -> Authorization {
         var headers: [(String, String)] = []
         headers.reserveCapacity(room)
-        guard let tokens = signer < signers.count ? signers[signer].tokens : tokens else { return .success(headers, nil) }
+        if signers.isEmpty { return .success(headers, nil) }
+        guard let tokens = signer(for: push)?.tokens else { return .failure(noKeyReason(push)) }
         do {
             let auth = try tokens.token()
             headers.append(("authorization", auth.authorization))
@@ -229,7 +243,7 @@ public final class APNsProvider: PushProvider {
     func execute(
         _ request: HTTP2Request, push: APNsPreparedPush, auth: APNsTokenManager.Token?, context: DeliveryContext, idHeader: String
     ) async -> SendOutcome {
-        let signer: Signer? = push.signingKey < signers.count ? signers[push.signingKey] : nil
+        let signer = self.signer(for: push)
         let pool = signer?.pool(production: push.production) ?? (push.production ? productionPool : sandboxPool)
         let response: HTTP2Response
         do {
