@@ -37,20 +37,24 @@ public final class APNsChannels: Sendable {
 
     let configuration: APNsConfiguration
     let tokens: APNsTokenManager?
+    /// The token of each of `configuration.signingKeys` (empty: `tokens` signs everything).
+    let keyTokens: [APNsTokenManager]
     let poolConfiguration: HTTP2PoolConfiguration
     let eventLoopGroup: any EventLoopGroup
     let logger: Logger
-    private let pools = NIOLockedValueBox<(production: HTTP2ConnectionPool?, sandbox: HTTP2ConnectionPool?, closed: Bool)>((nil, nil, false))
+    /// Connections per environment and signing key (APNs binds a connection to its tokens' key).
+    private let pools = NIOLockedValueBox<(byKey: [String: HTTP2ConnectionPool], closed: Bool)>(([:], false))
 
     /// Largest list answer read (10,000 channels of ~30 bytes fit well).
     static let maxResponseBytes = 2 << 20
 
     init(
-        configuration: APNsConfiguration, tokens: APNsTokenManager?, poolConfiguration: HTTP2PoolConfiguration,
-        eventLoopGroup: any EventLoopGroup, logger: Logger
+        configuration: APNsConfiguration, tokens: APNsTokenManager?, keyTokens: [APNsTokenManager] = [],
+        poolConfiguration: HTTP2PoolConfiguration, eventLoopGroup: any EventLoopGroup, logger: Logger
     ) {
         self.configuration = configuration
         self.tokens = tokens
+        self.keyTokens = keyTokens
         var pc = poolConfiguration
         pc.connectionsPerTarget = 1
         pc.idleTimeout = .seconds(60)
@@ -60,17 +64,18 @@ public final class APNsChannels: Sendable {
         self.logger = logger
     }
 
-    func pool(production: Bool) throws(Failure) -> HTTP2ConnectionPool {
+    func pool(production: Bool, keyID: String = "") throws(Failure) -> HTTP2ConnectionPool {
         let url = configuration.channelsBaseURL(production: production)
         guard let target = HTTP2Target(url: url) else { throw Failure(status: nil, reason: "ios.channels_endpoint is not an http(s) URL") }
+        let name = "\(production ? "production" : "sandbox") \(keyID)"
         let made: HTTP2ConnectionPool? = pools.withLockedValue { p in
             if p.closed { return nil }
-            if production, let existing = p.production { return existing }
-            if !production, let existing = p.sandbox { return existing }
+            if let existing = p.byKey[name] { return existing }
             var log = logger
             log[metadataKey: "apns-env"] = "\(production ? "production" : "sandbox")-channels"
+            if !keyID.isEmpty { log[metadataKey: "apns-key-id"] = "\(keyID)" }
             let made = HTTP2ConnectionPool(target: target, configuration: poolConfiguration, eventLoopGroup: eventLoopGroup, logger: log)
-            if production { p.production = made } else { p.sandbox = made }
+            p.byKey[name] = made
             return made
         }
         guard let made else { throw Failure(status: nil, reason: "the gateway is shutting down") }
@@ -132,6 +137,15 @@ public final class APNsChannels: Sendable {
         }
         var headers: [(String, String)] = []
         var auth: APNsTokenManager.Token?
+        // The key that signs the app's pushes in this environment signs its channel management too.
+        var tokens = self.tokens
+        if keyTokens.count > 1 {
+            guard let i = configuration.signingKeyIndex(topic: bundleID, bundleID: bundleID, production: production), i < keyTokens.count else {
+                let environment = APNsEnvironment(production: production).rawValue
+                throw Failure(status: nil, reason: "no APNs token key signs for \(bundleID) in the \(environment) environment (ios.keys)")
+            }
+            tokens = keyTokens[i]
+        }
         if let tokens {
             do { auth = try tokens.token() } catch { throw Failure(status: nil, reason: "cannot sign the APNs provider token: \(error)") }
             if let auth { headers.append(("authorization", auth.authorization)) }
@@ -142,17 +156,20 @@ public final class APNsChannels: Sendable {
         let request = HTTP2Request(method: method, path: "/1/apps/" + bundleID + path, headers: headers, body: body)
         let response: HTTP2Response
         do {
-            response = try await pool(production: production).execute(request)
+            response = try await pool(production: production, keyID: keyTokens.count > 1 ? tokens?.keyID ?? "" : "").execute(request)
         } catch let failure as Failure {
             throw failure
         } catch {
             logger.debug("APNs channel request failed", metadata: ["error": "\(error)"])
             throw Failure(status: nil, reason: "no answer from the APNs channel-management host: \(error)")
         }
-        if response.status == 403, let tokens, let auth,
-            APNsResponseClassifier.reason(in: Array(response.body.readableBytesView)) == "ExpiredProviderToken"
+        if response.status == 403 || response.status == 429, let tokens,
+            let reason = APNsResponseClassifier.reason(in: Array(response.body.readableBytesView)), APNsProvider.keyReasons.contains(reason)
         {
-            tokens.invalidate(auth.jwt)
+            if reason == "ExpiredProviderToken", let auth { tokens.invalidate(auth.jwt) }
+            // A refusal of the provider token names the key that signed it.
+            throw Failure(
+                status: response.status, reason: "\(reason.logSafe(max: 64)) (key id \(tokens.keyID))", retryAfter: response.header("retry-after"))
         }
         return response
     }
@@ -174,15 +191,11 @@ public final class APNsChannels: Sendable {
     }
 
     func shutdown() async {
-        let (p, s) = pools.withLockedValue { state -> (HTTP2ConnectionPool?, HTTP2ConnectionPool?) in
+        let all = pools.withLockedValue { state -> [HTTP2ConnectionPool] in
             state.closed = true
-            defer {
-                state.production = nil
-                state.sandbox = nil
-            }
-            return (state.production, state.sandbox)
+            defer { state.byKey = [:] }
+            return Array(state.byKey.values)
         }
-        await p?.shutdown()
-        await s?.shutdown()
+        for p in all { await p.shutdown() }
     }
 }

@@ -31,6 +31,10 @@ public struct APNsConfiguration: Sendable {
     }
 
     public var credentials: Credentials
+    /// Every provider-token signing key, each with the environment and topics it may sign for
+    /// (`ios.key_path` unrestricted, then `ios.keys`); each delivery is signed by the one
+    /// `APNsSigningKey.select` picks. Empty with certificate auth.
+    public internal(set) var signingKeys: [APNsSigningKey] = []
     /// The provider-token signing key (`ios.key_path`, a P-256 PKCS#8 `.p8`); nil with a certificate.
     public var key: P256.Signing.PrivateKey? {
         if case .token(let key, _, _) = credentials { return key }
@@ -74,12 +78,36 @@ public struct APNsConfiguration: Sendable {
         self.credentials = .token(
             key: key, keyID: keyID.trimmingCharacters(in: .whitespacesAndNewlines),
             teamID: teamID.trimmingCharacters(in: .whitespacesAndNewlines))
+        self.signingKeys = [APNsSigningKey(key: key, keyID: keyID, teamID: teamID)]
         self.production = production
         self.topic = topic.flatMap { $0.isEmpty ? nil : $0 }
         self.endpoint = endpoint.flatMap { $0.isEmpty ? nil : $0 }
         self.maxRetry = maxRetry
         self.connectionsPerEnvironment = connectionsPerEnvironment
         try validate()
+    }
+
+    /// Token auth with several keys (`ios.keys`, after the unrestricted `ios.key_path` one when there
+    /// is one): `credentials` is the first key's, which also signs broadcast channel management.
+    public init(
+        signingKeys: [APNsSigningKey], production: Bool = false, topic: String? = nil, endpoint: String? = nil, maxRetry: Int = 3,
+        connectionsPerEnvironment: Int = 2
+    ) throws(APNsConfigurationError) {
+        guard let first = signingKeys.first else { throw APNsConfigurationError(key: "ios.keys", "no key given") }
+        self.credentials = .token(key: first.key, keyID: first.keyID, teamID: first.teamID)
+        self.signingKeys = signingKeys
+        self.production = production
+        self.topic = topic.flatMap { $0.isEmpty ? nil : $0 }
+        self.endpoint = endpoint.flatMap { $0.isEmpty ? nil : $0 }
+        self.maxRetry = maxRetry
+        self.connectionsPerEnvironment = connectionsPerEnvironment
+        try validate()
+    }
+
+    /// The index in `signingKeys` of the key that signs a push to `topic` (of `bundleID`) in
+    /// `production`; nil when none may (or with certificate auth).
+    public func signingKeyIndex(topic: String, bundleID: String, production: Bool) -> Int? {
+        APNsSigningKey.select(signingKeys, topic: topic, bundleID: bundleID, production: production)
     }
 
     /// Certificate-based trust. `topic` defaults to the certificate's bundle id (its subject UID):
@@ -139,8 +167,12 @@ public struct APNsConfiguration: Sendable {
 
     public func validate() throws(APNsConfigurationError) {
         if case .token = credentials {
-            if keyID.isEmpty { throw APNsConfigurationError(key: "ios.key_id", "missing (the Key ID of the .p8 auth key)") }
-            if teamID.isEmpty { throw APNsConfigurationError(key: "ios.team_id", "missing (the Apple developer Team ID)") }
+            for k in signingKeys {
+                let keyIDKey = k.source == "ios.key_path" ? "ios.key_id" : "\(k.source).key_id"
+                let teamIDKey = k.source == "ios.key_path" ? "ios.team_id" : "\(k.source).team_id"
+                if k.keyID.isEmpty { throw APNsConfigurationError(key: keyIDKey, "missing (the Key ID of the .p8 auth key)") }
+                if k.teamID.isEmpty { throw APNsConfigurationError(key: teamIDKey, "missing (the Apple developer Team ID)") }
+            }
         }
         if maxRetry < 0 { throw APNsConfigurationError(key: "ios.max_retry", "must be 0 or more, got \(maxRetry)") }
         if connectionsPerEnvironment < 1 {

@@ -32,6 +32,13 @@ public struct APNsModule: ProviderModule {
             "password", "", secrecy: .secret, doc: "the `.p12` password / the passphrase of an encrypted key in a `.pem` (secret)")
         public static let keyID = Setting<String>("key_id", "", secrecy: .identifier, doc: "JWT `kid`: the key id of the `.p8` key (token auth only)")
         public static let teamID = Setting<String>("team_id", "", doc: "JWT `iss`: the Apple developer team id (token auth only)")
+        /// Further provider-token keys, each restricted to an environment and/or a set of topics
+        /// (Apple's team-scoped and topic-specific keys): a list of mappings.
+        public static let keys = Setting<[String]>(
+            "keys", [], secrecy: .secret,
+            doc:
+                "(new) further `.p8` token keys, a list of mappings `{key_id, team_id (default ios.team_id), key_path or key_base64, environment: sandbox|production (default both), topics: [bundle ids] (default all)}`; each push is signed by the most specific key that covers its topic and environment ([docs/apns-keys.md](docs/apns-keys.md))"
+        )
         public static let production = Setting<Bool>(
             "production", false, doc: "default environment; per notification `\"production\": true` or `\"development\": true`")
         public static let maxTokens = ProviderSettings.maxTokens(10000)
@@ -60,7 +67,7 @@ public struct APNsModule: ProviderModule {
                 keys: [
                     Keys.enabled.key, Keys.keyPath.key, Keys.keyBase64.key, Keys.keyType.key, Keys.keyID.key, Keys.teamID.key,
                     Keys.production.key, Keys.maxTokens.key, Keys.maxRetry.key, Keys.maxConcurrentPushes.key, Keys.connections.key,
-                    Keys.topic.key, Keys.endpoint.key, Keys.channelsEndpoint.key, Keys.password.key,
+                    Keys.topic.key, Keys.endpoint.key, Keys.channelsEndpoint.key, Keys.password.key, Keys.keys.key,
                 ])
         ]
     }
@@ -123,6 +130,53 @@ public struct APNsModule: ProviderModule {
     /// extension, a certificate for the other environment only).
     public static func configurationAndWarnings(
         _ s: SectionValues, now: Date = Date()
+    ) throws(APNsConfigurationError) -> (configuration: APNsConfiguration, warnings: [String]) {
+        let scoped = try APNsSigningKey.parse(
+            s[Keys.keys], path: s.path(Keys.keys), defaultTeamID: s[Keys.teamID].trimmingCharacters(in: .whitespacesAndNewlines),
+            read: { (p, k) throws(APNsConfigurationError) in try readKeyFile(p, key: k) })
+        if !scoped.isEmpty && s[Keys.keyPath].isEmpty && s[Keys.keyBase64].isEmpty {
+            var configuration = try APNsConfiguration(
+                signingKeys: scoped, production: s[Keys.production], topic: s[Keys.topic], endpoint: s[Keys.endpoint],
+                maxRetry: s[Keys.maxRetry], connectionsPerEnvironment: s[Keys.connections])
+            try configuration.setChannelsEndpoint(s[Keys.channelsEndpoint], key: s.path(Keys.channelsEndpoint))
+            try checkDefaultSigningKey(configuration, s)
+            return (configuration, [])
+        }
+        let single = try singleKeyConfiguration(s, now: now)
+        var configuration = single.configuration
+        if !scoped.isEmpty {
+            guard case .token = configuration.credentials else {
+                throw APNsConfigurationError(
+                    key: s.path(Keys.keys), "token keys cannot be combined with certificate authentication (\(s.path(Keys.keyPath)) is a certificate)"
+                )
+            }
+            configuration.signingKeys += scoped
+            try checkDefaultSigningKey(configuration, s)
+        }
+        return (configuration, single.warnings)
+    }
+
+    /// A start error when no token key signs for the configured default: `ios.topic` (when set) in
+    /// the `ios.production` environment.
+    static func checkDefaultSigningKey(_ c: APNsConfiguration, _ s: SectionValues) throws(APNsConfigurationError) {
+        let environment = APNsEnvironment(production: c.production).rawValue
+        if let topic = c.topic {
+            guard c.signingKeyIndex(topic: topic, bundleID: topic, production: c.production) != nil else {
+                throw APNsConfigurationError(
+                    key: s.path(Keys.keys),
+                    "no token key signs for \(s.path(Keys.topic)) \(topic) in the \(environment) environment (\(s.path(Keys.production)): \(c.production)): add a key for it or widen a key's environment / topics"
+                )
+            }
+        } else if !c.signingKeys.contains(where: { $0.environment == nil || $0.environment?.isProduction == c.production }) {
+            throw APNsConfigurationError(
+                key: s.path(Keys.keys),
+                "no token key signs in the \(environment) environment (\(s.path(Keys.production)): \(c.production)), the default one")
+        }
+    }
+
+    /// The configuration of `ios.key_path` / `ios.key_base64` alone.
+    static func singleKeyConfiguration(
+        _ s: SectionValues, now: Date
     ) throws(APNsConfigurationError) -> (configuration: APNsConfiguration, warnings: [String]) {
         let keyB64 = s[Keys.keyBase64]
         let path = s[Keys.keyPath]

@@ -3,7 +3,7 @@ import PushgateCore
 /// Renders the APNs JSON payload of a notification with gorush's mapping, once, into exact bytes.
 ///
 /// `aps` keys (in this order, each only when set): `alert`, `badge`, `sound`, `thread-id`, `category`,
-/// `content-available`, `mutable-content`, `url-args`, `interruption-level`, `relevance-score`,
+/// `content-available`, `content-changed` (push type `widgets`), `mutable-content`, `url-args`, `interruption-level`, `relevance-score`,
 /// live activity keys (`timestamp`, `event`, `content-state`, `stale-date`, `dismissal-date`,
 /// `attributes-type`, `attributes`, `input-push-token`, `input-push-channel`). `data` keys follow
 /// `aps` at the root.
@@ -97,6 +97,12 @@ public enum APNsPayload {
         if n.contentAvailable == true || pushType.forcesContentAvailable {
             w.key("content-available", first: &first)
             w.int(1)
+        }
+        if pushType == .widgets {
+            // WidgetKit push: `content-changed: true` makes WidgetKit reload the widget's timelines
+            // (developer.apple.com, "Updating widgets with WidgetKit push notifications").
+            w.key("content-changed", first: &first)
+            w.raw("true")
         }
         if n.mutableContent == true {
             w.key("mutable-content", first: &first)

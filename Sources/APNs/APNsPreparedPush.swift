@@ -29,6 +29,11 @@ public struct APNsPreparedPush: PreparedPush {
     /// push type is not `liveactivity`.
     public let broadcastHeaders: [(String, String)]
 
+    /// The index in `APNsConfiguration.signingKeys` of the key that signs it, and that key's id
+    /// (set by the provider's `prepare`).
+    public internal(set) var signingKey = 0
+    public internal(set) var signingKeyID: String?
+
     /// The payload's size, which the push type's limit applies to.
     public var payloadBytes: Int? { payload.count }
 

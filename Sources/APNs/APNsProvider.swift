@@ -15,13 +15,27 @@ import PushgateCore
 public final class APNsProvider: PushProvider {
     public let platform: Platform = .ios
     public let configuration: APNsConfiguration
-    /// The provider token shared by every connection of both pools (nil with certificate auth).
+    /// The provider token of the first signing key, shared by every connection of both pools (nil
+    /// with certificate auth).
     public let tokens: APNsTokenManager?
+    /// The pools of the first signing key (of the certificate with certificate auth).
     public let productionPool: HTTP2ConnectionPool
     public let sandboxPool: HTTP2ConnectionPool
+    /// One per `configuration.signingKeys`, in order: its token and its own connections (APNs binds a
+    /// connection to the key of the tokens it carries, so keys do not share connections).
+    public let signers: [Signer]
     /// Broadcast channel management (`POST/GET/DELETE /api/apns/channels`), with the same credentials.
     public let channels: APNsChannels
     private let logger: Logger
+
+    /// A signing key at work: its provider token and the connections its pushes use.
+    public struct Signer: Sendable {
+        public let key: APNsSigningKey
+        public let tokens: APNsTokenManager
+        public let productionPool: HTTP2ConnectionPool
+        public let sandboxPool: HTTP2ConnectionPool
+        public func pool(production: Bool) -> HTTP2ConnectionPool { production ? productionPool : sandboxPool }
+    }
     /// Keeps `pushgate_apns_certificate_expiry_days` current (certificate auth only).
     private let expiryGaugeTask: RepeatedTask?
 
@@ -67,14 +81,61 @@ public final class APNsProvider: PushProvider {
         self.productionPool = HTTP2ConnectionPool(
             target: productionTarget, configuration: pc, eventLoopGroup: eventLoopGroup, logger: productionLogger)
         self.sandboxPool = HTTP2ConnectionPool(target: sandboxTarget, configuration: pc, eventLoopGroup: eventLoopGroup, logger: sandboxLogger)
+        var signers: [Signer] = []
+        if let first = self.tokens {
+            for (i, key) in configuration.signingKeys.enumerated() {
+                if i == 0 {
+                    signers.append(Signer(key: key, tokens: first, productionPool: self.productionPool, sandboxPool: self.sandboxPool))
+                    continue
+                }
+                var keyLogger = logger
+                keyLogger[metadataKey: "apns-key-id"] = "\(key.keyID)"
+                var p = keyLogger
+                p[metadataKey: "apns-env"] = "production"
+                var sb = keyLogger
+                sb[metadataKey: "apns-env"] = "sandbox"
+                // Connections are opened on first use: a key restricted to one environment never
+                // opens the other's.
+                signers.append(
+                    Signer(
+                        key: key, tokens: APNsTokenManager(key: key.key, keyID: key.keyID, teamID: key.teamID),
+                        productionPool: HTTP2ConnectionPool(target: productionTarget, configuration: pc, eventLoopGroup: eventLoopGroup, logger: p),
+                        sandboxPool: HTTP2ConnectionPool(target: sandboxTarget, configuration: pc, eventLoopGroup: eventLoopGroup, logger: sb)))
+            }
+        }
+        self.signers = signers
         self.channels = APNsChannels(
-            configuration: configuration, tokens: self.tokens, poolConfiguration: pc, eventLoopGroup: eventLoopGroup, logger: logger)
+            configuration: configuration, tokens: self.tokens, keyTokens: signers.map(\.tokens), poolConfiguration: pc,
+            eventLoopGroup: eventLoopGroup, logger: logger)
     }
 
     public func pool(production: Bool) -> HTTP2ConnectionPool { production ? productionPool : sandboxPool }
 
     public func prepare(_ notification: PushNotification) throws -> any PreparedPush {
-        try APNsPreparedPush(notification, defaultTopic: configuration.topic, defaultProduction: configuration.production)
+        var push = try APNsPreparedPush(notification, defaultTopic: configuration.topic, defaultProduction: configuration.production)
+        if !signers.isEmpty {
+            guard let i = configuration.signingKeyIndex(topic: push.topic, bundleID: push.bundleID, production: push.production) else {
+                throw PushFailure(noKeyReason(push))
+            }
+            push.signingKey = i
+            push.signingKeyID = signers[i].key.keyID
+        }
+        return push
+    }
+
+    func noKeyReason(_ push: APNsPreparedPush) -> String {
+        let environment = APNsEnvironment(production: push.production).rawValue
+        return
+            "no APNs token key signs for topic \(push.topic) in the \(environment) environment (ios.keys: \(signers.map(\.key.label).joined(separator: "; ")))"
+    }
+
+    /// The signer of `push`: the one `prepare` chose, or, for a push prepared under an earlier
+    /// configuration (a reload changed the keys), the one that covers it now. nil with certificate
+    /// auth or when no key covers it.
+    func signer(for push: APNsPreparedPush) -> Signer? {
+        if push.signingKey < signers.count, signers[push.signingKey].key.keyID == push.signingKeyID { return signers[push.signingKey] }
+        guard let i = configuration.signingKeyIndex(topic: push.topic, bundleID: push.bundleID, production: push.production) else { return nil }
+        return signers[i]
     }
 
     public func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure? {
@@ -105,7 +166,7 @@ public final class APNsProvider: PushProvider {
 
         var headers: [(String, String)]
         let auth: APNsTokenManager.Token?
-        switch authorization(room: push.headers.count + 2) {
+        switch authorization(room: push.headers.count + 2, push: push) {
         case .success(let h, let a): (headers, auth) = (h, a)
         case .failure(let reason): return .permanent(reason: reason, status: nil)
         }
@@ -125,7 +186,7 @@ public final class APNsProvider: PushProvider {
         guard APNsBroadcast.isValidChannelID(channel) else { return .permanent(reason: "BadChannelId", status: nil) }
         var headers: [(String, String)]
         let auth: APNsTokenManager.Token?
-        switch authorization(room: push.broadcastHeaders.count + 3) {
+        switch authorization(room: push.broadcastHeaders.count + 3, push: push) {
         case .success(let h, let a): (headers, auth) = (h, a)
         case .failure(let reason): return .permanent(reason: reason, status: nil)
         }
@@ -144,16 +205,36 @@ public final class APNsProvider: PushProvider {
 
     /// A request's headers begun with `authorization` (token auth; none with a certificate), with room
     /// for `room` headers; or why the provider token cannot be signed.
-    func authorization(room: Int) -> Authorization {
+    func authorization(room: Int, push: APNsPreparedPush) -> Authorization {
         var headers: [(String, String)] = []
         headers.reserveCapacity(room)
-        guard let tokens else { return .success(headers, nil) }
+        if signers.isEmpty { return .success(headers, nil) }
+        guard let tokens = signer(for: push)?.tokens else { return .failure(noKeyReason(push)) }
         do {
             let auth = try tokens.token()
             headers.append(("authorization", auth.authorization))
             return .success(headers, auth)
         } catch {
-            return .failure("cannot sign the APNs provider token: \(error)")
+            return .failure("cannot sign the APNs provider token (key id \(tokens.keyID)): \(error)")
+        }
+    }
+
+    /// APNs' answers about the provider token itself: the outcome names the key that signed it.
+    static let keyReasons: Set<String> = [
+        "InvalidProviderToken", "ExpiredProviderToken", "MissingProviderToken", "BadEnvironmentKeyIdInToken", "UnrelatedKeyIdInToken",
+        "TooManyProviderTokenUpdates",
+    ]
+
+    /// `outcome` with its reason followed by `(key id K)` when it is about the provider token.
+    static func namingKey(_ outcome: SendOutcome, keyID: String) -> SendOutcome {
+        guard let reason = outcome.reason, keyReasons.contains(reason) else { return outcome }
+        let named = "\(reason) (key id \(keyID))"
+        switch outcome {
+        case .permanent(_, let status): return .permanent(reason: named, status: status)
+        case .credentials(_, let status): return .credentials(reason: named, status: status)
+        case .transient(_, let status, let retryAfter): return .transient(reason: named, status: status, retryAfter: retryAfter)
+        case .tokenDead(_, let status): return .tokenDead(reason: named, status: status)
+        default: return outcome
         }
     }
 
@@ -162,7 +243,8 @@ public final class APNsProvider: PushProvider {
     func execute(
         _ request: HTTP2Request, push: APNsPreparedPush, auth: APNsTokenManager.Token?, context: DeliveryContext, idHeader: String
     ) async -> SendOutcome {
-        let pool = push.production ? productionPool : sandboxPool
+        let signer = self.signer(for: push)
+        let pool = signer?.pool(production: push.production) ?? (push.production ? productionPool : sandboxPool)
         let response: HTTP2Response
         do {
             response = try await pool.execute(request)
@@ -176,18 +258,20 @@ public final class APNsProvider: PushProvider {
         if response.status == 200 {
             return .delivered(providerID: response.header(idHeader))
         }
-        let outcome = APNsResponseClassifier.classify(
+        var outcome = APNsResponseClassifier.classify(
             status: response.status,
             apnsID: response.header(idHeader),
             retryAfter: response.header("retry-after"),
             body: Array(response.body.readableBytesView))
-        if case .credentials = outcome, let tokens, let auth {
+        if case .credentials = outcome, let tokens = signer?.tokens ?? tokens, let auth {
             tokens.invalidate(auth.jwt)
         }
+        if let signer { outcome = Self.namingKey(outcome, keyID: signer.key.keyID) }
         logger.debug(
             "APNs refused a push",
             metadata: [
                 "status": "\(response.status)", "reason": "\(outcome.reason ?? "")", "apns-id": "\(context.messageID)",
+                "apns-key-id": "\(signer?.key.keyID ?? "")",
             ])
         return outcome
     }
@@ -196,6 +280,10 @@ public final class APNsProvider: PushProvider {
         expiryGaugeTask?.cancel()
         await productionPool.shutdown()
         await sandboxPool.shutdown()
+        for signer in signers.dropFirst() {
+            await signer.productionPool.shutdown()
+            await signer.sandboxPool.shutdown()
+        }
         await channels.shutdown()
     }
 

@@ -31,6 +31,9 @@ public struct FCMPreparedMessage: PreparedPush {
             if token.hasPrefix("/topics/") {
                 return body(key: "topic", value: String(token.dropFirst("/topics/".count)))
             }
+            if let fid = FCMMessageMapper.installationID(in: token) {
+                return body(key: "fid", value: fid)
+            }
             return body(key: "token", value: token)
         case .topic:
             guard let t = topicTarget else { return nil }
@@ -74,6 +77,26 @@ public enum FCMMessageMapper {
         ("body_loc_key", "body_loc_key"), ("body_loc_args", "body_loc_args"),
         ("title_loc_key", "title_loc_key"), ("title_loc_args", "title_loc_args"),
     ]
+
+    /// A token written `fid:<Firebase Installation ID>` is sent to that installation (FCM v1's
+    /// `message.fid` target) instead of to a registration token, as `/topics/<name>` is a topic.
+    public static let installationIDPrefix = "fid:"
+
+    /// The Firebase Installation ID of a `fid:` token, nil for any other token.
+    public static func installationID(in token: String) -> String? {
+        guard token.hasPrefix(installationIDPrefix) else { return nil }
+        return String(token.dropFirst(installationIDPrefix.count))
+    }
+
+    /// A Firebase Installation ID as Firebase makes them: 22 characters of URL-safe base64
+    /// (`[A-Za-z0-9_-]`, 128 bits whose first four are `0111`, so it starts with c, d, e or f).
+    public static func isInstallationID(_ s: String) -> Bool {
+        let b = Array(s.utf8)
+        guard b.count == 22, let first = b.first, (UInt8(ascii: "c")...UInt8(ascii: "f")).contains(first) else { return false }
+        return b.allSatisfy { c in
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == UInt8(ascii: "-") || c == UInt8(ascii: "_")
+        }
+    }
 
     /// Renders the notification once (no size check).
     public static func render(_ n: PushNotification) throws(PushFailure) -> FCMPreparedMessage {

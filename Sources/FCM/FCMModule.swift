@@ -41,6 +41,17 @@ public struct FCMModule: ProviderModule {
         return rules
     }
 
+    /// A `fid:` token must hold a Firebase Installation ID (FCM's `message.fid` target).
+    public func checkIngest(_ n: PushNotification) -> IngestProblem? {
+        for (i, token) in n.tokens.enumerated() {
+            guard let fid = FCMMessageMapper.installationID(in: token), !FCMMessageMapper.isInstallationID(fid) else { continue }
+            return IngestProblem(
+                message: "Invalid Firebase Installation ID.",
+                detail: "tokens[\(i)]: a fid: token takes a Firebase Installation ID (22 characters of A-Z a-z 0-9 - _, starting with c, d, e or f)")
+        }
+        return nil
+    }
+
     /// gorush's series (`_fail`, not `_error`).
     public func counters(for platform: Platform) -> PlatformCounters {
         PlatformCounters(

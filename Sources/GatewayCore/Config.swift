@@ -233,13 +233,31 @@ public struct RawConfig: Sendable {
             throw ConfigError(key: key, problem: "expected true or false, got \"\(raw)\"")
         case .list:
             if raw is NSNull { return .list([]) }
-            if let a = raw as? [Any] { return .list(a.map { "\($0)" }) }
+            if let a = raw as? [Any] { return .list(a.map(listItem)) }
             if let s = raw as? String {
+                // A list of mappings (`ios.keys`) from the environment: a JSON array.
+                if s.trimmingCharacters(in: .whitespaces).hasPrefix("[") {
+                    guard let a = try? JSONSerialization.jsonObject(with: Data(s.utf8)) as? [Any] else {
+                        throw ConfigError(key: key, problem: "expected a list (a value starting with [ is read as a JSON array)")
+                    }
+                    return .list(a.map(listItem))
+                }
                 let parts = s.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
                 return .list(parts)
             }
             throw ConfigError(key: key, problem: "expected a list")
         }
+    }
+
+    /// One item of a list value: a mapping (an entry of `ios.keys`) is kept as its JSON text, for
+    /// the setting's owner to read; anything else as its text.
+    static func listItem(_ item: Any) -> String {
+        if item is [String: Any], JSONSerialization.isValidJSONObject(item),
+            let data = try? JSONSerialization.data(withJSONObject: item, options: [.sortedKeys])
+        {
+            return String(decoding: data, as: UTF8.self)
+        }
+        return "\(item)"
     }
 
     public func string(_ key: String) -> String {

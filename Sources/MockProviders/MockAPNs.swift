@@ -154,6 +154,13 @@ public final class MockAPNs: Sendable {
         /// Further signing keys the mock trusts, each with its own `kid` and team (as Apple trusts every
         /// key of every account): a token whose `kid` names one of them is verified with it.
         public var additionalKeys: [TestAPNsKey] = []
+        /// Keys restricted to one environment, by Key ID (true: production only, false: sandbox only),
+        /// as Apple's team-scoped and topic-specific keys are: a token of such a key sent to a mock
+        /// playing the other environment (`production`) is refused with 403 BadEnvironmentKeyIdInToken.
+        public var keyEnvironments: [String: Bool] = [:]
+        /// Keys restricted to a set of topics (bundle ids), by Key ID: a push to another topic with a
+        /// token of such a key is refused with 400 TopicDisallowed.
+        public var keyTopics: [String: [String]] = [:]
         /// A token whose `iat` is older than this is refused with 403 ExpiredProviderToken.
         public var maxTokenAge: Double = 3600
         /// Tolerated clock skew for an `iat` in the future.
@@ -409,6 +416,7 @@ public final class MockAPNs: Sendable {
             // Provider token.
             if let refused = checkProviderToken(request.header("authorization")) { return answer(403, refused) }
             guard let t = request.header("apns-topic"), !t.isEmpty else { return answer(400, "MissingTopic") }
+            if let refused = checkKeyScope(request.header("authorization"), topic: t) { return answer(refused.0, refused.1) }
             topic = t
         }
 
@@ -509,6 +517,22 @@ public final class MockAPNs: Sendable {
             return identity.topics.contains(bundleID) ? nil : (400, "TopicDisallowed")
         }
         if let refused = checkProviderToken(request.header("authorization")) { return (403, refused) }
+        return checkKeyScope(request.header("authorization"), topic: bundleID)
+    }
+
+    /// A verified token's key used outside its environment or topics (`keyEnvironments`,
+    /// `keyTopics`): APNs' answer; nil when within them.
+    func checkKeyScope(_ authorization: String?, topic: String) -> (Int, String)? {
+        guard !options.keyEnvironments.isEmpty || !options.keyTopics.isEmpty, let authorization else { return nil }
+        let parts = authorization.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, let decoded = try? DecodedJWT(String(parts[1])), let kid = decoded.header["kid"] as? String else { return nil }
+        if let keyProduction = options.keyEnvironments[kid], let production = options.production, keyProduction != production {
+            return (403, "BadEnvironmentKeyIdInToken")
+        }
+        if let topics = options.keyTopics[kid] {
+            let covered = topics.contains { topic == $0 || topic.hasPrefix($0 + ".") }
+            if !covered { return (400, "TopicDisallowed") }
+        }
         return nil
     }
 

@@ -107,7 +107,7 @@ public final class MockFCM: Sendable {
 
     /// One message accepted by the send endpoint's shape checks (whatever was answered).
     public struct RecordedMessage: Sendable {
-        /// "token", "topic" or "condition".
+        /// "token", "topic", "condition" or "fid".
         public var targetKind: String
         public var target: String
         public var validateOnly: Bool
@@ -425,12 +425,13 @@ public final class MockFCM: Sendable {
         guard let message = top["message"] as? [String: Any] else {
             return invalid("Request contains an invalid argument: message is required.")
         }
-        let targets = ["token", "topic", "condition"].filter { message[$0] != nil }
+        let targets = ["token", "topic", "condition", "fid"].filter { message[$0] != nil }
         guard targets.count == 1, let targetKind = targets.first, let target = message[targetKind] as? String, !target.isEmpty else {
-            return invalid("Invalid JSON payload: exactly one of message.token, message.topic, message.condition must be set (got \(targets))")
+            return invalid(
+                "Invalid JSON payload: exactly one of message.token, message.topic, message.condition, message.fid must be set (got \(targets))")
         }
         let allowed: Set<String> = [
-            "token", "topic", "condition", "name", "data", "notification", "android", "webpush", "apns", "fcm_options", "fcmOptions",
+            "token", "topic", "condition", "fid", "name", "data", "notification", "android", "webpush", "apns", "fcm_options", "fcmOptions",
         ]
         for key in message.keys where !allowed.contains(key) {
             return invalid("Invalid JSON payload received. Unknown name \"\(key)\" at 'message': Cannot find field.")
@@ -487,6 +488,29 @@ public final class MockFCM: Sendable {
                     return invalid("Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration), \(ttl)")
                 }
             }
+            if let problem = Self.checkFCMOptions(a["fcm_options"] ?? a["fcmOptions"], at: "message.android.fcm_options") {
+                return invalid(problem)
+            }
+            if let raw = a["notification"] {
+                guard let an = raw as? [String: Any] else { return invalid("Invalid value at 'message.android.notification'") }
+                if let problem = Self.checkAndroidNotification(an) { return invalid(problem) }
+            }
+        }
+        if let raw = message["apns"] {
+            guard let apns = raw as? [String: Any] else { return invalid("Invalid value at 'message.apns'") }
+            // ApnsConfig's fields (FCM v1 reference).
+            for key in apns.keys where !Self.isField(key, of: ["headers", "payload", "fcm_options", "live_activity_token"]) {
+                return invalid("Invalid JSON payload received. Unknown name \"\(key)\" at 'message.apns': Cannot find field.")
+            }
+            if let token = apns["live_activity_token"] ?? apns["liveActivityToken"], !(token is String) {
+                return invalid("Invalid value at 'message.apns.live_activity_token' (TYPE_STRING), \(token)")
+            }
+            if let problem = Self.checkFCMOptions(apns["fcm_options"] ?? apns["fcmOptions"], at: "message.apns.fcm_options") {
+                return invalid(problem)
+            }
+        }
+        if let problem = Self.checkFCMOptions(message["fcm_options"] ?? message["fcmOptions"], at: "message.fcm_options") {
+            return invalid(problem)
         }
 
         let hooked = options.hook?(target, request.body)
@@ -513,6 +537,61 @@ public final class MockFCM: Sendable {
             return r
         }
         return response(for: reply, validateOnly: validateOnly)
+    }
+
+    /// Whether a member names one of `fields` (snake_case) by its proto name or its lowerCamelCase JSON name.
+    static func isField(_ key: String, of fields: [String]) -> Bool {
+        fields.contains(key) || fields.contains { camelCase($0) == key }
+    }
+
+    static func camelCase(_ name: String) -> String {
+        let parts = name.split(separator: "_")
+        guard let first = parts.first else { return name }
+        return String(first) + parts.dropFirst().map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined()
+    }
+
+    /// AndroidNotification's fields (FCM v1 reference, projects.messages).
+    static let androidNotificationFields = [
+        "title", "body", "icon", "color", "sound", "tag", "click_action", "body_loc_key", "body_loc_args", "title_loc_key",
+        "title_loc_args", "channel_id", "ticker", "sticky", "event_time", "local_only", "notification_priority", "default_sound",
+        "default_vibrate_timings", "default_light_settings", "vibrate_timings", "visibility", "notification_count", "light_settings",
+        "image", "bypass_proxy_notification", "proxy",
+    ]
+
+    /// AndroidNotification.Proxy's values.
+    public static let proxyValues: Set<String> = ["PROXY_UNSPECIFIED", "ALLOW", "DENY", "IF_PRIORITY_LOWERED"]
+
+    /// FCM's refusal of an `android.notification`, nil when it passes.
+    static func checkAndroidNotification(_ an: [String: Any]) -> String? {
+        for key in an.keys where !isField(key, of: androidNotificationFields) {
+            return "Invalid JSON payload received. Unknown name \"\(key)\" at 'message.android.notification': Cannot find field."
+        }
+        if let p = an["proxy"] {
+            guard let ps = p as? String, proxyValues.contains(ps) else {
+                return
+                    "Invalid value at 'message.android.notification.proxy' (type.googleapis.com/google.firebase.fcm.v1.AndroidNotification.Proxy), \"\(p)\""
+            }
+        }
+        if let b = an["bypass_proxy_notification"] ?? an["bypassProxyNotification"], !(b is Bool) {
+            return "Invalid value at 'message.android.notification.bypass_proxy_notification' (TYPE_BOOL), \(b)"
+        }
+        return nil
+    }
+
+    /// FCM's refusal of an `fcm_options` object (`analytics_label`: 1-50 of `[a-zA-Z0-9-_.~%]`), nil when it passes.
+    static func checkFCMOptions(_ raw: Any?, at path: String) -> String? {
+        guard let raw else { return nil }
+        guard let options = raw as? [String: Any] else { return "Invalid value at '\(path)'" }
+        for key in options.keys where !isField(key, of: ["analytics_label", "image", "link"]) {
+            return "Invalid JSON payload received. Unknown name \"\(key)\" at '\(path)': Cannot find field."
+        }
+        if let label = options["analytics_label"] ?? options["analyticsLabel"] {
+            let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~%")
+            guard let l = label as? String, (1...50).contains(l.count), l.allSatisfy({ allowed.contains($0) }) else {
+                return "Invalid value at '\(path).analytics_label': analytics label must match ^[a-zA-Z0-9-_.~%]{1,50}$"
+            }
+        }
+        return nil
     }
 
     func response(for reply: Reply, validateOnly: Bool) -> MockResponse {

@@ -59,17 +59,22 @@ final class KeySchema: Sendable {
     /// Folded field name -> field name.
     let folded: [String: String]
 
-    init(_ fields: [String: KeySchema?]) {
+    /// `protoNames`: the fields are a protobuf message's (FCM v1), whose JSON form also takes each
+    /// field's lowerCamelCase name (`directBootOk` for `direct_boot_ok`): those fold onto the field too.
+    init(_ fields: [String: KeySchema?], protoNames: Bool = false) {
         self.fields = fields
         var f: [String: String] = [:]
+        for name in fields.keys {
+            if protoNames, name.contains("_") { f[name.replacingOccurrences(of: "_", with: "").lowercased()] = name }
+        }
         for name in fields.keys { f[name.lowercased()] = name }
         folded = f
     }
 
-    convenience init(_ names: [String]) {
+    convenience init(_ names: [String], protoNames: Bool = false) {
         var d: [String: KeySchema?] = [:]
         for n in names { d[n] = .some(nil) }
-        self.init(d)
+        self.init(d, protoNames: protoNames)
     }
 
     /// `object` with every member naming a field spelled as the field, recursively. Returns the object
@@ -98,28 +103,35 @@ final class KeySchema: Sendable {
     }
 
     // The Firebase Admin SDK (Go) `messaging` structs gorush decodes into, by their JSON names.
-    static let fcmOptions = KeySchema(["analytics_label"])
+    // FCM v1's newer fields (`proxy`, `bypass_proxy_notification`, `live_activity_token`) are in the
+    // REST reference (projects.messages) though not yet in every SDK; FCM's camelCase names fold too.
+    static let fcmOptions = KeySchema(["analytics_label"], protoNames: true)
     static let notification = KeySchema(["title", "body", "image"])
-    static let lightSettings = KeySchema(["color", "light_on_duration", "light_off_duration"])
-    static let androidNotification = KeySchema([
-        "title": nil, "body": nil, "icon": nil, "color": nil, "sound": nil, "tag": nil, "click_action": nil,
-        "body_loc_key": nil, "body_loc_args": nil, "title_loc_key": nil, "title_loc_args": nil, "channel_id": nil,
-        "image": nil, "ticker": nil, "sticky": nil, "event_time": nil, "local_only": nil, "notification_priority": nil,
-        "vibrate_timings": nil, "default_vibrate_timings": nil, "default_sound": nil, "light_settings": lightSettings,
-        "default_light_settings": nil, "visibility": nil, "notification_count": nil,
-    ])
-    static let android = KeySchema([
-        "collapse_key": nil, "priority": nil, "ttl": nil, "restricted_package_name": nil, "data": nil,
-        "notification": androidNotification, "fcm_options": fcmOptions, "direct_boot_ok": nil,
-        "bandwidth_constrained_ok": nil, "restricted_satellite_ok": nil,
-    ])
+    static let lightSettings = KeySchema(["color", "light_on_duration", "light_off_duration"], protoNames: true)
+    static let androidNotification = KeySchema(
+        [
+            "title": nil, "body": nil, "icon": nil, "color": nil, "sound": nil, "tag": nil, "click_action": nil,
+            "body_loc_key": nil, "body_loc_args": nil, "title_loc_key": nil, "title_loc_args": nil, "channel_id": nil,
+            "image": nil, "ticker": nil, "sticky": nil, "event_time": nil, "local_only": nil, "notification_priority": nil,
+            "vibrate_timings": nil, "default_vibrate_timings": nil, "default_sound": nil, "light_settings": lightSettings,
+            "default_light_settings": nil, "visibility": nil, "notification_count": nil, "proxy": nil,
+            "bypass_proxy_notification": nil,
+        ], protoNames: true)
+    static let android = KeySchema(
+        [
+            "collapse_key": nil, "priority": nil, "ttl": nil, "restricted_package_name": nil, "data": nil,
+            "notification": androidNotification, "fcm_options": fcmOptions, "direct_boot_ok": nil,
+            "bandwidth_constrained_ok": nil, "restricted_satellite_ok": nil,
+        ], protoNames: true)
     static let webpushNotification = KeySchema([
         "actions", "title", "body", "icon", "badge", "dir", "data", "image", "lang", "renotify", "requireInteraction",
         "silent", "tag", "timestamp", "vibrate",
     ])
-    static let webpush = KeySchema([
-        "headers": nil, "data": nil, "notification": webpushNotification, "fcm_options": KeySchema(["link", "analytics_label"]),
-    ])
+    static let webpush = KeySchema(
+        [
+            "headers": nil, "data": nil, "notification": webpushNotification,
+            "fcm_options": KeySchema(["link", "analytics_label"], protoNames: true),
+        ], protoNames: true)
     static let apsAlert = KeySchema([
         "title", "subtitle", "body", "loc-key", "loc-args", "title-loc-key", "title-loc-args", "subtitle-loc-key",
         "subtitle-loc-args", "action-loc-key", "launch-image",
@@ -130,7 +142,9 @@ final class KeySchema: Sendable {
         "alert": apsAlert, "badge": nil, "sound": sound, "content-available": nil, "mutable-content": nil,
         "category": nil, "thread-id": nil,
     ])
-    static let apns = KeySchema([
-        "headers": nil, "payload": KeySchema(["aps": aps]), "fcm_options": KeySchema(["analytics_label", "image"]),
-    ])
+    static let apns = KeySchema(
+        [
+            "headers": nil, "payload": KeySchema(["aps": aps]), "fcm_options": KeySchema(["analytics_label", "image"], protoNames: true),
+            "live_activity_token": nil,
+        ], protoNames: true)
 }

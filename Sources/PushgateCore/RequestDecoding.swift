@@ -276,10 +276,13 @@ struct PushRequestDecoder {
         n.dryRun = try f.bool("dry_run")
         n.fcmNotification = try f.object("notification").map(KeySchema.notification.canonical)
         n.android = try f.object("android").map(KeySchema.android.canonical)
-        if let android = n.android { try checkAndroid(android, at: path + ".android") }
+        if let android = n.android { n.android = try checkAndroid(android, at: path + ".android") }
         n.apns = try f.object("apns").map(KeySchema.apns.canonical)
+        if let apns = n.apns { try checkFCMAPNs(apns, at: path + ".apns") }
         n.webpush = try f.object("webpush").map(KeySchema.webpush.canonical)
+        if let options = n.webpush?["fcm_options"] { try checkFCMOptions(options, at: path + ".webpush.fcm_options") }
         n.fcmOptions = try f.object("fcm_options").map(KeySchema.fcmOptions.canonical)
+        if let options = n.fcmOptions { try checkFCMOptions(.object(options), at: path + ".fcm_options") }
         if let subs = f.present("subscriptions") {
             guard case .array(let list) = subs else { throw Failure(field: path + ".subscriptions", problem: "expected an array") }
             var out: [WebPushSubscription] = []
@@ -518,13 +521,73 @@ struct PushRequestDecoder {
     /// FCM v1 `AndroidConfig` booleans (direct boot, bandwidth-constrained and restricted-satellite delivery).
     static let androidBooleans = ["direct_boot_ok", "bandwidth_constrained_ok", "restricted_satellite_ok"]
 
-    func checkAndroid(_ android: JSONObject, at path: String) throws(Failure) {
+    /// FCM v1 `AndroidNotification.proxy` (`Proxy` enum): whether Android may proxy the notification.
+    static let androidProxyValues = ["PROXY_UNSPECIFIED", "ALLOW", "DENY", "IF_PRIORITY_LOWERED"]
+
+    /// Checks FCM's `android` object and returns it with `notification.proxy` spelled as FCM's enum
+    /// (upper case; `"allow"` is taken as `ALLOW`, as the Firebase Admin SDKs take it).
+    func checkAndroid(_ android: JSONObject, at path: String) throws(Failure) -> JSONObject {
+        var android = android
         for key in Self.androidBooleans {
             switch android[key] {
             case nil, .null?, .bool?: continue
             default: throw Failure(field: path + "." + key, problem: "expected true or false")
             }
         }
+        if let options = android["fcm_options"] { try checkFCMOptions(options, at: path + ".fcm_options") }
+        if case .object(var an)? = android["notification"] {
+            switch an["bypass_proxy_notification"] {
+            case nil, .null?, .bool?: break
+            default: throw Failure(field: path + ".notification.bypass_proxy_notification", problem: "expected true or false")
+            }
+            switch an["proxy"] {
+            case nil, .null?: break
+            case .string(let s)? where Self.androidProxyValues.contains(s.uppercased()):
+                if s != s.uppercased() {
+                    an["proxy"] = .string(s.uppercased())
+                    android["notification"] = .object(an)
+                }
+            default:
+                throw Failure(
+                    field: path + ".notification.proxy", problem: "expected one of \(Self.androidProxyValues.joined(separator: ", ")) (FCM's Proxy)")
+            }
+        }
+        try checkTTL(android, at: path)
+        return android
+    }
+
+    /// FCM's `apns` object: `live_activity_token` (a Live Activity push or push-to-start token) is a
+    /// string; `fcm_options.analytics_label` follows FCM's rule.
+    func checkFCMAPNs(_ apns: JSONObject, at path: String) throws(Failure) {
+        switch apns["live_activity_token"] {
+        case nil, .null?: break
+        case .string(let s)?:
+            if s.isEmpty { throw Failure(field: path + ".live_activity_token", problem: "must not be empty") }
+            if s.utf8.count > limits.maxTokenBytes {
+                throw Failure(
+                    field: path + ".live_activity_token", problem: "\(s.utf8.count) bytes, over the limit of \(limits.maxTokenBytes)",
+                    limit: "core.max_token_bytes")
+            }
+        default: throw Failure(field: path + ".live_activity_token", problem: "expected a string")
+        }
+        if let options = apns["fcm_options"] { try checkFCMOptions(options, at: path + ".fcm_options") }
+    }
+
+    /// An `fcm_options` object (the message's, or `android`'s / `apns`'s / `webpush`'s): its
+    /// `analytics_label` follows FCM's rule.
+    func checkFCMOptions(_ options: JSONValue, at path: String) throws(Failure) {
+        guard case .object(let o) = options else {
+            if options == .null { return }
+            throw Failure(field: path, problem: "expected an object")
+        }
+        switch o["analytics_label"] {
+        case nil, .null?: break
+        case .string(let label)? where Self.isAnalyticsLabel(label): break
+        default: throw Failure(field: path + ".analytics_label", problem: "must be 1-50 characters of a-z A-Z 0-9 - _ . ~ % (FCM's rule)")
+        }
+    }
+
+    func checkTTL(_ android: JSONObject, at path: String) throws(Failure) {
         guard let ttl = android["ttl"] else { return }
         let seconds: Double?
         switch ttl {

@@ -288,4 +288,48 @@ final class FCMProviderTests: XCTestCase {
             XCTAssertNil(status)
         }
     }
+
+    /// The mock is as strict as FCM about the newer fields: an unknown `Proxy` value, a non-string
+    /// `live_activity_token`, a bad `analytics_label` and unknown members are 400 INVALID_ARGUMENT
+    /// (sent here without the gateway's ingest checks), while the known values pass.
+    func testMockRefusesUnknownEnumValuesAndFieldsAsFCMDoes() async throws {
+        try await withHarness { h in
+            func object(_ pairs: [(String, JSONValue)]) -> JSONValue { .object(JSONObject(pairs)) }
+            func with(_ configure: (inout PushNotification) -> Void) -> PushNotification {
+                notification {
+                    $0.message = "m"
+                    configure(&$0)
+                }
+            }
+            let refused: [(PushNotification, String)] = [
+                (with { $0.android = JSONObject([("notification", object([("proxy", .string("SOMETIMES"))]))]) }, "proxy"),
+                (with { $0.android = JSONObject([("notification", object([("proxy", .string("allow"))]))]) }, "proxy"),
+                (with { $0.android = JSONObject([("notification", object([("no_such_field", .int(1))]))]) }, "no_such_field"),
+                (with { $0.apns = JSONObject([("live_activity_token", .int(42))]) }, "live_activity_token"),
+                (with { $0.apns = JSONObject([("live_activity", .string("t"))]) }, "live_activity"),
+                (with { $0.fcmOptions = JSONObject([("analytics_label", .string("a b"))]) }, "analytics_label"),
+            ]
+            for (n, field) in refused {
+                let outcome = try await h.send(n, .token("token-strict"))
+                XCTAssertEqual(outcome.status, 400, "\(field): \(outcome)")
+                XCTAssertTrue(outcome.reason?.contains("INVALID_ARGUMENT") == true, "\(field): \(outcome)")
+                XCTAssertTrue(h.mock.sendRejections.last?.contains(field) == true, "\(field): \(h.mock.sendRejections)")
+            }
+            XCTAssertEqual(h.mock.messages.count, 0, "nothing refused was recorded as sent")
+            let accepted = notification {
+                $0.message = "m"
+                $0.android = JSONObject([("notification", object([("proxy", .string("DENY")), ("bypass_proxy_notification", .bool(true))]))])
+                $0.apns = JSONObject([("live_activity_token", .string("la-token"))])
+            }
+            let outcome = try await h.send(accepted, .token("token-strict"))
+            XCTAssertTrue(outcome.isDelivered, "\(outcome)")
+            let sent = try XCTUnwrap(h.mock.messages.last)
+            XCTAssertEqual(((sent.message["android"] as? [String: Any])?["notification"] as? [String: Any])?["proxy"] as? String, "DENY")
+            // A fid: token is sent as message.fid.
+            let fid = try await h.send(notification { $0.message = "m" }, .token("fid:dR2bC7qUTH-qhK4Vk_l3cD"))
+            XCTAssertTrue(fid.isDelivered, "\(fid)")
+            XCTAssertEqual(h.mock.messages.last?.targetKind, "fid")
+            XCTAssertEqual(h.mock.messages.last?.target, "dR2bC7qUTH-qhK4Vk_l3cD")
+        }
+    }
 }

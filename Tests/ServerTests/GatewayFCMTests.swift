@@ -95,4 +95,73 @@ final class GatewayFCMTests: XCTestCase {
             XCTAssertTrue(unknown.body.contains("INVALID_ARGUMENT") && unknown.body.contains("no_such_field"), unknown.body)
         }
     }
+
+    /// FCM v1's newer fields reach FCM as given (FCM's camelCase names folded onto the snake_case
+    /// ones): `android.notification.proxy`, `bypass_proxy_notification`, the delivery-mode booleans,
+    /// `fcm_options.analytics_label`, `apns.live_activity_token`, and a `fid:` token sent as
+    /// `message.fid`. What the mock received is what is asserted.
+    func testNewestFCMFieldsReachFCM() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        let fid = "cR2bC7qUTH-qhK4Vk_l3cD"
+        try await env.withGateway { client, _ in
+            let r = try await client.push(
+                #"""
+                {"notifications":[{"tokens":["android-new","fid:\#(fid)"],"platform":2,"message":"m",
+                 "android":{"bandwidthConstrainedOk":true,"restricted_satellite_ok":true,
+                            "notification":{"proxy":"if_priority_lowered","bypassProxyNotification":false}},
+                 "fcm_options":{"analytics_label":"spring_sale-2026"},
+                 "apns":{"liveActivityToken":"la-push-to-start-token","headers":{"apns-priority":"10"}}}],"sync":true}
+                """#)
+            XCTAssertEqual(r.body, #"{"counts":2,"logs":[],"success":"ok"}"#)
+            XCTAssertEqual(env.fcm.sendRejections, [])
+            let sent = try XCTUnwrap(env.fcm.messages.first { $0.target == "android-new" })
+            XCTAssertEqual(sent.targetKind, "token")
+            let android = try XCTUnwrap(sent.message["android"] as? [String: Any])
+            XCTAssertEqual(android["bandwidth_constrained_ok"] as? Bool, true)
+            XCTAssertNil(android["bandwidthConstrainedOk"], "one spelling reaches FCM")
+            XCTAssertEqual(android["restricted_satellite_ok"] as? Bool, true)
+            let notification = try XCTUnwrap(android["notification"] as? [String: Any])
+            XCTAssertEqual(notification["proxy"] as? String, "IF_PRIORITY_LOWERED")
+            XCTAssertEqual(notification["bypass_proxy_notification"] as? Bool, false)
+            XCTAssertEqual((sent.message["fcm_options"] as? [String: Any])?["analytics_label"] as? String, "spring_sale-2026")
+            let apns = try XCTUnwrap(sent.message["apns"] as? [String: Any])
+            XCTAssertEqual(apns["live_activity_token"] as? String, "la-push-to-start-token")
+            let toInstallation = try XCTUnwrap(env.fcm.messages.first { $0.targetKind == "fid" })
+            XCTAssertEqual(toInstallation.target, fid)
+            XCTAssertNil(toInstallation.message["token"])
+        }
+    }
+
+    /// A bad value of the new fields is a 400 naming the field, before anything is queued.
+    func testNewestFCMFieldsAreValidatedAtIngest() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        try await env.withGateway { client, _ in
+            let cases: [(String, String)] = [
+                (#""android":{"notification":{"proxy":"SOMETIMES"}}"#, "notifications[0].android.notification.proxy"),
+                (#""android":{"notification":{"proxy":1}}"#, "notifications[0].android.notification.proxy"),
+                (
+                    #""android":{"notification":{"bypass_proxy_notification":"no"}}"#,
+                    "notifications[0].android.notification.bypass_proxy_notification"
+                ),
+                (#""android":{"restrictedSatelliteOk":"yes"}"#, "notifications[0].android.restricted_satellite_ok"),
+                (#""fcm_options":{"analytics_label":"no spaces allowed"}"#, "notifications[0].fcm_options.analytics_label"),
+                (#""android":{"fcm_options":{"analytics_label":""}}"#, "notifications[0].android.fcm_options.analytics_label"),
+                (
+                    #""apns":{"fcm_options":{"analytics_label":"\#(String(repeating: "x", count: 51))"}}"#,
+                    "notifications[0].apns.fcm_options.analytics_label"
+                ),
+                (#""apns":{"live_activity_token":42}"#, "notifications[0].apns.live_activity_token"),
+                (#""tokens":["fid:not-an-installation-id"]"#, "notifications[0].tokens[0]"),
+            ]
+            for (member, field) in cases {
+                let tokens = member.hasPrefix(#""tokens""#) ? "" : #""tokens":["android-x"],"#
+                let r = try await client.push(#"{"notifications":[{\#(tokens)"platform":2,"message":"m",\#(member)}]}"#)
+                XCTAssertEqual(r.status, 400, member)
+                XCTAssertTrue(r.body.contains(field), "\(member): \(r.body)")
+            }
+            XCTAssertEqual(env.fcm.sendRequestCount, 0, "nothing reached FCM")
+        }
+    }
 }
