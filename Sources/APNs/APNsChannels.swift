@@ -167,9 +167,9 @@ public final class APNsChannels: Sendable {
             let reason = APNsResponseClassifier.reason(in: Array(response.body.readableBytesView)), APNsProvider.keyReasons.contains(reason)
         {
             if reason == "ExpiredProviderToken", let auth { tokens.invalidate(auth.jwt) }
-            // A refusal of the provider token names the key that signed it.
-            throw Failure(
-                status: response.status, reason: "\(reason.logSafe(max: 64)) (key id \(tokens.keyID))", retryAfter: response.header("retry-after"))
+            // A refusal of the provider token names the key that signed it (`namesKeys`).
+            let named = configuration.namesKeys ? " (key id \(tokens.keyID))" : ""
+            throw Failure(status: response.status, reason: "\(reason.logSafe(max: 64))\(named)", retryAfter: response.header("retry-after"))
         }
         return response
     }

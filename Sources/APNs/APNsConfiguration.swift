@@ -35,6 +35,12 @@ public struct APNsConfiguration: Sendable {
     /// (`ios.key_path` unrestricted, then `ios.keys`); each delivery is signed by the one
     /// `APNsSigningKey.select` picks. Empty with certificate auth.
     public internal(set) var signingKeys: [APNsSigningKey] = []
+    /// Whether APNs' refusals of a provider token name the key that signed it (`(key id K)`): with
+    /// several keys, or one restricted to an environment or topics. One unrestricted key (gorush's
+    /// configuration) keeps APNs' reason as it is, as gorush reports it.
+    public var namesKeys: Bool {
+        signingKeys.count > 1 || signingKeys.contains { $0.environment != nil || !$0.topics.isEmpty }
+    }
     /// The provider-token signing key (`ios.key_path`, a P-256 PKCS#8 `.p8`); nil with a certificate.
     public var key: P256.Signing.PrivateKey? {
         if case .token(let key, _, _) = credentials { return key }

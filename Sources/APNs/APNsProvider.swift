@@ -266,7 +266,7 @@ public final class APNsProvider: PushProvider {
         if case .credentials = outcome, let tokens = signer?.tokens ?? tokens, let auth {
             tokens.invalidate(auth.jwt)
         }
-        if let signer { outcome = Self.namingKey(outcome, keyID: signer.key.keyID) }
+        if let signer, configuration.namesKeys { outcome = Self.namingKey(outcome, keyID: signer.key.keyID) }
         logger.debug(
             "APNs refused a push",
             metadata: [
