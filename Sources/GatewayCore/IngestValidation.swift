@@ -41,7 +41,7 @@ extension IngestValidation {
         var deliveries = 0
         for (i, n) in request.notifications.enumerated() {
             if let r = limits.platforms[n.platform]?.reservedKey(in: n.data) { return PlatformRules.reservedKeyError(r, at: "notifications[\(i)]") }
-            let tokens = n.tokens.count + (n.subscriptions?.count ?? 0) + (n.channels?.count ?? 0)
+            let tokens = n.targetCount(limits.platforms[n.platform])
             let maxTokens = limits.maxTokens(for: n.platform)
             if tokens > maxTokens {
                 return RequestError(

@@ -393,13 +393,19 @@ public struct PushNotification: Sendable, Codable, Equatable {
         return tokens
     }
 
+    /// What `<platform>.max_tokens` bounds: tokens (gorush's `to` included where the platform's
+    /// `rules` take it), subscriptions and channels. The decoder and `IngestValidation` both count so.
+    public func targetCount(_ rules: PlatformRules?) -> Int {
+        allTokens(rules).count + (subscriptions?.count ?? 0) + (channels?.count ?? 0)
+    }
+
     /// Whether this wakes the app without showing anything, by its platform's `rules` (none: no).
     public func isBackgroundPush(_ rules: PlatformRules?) -> Bool { rules?.backgroundPush.test(self) ?? false }
 
     /// Number of deliveries gorush counts for this notification: one per token, plus one for an FCM
     /// topic/condition send. Pushgate also counts Web Push subscriptions.
     public func deliveryCount(_ rules: PlatformRules?) -> Int {
-        allTokens(rules).count + (subscriptions?.count ?? 0) + (channels?.count ?? 0) + (isTopicSend(rules) ? 1 : 0)
+        targetCount(rules) + (isTopicSend(rules) ? 1 : 0)
     }
 
     /// gorush's `counts` for this notification (its router's `countNotificationTargets`): one per entry

@@ -325,7 +325,7 @@ struct PushRequestDecoder {
             throw Failure(field: path + ".time_to_live", problem: "out of range: must be between 0 and \(PlatformRules.seconds(max))")
         }
 
-        let targets = n.allTokens(limits.platforms[n.platform]).count + (n.subscriptions?.count ?? 0) + (n.channels?.count ?? 0)
+        let targets = n.targetCount(limits.platforms[n.platform])
         let cap = limits.maxTokens(for: n.platform)
         if targets > cap {
             throw Failure(

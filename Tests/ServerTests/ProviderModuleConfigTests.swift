@@ -131,3 +131,28 @@ final class ProviderModuleConfigTests: XCTestCase {
         XCTAssertEqual(Set(importers.map { String($0.split(separator: ":")[0]) }), ["GatewayCore/ProviderRegistry.swift"], "\(importers)")
     }
 }
+
+/// `<platform>.max_tokens` is counted alike on both ways in: the JSON decoder and the checks of a
+/// request built in code (`IngestValidation`, the embedding API), gorush's `to` included where the
+/// platform takes it as a token.
+final class TargetCountTests: XCTestCase {
+    func testLegacyToCountsAgainstMaxTokensOnBothWaysIn() throws {
+        var limits = RequestLimits()
+        limits.platforms = ProviderRegistry.platformRules
+        limits.maxTokens[.android] = 2
+        var n = PushNotification(platform: .android, tokens: ["token-a", "token-b"])
+        n.message = "hi"
+        n.to = "token-c"
+        XCTAssertEqual(n.targetCount(limits.platforms[.android]), 3)
+        let inCode = IngestValidation.validate(request: PushRequest(notifications: [n]), limits: limits)
+        XCTAssertEqual(inCode?.detail, "notifications[0].tokens: 3 tokens, over the limit of 2 (android.max_tokens)")
+
+        let json = #"{"notifications":[{"platform":2,"tokens":["token-a","token-b"],"to":"token-c","message":"hi"}]}"#
+        XCTAssertThrowsError(try RequestParser.parse(Array(json.utf8), limits: limits)) { error in
+            XCTAssertTrue("\(error)".contains("android.max_tokens"), "\(error)")
+        }
+
+        n.to = nil
+        XCTAssertNil(IngestValidation.validate(request: PushRequest(notifications: [n]), limits: limits))
+    }
+}
