@@ -88,6 +88,18 @@ public final class MockHMS: Sendable {
         var v3Requests = 0
         var v3Rejections: [String] = []
         var v3Messages: [RecordedV3Message] = []
+
+        /// The answer to a message for `token`: the test hook's, else the next one scripted for the
+        /// token, else the default (v1 and v3 alike).
+        mutating func reply(for token: String, hooked: Reply?) -> Reply {
+            if let hooked { return hooked }
+            if var queue = scripts[token], !queue.isEmpty {
+                let r = queue.removeFirst()
+                scripts[token] = queue
+                return r
+            }
+            return defaultReply
+        }
     }
 
     public static let tokenPath = "/oauth2/v3/token"
@@ -326,15 +338,7 @@ public final class MockHMS: Sendable {
             record ? String(decoding: (try? JSONSerialization.data(withJSONObject: message, options: [.sortedKeys])) ?? Data(), as: UTF8.self) : ""
         let reply: Reply = state.withLockedValue { s in
             s.sendRequests += 1
-            let r: Reply
-            if let hooked {
-                r = hooked
-            } else if var queue = s.scripts[targets[0]], !queue.isEmpty {
-                r = queue.removeFirst()
-                s.scripts[targets[0]] = queue
-            } else {
-                r = s.defaultReply
-            }
+            let r = s.reply(for: targets[0], hooked: hooked)
             if record {
                 s.messages.append(
                     RecordedMessage(

@@ -198,15 +198,7 @@ extension MockHMS {
         let optionsJSON = record ? sorted(pushOptions) : ""
         let reply: Reply = state.withLockedValue { s in
             s.v3Requests += 1
-            let r: Reply
-            if let hooked {
-                r = hooked
-            } else if var queue = s.scripts[tokens[0]], !queue.isEmpty {
-                r = queue.removeFirst()
-                s.scripts[tokens[0]] = queue
-            } else {
-                r = s.defaultReply
-            }
+            let r = s.reply(for: tokens[0], hooked: hooked)
             if record {
                 s.v3Messages.append(
                     RecordedV3Message(
