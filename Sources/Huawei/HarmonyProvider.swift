@@ -43,8 +43,14 @@ public final class HarmonyProvider: PushProvider {
 
     public func send(_ prepared: any PreparedPush, to target: PushTarget, context: DeliveryContext) async -> SendOutcome {
         guard let p = prepared as? HarmonyPreparedMessage else { return .permanent(reason: "not a HarmonyOS message", status: nil) }
-        if let failure = validate(target: target, of: p) { return .permanent(reason: failure.reason, status: nil) }
-        guard case .token(let token) = target else { return .permanent(reason: "unsupported HarmonyOS target", status: nil) }
+        guard case .token(let token) = target, !token.isEmpty else {
+            return .permanent(reason: validate(target: target, of: p)?.reason ?? "unsupported HarmonyOS target", status: nil)
+        }
+        // Rendered once: the size check `validate` makes, on the bytes that are sent.
+        let body = p.body(token: token)
+        if body.count > HarmonyMessageMapper.maxMessageSize {
+            return .permanent(reason: PushFailure.payloadTooLarge(size: body.count, limit: HarmonyMessageMapper.maxMessageSize).reason, status: nil)
+        }
         let bearer: String
         do { bearer = try jwt.token() } catch {
             return .permanent(reason: "HarmonyOS service-account JWT could not be signed", status: nil)
@@ -54,7 +60,7 @@ public final class HarmonyProvider: PushProvider {
             headers: [
                 ("authorization", "Bearer \(bearer)"), ("content-type", "application/json"), ("push-type", String(p.pushType.rawValue)),
             ],
-            body: ByteBuffer(bytes: p.body(token: token)))
+            body: ByteBuffer(bytes: body))
         let response: HTTP2Response
         do {
             response = try await pool.execute(request)
