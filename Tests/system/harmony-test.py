@@ -17,25 +17,12 @@ service-account key file (mock-harmony.json) and its public key (mock-harmony-pu
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ROOT, Run, find_pushgate, http, wait_for  # noqa: E402
+from harness import ROOT, Run, run_in_venv, find_pushgate, http, wait_for  # noqa: E402
 
 NAME = "harmony-test"
-
-
-def ensure_venv(path, run):
-    """A venv with PyJWT and cryptography (made once, reused)."""
-    python = os.path.join(path, "bin", "python")
-    probe = [python, "-c", "import jwt, cryptography"]
-    if os.access(python, os.X_OK) and subprocess.call(probe, stderr=subprocess.DEVNULL) == 0:
-        return python
-    run.log(f"making a venv with PyJWT at {path} (pip install 'pyjwt[crypto]')")
-    subprocess.check_call([sys.executable, "-m", "venv", path])
-    subprocess.check_call([python, "-m", "pip", "install", "-q", "pyjwt[crypto]"])
-    return python
 
 
 def check(run, cond, what):
@@ -50,11 +37,7 @@ def main():
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     run = Run(NAME, find_pushgate(args.pushgate, NAME), keep=args.keep)
-    python = ensure_venv(os.path.abspath(args.venv), run)
-    if os.path.realpath(sys.prefix) != os.path.realpath(args.venv) and not os.environ.get("PUSHGATE_HARMONY_TEST_CHILD"):
-        run.close()
-        env = dict(os.environ, PUSHGATE_HARMONY_TEST_CHILD="1")
-        sys.exit(subprocess.call([python, os.path.abspath(__file__)] + sys.argv[1:], env=env))
+    run_in_venv(args.venv, run, "jwt, cryptography", "pyjwt[crypto]", "PUSHGATE_HARMONY_TEST_CHILD")
     import jwt  # PyJWT, from the venv
 
     try:

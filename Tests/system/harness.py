@@ -10,6 +10,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -207,3 +208,21 @@ class Run:
             print(f"{self.name}: work directory kept: {self.work}")
         else:
             shutil.rmtree(self.work, ignore_errors=True)
+
+
+def run_in_venv(path, run, probe_import, pip_spec, child_flag):
+    """Makes (once; reused while `probe_import` imports) a venv at `path` with `pip_spec`, then runs
+    the calling script again with the venv's Python unless it already runs there (`child_flag`, an
+    environment variable, stops a loop). Returns only in the venv's Python."""
+    path = os.path.abspath(path)
+    python = os.path.join(path, "bin", "python")
+    probe = [python, "-c", f"import {probe_import}"]
+    if not (os.access(python, os.X_OK) and subprocess.call(probe, stderr=subprocess.DEVNULL) == 0):
+        run.log(f"making a venv with {pip_spec} at {path} (pip install '{pip_spec}')")
+        subprocess.check_call([sys.executable, "-m", "venv", path])
+        subprocess.check_call([python, "-m", "pip", "install", "-q", pip_spec])
+    # The venv's python is a link to this one: which one runs is told by sys.prefix.
+    if os.path.realpath(sys.prefix) != os.path.realpath(path) and not os.environ.get(child_flag):
+        run.close()
+        env = dict(os.environ, **{child_flag: "1"})
+        sys.exit(subprocess.call([python, os.path.abspath(sys.argv[0])] + sys.argv[1:], env=env))

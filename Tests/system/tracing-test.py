@@ -20,7 +20,6 @@ venv at .build/otel-venv) takes the spans of `pushgate serve` gateways on the bu
 """
 import argparse
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -28,23 +27,11 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ROOT, Run, find_pushgate, free_port, http, wait_for  # noqa: E402
+from harness import ROOT, Run, run_in_venv, find_pushgate, free_port, http, wait_for  # noqa: E402
 
 NAME = "tracing-test"
 LIVE = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90"
 DEAD = "dddddddd00000000000000000000000000000000000000000000000000000001"  # the mock APNs answers 410 Unregistered
-
-
-def ensure_venv(path, run):
-    """A venv with opentelemetry-proto (made once, reused); re-runs this script with its Python."""
-    python = os.path.join(path, "bin", "python")
-    probe = [python, "-c", "import opentelemetry.proto.collector.trace.v1.trace_service_pb2"]
-    if os.access(python, os.X_OK) and subprocess.call(probe, stderr=subprocess.DEVNULL) == 0:
-        return python
-    run.log(f"making a venv with opentelemetry-proto at {path} (pip install opentelemetry-proto)")
-    subprocess.check_call([sys.executable, "-m", "venv", path])
-    subprocess.check_call([python, "-m", "pip", "install", "-q", "opentelemetry-proto"])
-    return python
 
 
 class Receiver:
@@ -146,12 +133,7 @@ def main():
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     run = Run(NAME, find_pushgate(args.pushgate, NAME), keep=args.keep)
-    python = ensure_venv(os.path.abspath(args.venv), run)
-    # The venv's python is a link to this one: which one runs is told by sys.prefix.
-    if os.path.realpath(sys.prefix) != os.path.realpath(args.venv) and not os.environ.get("PUSHGATE_TRACING_TEST_CHILD"):
-        run.close()
-        env = dict(os.environ, PUSHGATE_TRACING_TEST_CHILD="1")
-        sys.exit(subprocess.call([python, os.path.abspath(__file__)] + sys.argv[1:], env=env))
+    run_in_venv(args.venv, run, "opentelemetry.proto.collector.trace.v1.trace_service_pb2", "opentelemetry-proto", "PUSHGATE_TRACING_TEST_CHILD")
     receiver = Receiver()
     off_receiver = Receiver()
     try:
