@@ -81,16 +81,10 @@ public struct APNsConfiguration: Sendable {
         key: P256.Signing.PrivateKey, keyID: String, teamID: String, production: Bool = false,
         topic: String? = nil, endpoint: String? = nil, maxRetry: Int = 3, connectionsPerEnvironment: Int = 2
     ) throws(APNsConfigurationError) {
-        self.credentials = .token(
-            key: key, keyID: keyID.trimmingCharacters(in: .whitespacesAndNewlines),
-            teamID: teamID.trimmingCharacters(in: .whitespacesAndNewlines))
-        self.signingKeys = [APNsSigningKey(key: key, keyID: keyID, teamID: teamID)]
-        self.production = production
-        self.topic = topic.flatMap { $0.isEmpty ? nil : $0 }
-        self.endpoint = endpoint.flatMap { $0.isEmpty ? nil : $0 }
-        self.maxRetry = maxRetry
-        self.connectionsPerEnvironment = connectionsPerEnvironment
-        try validate()
+        // One unrestricted key (`APNsSigningKey` trims the ids as `credentials` has them).
+        try self.init(
+            signingKeys: [APNsSigningKey(key: key, keyID: keyID, teamID: teamID)], production: production, topic: topic, endpoint: endpoint,
+            maxRetry: maxRetry, connectionsPerEnvironment: connectionsPerEnvironment)
     }
 
     /// Token auth with several keys (`ios.keys`, after the unrestricted `ios.key_path` one when there
