@@ -77,6 +77,14 @@ public final class MockWebPush: Sendable {
         public var declarative: DeclarativeVerdict? = nil
 
         public var plaintextString: String { String(decoding: plaintext, as: UTF8.self) }
+
+        /// Keeps a verified VAPID header's key and claims.
+        mutating func setVAPID(_ v: VAPIDInfo) {
+            vapidKey = v.key
+            vapidAudience = v.aud
+            vapidExpiry = v.exp
+            vapidSubject = v.sub
+        }
         public func header(_ name: String) -> String? {
             headers.first { $0.0.lowercased() == name.lowercased() }?.1
         }
@@ -248,10 +256,7 @@ public final class MockWebPush: Sendable {
             switch verifyVAPID(authorization) {
             case .failure(let r): return reject(r.status, r.message)
             case .success(let v):
-                record.vapidKey = v.key
-                record.vapidAudience = v.aud
-                record.vapidExpiry = v.exp
-                record.vapidSubject = v.sub
+                record.setVAPID(v)
             }
             guard let sub = state.withLockedValue({ $0.subscribers[id] }) else { return reject(404, "unknown subscription \(id)") }
             do {
@@ -267,10 +272,7 @@ public final class MockWebPush: Sendable {
                 switch verifyVAPID(authorization) {
                 case .failure(let r): return reject(r.status, r.message)
                 case .success(let v):
-                    record.vapidKey = v.key
-                    record.vapidAudience = v.aud
-                    record.vapidExpiry = v.exp
-                    record.vapidSubject = v.sub
+                    record.setVAPID(v)
                 }
             } else if options.requireVAPID {
                 return reject(401, "VAPID required")
