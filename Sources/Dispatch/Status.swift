@@ -126,8 +126,6 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
         /// Job ids, ascending; `slots[i]` is `jobIDs[i]`'s delivery.
         var jobIDs: [UInt64] = []
         var slots: [StatusSlot] = []
-        /// Deliveries not over yet (retention waits for them).
-        var open = 0
         var updated: Date
         var app: String
         var fallback: FallbackInfo?
@@ -192,14 +190,10 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
     /// Records `outcome` for `job` in `n`; returns the records added (0 or 1). The token is read only
     /// for a new record: an update keeps the one stored.
     private static func put(_ job: DeliveryJob, _ outcome: StatusSlot.Outcome, overwrite: Bool, into n: inout Notif) -> Int {
-        let final = outcome.state.isFinal
         if let last = n.jobIDs.last, last >= job.id {
             let at = lowerBound(n.jobIDs, job.id)
             if at < n.jobIDs.count, n.jobIDs[at] == job.id {
-                guard overwrite else { return 0 }
-                let was = n.slots[at].isFinal
-                n.slots[at].set(outcome)
-                n.open += (was ? 0 : -1) + (final ? 0 : 1)
+                if overwrite { n.slots[at].set(outcome) }
                 return 0
             }
             // A record made by an event that came before an earlier job's acceptance.
@@ -210,7 +204,6 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
             n.jobIDs.append(job.id)
             n.slots.append(StatusSlot(job, outcome))
         }
-        n.open += final ? 0 : 1
         return 1
     }
 
@@ -249,7 +242,7 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
                 continue
             }
             let over = s.records > maxRecords
-            let expired = n.updated < cutoff && n.open == 0
+            let expired = n.updated < cutoff && n.slots.allSatisfy(\.isFinal)
             if over || expired {
                 s.records -= n.slots.count
                 s.notifs[id] = nil
