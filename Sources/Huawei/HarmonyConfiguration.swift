@@ -1,5 +1,6 @@
 import Foundation
 import HTTP2Pool
+import Logging
 import ProviderKit
 import Signing
 import _CryptoExtras
@@ -180,4 +181,13 @@ public final class HarmonyJWTSource: @unchecked Sendable {  // state behind `loc
 
     /// JWTs signed so far.
     public var signedCount: Int { lock.withLock { signed } }
+}
+
+extension HarmonyJWTSource: BearerTokenSource {
+    /// The shared JWT; one that cannot be signed fails the send for good (the key was checked at start).
+    public func bearer(name: String, logger: Logger) async -> Result<String, BearerUnavailable> {
+        do { return .success(try token()) } catch {
+            return .failure(BearerUnavailable(.permanent(reason: "HarmonyOS service-account JWT could not be signed", status: nil)))
+        }
+    }
 }

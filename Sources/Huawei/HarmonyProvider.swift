@@ -14,8 +14,8 @@ public final class HarmonyProvider: PushProvider {
     public let name = "harmony"
     public let configuration: HarmonyConfiguration
     public let jwt: HarmonyJWTSource
-    public let pool: HTTP2ConnectionPool
-    let logger: Logger
+    public var pool: HTTP2ConnectionPool { sender.pool }
+    let sender: BearerJSONSender
 
     public init(
         configuration: HarmonyConfiguration, poolConfiguration: HTTP2PoolConfiguration, eventLoopGroup: any EventLoopGroup,
@@ -23,9 +23,13 @@ public final class HarmonyProvider: PushProvider {
     ) throws(HuaweiConfigurationError) {
         let (target, _) = try HuaweiConfiguration.parseEndpoint(configuration.endpoint, key: "harmony.endpoint")
         self.configuration = configuration
-        self.jwt = jwt ?? HarmonyJWTSource(account: configuration.serviceAccount)
-        self.pool = HTTP2ConnectionPool(target: target, configuration: poolConfiguration, eventLoopGroup: eventLoopGroup, logger: logger)
-        self.logger = logger
+        let jwt = jwt ?? HarmonyJWTSource(account: configuration.serviceAccount)
+        self.jwt = jwt
+        self.sender = BearerJSONSender(
+            name: "HarmonyOS",
+            pool: HTTP2ConnectionPool(target: target, configuration: poolConfiguration, eventLoopGroup: eventLoopGroup, logger: logger),
+            path: configuration.sendPath, contentType: "application/json", tokens: jwt, maxResponseBytes: HuaweiResponseClassifier.maxBodyBytes + 1,
+            logger: logger, classify: { HuaweiResponseClassifier.classify(status: $0, body: $1, retryAfter: $2) })
     }
 
     public func prepare(_ notification: PushNotification) throws -> any PreparedPush {
@@ -51,32 +55,7 @@ public final class HarmonyProvider: PushProvider {
         if body.count > HarmonyMessageMapper.maxMessageSize {
             return .permanent(reason: PushFailure.payloadTooLarge(size: body.count, limit: HarmonyMessageMapper.maxMessageSize).reason, status: nil)
         }
-        let bearer: String
-        do { bearer = try jwt.token() } catch {
-            return .permanent(reason: "HarmonyOS service-account JWT could not be signed", status: nil)
-        }
-        let request = HTTP2Request(
-            method: "POST", path: configuration.sendPath,
-            headers: [
-                ("authorization", "Bearer \(bearer)"), ("content-type", "application/json"), ("push-type", String(p.pushType.rawValue)),
-            ],
-            body: ByteBuffer(bytes: body))
-        let response: HTTP2Response
-        do {
-            response = try await pool.execute(request)
-        } catch {
-            return .transient(reason: "\(error)", status: nil, retryAfter: nil)
-        }
-        var buffer = response.body
-        let bytes = buffer.readBytes(length: min(buffer.readableBytes, HuaweiResponseClassifier.maxBodyBytes + 1)) ?? []
-        let outcome = HuaweiResponseClassifier.classify(status: response.status, body: bytes, retryAfter: response.header("retry-after"))
-        if case .credentials = outcome { jwt.invalidate(bearer) }
-        if !outcome.isDelivered {
-            logger.debug(
-                "HarmonyOS send not delivered",
-                metadata: ["status": "\(response.status)", "outcome": "\(outcome.className)", "reason": "\(outcome.reason ?? "")"])
-        }
-        return outcome
+        return await sender.send(body, headers: [("push-type", String(p.pushType.rawValue))], context: context)
     }
 
     public func shutdown() async {

@@ -4,17 +4,47 @@ import Logging
 import NIOCore
 import PushgateCore
 
-/// One JSON POST per delivery over a provider's HTTP/2 pool, authorised with the access token of
-/// an `OAuthTokenCache`: FCM's and HMS's `messages:send`. A token the provider refuses
-/// (`SendOutcome.credentials`) is dropped so the next send fetches a new one; a token that cannot
-/// be had is a permanent failure when the endpoint refused the credentials, else a transient one.
+/// Where a `BearerJSONSender` gets its `Authorization: Bearer` value: an OAuth access token
+/// (`OAuthTokenCache`: FCM, HMS) or a self-signed JWT (HarmonyOS Push Kit v3).
+public protocol BearerTokenSource: Sendable {
+    /// The bearer value, or the outcome of a send that cannot have one (logged as `name`'s).
+    func bearer(name: String, logger: Logger) async -> Result<String, BearerUnavailable>
+    /// The provider refused `token` (`SendOutcome.credentials`): the next send gets a new one.
+    func invalidate(_ token: String) async
+}
+
+/// Why a send has no bearer value: the outcome it ends with.
+public struct BearerUnavailable: Error, Sendable {
+    public var outcome: SendOutcome
+    public init(_ outcome: SendOutcome) { self.outcome = outcome }
+}
+
+extension OAuthTokenCache: BearerTokenSource {
+    /// A token that cannot be had is a permanent failure when the endpoint refused the
+    /// credentials, else a transient one.
+    public func bearer(name: String, logger: Logger) async -> Result<String, BearerUnavailable> {
+        do {
+            return .success(try await accessToken())
+        } catch let error as OAuthTokenError {
+            logger.error("\(name) access token unavailable", metadata: ["error": "\(error)"])
+            if error.isPermanent { return .failure(BearerUnavailable(.permanent(reason: error.description, status: error.status))) }
+            return .failure(BearerUnavailable(.transient(reason: error.description, status: error.status, retryAfter: nil)))
+        } catch {
+            return .failure(BearerUnavailable(.transient(reason: "\(name) OAuth: \(scrub("\(error)"))", status: nil, retryAfter: nil)))
+        }
+    }
+}
+
+/// One JSON POST per delivery over a provider's HTTP/2 pool, authorised with a bearer value of a
+/// `BearerTokenSource`: FCM's and HMS's `messages:send`, HarmonyOS Push Kit v3's. A value the
+/// provider refuses (`SendOutcome.credentials`) is dropped so the next send gets a new one.
 public struct BearerJSONSender: Sendable {
     /// As logs name the provider ("FCM", "HMS").
     public let name: String
     public let pool: HTTP2ConnectionPool
     public let path: String
     public let contentType: String
-    public let tokens: OAuthTokenCache
+    public let tokens: any BearerTokenSource
     /// Most bytes of an answer read for the classifier.
     public let maxResponseBytes: Int
     /// The outcome of an answer: status, body, `Retry-After`.
@@ -22,7 +52,7 @@ public struct BearerJSONSender: Sendable {
     let logger: Logger
 
     public init(
-        name: String, pool: HTTP2ConnectionPool, path: String, contentType: String, tokens: OAuthTokenCache, maxResponseBytes: Int = 1 << 20,
+        name: String, pool: HTTP2ConnectionPool, path: String, contentType: String, tokens: any BearerTokenSource, maxResponseBytes: Int = 1 << 20,
         logger: Logger, classify: @escaping @Sendable (_ status: Int, _ body: [UInt8], _ retryAfter: String?) -> SendOutcome
     ) {
         self.name = name
@@ -35,20 +65,16 @@ public struct BearerJSONSender: Sendable {
         self.classify = classify
     }
 
-    public func send(_ body: [UInt8], context: DeliveryContext) async -> SendOutcome {
+    /// POSTs `body` with `headers` after the authorization and the content type.
+    public func send(_ body: [UInt8], headers: [(String, String)] = [], context: DeliveryContext) async -> SendOutcome {
         let accessToken: String
-        do {
-            accessToken = try await tokens.accessToken()
-        } catch let error as OAuthTokenError {
-            logger.error("\(name) access token unavailable", metadata: ["error": "\(error)"])
-            if error.isPermanent { return .permanent(reason: error.description, status: error.status) }
-            return .transient(reason: error.description, status: error.status, retryAfter: nil)
-        } catch {
-            return .transient(reason: "\(name) OAuth: \(tokens.scrub("\(error)"))", status: nil, retryAfter: nil)
+        switch await tokens.bearer(name: name, logger: logger) {
+        case .success(let t): accessToken = t
+        case .failure(let unavailable): return unavailable.outcome
         }
-        let request = HTTP2Request(
-            method: "POST", path: path, headers: [("authorization", "Bearer \(accessToken)"), ("content-type", contentType)],
-            body: ByteBuffer(bytes: body))
+        var all = [("authorization", "Bearer \(accessToken)"), ("content-type", contentType)]
+        if !headers.isEmpty { all += headers }
+        let request = HTTP2Request(method: "POST", path: path, headers: all, body: ByteBuffer(bytes: body))
         // One attempt: a connection-level failure goes back to the retry policy (the pool has
         // already re-queued what the server refused unprocessed).
         let response: HTTP2Response
