@@ -347,6 +347,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
             ]),
     ],
     swiftLanguageModes: [.v6]
