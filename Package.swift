@@ -157,7 +157,7 @@ let package = Package(
             name: "GatewayCore",
             dependencies: [
                 "QueueStore",
-                "PushgateCore", "PushDispatch", "ProviderKit", "APNs", "FCM", "Huawei", "WebPush", "HTTP2Pool", "Signing",
+                "PushgateCore", "PushDispatch", "ProviderKit", "APNs", "FCM", "Huawei", "WebPush", "HTTP2Pool",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -255,7 +255,7 @@ let package = Package(
         .executableTarget(
             name: "pushgate",
             dependencies: [
-                "GatewayCore", "HTTPIngest", "GorushRPC", "MatrixIngest", "MockProviders", "PushgateCore", "PushDispatch", "Signing",
+                "GatewayCore", "HTTPIngest", "GorushRPC", "MatrixIngest", "MockProviders", "PushgateCore", "Signing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),

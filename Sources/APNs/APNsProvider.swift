@@ -109,8 +109,6 @@ public final class APNsProvider: PushProvider {
             eventLoopGroup: eventLoopGroup, logger: logger)
     }
 
-    public func pool(production: Bool) -> HTTP2ConnectionPool { production ? productionPool : sandboxPool }
-
     public func prepare(_ notification: PushNotification) throws -> any PreparedPush {
         var push = try APNsPreparedPush(notification, defaultTopic: configuration.topic, defaultProduction: configuration.production)
         if !signers.isEmpty {
@@ -179,11 +177,8 @@ public final class APNsProvider: PushProvider {
 
     /// One broadcast: `POST /4/broadcasts/apps/<bundle id>` with `apns-channel-id`, on the same
     /// connections as device pushes (Apple's broadcast endpoint is the push host).
+    /// `validate` passed when the delivery was planned (push type and channel id).
     func broadcast(_ push: APNsPreparedPush, channel: String, context: DeliveryContext) async -> SendOutcome {
-        guard push.pushType == .liveactivity else {
-            return .permanent(reason: "push_type: a broadcast channel takes Live Activity updates (push_type liveactivity)", status: nil)
-        }
-        guard APNsBroadcast.isValidChannelID(channel) else { return .permanent(reason: "BadChannelId", status: nil) }
         var headers: [(String, String)]
         let auth: APNsTokenManager.Token?
         switch authorization(room: push.broadcastHeaders.count + 3, push: push) {

@@ -6,58 +6,31 @@ import PushgateCore
 ///
 /// Body layout: `{["validate_only":true,]"message":{<target>[,<rest>]}}` where `<target>` is
 /// `"token":"..."`, `"topic":"..."` or `"condition":"..."`.
-public struct FCMPreparedMessage: PreparedPush {
-    /// Bytes up to and including `"message":{`.
-    let head: [UInt8]
-    /// `,"notification":...}}` (or just `}}`).
-    let tail: [UInt8]
+public struct FCMPreparedMessage: SplicedTargetMessage {
+    public let spliced: SplicedJSONBody
     /// The topic-send target of this notification (`topic` or `condition`), if any.
     public let topicTarget: (key: String, value: String)?
     /// The largest request body of the notification's targets (set by `prepare`), which the limit applies to.
     public internal(set) var payloadBytes: Int? = nil
-    /// The rendered `message` object without its target, for logs and tests.
-    public var messageJSONWithoutTarget: String {
-        var rest = tail
-        rest.removeLast(2)
-        if rest.first == UInt8(ascii: ",") { rest.removeFirst() }
-        return "{" + String(decoding: rest, as: UTF8.self) + "}"
-    }
 
-    /// The request body for one target, or nil when the target is not one FCM can take
-    /// (a Web Push subscription, or a topic send without topic/condition).
-    public func body(for target: PushTarget) -> [UInt8]? {
+    /// `"token"`, a `/topics/` token's `"topic"`, a `fid:` token's `"fid"`, or the topic send's member.
+    public func targetMember(for target: PushTarget) -> [UInt8]? {
         switch target {
         case .token(let token):
             if token.hasPrefix("/topics/") {
-                return body(key: "topic", value: String(token.dropFirst("/topics/".count)))
+                return SplicedJSONBody.member("topic", String(token.dropFirst("/topics/".count)))
             }
             if let fid = FCMMessageMapper.installationID(in: token) {
-                return body(key: "fid", value: fid)
+                return SplicedJSONBody.member("fid", fid)
             }
-            return body(key: "token", value: token)
+            return SplicedJSONBody.member("token", token)
         case .topic:
             guard let t = topicTarget else { return nil }
-            return body(key: t.key, value: t.value)
+            return SplicedJSONBody.member(t.key, t.value)
         case .subscription, .channel:
             return nil
         }
     }
-
-    func body(key: String, value: String) -> [UInt8] {
-        var w = JSONWriter(reservingCapacity: value.utf8.count + 16)
-        w.string(key)
-        w.raw(":")
-        w.string(value)
-        var out: [UInt8] = []
-        out.reserveCapacity(head.count + w.bytes.count + tail.count)
-        out.append(contentsOf: head)
-        out.append(contentsOf: w.bytes)
-        out.append(contentsOf: tail)
-        return out
-    }
-
-    /// Size in bytes of the body for `target` (0 if the target is unsupported).
-    public func size(for target: PushTarget) -> Int { body(for: target)?.count ?? 0 }
 }
 
 /// gorush's FCM mapping onto an HTTP v1 `message`.
@@ -124,7 +97,7 @@ public enum FCMMessageMapper {
         } else if let to = n.to, to.hasPrefix("/topics/") {
             topicTarget = ("topic", String(to.dropFirst("/topics/".count)))
         }
-        return FCMPreparedMessage(head: headWriter.bytes, tail: tailWriter.bytes, topicTarget: topicTarget)
+        return FCMPreparedMessage(spliced: SplicedJSONBody(head: headWriter.bytes, tail: tailWriter.bytes), topicTarget: topicTarget)
     }
 
     /// The `message` object without its target, keys in FCM's documented order.
@@ -245,14 +218,7 @@ public enum FCMMessageMapper {
     /// Renders and checks the size of the largest body this notification will send.
     public static func prepare(_ n: PushNotification) throws(PushFailure) -> FCMPreparedMessage {
         var prepared = try render(n)
-        var largest = 0
-        for target in n.targets(rules) {
-            largest = max(largest, prepared.size(for: target))
-        }
-        if largest == 0 {
-            // No target yet (e.g. validation only): check the body with an empty token.
-            largest = prepared.body(key: "token", value: "").count
-        }
+        let largest = prepared.largestSize(of: n.targets(rules), emptyTarget: SplicedJSONBody.member("token", ""))
         if largest > maxMessageSize {
             throw PushFailure.payloadTooLarge(size: largest, limit: maxMessageSize)
         }

@@ -56,33 +56,14 @@ public final class FCMProvider: PushProvider {
 
     public func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure? {
         guard let p = prepared as? FCMPreparedMessage else { return PushFailure("not an FCM message") }
-        switch target {
-        case .subscription:
-            return PushFailure("FCM cannot deliver to a Web Push subscription")
-        case .topic where p.topicTarget == nil:
-            return PushFailure("FCM topic send without topic or condition")
-        case .token(let t) where t.isEmpty:
-            return PushFailure("the token must not be empty")
-        default:
-            let size = p.size(for: target)
-            if size > FCMMessageMapper.maxMessageSize {
-                return .payloadTooLarge(size: size, limit: FCMMessageMapper.maxMessageSize)
-            }
-            return nil
-        }
+        return p.check(target: target, provider: "FCM", limit: FCMMessageMapper.maxMessageSize)
     }
 
+    /// Sends a delivery the dispatcher planned: `validate` passed when it was planned.
     public func send(_ prepared: any PreparedPush, to target: PushTarget, context: DeliveryContext) async -> SendOutcome {
-        guard let p = prepared as? FCMPreparedMessage else {
-            return .permanent(reason: "not an FCM message", status: nil)
-        }
-        if let failure = validate(target: target, of: p) {
-            return .permanent(reason: failure.reason, status: nil)
-        }
-        guard let body = p.body(for: target) else {
+        guard let p = prepared as? FCMPreparedMessage, let body = p.body(for: target) else {
             return .permanent(reason: "unsupported FCM target", status: nil)
         }
-
         return await sender.send(body, context: context)
     }
 

@@ -64,9 +64,6 @@ public struct HarmonyPreparedMessage: PreparedPush {
         out.append(contentsOf: Self.tail)
         return out
     }
-
-    /// The `payload` and `pushOptions` as JSON text (logs, tests).
-    public var bodyWithoutTarget: String { String(decoding: head, as: UTF8.self) }
 }
 
 /// Pushgate's mapping of gorush-style fields onto Push Kit v3 (docs/harmonyos.md).

@@ -45,17 +45,12 @@ public final class HarmonyProvider: PushProvider {
         return nil
     }
 
+    /// Sends a delivery the dispatcher planned: `validate` passed when it was planned.
     public func send(_ prepared: any PreparedPush, to target: PushTarget, context: DeliveryContext) async -> SendOutcome {
-        guard let p = prepared as? HarmonyPreparedMessage else { return .permanent(reason: "not a HarmonyOS message", status: nil) }
-        guard case .token(let token) = target, !token.isEmpty else {
-            return .permanent(reason: validate(target: target, of: p)?.reason ?? "unsupported HarmonyOS target", status: nil)
+        guard let p = prepared as? HarmonyPreparedMessage, case .token(let token) = target else {
+            return .permanent(reason: "unsupported HarmonyOS target", status: nil)
         }
-        // Rendered once: the size check `validate` makes, on the bytes that are sent.
-        let body = p.body(token: token)
-        if body.count > HarmonyMessageMapper.maxMessageSize {
-            return .permanent(reason: PushFailure.payloadTooLarge(size: body.count, limit: HarmonyMessageMapper.maxMessageSize).reason, status: nil)
-        }
-        return await sender.send(body, headers: [("push-type", String(p.pushType.rawValue))], context: context)
+        return await sender.send(p.body(token: token), headers: [("push-type", String(p.pushType.rawValue))], context: context)
     }
 
     public func shutdown() async {

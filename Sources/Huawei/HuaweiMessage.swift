@@ -7,60 +7,32 @@ import PushgateCore
 /// Body layout: `{"validate_only":false,"message":{<target>[,<rest>]}}` where `<target>` is
 /// `"token":["..."]` (one token per request: each token gets its own outcome), `"topic":"..."` or
 /// `"condition":"..."`.
-public struct HuaweiPreparedMessage: PreparedPush {
-    /// Bytes up to and including `"message":{`.
-    let head: [UInt8]
-    /// `,"data":...,"android":{...}}}` (or just `}}`).
-    let tail: [UInt8]
+public struct HuaweiPreparedMessage: SplicedTargetMessage {
+    public let spliced: SplicedJSONBody
     /// The topic-send target of this notification (`topic` or `condition`), if any.
     public let topicTarget: (key: String, value: String)?
     /// The largest request body of the notification's targets (set by `prepare`), which the limit applies to.
     public internal(set) var payloadBytes: Int? = nil
 
-    /// The rendered `message` object without its target, for logs and tests.
-    public var messageJSONWithoutTarget: String {
-        var rest = tail
-        rest.removeLast(2)
-        if rest.first == UInt8(ascii: ",") { rest.removeFirst() }
-        return "{" + String(decoding: rest, as: UTF8.self) + "}"
-    }
-
-    /// The request body for one target, or nil when HMS cannot take it (a Web Push subscription,
-    /// or a topic send without topic/condition).
-    public func body(for target: PushTarget) -> [UInt8]? {
+    /// `"token":["…"]` (one token a request: each gets its own outcome), or the topic send's member.
+    public func targetMember(for target: PushTarget) -> [UInt8]? {
         switch target {
         case .token(let token):
-            return body(tokens: [token])
+            return Self.tokenMember(token)
         case .topic:
             guard let t = topicTarget else { return nil }
-            var w = JSONWriter(reservingCapacity: t.value.utf8.count + 16)
-            w.string(t.key)
-            w.raw(":")
-            w.string(t.value)
-            return splice(w.bytes)
+            return SplicedJSONBody.member(t.key, t.value)
         case .subscription, .channel:
             return nil
         }
     }
 
-    func body(tokens: [String]) -> [UInt8] {
-        var w = JSONWriter(reservingCapacity: tokens.reduce(16) { $0 + $1.utf8.count + 3 })
+    static func tokenMember(_ token: String) -> [UInt8] {
+        var w = JSONWriter(reservingCapacity: token.utf8.count + 16)
         w.raw("\"token\":")
-        w.strings(tokens)
-        return splice(w.bytes)
+        w.strings([token])
+        return w.bytes
     }
-
-    func splice(_ target: [UInt8]) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(head.count + target.count + tail.count)
-        out.append(contentsOf: head)
-        out.append(contentsOf: target)
-        out.append(contentsOf: tail)
-        return out
-    }
-
-    /// Size in bytes of the body for `target` (0 if the target is unsupported).
-    public func size(for target: PushTarget) -> Int { body(for: target)?.count ?? 0 }
 }
 
 /// gorush's HMS mapping (`notify/notification_hms.go`, go-hms-push's defaults) onto a `message`.
@@ -93,7 +65,7 @@ public enum HuaweiMessageMapper {
         } else if let topic = n.topic, !topic.isEmpty {
             topicTarget = ("topic", topic.hasPrefix("/topics/") ? String(topic.dropFirst("/topics/".count)) : topic)
         }
-        return HuaweiPreparedMessage(head: headWriter.bytes, tail: tailWriter.bytes, topicTarget: topicTarget)
+        return HuaweiPreparedMessage(spliced: SplicedJSONBody(head: headWriter.bytes, tail: tailWriter.bytes), topicTarget: topicTarget)
     }
 
     /// go-hms-push's `GetDefaultAndroidNotification()`, the notification gorush starts from when it
@@ -191,14 +163,7 @@ public enum HuaweiMessageMapper {
             throw PushFailure("huawei_notification.click_action must be an object {type, intent, action, url, rich_resource}")
         }
         var prepared = render(n)
-        var largest = 0
-        for target in n.targets(rules) {
-            largest = max(largest, prepared.size(for: target))
-        }
-        if largest == 0 {
-            // No target yet (e.g. validation only): check the body with an empty token.
-            largest = prepared.body(tokens: [""]).count
-        }
+        let largest = prepared.largestSize(of: n.targets(rules), emptyTarget: HuaweiPreparedMessage.tokenMember(""))
         if largest > maxMessageSize {
             throw PushFailure.payloadTooLarge(size: largest, limit: maxMessageSize)
         }

@@ -323,8 +323,6 @@ public final class MockAPNs: Sendable {
     public var requests: [RecordedRequest] { state.withLockedValue { $0.requests } }
     public var requestCount: Int { state.withLockedValue { $0.requests.count } }
     public func requests(for token: String) -> [RecordedRequest] { state.withLockedValue { $0.requests.filter { $0.token == token } } }
-    /// Requests that came on a connection with a client certificate.
-    public var certificateRequests: [RecordedRequest] { state.withLockedValue { $0.requests.filter { $0.clientCertificateSubject != nil } } }
     /// Distinct provider tokens (JWTs) that verified, in the order first seen.
     public var providerTokensSeen: [String] { state.withLockedValue { $0.providerTokensSeen } }
     /// Broadcasts (`POST /4/broadcasts/apps/<bundle id>`) received, accepted or not.

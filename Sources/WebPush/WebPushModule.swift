@@ -125,7 +125,9 @@ public struct WebPushModule: ProviderModule {
         if web { providers.append(ProviderSlot(provider: WebPushProvider(engine: engine), maxRetry: wpConfig.maxRetry, concurrency: concurrency)) }
         if unified {
             providers.append(
-                ProviderSlot(provider: UnifiedPushProvider(engine: engine), maxRetry: up[UnifiedPushKeys.maxRetry], concurrency: concurrency))
+                ProviderSlot(
+                    provider: WebPushProvider(engine: engine, platform: .unifiedpush), maxRetry: up[UnifiedPushKeys.maxRetry],
+                    concurrency: concurrency))
         }
         return ProviderBuild(providers: providers, shutdown: { await engine.shutdown() })
     }

@@ -7,7 +7,7 @@ import NIOPosix
 import NIOSSL
 import PushgateCore
 
-/// The shared machinery of `WebPushProvider` and `UnifiedPushProvider`: VAPID, SSRF guard,
+/// The shared machinery of the Web Push and UnifiedPush `WebPushProvider`s: VAPID, SSRF guard,
 /// encryption, transport and response classification. One engine may back both providers.
 public final class WebPushEngine: Sendable {
     public let configuration: WebPushConfiguration
@@ -313,22 +313,28 @@ public final class WebPushEngine: Sendable {
     }
 }
 
-/// Web Push (platform 4): RFC 8291-encrypted POSTs with VAPID to browser push services.
+/// Web Push (platform 4): RFC 8291-encrypted POSTs with VAPID to browser push services; and
+/// UnifiedPush (platform 5, `platform: .unifiedpush`): Web Push to distributor endpoints
+/// (`subscriptions` with keys), or the legacy unencrypted POST to bare endpoint URLs in `tokens` (or
+/// subscriptions without keys). Both platforms of one gateway share one engine.
 public final class WebPushProvider: PushProvider {
     public let engine: WebPushEngine
-    public var platform: Platform { .webpush }
+    public let platform: Platform
 
-    public init(engine: WebPushEngine) { self.engine = engine }
+    public init(engine: WebPushEngine, platform: Platform = .webpush) {
+        self.engine = engine
+        self.platform = platform
+    }
 
     public convenience init(
-        configuration: WebPushConfiguration, tlsConfiguration: TLSConfiguration? = nil,
+        configuration: WebPushConfiguration, platform: Platform = .webpush, tlsConfiguration: TLSConfiguration? = nil,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "pushgate.webpush")
     ) throws {
         self.init(
             engine: try WebPushEngine(
                 configuration: configuration, tlsConfiguration: tlsConfiguration,
-                eventLoopGroup: eventLoopGroup, logger: logger))
+                eventLoopGroup: eventLoopGroup, logger: logger), platform: platform)
     }
 
     public func prepare(_ notification: PushNotification) throws -> any PreparedPush {
@@ -336,45 +342,11 @@ public final class WebPushProvider: PushProvider {
     }
 
     public func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure? {
-        engine.validate(target: target, of: prepared, platform: .webpush)
+        engine.validate(target: target, of: prepared, platform: platform)
     }
 
     public func send(_ prepared: any PreparedPush, to target: PushTarget, context: DeliveryContext) async -> SendOutcome {
-        await engine.send(prepared, to: target, platform: .webpush)
-    }
-
-    public func shutdown() async { await engine.shutdown() }
-}
-
-/// UnifiedPush (platform 5): Web Push to distributor endpoints (`subscriptions` with keys), or the
-/// legacy unencrypted POST to bare endpoint URLs in `tokens` (or subscriptions without keys).
-public final class UnifiedPushProvider: PushProvider {
-    public let engine: WebPushEngine
-    public var platform: Platform { .unifiedpush }
-
-    public init(engine: WebPushEngine) { self.engine = engine }
-
-    public convenience init(
-        configuration: WebPushConfiguration, tlsConfiguration: TLSConfiguration? = nil,
-        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        logger: Logger = Logger(label: "pushgate.unifiedpush")
-    ) throws {
-        self.init(
-            engine: try WebPushEngine(
-                configuration: configuration, tlsConfiguration: tlsConfiguration,
-                eventLoopGroup: eventLoopGroup, logger: logger))
-    }
-
-    public func prepare(_ notification: PushNotification) throws -> any PreparedPush {
-        try engine.prepare(notification)
-    }
-
-    public func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure? {
-        engine.validate(target: target, of: prepared, platform: .unifiedpush)
-    }
-
-    public func send(_ prepared: any PreparedPush, to target: PushTarget, context: DeliveryContext) async -> SendOutcome {
-        await engine.send(prepared, to: target, platform: .unifiedpush)
+        await engine.send(prepared, to: target, platform: platform)
     }
 
     public func shutdown() async { await engine.shutdown() }

@@ -76,7 +76,7 @@ final class UnifiedPushAND3Tests: XCTestCase {
 
         // What passes the check fits once encrypted: the push service gets exactly 4096 bytes.
         let (engine, _) = try makeEngine(legacyVAPID: false)
-        let provider = UnifiedPushProvider(engine: engine)
+        let provider = WebPushProvider(engine: engine, platform: .unifiedpush)
         n.message = nil
         n.payload = String(repeating: "a", count: 3993)
         let outcome = await provider.send(try provider.prepare(n), to: .subscription(sub), context: ctx)
@@ -87,7 +87,7 @@ final class UnifiedPushAND3Tests: XCTestCase {
     func testUrgencyIsAlwaysSentAndVAPIDGoesToBareEndpointsWhenConfigured() async throws {
         let mock = try await startMock()
         let (engine, keys) = try makeEngine(legacyVAPID: true)
-        let provider = UnifiedPushProvider(engine: engine)
+        let provider = WebPushProvider(engine: engine, platform: .unifiedpush)
         var n = PushNotification(platform: .unifiedpush, tokens: [mock.endpoint(id: "bare")])
         n.payload = "wake"
         let o1 = await provider.send(try provider.prepare(n), to: n.targets(nil)[0], context: ctx)
@@ -109,7 +109,7 @@ final class UnifiedPushAND3Tests: XCTestCase {
     func testAPushServerThatRequiresVAPIDIsOnePermanentFailureSayingSo() async throws {
         let mock = try await startMock(requireVAPID: true)
         let (engine, _) = try makeEngine(legacyVAPID: false)
-        let provider = UnifiedPushProvider(engine: engine)
+        let provider = WebPushProvider(engine: engine, platform: .unifiedpush)
         var n = PushNotification(platform: .unifiedpush, tokens: [mock.endpoint(id: "strict")])
         n.payload = "wake"
         let outcome = await provider.send(try provider.prepare(n), to: n.targets(nil)[0], context: ctx)
@@ -121,7 +121,7 @@ final class UnifiedPushAND3Tests: XCTestCase {
 
         // With VAPID on bare endpoints the same push server takes it.
         let (engine2, _) = try makeEngine(legacyVAPID: true)
-        let o2 = await UnifiedPushProvider(engine: engine2).send(try provider.prepare(n), to: n.targets(nil)[0], context: ctx)
+        let o2 = await WebPushProvider(engine: engine2, platform: .unifiedpush).send(try provider.prepare(n), to: n.targets(nil)[0], context: ctx)
         XCTAssertTrue(o2.isDelivered, "\(o2) \(mock.rejections)")
 
         // A refused key on an encrypted push: the reason says the key is the wrong one.

@@ -271,7 +271,7 @@ final class WebPushHostileNetworkTests: XCTestCase {
         // 24 distinct origins (o0...o23.rebind.test, one service behind them), at most 4 pools.
         let (mock, trap) = try await startServiceAndTrap()
         let engine = try makeEngine(resolver: { _, _ in [Self.allowed] }, maxOrigins: 4, originIdleTimeout: .milliseconds(300))
-        let up = UnifiedPushProvider(engine: engine)
+        let up = WebPushProvider(engine: engine, platform: .unifiedpush)
         var n = PushNotification(platform: .unifiedpush)
         n.payload = "wake"
         let prepared = try up.prepare(n)

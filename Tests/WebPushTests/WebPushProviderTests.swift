@@ -148,7 +148,7 @@ final class WebPushProviderTests: XCTestCase {
 
     func testLegacyUnifiedPushRawPost() async throws {
         let (engine, _) = try makeEngine()
-        let provider = UnifiedPushProvider(engine: engine)
+        let provider = WebPushProvider(engine: engine, platform: .unifiedpush)
         mock.script(id: "ntfy-topic", replies: [.ntfyOK])
         var n = PushNotification(platform: .unifiedpush, tokens: [mock.endpoint(id: "ntfy-topic")])
         n.payload = "wake up"
@@ -176,7 +176,7 @@ final class WebPushProviderTests: XCTestCase {
     func testErrorStatusesAreClassified() async throws {
         let (engine, _) = try makeEngine()
         let provider = WebPushProvider(engine: engine)
-        let up = UnifiedPushProvider(engine: engine)
+        let up = WebPushProvider(engine: engine, platform: .unifiedpush)
         let (gone, _) = mock.makeSubscription(id: "gone")
         let (busy, _) = mock.makeSubscription(id: "busy")
         let (big, _) = mock.makeSubscription(id: "big")
@@ -295,7 +295,7 @@ final class WebPushProviderTests: XCTestCase {
     func testOversizeRefusedBeforeAnyRequest() async throws {
         let (engine, _) = try makeEngine()
         let provider = WebPushProvider(engine: engine)
-        let up = UnifiedPushProvider(engine: engine)
+        let up = WebPushProvider(engine: engine, platform: .unifiedpush)
         let (sub, _) = mock.makeSubscription()
         var n = PushNotification(platform: .webpush)
         n.payload = String(repeating: "é", count: 2000)  // 4000 bytes
