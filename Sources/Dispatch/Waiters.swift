@@ -58,6 +58,8 @@ public struct DeliveryOutcome: Sendable, Equatable {
     /// Position of the delivery in the request (notification order, then token order).
     var position: Int
 
+    public var isDelivered: Bool { if case .delivered = result { return true } else { return false } }
+
     public init(notifID: String, platform: Platform, token: String, result: Result, attempts: Int) {
         self.init(notifID: notifID, platform: platform, token: token, result: result, attempts: attempts, position: 0)
     }

@@ -65,49 +65,15 @@ public struct Submission: Sendable, Equatable {
     public var replayed = false
 }
 
-/// The final outcome of one delivery (one token of one notification).
-public struct TokenOutcome: Sendable, Equatable {
-    public enum Result: Sendable, Equatable {
-        /// Accepted by the provider, with its id (`apns-id`, FCM message `name`) when it gave one.
-        case delivered(providerID: String?)
-        /// Over for good. `tokenDead`: the provider says the token is gone (BadDeviceToken,
-        /// Unregistered, UNREGISTERED): delete it.
-        case failed(reason: String, tokenDead: Bool)
-        /// Not over when the wait ended: it goes on (follow it with `status(notifID:)`).
-        case pending
-        /// Not sent and not a failure: a `dedup_key` duplicate, or replaced in its coalescing window
-        /// (docs/delivery-controls.md).
-        case skipped(SkipReason)
-    }
-    public var notifID: String
-    public var platform: Platform
-    /// The token (Web Push endpoint, FCM topic) as you gave it: never masked.
-    public var token: String
-    public var result: Result
-    /// Attempts made (0: refused before sending, e.g. a payload too large).
-    public var attempts: Int
+/// The final outcome of one delivery (one token of one notification): delivered (with the
+/// provider's id), failed (`tokenDead`: the provider says the token is gone, delete it), still
+/// pending when the wait ended (follow it with `status(notifID:)`), or skipped (a `dedup_key`
+/// duplicate, or replaced in its coalescing window).
+public typealias TokenOutcome = DeliveryOutcome
 
-    public var isDelivered: Bool { if case .delivered = result { return true } else { return false } }
-}
-
-/// The state of one delivery, as `GET /api/push/{notif_id}` reports it.
-public struct DeliveryStatus: Sendable, Equatable {
-    public enum State: String, Sendable {
-        case queued, retrying, delivered, failed, duplicate, coalesced, cancelled, scheduled
-        case quietHours = "quiet_hours"
-    }
-    public var platform: Platform
-    /// Masked per `hideToken` (as the HTTP route does).
-    public var token: String
-    public var state: State
-    public var attempts: Int
-    public var nextTry: Date?
-    /// Retrying: the last error; failed: the reason.
-    public var error: String?
-    public var providerID: String?
-    public var finishedAt: Date?
-    public var app: String
-}
+/// The state of one delivery, as `GET /api/push/{notif_id}` reports it (the token masked per
+/// `log.hide_token`, as the HTTP route does).
+public typealias DeliveryStatus = DeliveryStatusRecord
 
 /// Pushgate in-process: the gateway's queue, workers, providers, retries, feedback hook and delivery
 /// status, without its HTTP listener. Build it from a `PushgateConfiguration`, `submit` or `send`
@@ -216,16 +182,7 @@ public final class PushgateGateway: Sendable {
     /// `send` for a request decoded with `PushgateGateway.decodeRequest` (its `app_id`, when set, is the app).
     public func send(_ request: PushRequest, app: String? = nil, timeout: Double? = nil) async throws -> [TokenOutcome] {
         let result = try await run(request, app: app ?? request.appID ?? "default", outcomes: true, timeout: timeout)
-        return result.outcomes.map { o in
-            let r: TokenOutcome.Result
-            switch o.result {
-            case .delivered(let id): r = .delivered(providerID: id)
-            case .failed(let reason, let dead): r = .failed(reason: reason, tokenDead: dead)
-            case .pending: r = .pending
-            case .skipped(let why): r = .skipped(why)
-            }
-            return TokenOutcome(notifID: o.notifID, platform: o.platform, token: o.token, result: r, attempts: o.attempts)
-        }
+        return result.outcomes
     }
 
     /// `submit` for a request decoded with `PushgateGateway.decodeRequest`.
@@ -320,10 +277,10 @@ public final class PushgateGateway: Sendable {
         }
         let hide = gateway.settings.hideToken
         let t = gateway.now
-        return records?.map { $0.scheduled(now: t) }.map { r in
-            DeliveryStatus(
-                platform: r.platform, token: TokenMask.apply(r.token, hide: hide), state: DeliveryStatus.State(rawValue: r.state.rawValue) ?? .queued,
-                attempts: r.attempts, nextTry: r.nextTry, error: r.error, providerID: r.providerID, finishedAt: r.finishedAt, app: r.app)
+        return records?.map { record in
+            var r = record.scheduled(now: t)
+            r.token = TokenMask.apply(r.token, hide: hide)
+            return r
         }
     }
 
