@@ -37,11 +37,16 @@ public struct IngestOptions: Sendable {
     /// The trace context received with the request and its span's name (set by a way in only when
     /// `Gateway.tracingEnabled`; nil then: a span named `pushgate.ingest` starting a new trace).
     public var trace: IngestTrace?
+    /// A notification whose fields fail is refused alone (skipped, its `notifIDs` slot empty, the
+    /// problem in the log) and the others are queued; the request's own limits still refuse it
+    /// whole. The Matrix API answers so, per device; gorush's API refuses the request.
+    public var refuseNotificationsAlone: Bool
 
     public init(
         sync: Bool, app: String? = nil, idempotency: (key: String, requestHash: String?)? = nil, outcomes: Bool = false, timeout: Double? = nil,
-        trace: IngestTrace? = nil
+        trace: IngestTrace? = nil, refuseNotificationsAlone: Bool = false
     ) {
+        self.refuseNotificationsAlone = refuseNotificationsAlone
         self.sync = sync
         self.app = app
         self.idempotency = idempotency
@@ -137,7 +142,13 @@ extension Gateway {
     /// `accept`'s steps; `traceParent` (the request's span) is kept with each accepted notification.
     func decide(_ request: PushRequest, from caller: IngestCaller, options: IngestOptions, traceParent: String?) async -> IngestDecision {
         if isDraining { return .refused(.shuttingDown) }
-        if let problem = IngestValidation.validate(request: request, limits: settings.limits) {
+        var request = request
+        if options.refuseNotificationsAlone {
+            switch IngestValidation.skippingRefused(request, limits: settings.limits) {
+            case .success(let kept): request = kept
+            case .failure(let problem): return .refused(IngestRefusal(.invalid, problem))
+            }
+        } else if let problem = IngestValidation.validate(request: request, limits: settings.limits) {
             return .refused(IngestRefusal(.invalid, problem))
         }
         if let problem = IngestValidation.checkSchedule(

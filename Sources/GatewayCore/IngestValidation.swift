@@ -29,42 +29,61 @@ extension IngestValidation {
         return nil
     }
 
-    /// The checks `/api/push` makes on a request already decoded (a `PushRequest` built in code, the
-    /// embedding API): the notification count, the reserved `data` keys of its platform (`PlatformRules`), tokens per notification and in all, token
-    /// size, then each notification's field checks. The error names the field as the route's 400 does.
+    /// Every check a decoded request is held to beyond its JSON types, in one place for every way in
+    /// (the parser only parses): the request's limits (`limits(request:)`), then each notification's
+    /// fields (`validate(notification:at:)`). The first problem, naming the field as the route's 400 does.
     public static func validate(request: PushRequest, limits: RequestLimits) -> RequestError? {
-        if request.notifications.isEmpty, request.skipped.isEmpty { return RequestError(message: RequestError.emptyNotifications) }
-        let count = request.notifications.count + request.skipped.count
-        if limits.maxNotifications > 0, count > limits.maxNotifications {
-            return RequestError(message: "Number of notifications(\(count)) over limit(\(limits.maxNotifications))")
-        }
-        var deliveries = 0
+        if let problem = self.limits(request: request, limits: limits) { return problem }
         for (i, n) in request.notifications.enumerated() {
-            if let r = limits.platforms[n.platform]?.reservedKey(in: n.data) { return PlatformRules.reservedKeyError(r, at: "notifications[\(i)]") }
-            let tokens = n.targetCount(limits.platforms[n.platform])
-            let maxTokens = limits.maxTokens(for: n.platform)
-            if tokens > maxTokens {
-                return RequestError(
-                    message: RequestParser.overLimit,
-                    detail: "notifications[\(i)].tokens: \(tokens) tokens, over the limit of \(maxTokens) (\(n.platform.name).max_tokens)")
-            }
-            for (k, t) in n.tokens.enumerated() where t.utf8.count > limits.maxTokenBytes {
-                return RequestError(
-                    message: RequestParser.overLimit,
-                    detail:
-                        "notifications[\(i)].tokens[\(k)]: \(t.utf8.count) bytes, over the limit of \(limits.maxTokenBytes) (core.max_token_bytes)")
-            }
-            deliveries += n.deliveryCount(limits.platforms[n.platform])
-            if let problem = validate(n) { return RequestError(message: problem.message, detail: "notifications[\(i)].\(problem.detail)") }
-        }
-        if deliveries > limits.maxDeliveries {
-            return RequestError(
-                message: RequestParser.overLimit,
-                detail:
-                    "notifications: \(deliveries) deliveries in one request, over the limit of \(limits.maxDeliveries) (core.max_deliveries_per_request)"
-            )
+            if let problem = validate(notification: n, at: i) { return problem }
         }
         return nil
+    }
+
+    /// What holds for the request as a whole, in gorush's order: the notification count, the
+    /// reserved `data` keys of each platform (`PlatformRules`, a fallback's data included), the
+    /// targets of each notification and the bytes of each token, and the deliveries of the request.
+    public static func limits(request: PushRequest, limits: RequestLimits) -> RequestError? {
+        limits.check(request)
+    }
+
+    /// One notification's field checks (the gateway's, then its provider module's), named as the
+    /// `i`th of its request.
+    public static func validate(notification n: PushNotification, at i: Int) -> RequestError? {
+        validate(n).map { RequestError(message: $0.message, detail: "notifications[\(i)].\($0.detail)") }
+    }
+
+    /// The checks of `validate(request:limits:)`, but a notification that fails its own (reserved
+    /// keys, targets, fields) is moved to `skipped` (the problem its reason) so that the others are
+    /// queued: the Matrix API answers per device. The request's count and deliveries still refuse
+    /// it whole.
+    public static func skippingRefused(_ request: PushRequest, limits: RequestLimits) -> Result<PushRequest, RequestError> {
+        if let problem = limits.checkCount(request) { return .failure(problem) }
+        var kept: [PushNotification] = []
+        var skipped: [SkippedNotification] = []
+        kept.reserveCapacity(request.notifications.count)
+        var earlier = request.skipped.makeIterator()
+        var nextEarlier = earlier.next()
+        for (k, (i, n)) in zip(request.bodyIndices, request.notifications).enumerated() {
+            while let s = nextEarlier, s.index < i {
+                skipped.append(s)
+                nextEarlier = earlier.next()
+            }
+            if let problem = limits.checkReservedKeys(n, at: k) ?? limits.checkTargets(n, at: k) ?? validate(notification: n, at: k) {
+                skipped.append(SkippedNotification(index: i, notifID: n.notifID, reason: "refused: \(problem.detail ?? problem.message)"))
+            } else {
+                kept.append(n)
+            }
+        }
+        while let s = nextEarlier {
+            skipped.append(s)
+            nextEarlier = earlier.next()
+        }
+        var out = request
+        out.notifications = kept
+        out.skipped = skipped
+        if let problem = limits.checkDeliveries(out) { return .failure(problem) }
+        return .success(out)
     }
 }
 

@@ -69,14 +69,6 @@ public struct MatrixNotifyHandler: Sendable {
             Counter(label: "sygnal_per_pushkin_type_total", dimensions: [("pushkin", app.pattern)]).increment()
             switch SygnalMapping.plan(n, device: device, app: app) {
             case .send(let notification):
-                // A device the gateway would refuse (a token over core.max_token_bytes, a field a
-                // provider refuses) is rejected alone: it can never be sent, and the others go on.
-                if let problem = IngestValidation.validate(request: PushRequest(notifications: [notification]), limits: gateway.settings.limits) {
-                    gateway.logger.info(
-                        "matrix: pushkey of app_id \(device.appID.logSafe(max: 128)) rejected: \(problem.description.logSafe(max: 256))")
-                    rejected[i] = true
-                    continue
-                }
                 let key = app.app ?? ""
                 if groups[key] == nil { order.append(key) }
                 groups[key, default: []].append((i, notification))
@@ -90,10 +82,19 @@ public struct MatrixNotifyHandler: Sendable {
         for key in order {
             guard let group = groups[key] else { continue }
             let request = PushRequest(notifications: group.map(\.notification))
-            let options = IngestOptions(sync: true, app: key.isEmpty ? nil : key, outcomes: true, timeout: settings.syncTimeout, trace: trace)
+            // A device the gateway refuses (a token over core.max_token_bytes, a field a provider
+            // refuses) is rejected alone: it can never be sent, and the others go on.
+            let options = IngestOptions(
+                sync: true, app: key.isEmpty ? nil : key, outcomes: true, timeout: settings.syncTimeout, trace: trace, refuseNotificationsAlone: true)
             switch await gateway.accept(request, from: .open, options: options) {
             case .accepted(let result, _):
-                for (i, id) in result.notifIDs.enumerated() where i < group.count { notifIDs[group[i].device] = id }
+                for (i, id) in result.notifIDs.enumerated() where i < group.count {
+                    if id.isEmpty {
+                        rejected[group[i].device] = true
+                    } else {
+                        notifIDs[group[i].device] = id
+                    }
+                }
                 for outcome in result.outcomes {
                     guard case .failed(_, tokenDead: true) = outcome.result,
                         let index = result.notifIDs.firstIndex(of: outcome.notifID), index < group.count

@@ -39,10 +39,11 @@ public enum RequestParser {
     /// Limits crossed answer 400 `"Request over a limit."` with the field and the configuration key.
     public static let overLimit = "Request over a limit."
 
-    /// Parses and validates a `/api/push` body exactly as gorush answers it, with a `detail` naming
-    /// the offending field where gorush's message would not: linear time whatever its shape, every
-    /// limit of `limits` enforced, every number range-checked, the rules of `limits.platforms` applied
-    /// (none without them: the server hands in the provider modules').
+    /// Parses a `/api/push` body as gorush reads it, with a `detail` naming the offending field where
+    /// gorush's message would not: linear time whatever its shape, the JSON and per-field limits of
+    /// `limits` enforced, every number range-checked, each member read as `limits.platforms` says.
+    /// The request's limits and rules as a whole (reserved `data` keys, deliveries in all) are the
+    /// gateway's (`IngestValidation`), checked once for every way in.
     public static func parse(_ body: [UInt8], limits: RequestLimits) throws(RequestError) -> PushRequest {
         if body.isEmpty || body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
             throw RequestError(message: RequestError.missingNotifications, detail: "empty body")
@@ -82,23 +83,73 @@ public enum RequestParser {
             }
             throw RequestError(message: RequestError.missingNotifications, detail: "\(error.field): \(error.problem)")
         }
-        var deliveries = 0
+        // The request's limits and each notification's rules are checked by the gateway
+        // (`IngestValidation`), once, for every way in.
+        return request
+    }
+}
+
+/// The rules a decoded request is held to as a whole, whatever way it came in (the gateway runs
+/// them once, `IngestValidation`; the parser only parses): in gorush's order, the notification
+/// count, the reserved `data` keys of each platform (a fallback's data included), the targets of
+/// each notification and the bytes of each token, and the deliveries of the request.
+extension RequestLimits {
+    public func check(_ request: PushRequest) -> RequestError? {
+        if let problem = checkCount(request) { return problem }
         for (i, n) in request.notifications.enumerated() {
-            if let rules = limits.platforms[n.platform] {
-                if let r = rules.reservedKey(in: n.data) { throw PlatformRules.reservedKeyError(r, at: "notifications[\(i)]") }
-                if let r = rules.reservedKey(in: n.fallback?.notification.data) {
-                    throw PlatformRules.reservedKeyError(r, at: "notifications[\(i)].fallback")
-                }
-            }
-            deliveries += n.deliveryCount(limits.platforms[n.platform])
+            if let problem = checkReservedKeys(n, at: i) { return problem }
         }
-        if deliveries > limits.maxDeliveries {
-            throw RequestError(
-                message: overLimit,
+        for (i, n) in request.notifications.enumerated() {
+            if let problem = checkTargets(n, at: i) { return problem }
+        }
+        return checkDeliveries(request)
+    }
+
+    public func checkCount(_ request: PushRequest) -> RequestError? {
+        if request.notifications.isEmpty, request.skipped.isEmpty { return RequestError(message: RequestError.emptyNotifications) }
+        let count = request.notifications.count + request.skipped.count
+        if maxNotifications > 0, count > maxNotifications {
+            return RequestError(message: "Number of notifications(\(count)) over limit(\(maxNotifications))")
+        }
+        return nil
+    }
+
+    public func checkReservedKeys(_ n: PushNotification, at i: Int) -> RequestError? {
+        guard let rules = platforms[n.platform] else { return nil }
+        if let r = rules.reservedKey(in: n.data) { return PlatformRules.reservedKeyError(r, at: "notifications[\(i)]") }
+        if let r = rules.reservedKey(in: n.fallback?.notification.data) {
+            return PlatformRules.reservedKeyError(r, at: "notifications[\(i)].fallback")
+        }
+        return nil
+    }
+
+    /// `<platform>.max_tokens` and `core.max_token_bytes`.
+    public func checkTargets(_ n: PushNotification, at i: Int) -> RequestError? {
+        let tokens = n.targetCount(platforms[n.platform])
+        let maxTokens = maxTokens(for: n.platform)
+        if tokens > maxTokens {
+            return RequestError(
+                message: RequestParser.overLimit,
+                detail: "notifications[\(i)].tokens: \(tokens) tokens, over the limit of \(maxTokens) (\(n.platform.name).max_tokens)")
+        }
+        for (k, t) in n.tokens.enumerated() where t.utf8.count > maxTokenBytes {
+            return RequestError(
+                message: RequestParser.overLimit,
+                detail: "notifications[\(i)].tokens[\(k)]: \(t.utf8.count) bytes, over the limit of \(maxTokenBytes) (core.max_token_bytes)")
+        }
+        return nil
+    }
+
+    /// `core.max_deliveries_per_request`.
+    public func checkDeliveries(_ request: PushRequest) -> RequestError? {
+        let deliveries = request.notifications.reduce(0) { $0 + $1.deliveryCount(platforms[$1.platform]) }
+        if deliveries > maxDeliveries {
+            return RequestError(
+                message: RequestParser.overLimit,
                 detail:
-                    "notifications: \(deliveries) deliveries in one request, over the limit of \(limits.maxDeliveries) (core.max_deliveries_per_request)"
+                    "notifications: \(deliveries) deliveries in one request, over the limit of \(maxDeliveries) (core.max_deliveries_per_request)"
             )
         }
-        return request
+        return nil
     }
 }

@@ -159,9 +159,9 @@ struct Send: AsyncParsableCommand {
     static func parseOne(_ object: [String: Any]) throws -> PushNotification {
         let body = try JSONSerialization.data(withJSONObject: ["notifications": [object]])
         let request: PushRequest
+        var limits = ProviderRegistry.requestLimits
+        limits.maxNotifications = 1
         do {
-            var limits = ProviderRegistry.requestLimits
-            limits.maxNotifications = 1
             request = try RequestParser.parse(Array(body), limits: limits)
         } catch {
             throw ValidationError("\(error.message)\(error.detail.map { ": \($0)" } ?? "")")
@@ -170,8 +170,8 @@ struct Send: AsyncParsableCommand {
         guard let n = request.notifications.first else {
             throw ValidationError(request.skipped.first?.reason ?? "unknown platform \(object["platform"].map { "\($0)" } ?? "(none)")")
         }
-        if let problem = IngestValidation.validate(n) {
-            throw ValidationError("\(problem.message) \(problem.detail)")
+        if let problem = IngestValidation.validate(request: request, limits: limits) {
+            throw ValidationError("\(problem.message)\(problem.detail.map { ": \($0)" } ?? "")")
         }
         if n.targets(ProviderRegistry.platformRules[n.platform]).isEmpty {
             throw ValidationError("give a target: --token, --topic (FCM), --channel (APNs broadcast), --subscription or --endpoint")

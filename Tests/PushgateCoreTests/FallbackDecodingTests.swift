@@ -6,7 +6,7 @@ import XCTest
 /// `fallback`: merged over the notification at the JSON level and decoded as a notification.
 final class FallbackDecodingTests: XCTestCase {
     func parse(_ s: String) throws(RequestError) -> PushRequest {
-        try RequestParser.parse(Array(s.utf8), limits: RequestLimits.registered)
+        try RequestParser.parseChecked(Array(s.utf8), limits: RequestLimits.registered)
     }
 
     func assertRejected(_ body: String, detail: String, file: StaticString = #filePath, line: UInt = #line) {

@@ -6,7 +6,7 @@ import XCTest
 /// `priority` string, notifications without a known platform skipped, `counts` as its router computes it.
 final class GorushLeniencyTests: XCTestCase {
     func parse(_ s: String) throws(RequestError) -> PushRequest {
-        try RequestParser.parse(Array(s.utf8), limits: RequestLimits.registered)
+        try RequestParser.parseChecked(Array(s.utf8), limits: RequestLimits.registered)
     }
 
     // MARK: member names

@@ -98,7 +98,7 @@ final class RequestLimitTests: XCTestCase {
         file: StaticString = #filePath, line: UInt = #line
     ) {
         do {
-            _ = try RequestParser.parse(Array(body.utf8), limits: limits)
+            _ = try RequestParser.parseChecked(Array(body.utf8), limits: limits)
             XCTFail("expected a 400 for \(body.prefix(200))", file: file, line: line)
         } catch {
             XCTAssertEqual(error.status, 400, file: file, line: line)

@@ -6,7 +6,7 @@ final class RequestParsingTests: XCTestCase {
     func parse(_ s: String, max: Int = 100) throws(RequestError) -> PushRequest {
         var limits = RequestLimits.registered
         limits.maxNotifications = max
-        return try RequestParser.parse(Array(s.utf8), limits: limits)
+        return try RequestParser.parseChecked(Array(s.utf8), limits: limits)
     }
 
     func assertError(_ s: String, message: String, detailContains: String? = nil, file: StaticString = #filePath, line: UInt = #line) {
