@@ -74,7 +74,11 @@ public final class APNsChannels: Sendable {
             var log = logger
             log[metadataKey: "apns-env"] = "\(production ? "production" : "sandbox")-channels"
             if !keyID.isEmpty { log[metadataKey: "apns-key-id"] = "\(keyID)" }
-            let made = HTTP2ConnectionPool(target: target, configuration: poolConfiguration, eventLoopGroup: eventLoopGroup, logger: log)
+            var pc = poolConfiguration
+            pc.label.provider = "apns"
+            pc.label.environment = production ? "production channels" : "sandbox channels"
+            pc.label.keyID = keyID
+            let made = HTTP2ConnectionPool(target: target, configuration: pc, eventLoopGroup: eventLoopGroup, logger: log)
             p.byKey[name] = made
             return made
         }

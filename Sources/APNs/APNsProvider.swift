@@ -59,6 +59,7 @@ public final class APNsProvider: PushProvider {
         }
         var pc = poolConfiguration
         pc.connectionsPerTarget = configuration.connectionsPerEnvironment
+        pc.label.provider = "apns"
         if let certificate = configuration.certificate {
             // Both environments' connections present the certificate.
             pc.presentClientCertificate(chain: certificate.chain, privateKey: certificate.privateKey)
@@ -78,9 +79,18 @@ public final class APNsProvider: PushProvider {
         productionLogger[metadataKey: "apns-env"] = "production"
         var sandboxLogger = logger
         sandboxLogger[metadataKey: "apns-env"] = "sandbox"
+        // Each environment's pool (and each further key's) is labelled: they may reach one origin.
+        func labelled(_ production: Bool, keyID: String) -> HTTP2PoolConfiguration {
+            var c = pc
+            c.label.environment = production ? "production" : "sandbox"
+            c.label.keyID = keyID
+            return c
+        }
+        let firstKeyID = configuration.certificate == nil ? configuration.signingKeys.first?.keyID ?? "" : ""
         self.productionPool = HTTP2ConnectionPool(
-            target: productionTarget, configuration: pc, eventLoopGroup: eventLoopGroup, logger: productionLogger)
-        self.sandboxPool = HTTP2ConnectionPool(target: sandboxTarget, configuration: pc, eventLoopGroup: eventLoopGroup, logger: sandboxLogger)
+            target: productionTarget, configuration: labelled(true, keyID: firstKeyID), eventLoopGroup: eventLoopGroup, logger: productionLogger)
+        self.sandboxPool = HTTP2ConnectionPool(
+            target: sandboxTarget, configuration: labelled(false, keyID: firstKeyID), eventLoopGroup: eventLoopGroup, logger: sandboxLogger)
         var signers: [Signer] = []
         if let first = self.tokens {
             for (i, key) in configuration.signingKeys.enumerated() {
@@ -99,8 +109,10 @@ public final class APNsProvider: PushProvider {
                 signers.append(
                     Signer(
                         key: key, tokens: APNsTokenManager(key: key.key, keyID: key.keyID, teamID: key.teamID),
-                        productionPool: HTTP2ConnectionPool(target: productionTarget, configuration: pc, eventLoopGroup: eventLoopGroup, logger: p),
-                        sandboxPool: HTTP2ConnectionPool(target: sandboxTarget, configuration: pc, eventLoopGroup: eventLoopGroup, logger: sb)))
+                        productionPool: HTTP2ConnectionPool(
+                            target: productionTarget, configuration: labelled(true, keyID: key.keyID), eventLoopGroup: eventLoopGroup, logger: p),
+                        sandboxPool: HTTP2ConnectionPool(
+                            target: sandboxTarget, configuration: labelled(false, keyID: key.keyID), eventLoopGroup: eventLoopGroup, logger: sb)))
             }
         }
         self.signers = signers

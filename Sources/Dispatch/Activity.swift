@@ -7,6 +7,14 @@ import PushgateCore
 /// delivered or failed; the dead tokens seen last; and when the deliveries still pending in this
 /// process were accepted (the age of the oldest). Fixed-size: a ring of buckets, a short list of
 /// dead tokens, and one counter per acceptance second of pending deliveries.
+///
+/// A delivery's `accepted` and `finished` events may come in either order: the job is visible to
+/// the workers once the queue holds it, before the submitting task publishes its acceptance, and a
+/// provider that refuses it without a network call (an APNs token that is not hex) finishes it
+/// first. A finish that finds no pending delivery of its acceptance second is kept for a while
+/// (`earlyFinishWindow`) and cancels the acceptance that follows it, so a delivery is never left
+/// pending; one that no acceptance follows (resumed from a store, or queued by another gateway on a
+/// shared queue) is forgotten after that window.
 public final class RecentActivity: DeliveryEventSink {
     /// Seconds per bucket, and buckets kept (10 minutes).
     public static let bucketSeconds = 5
@@ -15,6 +23,9 @@ public final class RecentActivity: DeliveryEventSink {
     public static let keptDeadTokens = 20
     /// Provider answer classes (`SendOutcome.className`), then the two ends of a delivery.
     public static let classes = ["delivered", "token_dead", "permanent", "transient", "credentials"]
+    /// Seconds a finish that came before its acceptance waits for it (the acceptance is published
+    /// as soon as the queue's `enqueue` returns: well within this).
+    public static let earlyFinishWindow: Int64 = 600
 
     /// One bucket's counts of one platform.
     public struct Counts: Sendable, Equatable {
@@ -64,6 +75,19 @@ public final class RecentActivity: DeliveryEventSink {
         /// Acceptance second -> deliveries accepted then and not finished.
         var pendingSince: [Int64: Int] = [:]
         var pendingTracked = 0
+        /// Acceptance second -> finishes seen while no delivery accepted then was pending: each
+        /// cancels one later acceptance of that second (at most `earlyFinishWindow` seconds kept).
+        var finishedFirst: [Int64: Int] = [:]
+        /// The second `finishedFirst` was last pruned.
+        var lastPrune: Int64 = 0
+
+        /// Forgets the early finishes no acceptance came for within the window (once a second at most:
+        /// `finishedFirst` holds at most one key per second of the window).
+        mutating func pruneEarlyFinishes(now: Int64) {
+            guard now != lastPrune, !finishedFirst.isEmpty else { return }
+            lastPrune = now
+            finishedFirst = finishedFirst.filter { $0.key >= now - RecentActivity.earlyFinishWindow }
+        }
 
         mutating func slot(_ index: Int) -> Int {
             let s = index % RecentActivity.bucketCount
@@ -78,7 +102,14 @@ public final class RecentActivity: DeliveryEventSink {
     private let state = NIOLockedValueBox(State())
     private let now: @Sendable () -> Date
 
-    public init(now: @escaping @Sendable () -> Date = { Date() }) { self.now = now }
+    /// When this process began tracking: a delivery accepted before then (resumed from a store) is
+    /// never accepted here, so its finish is not kept for an acceptance.
+    private let startSecond: Int64
+
+    public init(now: @escaping @Sendable () -> Date = { Date() }) {
+        self.now = now
+        startSecond = Self.second(now())
+    }
 
     private static func platformIndex(_ p: Platform) -> Int { Platform.allCases.firstIndex(of: p) ?? 0 }
     private static func bucket(_ d: Date) -> Int { Int(max(0, d.timeIntervalSince1970)) / bucketSeconds }
@@ -89,6 +120,11 @@ public final class RecentActivity: DeliveryEventSink {
         case .accepted(let job):
             let second = Self.second(job.enqueuedAt)
             state.withLockedValue { s in
+                // Finished before this acceptance was told: nothing left pending.
+                if let n = s.finishedFirst[second] {
+                    s.finishedFirst[second] = n > 1 ? n - 1 : nil
+                    return
+                }
                 s.pendingSince[second, default: 0] += 1
                 s.pendingTracked += 1
             }
@@ -104,11 +140,16 @@ public final class RecentActivity: DeliveryEventSink {
             let p = Self.platformIndex(job.platform)
             let second = Self.second(job.enqueuedAt)
             let t = now()
+            let start = startSecond
             state.withLockedValue { s in
-                // Resumed from a store (accepted by an earlier process): never counted as pending here.
+                s.pruneEarlyFinishes(now: Self.second(t))
                 if let n = s.pendingSince[second] {
                     s.pendingSince[second] = n > 1 ? n - 1 : nil
                     s.pendingTracked = max(0, s.pendingTracked - 1)
+                } else if second >= start, second >= Self.second(t) - Self.earlyFinishWindow {
+                    // Its acceptance is still to be told (or it was queued by another gateway).
+                    // One accepted before this process began (resumed from a store) is not counted.
+                    s.finishedFirst[second, default: 0] += 1
                 }
                 guard phase == .afterSending || phase == .beforeSending else { return }
                 let slot = s.slot(Self.bucket(t))

@@ -139,36 +139,6 @@ public struct StoredEvent: Sendable, Equatable {
     }
 }
 
-/// RFC 3339 UTC timestamps with milliseconds (`2026-01-02T03:04:05.678Z`), written without a formatter.
-public enum RFC3339 {
-    public static func milliseconds(_ d: Date) -> String {
-        let ms = d.timeIntervalSince1970 * 1000
-        // Dates outside years 1970-9999 (a clock far off) are clamped, never trapped on.
-        let total = Int64(ms.isFinite ? min(max(ms, 0), 253_402_300_799_999) : 0)
-        let days = total / 86_400_000
-        let inDay = total % 86_400_000
-        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-        let z = days + 719_468
-        let era = z / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
-        func pad(_ v: Int64, _ n: Int) -> String {
-            let s = String(v)
-            return s.count >= n ? s : String(repeating: "0", count: n - s.count) + s
-        }
-        let h = inDay / 3_600_000
-        let m = inDay / 60000 % 60
-        let s = inDay / 1000 % 60
-        let f = inDay % 1000
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(h, 2)):\(pad(m, 2)):\(pad(s, 2)).\(pad(f, 3))Z"
-    }
-}
-
 /// Turns the delivery event stream into `PushEvent`s. One exhaustive `switch` over `DeliveryEvent`:
 /// a new case does not compile until it is mapped here.
 public final class PushEventMapper: Sendable {

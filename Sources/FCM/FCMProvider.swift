@@ -43,7 +43,9 @@ public final class FCMProvider: PushProvider {
         let (target, _) = try FCMConfiguration.parseEndpoint(configuration.endpoint)
         self.configuration = configuration
         self.tokenProvider = tokenProvider
-        let pool = HTTP2ConnectionPool(target: target, configuration: poolConfiguration, eventLoopGroup: eventLoopGroup, logger: logger)
+        var pc = poolConfiguration
+        pc.label.provider = "fcm"
+        let pool = HTTP2ConnectionPool(target: target, configuration: pc, eventLoopGroup: eventLoopGroup, logger: logger)
         self.pool = pool
         self.sender = BearerJSONSender(
             name: "FCM", pool: pool, path: configuration.sendPath, contentType: "application/json", tokens: tokenProvider.cache, logger: logger

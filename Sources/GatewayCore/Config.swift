@@ -352,8 +352,9 @@ public struct RawConfig: Sendable {
         return out
     }
 
-    /// The effective configuration as YAML, secrets shown as `[REDACTED]`.
-    public func redactedYAML() -> String {
+    /// The effective configuration as YAML, secrets shown as `[REDACTED]`; `extra`: further
+    /// sections, already redacted (the ways in's own, `Gateway.configYAML`).
+    public func redactedYAML(extra: [String: Any] = [:]) -> String {
         var root: [String: Any] = [:]
         for (key, value) in values {
             var v: Any = value.yaml
@@ -374,6 +375,7 @@ public struct RawConfig: Sendable {
             Self.insert(&root, path: key.split(separator: ".").map(String.init), value: v)
         }
         if !apps.isEmpty { root["apps"] = apps.map { $0.redacted() } }
+        for (name, section) in extra { root[name] = section }
         return (try? Yams.dump(object: root, sortKeys: true)) ?? ""
     }
 

@@ -40,6 +40,8 @@ public final class Gateway: Sendable {
     let reloadSource: (@Sendable () throws -> RawConfig)?
     /// One reload at a time.
     let reloading = NIOLockedValueBox(false)
+    /// The ways in's own sections (`register`): shown by `/api/config`, re-read on reload.
+    let adapterSections = AdapterSections()
     /// Set when graceful shutdown starts (`isDraining`).
     let draining = NIOLockedValueBox(false)
     /// Seconds since 1970, for the apps' rate limits (tests inject a clock that moves when told).

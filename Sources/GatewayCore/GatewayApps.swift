@@ -154,6 +154,15 @@ extension Gateway {
             throw ReloadError(description: "\(error)")
         }
         let kept = Set(apps.map(\.id))
+        // The ways in's own sections, checked against the new apps before anything is replaced.
+        var adapterSteps: [AdapterReload] = []
+        do {
+            for s in adapterSections.all { adapterSteps.append(try s.reload(raw, kept)) }
+        } catch {
+            for a in built { await a.shutdown() }
+            logger.error("reload refused, the running configuration is kept: \(error)")
+            throw ReloadError(description: "\(error)")
+        }
         summary.removed = dispatcher.appIDs.filter { !kept.contains($0) }
         let providerPrefixes = ProviderRegistry.sections.map { $0.name + "." }
         summary.needsRestart = Set(raw.values.keys).union(previous.raw.values.keys).filter { k in
@@ -163,6 +172,10 @@ extension Gateway {
         for w in raw.warnings { logger.warning("\(w)") }
         let retired = dispatcher.setApps(apps)
         runtime.withLockedValue { $0 = next }
+        for step in adapterSteps {
+            step.apply()
+            summary.needsRestart += step.needsRestart
+        }
         let timeout = Double(self.settings.shutdownTimeout)
         if !retired.isEmpty {
             Task {

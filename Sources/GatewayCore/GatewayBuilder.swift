@@ -143,6 +143,9 @@ public struct ProviderSet: Sendable {
     /// module opened). On a module's error closes what the modules before it opened and throws it,
     /// naming the app's key (`apps[chat].android: …`) when `app` is given.
     public static func buildApp(_ config: ProviderConfig, context: ProviderBuildContext, app: String? = nil) throws -> ProviderBuild {
+        var context = context
+        // Every pool the app's providers open says whose it is (two apps may share an origin).
+        context.poolConfiguration.label.app = app ?? AppID.defaultApp
         var build = ProviderBuild()
         var hooks: [@Sendable () async -> Void] = []
         do {

@@ -13,12 +13,16 @@ import PushgateCore
 ///  "answers":{"ios":{"window":{"delivered":120,"token_dead":1,…},"total":{…}},…},
 ///  "queue":{"pending":3,"capacity":100000,"durable":true,"oldest_pending_since":"…","oldest_pending_seconds":4.2,"tracked":3},
 ///  "dead_tokens":{"total":1,"recent":[{"at":"…","app":"default","platform":"ios","token":"**********…","reason":"Unregistered"}]},
-///  "pools":[{"origin":"https://api.push.apple.com","active_connections":2,"connections_opened":2,"pending_requests":0}]}
+///  "pools":[{"origin":"https://api.push.apple.com","label":"apns production, app default, key ABC123DEFG","provider":"apns",
+///            "environment":"production","app":"default","key_id":"ABC123DEFG","active_connections":2,"connections_opened":2,"pending_requests":0}]}
 /// ```
 /// `oldest_pending_*` and `tracked` count the deliveries this process accepted and has not finished
 /// (deliveries resumed from a store after a restart, or queued by another gateway on a shared
 /// PostgreSQL queue, are in `pending` only). Tokens are as the failure logs have them
-/// (`log.hide_token`). At most `maxListedPools` pools are listed, the busiest first.
+/// (`log.hide_token`). At most `maxListedPools` pools are listed, the busiest first; several pools
+/// may reach one origin (APNs production and sandbox on one host, each app's and each signing key's
+/// own pools, the APNs channel management pools): `label` says what each is for, from `provider`,
+/// `environment` (APNs), `app` and `key_id` (APNs token keys), each "" when it does not apply.
 extension Gateway {
     /// Pools listed at most (Web Push opens one per push service origin).
     static let maxListedPools = 50
@@ -107,7 +111,10 @@ extension Gateway {
         w.key("pools", first: &first)
         w.raw("[")
         let pools = HTTP2PoolDirectory.snapshot
-            .sorted { ($0.activeConnections + $0.pendingRequests, $1.origin) > ($1.activeConnections + $1.pendingRequests, $0.origin) }
+            .sorted {
+                ($0.activeConnections + $0.pendingRequests, $1.origin, $1.label.description)
+                    > ($1.activeConnections + $1.pendingRequests, $0.origin, $0.label.description)
+            }
             .prefix(Self.maxListedPools)
         for (i, p) in pools.enumerated() {
             if i > 0 { w.raw(",") }
@@ -115,6 +122,16 @@ extension Gateway {
             w.raw("{")
             w.key("origin", first: &fp)
             w.string(p.origin)
+            w.key("label", first: &fp)
+            w.string(p.label.description)
+            w.key("provider", first: &fp)
+            w.string(p.label.provider)
+            w.key("environment", first: &fp)
+            w.string(p.label.environment)
+            w.key("app", first: &fp)
+            w.string(p.label.app)
+            w.key("key_id", first: &fp)
+            w.string(p.label.keyID)
             w.key("active_connections", first: &fp)
             w.int(p.activeConnections)
             w.key("connections_opened", first: &fp)

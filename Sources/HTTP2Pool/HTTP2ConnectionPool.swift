@@ -49,6 +49,8 @@ public final class HTTP2ConnectionPool: Sendable {
     deinit { HTTP2PoolDirectory.remove(ObjectIdentifier(self)) }
 
     public var target: HTTP2Target { self.core.target }
+    /// What the pool is for (`HTTP2PoolConfiguration.label`).
+    public var label: HTTP2PoolLabel { self.core.configuration.label }
 
     public func execute(_ request: HTTP2Request) -> EventLoopFuture<HTTP2Response> {
         self.core.execute(request)

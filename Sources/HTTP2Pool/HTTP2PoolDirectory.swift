@@ -8,6 +8,8 @@ public enum HTTP2PoolDirectory {
     public struct Entry: Sendable, Equatable {
         /// `scheme://host[:port]`.
         public var origin: String
+        /// What it is for (provider, environment, app, key).
+        public var label: HTTP2PoolLabel
         /// Connections established and not yet closed.
         public var activeConnections: Int
         /// Connections ever established by the pool.
@@ -43,8 +45,8 @@ public enum HTTP2PoolDirectory {
         return live.map { pool in
             let s = pool.core.stats
             return Entry(
-                origin: pool.target.origin, activeConnections: s.activeConnections, connectionsOpened: s.connectionsOpened,
+                origin: pool.target.origin, label: pool.label, activeConnections: s.activeConnections, connectionsOpened: s.connectionsOpened,
                 pendingRequests: s.pending)
-        }.sorted { ($0.origin, $0.activeConnections) < ($1.origin, $1.activeConnections) }
+        }.sorted { ($0.origin, $0.label.description, $0.activeConnections) < ($1.origin, $1.label.description, $1.activeConnections) }
     }
 }

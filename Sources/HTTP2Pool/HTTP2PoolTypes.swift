@@ -86,6 +86,37 @@ public struct HTTP2Target: Hashable, Sendable, CustomStringConvertible {
     public var description: String { self.origin }
 }
 
+/// What a pool is for, telling apart pools to one origin (APNs production and sandbox on one mock,
+/// one app's pool and another's, one signing key's and another's, the channel management pools):
+/// the provider, its environment, the app and the key id, each empty when it does not apply.
+public struct HTTP2PoolLabel: Sendable, Hashable, CustomStringConvertible {
+    /// `apns`, `fcm`, `hms`, `harmony`, `webpush`.
+    public var provider: String
+    /// APNs: `production`, `sandbox`, `production channels`, `sandbox channels`.
+    public var environment: String
+    /// The app (`apps[].id`, or `default`).
+    public var app: String
+    /// The APNs token key's id (`ios.key_id`, `ios.keys[].key_id`).
+    public var keyID: String
+
+    public init(provider: String = "", environment: String = "", app: String = "", keyID: String = "") {
+        self.provider = provider
+        self.environment = environment
+        self.app = app
+        self.keyID = keyID
+    }
+
+    /// `apns sandbox, app chat, key ABC123DEFG`.
+    public var description: String {
+        var parts: [String] = []
+        let head = [provider, environment].filter { !$0.isEmpty }.joined(separator: " ")
+        if !head.isEmpty { parts.append(head) }
+        if !app.isEmpty { parts.append("app \(app)") }
+        if !keyID.isEmpty { parts.append("key \(keyID)") }
+        return parts.joined(separator: ", ")
+    }
+}
+
 public struct HTTP2PoolConfiguration: Sendable {
     /// Long-lived multiplexed connections per target, spread over the event loops.
     public var connectionsPerTarget: Int = 2
@@ -117,6 +148,9 @@ public struct HTTP2PoolConfiguration: Sendable {
     /// `CONNECT host:port`, then TLS and HTTP/2 through the tunnel. With `HTTP2Request.connectAddresses`
     /// the CONNECT names the first of those (checked) addresses, so the proxy never resolves the name.
     public var proxy: OutboundProxy = .direct
+    /// What the pools made with this configuration are for (the status page and `/api/stat/live`
+    /// list it beside the origin: several pools may reach one origin).
+    public var label = HTTP2PoolLabel()
 
     public init() {}
 

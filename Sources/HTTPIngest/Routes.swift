@@ -82,7 +82,7 @@ extension Gateway {
         routes.on(.get, r.config, access: .admin) { _, _ in
             var h = Self.jsonHeaders
             h[.contentType] = "application/yaml; charset=utf-8"
-            return Response(status: .ok, headers: h, body: .init(byteBuffer: ByteBuffer(string: self.raw.redactedYAML())))
+            return Response(status: .ok, headers: h, body: .init(byteBuffer: ByteBuffer(string: self.configYAML())))
         }
         // Open for scrapers unless core.metrics_admin_only.
         routes.on(.get, r.metrics, access: settings.auth.metricsAdminOnly ? .admin : .open) { _, _ in

@@ -57,7 +57,7 @@ enum StatusPageAssets {
           <section class="cols">
             <div>
               <h2>Connection pools (HTTP/2)</h2>
-              <table id="pools"><thead><tr><th>origin</th><th>connections</th><th>opened</th><th>waiting</th></tr></thead><tbody></tbody></table>
+              <table id="pools"><thead><tr><th>origin</th><th>pool</th><th>connections</th><th>opened</th><th>waiting</th></tr></thead><tbody></tbody></table>
             </div>
             <div>
               <h2>Latest dead tokens</h2>
@@ -208,6 +208,7 @@ enum StatusPageAssets {
           function showPools(live) {
             rows("pools", live.pools, (tr, p) => {
               cell(tr, p.origin);
+              cell(tr, p.label, "pool-label");
               cell(tr, p.active_connections);
               cell(tr, p.connections_opened);
               cell(tr, p.pending_requests);

@@ -25,9 +25,11 @@ public final class HarmonyProvider: PushProvider {
         self.configuration = configuration
         let jwt = jwt ?? HarmonyJWTSource(account: configuration.serviceAccount)
         self.jwt = jwt
+        var pc = poolConfiguration
+        pc.label.provider = "harmony"
         self.sender = BearerJSONSender(
             name: "HarmonyOS",
-            pool: HTTP2ConnectionPool(target: target, configuration: poolConfiguration, eventLoopGroup: eventLoopGroup, logger: logger),
+            pool: HTTP2ConnectionPool(target: target, configuration: pc, eventLoopGroup: eventLoopGroup, logger: logger),
             path: configuration.sendPath, contentType: "application/json", tokens: jwt, maxResponseBytes: HuaweiResponseClassifier.maxBodyBytes + 1,
             logger: logger, classify: { HuaweiResponseClassifier.classify(status: $0, body: $1, retryAfter: $2) })
     }

@@ -45,7 +45,9 @@ public final class HuaweiProvider: PushProvider {
         let (target, _) = try HuaweiConfiguration.parseEndpoint(configuration.endpoint)
         self.configuration = configuration
         self.tokenProvider = tokenProvider
-        let pool = HTTP2ConnectionPool(target: target, configuration: poolConfiguration, eventLoopGroup: eventLoopGroup, logger: logger)
+        var pc = poolConfiguration
+        pc.label.provider = "hms"
+        let pool = HTTP2ConnectionPool(target: target, configuration: pc, eventLoopGroup: eventLoopGroup, logger: logger)
         self.pool = pool
         self.sender = BearerJSONSender(
             name: "HMS", pool: pool, path: configuration.sendPath, contentType: "application/json;charset=utf-8", tokens: tokenProvider.cache,

@@ -7,7 +7,7 @@ import PushgateCore
 /// ```yaml
 /// matrix:
 ///   enabled: true
-///   address: 127.0.0.1       # Sygnal's http.bind_addresses
+///   address: 127.0.0.1       # Sygnal's http.bind_addresses: one address or a list (a listener each)
 ///   port: 5000               # Sygnal's http.port
 ///   sync_timeout: 5          # seconds /notify waits for each device's first attempt
 ///   apps:                    # keyed by the pusher's app_id (exact, or a glob with * and ?)
@@ -17,7 +17,8 @@ import PushgateCore
 /// ```
 public struct MatrixSettings: Sendable, Equatable {
     public var enabled = false
-    public var address = "127.0.0.1"
+    /// The addresses listened on, each with `port` (Sygnal's `http.bind_addresses`); never empty.
+    public var addresses = ["127.0.0.1"]
     public var port = 5000
     /// How long `/notify` waits for the deliveries' first attempts before answering (they go on).
     public var syncTimeout = 5.0
@@ -29,6 +30,15 @@ public struct MatrixSettings: Sendable, Equatable {
 
     public init() {}
 
+    /// The first address (the only one, usually).
+    public var address: String {
+        get { addresses.first ?? "127.0.0.1" }
+        set { addresses = [newValue] }
+    }
+
+    /// Addresses one listener may have at most.
+    public static let maxAddresses = 16
+
     public static let syncTimeoutRange = 0.0...60.0
 
     /// The `matrix:` section's keys, for docs/configuration.md (`init(tree:)` parses them).
@@ -39,7 +49,11 @@ public struct MatrixSettings: Sendable, Equatable {
                 ConfigKey(
                     "enabled", .bool(false),
                     doc: "(new) serve the Matrix Push Gateway API (`/_matrix/push/v1/notify`) on its own listener (docs/matrix.md)"),
-                ConfigKey("address", .string("127.0.0.1"), doc: "(new) listen address of the Matrix listener"),
+                ConfigKey(
+                    "address", .string("127.0.0.1"),
+                    doc:
+                        "(new) listen address of the Matrix listener, or a list of them (Sygnal's `http.bind_addresses`: a listener on each, all on `port`; the environment takes them comma-separated)"
+                ),
                 ConfigKey("port", .int(5000), range: 0...65535, doc: "(new) port of the Matrix listener (Sygnal's)"),
                 ConfigKey(
                     "sync_timeout", .int(5),
@@ -81,7 +95,9 @@ public struct MatrixSettings: Sendable, Equatable {
     /// An environment string as the YAML value it stands for.
     static func environmentValue(_ v: String, key: String) -> ConfigTree {
         switch key {
-        case "address": return .string(v)
+        case "address":
+            let list = v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            return list.count > 1 ? .list(list.map(ConfigTree.string)) : .string(v)
         case "enabled":
             return ["true", "1", "yes", "on"].contains(v.lowercased())
                 ? .bool(true) : (["false", "0", "no", "off"].contains(v.lowercased()) ? .bool(false) : .string(v))
@@ -100,7 +116,7 @@ public struct MatrixSettings: Sendable, Equatable {
             let name = "matrix.\(key)"
             switch key {
             case "enabled": enabled = try Self.bool(value, name)
-            case "address": address = try Self.string(value, name)
+            case "address": addresses = try Self.addresses(value, name)
             case "port": port = try Self.int(value, name, range: 0...65535)
             case "sync_timeout":
                 let v: Double
@@ -126,12 +142,82 @@ public struct MatrixSettings: Sendable, Equatable {
         }
     }
 
+    /// The section as `GET /api/config` shows it: the effective values (environment overrides
+    /// included). It holds no credentials (those are the Pushgate apps', shown redacted there);
+    /// `fcm_options` is passed to FCM as written, so its URLs lose their userinfo and query and any
+    /// member named like a credential (`authorization`, `*api_key*`, `*private_key*`, `*secret*`, `*token*`,
+    /// `*password*`, `*credential*`) reads `[REDACTED]`.
+    public var shown: [String: Any] {
+        var apps: [String: Any] = [:]
+        for a in self.apps {
+            var e: [String: Any] = ["platform": a.platform.name, "app": a.app ?? AppID.defaultApp]
+            switch a.platform {
+            case .ios:
+                e["convert_device_token_to_hex"] = a.convertTokenToHex
+                e["send_badge_counts"] = a.sendBadgeCounts
+                if let t = a.topic { e["topic"] = t }
+                if let t = a.pushType { e["push_type"] = t }
+            case .android:
+                e["send_badge_counts"] = a.sendBadgeCounts
+                if let o = a.fcmOptions { e["fcm_options"] = Self.redacted(.object(o)) }
+            default:
+                e["ttl"] = a.ttl
+                if let l = a.allowedEndpoints { e["allowed_endpoints"] = l }
+            }
+            apps[a.pattern] = e
+        }
+        return [
+            "enabled": enabled, "address": addresses.count == 1 ? addresses[0] as Any : addresses as Any, "port": port,
+            "sync_timeout": syncTimeout, "max_devices": maxDevices, "max_body_bytes": maxBodyBytes, "apps": apps,
+        ]
+    }
+
+    static func redacted(_ v: JSONValue, key: String = "") -> Any {
+        let k = key.lowercased()
+        if ["authorization", "secret", "password", "token", "credential", "api_key", "apikey", "private_key"].contains(where: { k.contains($0) }) {
+            if case .object = v { return "[REDACTED]" }
+            if case .array = v { return "[REDACTED]" }
+            if v != .null { return "[REDACTED]" }
+        }
+        switch v {
+        case .null: return NSNull()
+        case .bool(let b): return b
+        case .int(let i): return i
+        case .double(let d): return d
+        case .string(let s): return s.contains("://") ? RawConfig.redactURL(s) : s
+        case .array(let l): return l.map { redacted($0) }
+        case .object(let o):
+            var out: [String: Any] = [:]
+            for (name, value) in o { out[name] = redacted(value, key: name) }
+            return out
+        }
+    }
+
     /// The app of a pusher's `app_id`: the exact key, else the one glob that matches (none, or more
     /// than one: nil, and the pushkey is rejected as Sygnal does).
     public func app(for appID: String) -> MatrixApp? {
         if let exact = apps.first(where: { $0.pattern == appID }) { return exact }
         let matching = apps.filter { $0.isGlob && Glob.matches($0.pattern, appID) }
         return matching.count == 1 ? matching[0] : nil
+    }
+
+    /// One address or a list of them: duplicates dropped, and `0.0.0.0` beside `::` (the IPv6
+    /// wildcard takes IPv4 too: a second listener on the IPv4 wildcard and the same port would fail).
+    static func addresses(_ v: ConfigTree, _ key: String) throws -> [String] {
+        var list: [String]
+        switch v {
+        case .list(let l): list = try l.map { try string($0, key) }
+        default: list = [try string(v, key)]
+        }
+        guard !list.isEmpty else { throw ConfigError(key: key, problem: "expected an address or a list of addresses") }
+        guard list.count <= maxAddresses else { throw ConfigError(key: key, problem: "at most \(maxAddresses) addresses") }
+        for a in list where a.isEmpty || a.utf8.count > 253 {
+            throw ConfigError(key: key, problem: "\"\(a.logSafe(max: 64))\" is not an address")
+        }
+        var seen: Set<String> = []
+        list = list.filter { seen.insert($0).inserted }
+        if list.contains("::") { list.removeAll { $0 == "0.0.0.0" } }
+        return list
     }
 
     static func bool(_ v: ConfigTree, _ key: String) throws -> Bool {
@@ -176,6 +262,11 @@ public struct MatrixApp: Sendable, Equatable {
     public var allowedEndpoints: [String]?
     /// Web Push: `TTL` in seconds (Sygnal's `ttl`, default 15 minutes).
     public var ttl = 15 * 60
+    /// APNs and FCM: send the unread and missed-call counts (Sygnal 0.17's `send_badge_counts`,
+    /// default true). Off, APNs gets no `badge` (nor `unread_count` / `missed_calls` in the
+    /// `event_id_only` format) and FCM no `unread` / `missed_calls`; a badge-only notification then
+    /// sends nothing. Counts are wrong for encrypted rooms, where the homeserver cannot read mentions.
+    public var sendBadgeCounts = true
 
     var isGlob: Bool { pattern.contains("*") || pattern.contains("?") }
 
@@ -224,6 +315,7 @@ public struct MatrixApp: Sendable, Equatable {
                 guard case .list(let l) = value else { throw ConfigError(key: k, problem: "expected a list of host globs") }
                 allowedEndpoints = try l.map { try MatrixSettings.string($0, k) }
             case "ttl" where platform == .webpush: ttl = try MatrixSettings.int(value, k, range: 0...2_419_200)
+            case "send_badge_counts" where platform == .ios || platform == .android: sendBadgeCounts = try MatrixSettings.bool(value, k)
             default:
                 throw ConfigError(key: k, problem: "unknown key for platform \(platform.name)")
             }

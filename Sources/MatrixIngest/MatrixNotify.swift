@@ -14,11 +14,17 @@ import PushgateCore
 /// the durable queue (its status route and feedback hook as any other push).
 public struct MatrixNotifyHandler: Sendable {
     public let gateway: Gateway
-    public let settings: MatrixSettings
+    /// The `matrix` section in force (a reload replaces its apps and limits).
+    public let runtime: MatrixRuntime
+    public var settings: MatrixSettings { runtime.settings }
 
     public init(gateway: Gateway, settings: MatrixSettings) {
+        self.init(gateway: gateway, runtime: MatrixRuntime(settings))
+    }
+
+    public init(gateway: Gateway, runtime: MatrixRuntime) {
         self.gateway = gateway
-        self.settings = settings
+        self.runtime = runtime
     }
 
     public struct Answer: Sendable, Equatable {
@@ -49,6 +55,8 @@ public struct MatrixNotifyHandler: Sendable {
     }
 
     func answer(body: [UInt8], trace: IngestTrace? = nil) async -> Answer {
+        // One request, one configuration (a reload during it does not mix two).
+        let settings = self.settings
         let n: MatrixNotification
         do { n = try MatrixNotification.parse(body, maxDevices: settings.maxDevices) } catch {
             return Answer(status: error.status, body: error.json)

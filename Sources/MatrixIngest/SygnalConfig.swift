@@ -30,17 +30,10 @@ public enum SygnalConfig: ConfigDialect {
                     case "bind_addresses":
                         let list = (v as? [Any])?.compactMap { $0 as? String } ?? (v as? String).map { [$0] } ?? []
                         guard !list.isEmpty else { throw ConfigError(key: "http.bind_addresses", problem: "expected a list of addresses") }
-                        // One listener: "::" covers IPv6 and IPv4 (dual stack), so a list holding it is served by it.
-                        if list.count == 1 {
-                            matrix["address"] = list[0]
-                        } else if list.contains("::") {
-                            matrix["address"] = "::"
-                        } else {
-                            throw ConfigError(
-                                key: "http.bind_addresses",
-                                problem: "Pushgate listens on one address: give one (\"::\" for every IPv6 and IPv4 address)")
-                        }
-                        core["address"] = matrix["address"]
+                        // A Matrix listener on each address; Pushgate's own API on one of them ("::"
+                        // when listed: it takes IPv4 too, else the first).
+                        matrix["address"] = list.count == 1 ? list[0] : list
+                        core["address"] = list.contains("::") ? "::" : list[0]
                     default:
                         warnings.append("http.\(k) is not a Sygnal key; ignored")
                     }
@@ -137,7 +130,9 @@ public enum SygnalConfig: ConfigDialect {
         var known: Set<String> = ["type"]
         switch type {
         case "apns":
-            known.formUnion(["platform", "certfile", "keyfile", "key_id", "team_id", "topic", "push_type", "convert_device_token_to_hex"])
+            known.formUnion([
+                "platform", "certfile", "keyfile", "key_id", "team_id", "topic", "push_type", "convert_device_token_to_hex", "send_badge_counts",
+            ])
             entry["platform"] = "ios"
             var ios: [String: Any] = [:]
             switch try string("platform") {
@@ -164,7 +159,7 @@ public enum SygnalConfig: ConfigDialect {
             }
             app["ios"] = ios
         case "gcm":
-            known.formUnion(["api_key", "api_version", "project_id", "service_account_file", "fcm_options"])
+            known.formUnion(["api_key", "api_version", "project_id", "service_account_file", "fcm_options", "send_badge_counts"])
             entry["platform"] = "android"
             let version = try string("api_version") ?? "legacy"
             guard version == "v1" else {
@@ -194,6 +189,11 @@ public enum SygnalConfig: ConfigDialect {
             if let t = cfg["ttl"] { entry["ttl"] = t }
         default:
             throw ConfigError(key: "\(path).type", problem: "\(type.isEmpty ? "missing" : type): Pushgate serves apns, gcm and webpush")
+        }
+        // Sygnal 0.17's `send_badge_counts` (apns and gcm; default true).
+        if type == "apns" || type == "gcm", let v = cfg["send_badge_counts"] {
+            guard let b = v as? Bool else { throw ConfigError(key: "\(path).send_badge_counts", problem: "expected true or false") }
+            entry["send_badge_counts"] = b
         }
         for key in cfg.keys.sorted() where !known.contains(key) {
             warnings.append(

@@ -78,13 +78,16 @@ public enum SygnalMapping {
             }
             if let v = n.roomID { put(&payload, "room_id", .string(v)) }
             if let v = n.eventID { put(&payload, "event_id", .string(v)) }
-            if let v = n.unread { put(&payload, "unread_count", .int(v)) }
-            if let v = n.missedCalls { put(&payload, "missed_calls", .int(v)) }
+            // Sygnal 0.17 `send_badge_counts` (default true): false leaves the counts out.
+            if app.sendBadgeCounts, let v = n.unread { put(&payload, "unread_count", .int(v)) }
+            if app.sendBadgeCounts, let v = n.missedCalls { put(&payload, "missed_calls", .int(v)) }
         } else {
             let alert = apnsAlert(n)
             var badge: Int64?
-            if let u = n.unread { badge = u }
-            if let m = n.missedCalls { badge = (badge ?? 0) + m }
+            if app.sendBadgeCounts {
+                if let u = n.unread { badge = u }
+                if let m = n.missedCalls { badge = (badge ?? 0) + m }
+            }
             if alert == nil, badge == nil { return .nothing("no alert and no badge for this event") }
             if n.type != nil {
                 for (k, v) in defaults ?? JSONObject() {
@@ -304,8 +307,17 @@ public enum SygnalMapping {
         }
         if let v = n.roomID { put(&data, "room_id", .string(truncateString(v, maxBytes: fcmMaxBytesPerField).0)) }
         put(&data, "prio", .string(n.prio == "low" ? "normal" : "high"))
-        if let v = n.unread { put(&data, "unread", .string(String(v))) }
-        if let v = n.missedCalls { put(&data, "missed_calls", .string(String(v))) }
+        // Sygnal 0.17 (`_build_data`): the counts only with `send_badge_counts` (default true), each
+        // only when not zero; a notification with no room, no event and no count left is not sent.
+        var counts: [(String, JSONValue)] = []
+        if app.sendBadgeCounts {
+            if let v = n.unread, v != 0 { counts.append(("unread", .string(String(v)))) }
+            if let v = n.missedCalls, v != 0 { counts.append(("missed_calls", .string(String(v)))) }
+        }
+        if (n.roomID ?? "").isEmpty, (n.eventID ?? "").isEmpty, counts.isEmpty {
+            return .nothing("badge-only notification with no count to send (send_badge_counts)")
+        }
+        for (k, v) in counts { put(&data, k, v) }
         var out = PushNotification(platform: .android, tokens: [device.pushkey])
         out.data = JSONObject(data)
         out.priority = n.prio == "low" ? "normal" : "high"

@@ -378,8 +378,10 @@ struct PushRequestDecoder {
         if let v = f.present("send_at") {
             switch v {
             case .string(let s):
-                guard let t = Schedule.parseRFC3339(s) else {
-                    throw Failure(field: path + ".send_at", problem: "expected an RFC 3339 date-time (2026-11-27T08:00:00Z) or UNIX seconds")
+                let t: Double
+                switch RFC3339.parse(s) {
+                case .success(let v): t = v
+                case .failure(let p): throw Failure(field: path + ".send_at", problem: "\(p.description), or UNIX seconds")
                 }
                 guard t >= 0, t <= Schedule.maxUnixSeconds else {
                     throw Failure(field: path + ".send_at", problem: "out of range: must be between 1970 and 9999")

@@ -147,15 +147,4 @@ public enum Schedule {
     public static let maxUnixSeconds: Double = 253_402_300_799
     /// `core.max_schedule_horizon`'s default: 30 days.
     public static let defaultHorizon = 2_592_000
-
-    /// An RFC 3339 date-time (`2026-11-27T08:00:00Z`, `2026-11-27T09:00:00.5+01:00`) as UNIX seconds.
-    public static func parseRFC3339(_ s: String) -> Double? {
-        guard s.utf8.count >= 20, s.utf8.count <= 40 else { return nil }
-        let plain = ISO8601DateFormatter()
-        plain.formatOptions = [.withInternetDateTime]
-        if let d = plain.date(from: s) { return d.timeIntervalSince1970 }
-        let fractional = ISO8601DateFormatter()
-        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return fractional.date(from: s)?.timeIntervalSince1970
-    }
 }

@@ -110,6 +110,7 @@ final class WebPushTransport: Sendable {
         poolConfig.idleTimeout = originIdleTimeout
         poolConfig.maxResponseBodyBytes = Self.maxResponseBodyBytes
         poolConfig.offeredALPN = ["h2", "http/1.1"]
+        poolConfig.label.provider = "webpush"
         self.maxProtocolEntries = max(16, maxOrigins * 4)
         self.pools = HTTP2PoolGroup(
             configuration: poolConfig, eventLoopGroup: eventLoopGroup, logger: logger,

@@ -84,7 +84,6 @@ final class SygnalConfigTests: XCTestCase {
         XCTAssertTrue(problem("apps:\n  a:\n    type: apns\n    keyfile: k.p8\n")?.contains("apps.a.key_id") == true)
         XCTAssertTrue(problem("apps:\n  a:\n    type: sygnal.custom.Pushkin\n")?.contains("apps.a.type") == true)
         XCTAssertTrue(problem("apps:\n  a:\n    type: apns\n    certfile: c.pem\n    platform: beta\n")?.contains("apps.a.platform") == true)
-        XCTAssertTrue(problem("http:\n  bind_addresses: ['10.0.0.1', '10.0.0.2']\n")?.contains("http.bind_addresses") == true)
         XCTAssertTrue(problem("http:\n  port: 5000\nmetrics:\n  opentracing:\n    enabled: true\n")?.contains("metrics.opentracing.enabled") == true)
         XCTAssertTrue(
             problem("apps:\n  w:\n    type: webpush\n    vapid_private_key: /nonexistent.pem\n    vapid_contact_email: a@b\n")?

@@ -166,6 +166,125 @@ final class SygnalMappingTests: XCTestCase {
         XCTAssertNil(out.data?["type"])
     }
 
+    // MARK: send_badge_counts (Sygnal 0.17: tests/test_apns.py, tests/test_gcm.py `test_send_badge_counts*`)
+
+    static func badgeOnly(_ devices: String) -> String {
+        #"{"notification":{"id":"","type":null,"sender":"","counts":{"unread":2},"devices":[\#(devices)]}}"#
+    }
+
+    func testAPNsWithoutBadgeCounts() throws {
+        var app = Self.ios
+        app.sendBadgeCounts = false
+        // Full format: the alert, no badge.
+        var n = try parse(Self.full(Self.apnsDevice))
+        var out = try sent(SygnalMapping.plan(n, device: n.devices[0], app: app))
+        XCTAssertEqual(out.alert?.locKey, "MSG_FROM_USER_IN_ROOM_WITH_CONTENT")
+        XCTAssertNil(out.badge)
+        XCTAssertEqual(out.data?.count, 2, "room_id and event_id only")
+        // Badge only: nothing to send (not rejected).
+        n = try parse(Self.badgeOnly(Self.apnsDevice))
+        guard case .nothing = SygnalMapping.plan(n, device: n.devices[0], app: app) else { return XCTFail("a badge-only push was sent") }
+        // event_id_only: no unread_count / missed_calls.
+        n = try parse(Self.eventIDOnly(Self.apnsDevice))
+        out = try sent(SygnalMapping.plan(n, device: n.devices[0], app: app))
+        XCTAssertNil(out.data?["unread_count"])
+        XCTAssertEqual(out.data?["event_id"], .string("$qTOWWTEL48yPm3uT-gdNhFcoHxfKbZuqRVnnWWSkGBs"))
+        // On (the default): as before.
+        XCTAssertEqual(try sent(SygnalMapping.plan(n, device: n.devices[0], app: Self.ios)).data?["unread_count"], .int(2))
+    }
+
+    func testFCMWithoutBadgeCounts() throws {
+        var app = MatrixApp(pattern: "com.example.gcm", platform: .android)
+        app.sendBadgeCounts = false
+        let device = #"{"app_id":"com.example.gcm","pushkey":"spqr","pushkey_ts":42}"#
+        func data(_ out: PushNotification) -> [String: String] {
+            var got: [String: String] = [:]
+            for (k, v) in out.data ?? JSONObject() { got[k] = v.stringValue }
+            return got
+        }
+        // test_send_badge_counts_api_v1: the data without unread / missed_calls.
+        var n = try parse(Self.full(device))
+        XCTAssertEqual(
+            data(try sent(SygnalMapping.plan(n, device: n.devices[0], app: app))),
+            [
+                "content_body": "I'm floating in a most peculiar way.", "content_msgtype": "m.text",
+                "event_id": "$qTOWWTEL48yPm3uT-gdNhFcoHxfKbZuqRVnnWWSkGBs", "prio": "high", "room_alias": "#exampleroom:matrix.org",
+                "room_id": "!slw48wfj34rtnrf:example.com", "room_name": "Mission Control", "sender": "@exampleuser:matrix.org",
+                "sender_display_name": "Major Tom", "type": "m.room.message",
+            ])
+        // test_send_badge_counts_with_badge_only_notification_api_v1: nothing sent, nothing rejected.
+        n = try parse(Self.badgeOnly(device))
+        guard case .nothing = SygnalMapping.plan(n, device: n.devices[0], app: app) else { return XCTFail("a badge-only push was sent") }
+        // test_send_badge_counts_with_event_id_only_notification_api_v1.
+        n = try parse(Self.eventIDOnly(device))
+        XCTAssertEqual(
+            data(try sent(SygnalMapping.plan(n, device: n.devices[0], app: app))),
+            ["event_id": "$qTOWWTEL48yPm3uT-gdNhFcoHxfKbZuqRVnnWWSkGBs", "prio": "high", "room_id": "!slw48wfj34rtnrf:example.com"])
+        // On: a badge-only push carries its count; a zero count is left out (0.17), and a badge-only
+        // push with nothing but zero counts is not sent.
+        let on = MatrixApp(pattern: "com.example.gcm", platform: .android)
+        n = try parse(Self.badgeOnly(device))
+        XCTAssertEqual(data(try sent(SygnalMapping.plan(n, device: n.devices[0], app: on))), ["prio": "high", "sender": "", "unread": "2"])
+        n = try parse(#"{"notification":{"event_id":"$e","counts":{"unread":0,"missed_calls":1},"devices":[\#(device)]}}"#)
+        XCTAssertEqual(data(try sent(SygnalMapping.plan(n, device: n.devices[0], app: on))), ["event_id": "$e", "prio": "high", "missed_calls": "1"])
+        n = try parse(#"{"notification":{"counts":{"unread":0},"devices":[\#(device)]}}"#)
+        guard case .nothing = SygnalMapping.plan(n, device: n.devices[0], app: on) else { return XCTFail("an empty badge-only push was sent") }
+    }
+
+    func testSendBadgeCountsInTheMatrixSectionAndSygnalYAML() throws {
+        let s = try MatrixSettings(
+            raw: try RawConfig(
+                yaml:
+                    "matrix:\n  apps:\n    a: { platform: ios, send_badge_counts: false }\n    b: { platform: android, send_badge_counts: false }\n    c: { platform: ios }\n",
+                environment: [:]), environment: [:])
+        XCTAssertEqual(s.app(for: "a")?.sendBadgeCounts, false)
+        XCTAssertEqual(s.app(for: "b")?.sendBadgeCounts, false)
+        XCTAssertEqual(s.app(for: "c")?.sendBadgeCounts, true, "Sygnal's default")
+        for bad in ["{ platform: ios, send_badge_counts: maybe }", "{ platform: webpush, send_badge_counts: false }"] {
+            XCTAssertThrowsError(
+                try MatrixSettings(raw: try RawConfig(yaml: "matrix:\n  apps:\n    x: \(bad)\n", environment: [:]), environment: [:])
+            ) {
+                XCTAssertTrue("\($0)".contains("matrix.apps[x].send_badge_counts"), "\($0)")
+            }
+        }
+        let yaml = """
+            apps:
+              ios.app:
+                type: apns
+                certfile: c.pem
+                send_badge_counts: false
+              android.app:
+                type: gcm
+                api_version: v1
+                service_account_file: sa.json
+                send_badge_counts: false
+            """
+        let raw = try RawConfig(yaml: yaml, environment: [:], dialects: [SygnalConfig.self])
+        let m = try MatrixSettings(raw: raw, environment: [:])
+        XCTAssertEqual(m.app(for: "ios.app")?.sendBadgeCounts, false)
+        XCTAssertEqual(m.app(for: "android.app")?.sendBadgeCounts, false)
+        XCTAssertFalse(raw.warnings.contains { $0.contains("send_badge_counts") }, "\(raw.warnings)")
+        XCTAssertThrowsError(
+            try RawConfig(
+                yaml: "apps:\n  a:\n    type: apns\n    certfile: c.pem\n    send_badge_counts: 3\n", environment: [:], dialects: [SygnalConfig.self])
+        )
+    }
+
+    func testBindAddressesAreAllListenedOn() throws {
+        func settings(_ yaml: String, dialect: Bool = false) throws -> MatrixSettings {
+            try MatrixSettings(raw: try RawConfig(yaml: yaml, environment: [:], dialects: dialect ? [SygnalConfig.self] : []), environment: [:])
+        }
+        XCTAssertEqual(try settings("http:\n  bind_addresses: ['127.0.0.1', '::1']\n  port: 5000\n", dialect: true).addresses, ["127.0.0.1", "::1"])
+        XCTAssertEqual(try settings("http:\n  bind_addresses: ['10.0.0.1', '10.0.0.2']\n", dialect: true).addresses, ["10.0.0.1", "10.0.0.2"])
+        XCTAssertEqual(try settings("http:\n  bind_addresses: ['::', '0.0.0.0']\n", dialect: true).addresses, ["::"], "the IPv6 wildcard takes IPv4")
+        XCTAssertEqual(try settings("matrix:\n  address: [127.0.0.1, 127.0.0.2, 127.0.0.1]\n").addresses, ["127.0.0.1", "127.0.0.2"])
+        XCTAssertEqual(try settings("matrix:\n  address: 127.0.0.1\n").addresses, ["127.0.0.1"])
+        let env = try MatrixSettings(raw: try RawConfig(yaml: nil, environment: [:]), environment: ["PUSHGATE_MATRIX_ADDRESS": "127.0.0.1, ::1"])
+        XCTAssertEqual(env.addresses, ["127.0.0.1", "::1"])
+        XCTAssertThrowsError(try settings("matrix:\n  address: []\n")) { XCTAssertTrue("\($0)".contains("matrix.address")) }
+        XCTAssertThrowsError(try settings("matrix:\n  address: [\(Array(repeating: "a", count: 17).joined(separator: ","))]\n"))
+    }
+
     func testTruncateStringIsSygnals() {
         // test_gcm.py: a 3-byte character at byte 1020 is dropped whole, then "…".
         let s = String(repeating: "x", count: 1020) + "⚑" + String(repeating: "y", count: 100)

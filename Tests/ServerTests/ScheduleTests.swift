@@ -418,6 +418,61 @@ final class ScheduleTests: XCTestCase {
         }
     }
 
+    /// One strict RFC 3339 parser for every date given as text: a date that does not exist, and the
+    /// forms Foundation reads leniently, are 400s naming the field (nothing queued, nothing sent);
+    /// the forms RFC 3339 allows are accepted (past times: sent now). The other dates of a request
+    /// take numbers (`expiration`, `stale-date`, `dismissal-date`: UNIX seconds) or `HH:MM`
+    /// (`deliver_between`): a date-time text or an impossible time there is a 400 naming it too.
+    func testDatesAreStrictRFC3339Or400NamingTheField() async throws {
+        let env = try await TestEnvironment.start()
+        defer { Task { await env.stop() } }
+        let tok = Self.token(41)
+        let refused: [(String, String)] = [
+            (#""send_at":"2026-02-30T10:00:00Z""#, "notifications[0].send_at"),
+            (#""send_at":"2027-02-29T10:00:00Z""#, "notifications[0].send_at"),
+            (#""send_at":"2026-04-31T10:00:00Z""#, "notifications[0].send_at"),
+            (#""send_at":"2026-11-31T10:00:00Z""#, "notifications[0].send_at"),
+            (#""send_at":"2026-11-27T24:00:00Z""#, "notifications[0].send_at"),
+            (#""send_at":"2026-11-27T10:00:00+24:00""#, "notifications[0].send_at"),
+            (#""send_at":"2026-11-27T10:00:00-25:00""#, "notifications[0].send_at"),
+            (#""send_at":"2026-11-27T10:00:00+23:60""#, "notifications[0].send_at"),
+            (#""send_at":"2026-12-31T23:59:60Z""#, "notifications[0].send_at"),
+            (#""send_at":"0000-01-01T00:00:00Z""#, "notifications[0].send_at"),
+            (#""send_at":"2026-11-27t10:00:00Z""#, "notifications[0].send_at"),
+            (#""send_at":"2026-11-27T10:00:00z""#, "notifications[0].send_at"),
+            (#""send_at":"2026-11-27T10:00:00.12345678901234567890Z""#, "notifications[0].send_at"),
+            (#""send_at":"2026-11-27 10:00:00Z""#, "notifications[0].send_at"),
+            (#""expiration":"2026-02-30T10:00:00Z""#, "notifications[0].expiration"),
+            (#""expiration":"2026-11-27T10:00:00Z""#, "notifications[0].expiration"),
+            (#""stale-date":"2026-11-27T10:00:00Z""#, "notifications[0].stale-date"),
+            (#""dismissal-date":"2026-02-30T10:00:00Z""#, "notifications[0].dismissal-date"),
+            (#""deliver_between":{"tz":"UTC","from":"24:00","to":"06:00"}"#, "notifications[0].deliver_between.from"),
+            (#""deliver_between":{"tz":"UTC","from":"22:00","to":"06:60"}"#, "notifications[0].deliver_between.to"),
+        ]
+        let accepted = [
+            "2024-02-29T10:00:00Z", "2026-04-30T23:59:59+05:30", "2026-01-01T00:00:00-00:00", "2026-01-01T10:00:00.5+01:00",
+            "2026-01-01T10:00:00.123456789Z", "2026-01-01T10:00:00-23:59",
+        ]
+        try await env.withGateway { client, gateway in
+            for (member, field) in refused {
+                let body = #"{"notifications":[{"tokens":["\#(tok)"],"platform":1,"message":"x",\#(member)}]}"#
+                let r = try await Self.call(client, "/api/push", .post, body: body)
+                XCTAssertEqual(r.status, 400, "\(member): \(r.body)")
+                XCTAssertTrue(r.body.contains(field), "\(member) should name \(field): \(r.body)")
+            }
+            XCTAssertEqual(gateway.dispatcher.queue.pendingCount, 0)
+            XCTAssertEqual(env.apns.requests(for: tok).count, 0, "nothing refused was sent")
+            for (i, text) in accepted.enumerated() {
+                let t = Self.token(42 + i)
+                let body = #"{"notifications":[{"tokens":["\#(t)"],"platform":1,"message":"x","send_at":"\#(text)"}]}"#
+                let r = try await Self.call(client, "/api/push", .post, body: body)
+                XCTAssertEqual(r.status, 200, "\(text): \(r.body)")
+                let sent = await eventually { env.apns.requests(for: t).count == 1 }
+                XCTAssertTrue(sent, "\(text): a send_at in the past is sent now")
+            }
+        }
+    }
+
     /// `core.max_schedule_horizon` is range-checked and applies to both fields.
     func testHorizonIsConfigurable() async throws {
         XCTAssertThrowsError(try GatewaySettings(RawConfig(yaml: "core:\n  max_schedule_horizon: 0\n", environment: [:])))

@@ -101,6 +101,17 @@ final class StatusPageTests: XCTestCase {
             // The APNs pool to the mock is listed with its connection.
             let pools = try XCTUnwrap(json["pools"] as? [[String: Any]], body)
             XCTAssertTrue(pools.contains { ($0["origin"] as? String) == env.apns.baseURL && ($0["active_connections"] as? Int ?? 0) >= 1 }, body)
+            // Production and sandbox both reach the mock: each pool says which it is, and whose.
+            let mine = pools.filter { ($0["origin"] as? String) == env.apns.baseURL }
+            XCTAssertEqual(Set(mine.compactMap { $0["environment"] as? String }), ["production", "sandbox"], body)
+            XCTAssertEqual(Set(mine.compactMap { $0["label"] as? String }).count, mine.count, "labels distinct: \(body)")
+            for p in mine {
+                XCTAssertEqual(p["provider"] as? String, "apns")
+                XCTAssertEqual(p["app"] as? String, "default")
+                let label = p["label"] as? String ?? ""
+                XCTAssertTrue(label.hasPrefix("apns \(p["environment"] as? String ?? "?"), app default"), label)
+                if let key = p["key_id"] as? String, !key.isEmpty { XCTAssertTrue(label.hasSuffix("key \(key)"), label) }
+            }
 
             let metrics = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
             for name in ["pushgate_queue_oldest_pending_seconds 0", "pushgate_dead_tokens_total 1", "pushgate_http2_connections_active"] {

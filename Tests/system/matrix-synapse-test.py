@@ -2,8 +2,8 @@
 """Pushgate as a homeserver's push gateway, checked by a real Synapse.
 
 1. makes (or reuses) a venv with matrix-synapse (`python3 -m venv`, `pip install matrix-synapse`),
-2. starts `pushgate mock --record` and `pushgate serve` with the Matrix Push Gateway API enabled
-   (matrix.apps: com.example.ios -> APNs, com.example.android -> FCM),
+2. starts `pushgate mock --record` and `pushgate serve` with the Matrix Push Gateway API enabled on
+   two addresses, 127.0.0.1 and ::1 (matrix.apps: com.example.ios -> APNs, com.example.android -> FCM),
 3. generates a Synapse config (SQLite, loopback, ip_range_whitelist 127.0.0.0/8 so it may push to
    the gateway on loopback) and starts Synapse,
 4. registers alice and bob with the shared secret; bob sets three http pushers at
@@ -13,8 +13,11 @@
 5. alice invites bob to a room, bob joins, alice sends a message, and then:
    - the mock APNs got the push at hex(base64-decoded pushkey) with Sygnal's alert
      (loc-key MSG_FROM_USER_WITH_CONTENT, loc-args [alice, the text]) and a badge,
-   - the mock FCM got a data message with the event's `event_id` and `room_id`,
-   - the dead token's pusher disappears from bob's `GET /_matrix/client/v3/pushers`.
+   - the mock FCM got a data message with the event's `event_id`, `room_id` and `unread` count,
+   - the dead token's pusher disappears from bob's `GET /_matrix/client/v3/pushers`,
+6. `send_badge_counts: false` (Sygnal 0.17) is written for both apps and the gateway gets SIGHUP:
+   `/api/config` shows it applied, and alice's next message reaches the mock APNs with its alert and
+   no badge, and the mock FCM with `event_id` and `room_id` and no `unread`.
 
 Exit status 0 when all holds.
 
@@ -24,6 +27,7 @@ import argparse
 import base64
 import json
 import os
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -96,8 +100,9 @@ yaml.safe_dump(c, open(p, "w"))
 
 
 def sygnal_yaml(run):
-    """`pushgate serve --config sygnal.yaml` on Sygnal's sygnal.yaml.sample, only its paths (and port) changed:
-    as it is (no apps), then with its example APNs and FCM apps uncommented (their files the mock's)."""
+    """`pushgate serve --config sygnal.yaml` on Sygnal 0.17.0's sygnal.yaml.sample, only its paths (and port) changed:
+    as it is (no apps), then with its example APNs and FCM apps uncommented (their files the mock's, the FCM
+    app's `send_badge_counts: false` too); `/api/config` shows the matrix section, the credentials redacted."""
     sample = open(os.path.join(ROOT, "Tests", "system", "fixtures", "sygnal.yaml.sample")).read()
     mockdir = os.path.join(run.work, "mock")
     for label, uncomment in (("sygnal-sample", False), ("sygnal-apps", True)):
@@ -111,7 +116,8 @@ def sygnal_yaml(run):
                              ("  #  type: gcm", "    type: gcm"), ("  #  api_version: v1", "    api_version: v1"),
                              ("  #  project_id: project-id", "    project_id: project-id"),
                              ("  #  service_account_file: /path/to/service_account.json",
-                              f"    service_account_file: {mockdir}/mock-fcm.json")):
+                              f"    service_account_file: {mockdir}/mock-fcm.json"),
+                             ("  #  #send_badge_counts: false", "    send_badge_counts: false")):
                 if old not in text:
                     run.fail(f"sygnal.yaml.sample has no line {old!r}")
                 text = text.replace(old, new, 1)
@@ -125,8 +131,16 @@ def sygnal_yaml(run):
                                {"notification": {"devices": [{"app_id": "org.unknown", "pushkey": "k"}]}})
         if status != 200 or json.loads(body) != {"rejected": ["k"]}:
             run.fail(f"{label}: unknown app_id: {status} {body}")
+        # /api/config shows the matrix section (the sample's send_badge_counts: false uncommented),
+        # the apps' credentials redacted.
+        config = http("GET", gw.url + "/api/config")[1]
+        if "matrix:" not in config or (uncomment and "send_badge_counts: false" not in config):
+            run.fail(f"{label}: /api/config lacks the matrix section: {config}")
+        if uncomment and (mockdir in config or "MY_KEY_ID" in config):
+            run.fail(f"{label}: /api/config shows credentials: {config}")
         run.stop_gracefully(gw, label)
-        run.log(f"pushgate serve --config {label}.yaml: started, /health 200, unknown app_id rejected")
+        run.log(f"pushgate serve --config {label}.yaml: started, /health 200, unknown app_id rejected, /api/config with its matrix section"
+                + (" (send_badge_counts: false), credentials redacted" if uncomment else ""))
 
 
 def main():
@@ -152,7 +166,7 @@ queue:
     path: "{run.work}/queue.sqlite"
 matrix:
   enabled: true
-  address: 127.0.0.1
+  address: [127.0.0.1, "::1"]
   port: {matrix_port}
   sync_timeout: 5
   apps:
@@ -160,9 +174,15 @@ matrix:
     com.example.android: {{ platform: android }}
 """)
         run.snippet = config
-        run.start_gateway("matrix", {})
+        gw = run.start_gateway("matrix", {})
         notify_url = f"http://127.0.0.1:{matrix_port}/_matrix/push/v1/notify"
-        wait_for(lambda: http("GET", f"http://127.0.0.1:{matrix_port}/health")[0] == 200, 30, "the Matrix listener", name=NAME)
+        for host in ("127.0.0.1", "[::1]"):
+            wait_for(lambda: http("GET", f"http://{host}:{matrix_port}/health")[0] == 200, 30, f"the Matrix listener on {host}", name=NAME)
+        status, text, _ = http("POST", f"http://[::1]:{matrix_port}/_matrix/push/v1/notify",
+                               {"notification": {"devices": [{"app_id": "org.unknown", "pushkey": "k6"}]}})
+        if status != 200 or json.loads(text) != {"rejected": ["k6"]}:
+            run.fail(f"the listener on ::1: {status} {text}")
+        run.log("Matrix listeners on 127.0.0.1 and ::1 (every matrix.address) answer")
         status, text, _ = http("POST", notify_url, {"notification": {"devices": [{"app_id": "org.unknown", "pushkey": "k"}]}})
         if status != 200 or json.loads(text) != {"rejected": ["k"]}:
             run.fail(f"unknown app_id: {status} {text}")
@@ -253,6 +273,8 @@ matrix:
         message = fcm_message()
         if message["data"].get("room_id") != room or "notification" in message:
             run.fail(f"FCM message is not an event_id_only data message: {message}")
+        if not message["data"].get("unread", "").isdigit() or int(message["data"]["unread"]) < 1:
+            run.fail(f"FCM data without the unread count (send_badge_counts defaults to true): {message}")
         run.log(f"mock FCM got data {json.dumps(message['data'])}")
 
         def keys():
@@ -261,6 +283,45 @@ matrix:
         if live_key not in keys() or "fcm-token-1" not in keys():
             run.fail(f"a live pusher was deleted: {keys()}")
         run.log(f"dead token's pusher deleted by Synapse; left: {keys()}")
+
+        # Sygnal 0.17's send_badge_counts, applied by a reload (SIGHUP): no badge, no counts.
+        with open(config) as f:
+            text_config = f.read()
+        for app_id, platform in (("com.example.ios", "ios"), ("com.example.android", "android")):
+            old = f"    {app_id}: {{ platform: {platform} }}"
+            if old not in text_config:
+                run.fail(f"no line {old!r} in the gateway's config")
+            text_config = text_config.replace(old, f"    {app_id}: {{ platform: {platform}, send_badge_counts: false }}")
+        with open(config, "w") as f:
+            f.write(text_config)
+        os.kill(gw.pid, signal.SIGHUP)
+        wait_for(lambda: http("GET", gw.url + "/api/config")[1].count("send_badge_counts: false") == 2, 30,
+                 "send_badge_counts: false applied by SIGHUP", name=NAME)
+        text2 = "second message, no badge"
+        status, body = api("PUT", hs + f"/_matrix/client/v3/rooms/{room}/send/m.room.message/txn2",
+                           {"msgtype": "m.text", "body": text2}, token=tokens["alice"])
+        event2 = body.get("event_id") or run.fail(f"send: {status} {body}")
+
+        def apns_push2():
+            for r in json.loads(http("GET", run.control + "/__mock/apns-requests")[1]):
+                if r["token"] == LIVE_TOKEN and r["status"] == 200 and json.loads(r["payload"]).get("event_id") == event2:
+                    return json.loads(r["payload"])
+            return None
+        wait_for(lambda: apns_push2() is not None, 60, "the APNs push of the second message", name=NAME)
+        payload2 = apns_push2()
+        if "badge" in payload2["aps"] or payload2["aps"].get("alert", {}).get("loc-args") != ["alice", text2]:
+            run.fail(f"APNs push with send_badge_counts: false: {payload2}")
+
+        def fcm_message2():
+            for m in json.loads(http("GET", run.control + "/__mock/fcm-messages")[1]):
+                if m["target"] == "fcm-token-1" and m["message"].get("data", {}).get("event_id") == event2:
+                    return m["message"]
+            return None
+        wait_for(lambda: fcm_message2() is not None, 60, "the FCM data message of the second message", name=NAME)
+        data2 = fcm_message2()["data"]
+        if "unread" in data2 or "missed_calls" in data2 or data2.get("room_id") != room:
+            run.fail(f"FCM data with send_badge_counts: false: {data2}")
+        run.log(f"after SIGHUP with send_badge_counts: false: APNs aps {json.dumps(payload2['aps'])}, FCM data {json.dumps(data2)}")
         run.log("PASSED")
     except SystemExit:
         run.dump_log("gateway-matrix.log")

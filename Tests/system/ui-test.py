@@ -8,9 +8,11 @@
 3. types the admin key (as an operator would) and waits for the figures: every number on the page
    (totals, per app pending and per provider push_success / push_error, dead tokens) must equal
    `/api/stat/app` / `/api/stat/live` read with the same key,
-4. looks up a notification whose notif_id is markup (`<img src=x onerror=…>`): shown as text, no
+4. checks the "Connection pools" table: every pool labelled (provider, environment, app, key), the
+   pools sharing an origin told apart, as `/api/stat/live` has them,
+5. looks up a notification whose notif_id is markup (`<img src=x onerror=…>`): shown as text, no
    element made from it, no script run,
-5. saves a screenshot (docs/ui.png by default).
+6. saves a screenshot (docs/ui.png by default).
 
 Needs the `chromium` command (Debian package chromium). Python 3 standard library only (the
 DevTools websocket is spoken here).
@@ -194,6 +196,43 @@ def send_rounds(run, url, rounds, per_round):
         run.fail(f"/api/push answered {status}: {text}")
 
 
+def check_pool_labels(run, tab, url):
+    """The "Connection pools" table says what each pool is for: every row has a label, no two rows
+    are alike (origin and label), and the pools that share an origin (APNs production and sandbox of
+    the default app and of chat, all on the one mock) are told apart by environment, app and key,
+    as /api/stat/live has them."""
+    live = json.loads(call("GET", url + "/api/stat/live", ADMIN)[1])
+    shown = tab.eval("[...document.querySelectorAll('#pools tbody tr')].map(r => [...r.cells].map(c => c.textContent))")
+    heads = tab.eval("[...document.querySelectorAll('#pools thead th')].map(c => c.textContent)")
+    if heads[:2] != ["origin", "pool"]:
+        run.fail(f"pool table columns: {heads}")
+    rows = [(r[0], r[1]) for r in shown]
+    if any(not label for _, label in rows):
+        run.fail(f"a pool row without a label: {shown}")
+    if len(set(rows)) != len(rows):
+        run.fail(f"two pool rows alike: {shown}")
+    expected = sorted((p["origin"], p["label"]) for p in live["pools"])
+    if sorted(rows) != expected:
+        run.fail(f"pool rows {sorted(rows)} differ from /api/stat/live {expected}")
+    apns = [p for p in live["pools"] if p["provider"] == "apns"]
+    by_origin = {}
+    for p in apns:
+        by_origin.setdefault(p["origin"], []).append(p)
+    shared = max(by_origin.values(), key=len, default=[])
+    seen = {(p["environment"], p["app"], p["key_id"]) for p in shared}
+    wanted = {("production", "default"), ("sandbox", "default"), ("production", "chat"), ("sandbox", "chat")}
+    if len(shared) < 4 or not wanted <= {(e, a) for e, a, _ in seen} or len(seen) != len(shared):
+        run.fail(f"the APNs pools of one origin are not told apart: {shared}")
+    if not all(p["key_id"] for p in shared) or not any(p["key_id"] == "MOCKAPP001" for p in shared if p["app"] == "chat"):
+        run.fail(f"APNs pools without their key id: {shared}")
+    for p in shared:
+        for part in (p["environment"], "app " + p["app"], "key " + p["key_id"]):
+            if part not in p["label"]:
+                run.fail(f"label {p['label']!r} lacks {part!r}")
+    run.log(f"{len(rows)} pool rows, each labelled and distinct; {len(shared)} on {shared[0]['origin']}: "
+            + "; ".join(sorted(p["label"] for p in shared)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pushgate", default=None)
@@ -269,6 +308,7 @@ def main():
         pools = tab.eval("document.querySelectorAll('#pools tbody tr').length")
         if paths < len(live["providers"]) or pools < 1:
             run.fail(f"chart lines {paths} (providers {live['providers']}), pool rows {pools}")
+        check_pool_labels(run, tab, gw.url)
 
         # A notif_id made of markup is shown as text.
         tab.eval(f"document.getElementById('notif').value = {json.dumps(XSS_ID)}; "
