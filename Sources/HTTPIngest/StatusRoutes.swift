@@ -189,8 +189,4 @@ extension Gateway {
         w.raw("]}")
         return w.bytes
     }
-
-    private static func iso(_ d: Date) -> String {
-        d.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
-    }
 }

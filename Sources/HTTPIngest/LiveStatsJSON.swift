@@ -1,4 +1,5 @@
 import Foundation
+import GatewayCore
 import HTTP2Pool
 import PushDispatch
 import PushgateCore
@@ -165,26 +166,5 @@ extension Gateway {
 
     static func iso(_ d: Date) -> String {
         d.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
-    }
-
-    /// The `/metrics` series of the status page's figures: the oldest pending delivery's age and
-    /// the HTTP/2 pools, summed over origins (Web Push origins are chosen by clients: one series each
-    /// would let them grow the scrape without bound).
-    package func liveMetricsText() -> String {
-        let a = dispatcher.activity.snapshot
-        let age = a.oldestPendingSince.map { max(0, Date().timeIntervalSince($0)) } ?? 0
-        let pools = HTTP2PoolDirectory.snapshot
-        var text = ""
-        text += "# HELP pushgate_queue_oldest_pending_seconds Age of the oldest delivery this process accepted and has not finished (0: none)\n"
-        text += "# TYPE pushgate_queue_oldest_pending_seconds gauge\npushgate_queue_oldest_pending_seconds \(age)\n"
-        text += "# HELP pushgate_dead_tokens_total Deliveries that ended with the token reported dead by the provider\n"
-        text += "# TYPE pushgate_dead_tokens_total counter\npushgate_dead_tokens_total \(a.deadTokensTotal)\n"
-        text += "# HELP pushgate_http2_pools HTTP/2 connection pools open to providers (one per origin)\n"
-        text += "# TYPE pushgate_http2_pools gauge\npushgate_http2_pools \(pools.count)\n"
-        text += "# HELP pushgate_http2_connections_active HTTP/2 connections to providers established and not closed\n"
-        text += "# TYPE pushgate_http2_connections_active gauge\npushgate_http2_connections_active \(pools.reduce(0) { $0 + $1.activeConnections })\n"
-        text += "# HELP pushgate_http2_requests_waiting Provider requests waiting for an HTTP/2 stream\n"
-        text += "# TYPE pushgate_http2_requests_waiting gauge\npushgate_http2_requests_waiting \(pools.reduce(0) { $0 + $1.pendingRequests })\n"
-        return text
     }
 }

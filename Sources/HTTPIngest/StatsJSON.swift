@@ -1,4 +1,5 @@
 import Foundation
+import GatewayCore
 import NIOConcurrencyHelpers
 import PushDispatch
 import PushgateCore
@@ -6,14 +7,6 @@ import PushgateCore
 #if canImport(Glibc)
     import Glibc
 #endif
-
-/// How many answers of each status the gateway gave (`/sys/stats`), counted by its ways in.
-package final class RequestCounters: Sendable {
-    private let box = NIOLockedValueBox<[Int: Int]>([:])
-    package func count(_ status: Int) { box.withLockedValue { $0[status, default: 0] += 1 } }
-    package var snapshot: [Int: Int] { box.withLockedValue { $0 } }
-    package init() {}
-}
 
 /// The statistics answers (gorush's `/api/stat/app`, `/api/stat/go`, `/sys/stats`): JSON bytes,
 /// whatever way in serves them.
