@@ -68,7 +68,7 @@ public struct APNsModule: ProviderModule {
                     Keys.enabled.key, Keys.keyPath.key, Keys.keyBase64.key, Keys.keyType.key, Keys.keyID.key, Keys.teamID.key,
                     Keys.production.key, Keys.maxTokens.key, Keys.maxRetry.key, Keys.maxConcurrentPushes.key, Keys.connections.key,
                     Keys.topic.key, Keys.endpoint.key, Keys.channelsEndpoint.key, Keys.password.key, Keys.keys.key,
-                ])
+                ], about: "Apple Push Notification service (platform `1`).")
         ]
     }
 
@@ -317,6 +317,7 @@ public struct APNsModule: ProviderModule {
     }
 
     public func deliveredIDLabel(for platform: Platform) -> String { "apns-id" }
+    public func presentation(for platform: Platform) -> PlatformPresentation { PlatformPresentation(title: "iOS", color: "#0a84ff") }
 
     /// `POST/GET/DELETE /api/apns/channels`: broadcast channel management.
     public var routes: [ProviderRoute] { APNsChannelRoutes.routes }

@@ -29,7 +29,7 @@ public struct FCMModule: ProviderModule {
                 keys: [
                     Keys.enabled.key, Keys.keyPath.key, Keys.credential.key, Keys.maxTokens.key, Keys.maxRetry.key,
                     Keys.maxConcurrentPushes.key, Keys.endpoint.key,
-                ])
+                ], about: "Firebase Cloud Messaging HTTP v1 (platform `2`).")
         ]
     }
 
@@ -94,4 +94,5 @@ public struct FCMModule: ProviderModule {
     }
 
     public func deliveredIDLabel(for platform: Platform) -> String { "name" }
+    public func presentation(for platform: Platform) -> PlatformPresentation { PlatformPresentation(title: "Android", color: "#34a853") }
 }

@@ -29,12 +29,6 @@ public enum ConfigReference {
         "mock": "the built-in mock providers (`serve --mock`).",
         "grpc": "gorush's gRPC ingest (docs/grpc.md).",
         "events": "the delivery event stream: signed webhook and `GET /api/events` (docs/delivery-controls.md).",
-        "ios": "Apple Push Notification service (platform `1`).",
-        "android": "Firebase Cloud Messaging HTTP v1 (platform `2`).",
-        "huawei": "Huawei HMS Push Kit (platform `3`, docs/huawei.md).",
-        "webpush": "Web Push (platform `4`); its VAPID keys serve UnifiedPush too, and `max_concurrent_pushes` counts both.",
-        "unifiedpush": "UnifiedPush (platform `5`), sent by the Web Push engine.",
-        "harmony": "HarmonyOS Push Kit v3 (platform `6`, docs/harmonyos.md).",
     ]
 
     /// The environment variable overriding `section.key`: dots become underscores, upper-cased
@@ -59,7 +53,8 @@ public enum ConfigReference {
         "ios.max_concurrent_pushes",
     ]
     static let sharedKeys: Set<String> = ["enabled", "max_tokens", "max_retry", "max_concurrent_pushes", "coalesce_seconds"]
-    static let sectionsNotInGorush: Set<String> = ["webpush", "unifiedpush", "harmony", "mock", "matrix", "events"]
+    /// Sections gorush lacks: the gateway's own, and the provider sections whose module says so.
+    static let sectionsNotInGorush: Set<String> = Set(["mock", "matrix", "events"] + ProviderRegistry.sections.filter { !$0.inGorush }.map(\.name))
 
     /// A table cell: pipes escaped; links written from the repository's root (`](docs/x.md)`) made
     /// relative to docs/.
@@ -117,7 +112,7 @@ public enum ConfigReference {
         for section in RawConfig.sections {
             out.append("## `\(section.name):`")
             out.append("")
-            if let about = about[section.name] {
+            if let about = about[section.name] ?? section.about {
                 out.append(about.prefix(1).uppercased() + about.dropFirst())
             } else {
                 out.append("Provider section.")

@@ -51,6 +51,18 @@ public enum ProviderRegistry {
         m.platforms.map { ($0, m.counters(for: $0)) }
     }
 
+    /// How each platform is shown, in registry order.
+    public static let presentations: [(platform: Platform, presentation: PlatformPresentation)] = modules.flatMap { m in
+        m.platforms.map { ($0, m.presentation(for: $0)) }
+    }
+
+    /// "1 ios, 2 android, …, or 6 harmony": the platforms' numbers and names, for help texts.
+    public static var numberedNames: String {
+        let names = platforms.map { "\($0.rawValue) \($0.name)" }
+        guard names.count > 1 else { return names.joined() }
+        return names.dropLast().joined(separator: ", ") + " or " + (names.last ?? "")
+    }
+
     /// The command-line helpers of every module.
     public static var tools: [ProviderTool] { modules.flatMap(\.tools) }
 }

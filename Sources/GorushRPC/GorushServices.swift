@@ -80,17 +80,23 @@ struct GorushSendService: Proto_Gorush.ServiceProtocol {
                 detail: "notifications[0].platform: \(skipped.reason)")
         }
         guard let n = parsed.notifications.first else { return RequestError(message: RequestError.emptyNotifications) }
-        let topicSend = (n.platform == .android || n.platform == .huawei) && !(n.topic ?? "").isEmpty
+        let topicSend = ProviderRegistry.platformRules[n.platform]?.topicSends == true && !(n.topic ?? "").isEmpty
         if n.tokens.isEmpty, !topicSend {
-            return RequestError(
-                message: "please provide at least one device token",
-                detail: "notifications[0].tokens: empty (only an Android or Huawei topic send needs none)")
+            return RequestError(message: "please provide at least one device token", detail: "notifications[0].tokens: empty (\(Self.topicSendNote))")
         }
         if let k = n.tokens.firstIndex(where: \.isEmpty) {
             return RequestError(message: "the device token cannot be empty", detail: "notifications[0].tokens[\(k)]: empty")
         }
         return nil
     }
+
+    /// "only an Android or Huawei topic send needs none": the platforms whose rules have topic sends.
+    static let topicSendNote: String = {
+        let titles = ProviderRegistry.presentations.filter { ProviderRegistry.platformRules[$0.platform]?.topicSends == true }.map(
+            \.presentation.title)
+        let list = titles.count > 1 ? titles.dropLast().joined(separator: ", ") + " or " + (titles.last ?? "") : titles.joined()
+        return titles.isEmpty ? "no platform sends to topics" : "only an \(list) topic send needs none"
+    }()
 
     /// The caller of the `authorization: Bearer <key>` (or `x-api-key`) metadata, as the HTTP API
     /// reads its headers (the port's admission checked it on the HEADERS frame already).

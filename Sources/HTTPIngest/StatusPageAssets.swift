@@ -1,3 +1,5 @@
+import GatewayCore
+
 /// The status page's static files (`/ui`, `/ui/app.js`, `/ui/app.css`): no data in them, no
 /// third-party code, nothing fetched from elsewhere. The script reads the gateway's JSON routes
 /// with the admin key the operator types in, and writes every value with `textContent` (never as
@@ -79,7 +81,7 @@ enum StatusPageAssets {
 
         """#
 
-    static let css = #"""
+    static let cssTemplate = #"""
         :root { color-scheme: light dark; --fg: #1b1f24; --muted: #667085; --bg: #ffffff; --card: #f4f6f8; --line: #d0d5dd; --ok: #1a7f37; --bad: #cf222e; }
         @media (prefers-color-scheme: dark) { :root { --fg: #e6edf3; --muted: #8b949e; --bg: #0d1117; --card: #161b22; --line: #30363d; --ok: #3fb950; --bad: #f85149; } }
         body { font: 14px/1.4 system-ui, sans-serif; margin: 0 auto; padding: 16px 24px; max-width: 1200px; color: var(--fg); background: var(--bg); }
@@ -107,19 +109,18 @@ enum StatusPageAssets {
         #chart text { fill: var(--muted); font-size: 11px; }
         .legend { display: flex; gap: 16px; font-size: 12px; margin-bottom: 4px; }
         .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 4px; }
-        .p-ios { background: #0a84ff; } .p-android { background: #34a853; } .p-huawei { background: #e0403b; }
-        .p-webpush { background: #8e5cd9; } .p-unifiedpush { background: #f29900; } .p-harmony { background: #c7254e; } .p-failed { background: #cf222e; }
+        {{platformClasses}} .p-failed { background: #cf222e; }
 
         """#
 
-    static let js = #"""
+    static let jsTemplate = #"""
         "use strict";
         // Reads the gateway's JSON routes every 2 s with the admin key (if one is needed) and writes
         // every value with textContent: nothing from a response is ever parsed as markup.
         (function () {
           const body = document.body;
           const routes = { statApp: body.dataset.statApp, statGo: body.dataset.statGo, live: body.dataset.live, push: body.dataset.push };
-          const COLORS = { ios: "#0a84ff", android: "#34a853", huawei: "#e0403b", webpush: "#8e5cd9", unifiedpush: "#f29900", harmony: "#c7254e" };
+          const COLORS = {{platformColors}};
           const SVG = "http://www.w3.org/2000/svg";
           const KEY_ITEM = "pushgate-admin-key";
           let key = sessionStorage.getItem(KEY_ITEM) || "";
@@ -182,7 +183,7 @@ enum StatusPageAssets {
             const apps = app.apps || { default: Object.assign({ pending: live.queue.pending }, app) };
             for (const id of Object.keys(apps).sort()) {
               const a = apps[id];
-              const names = providers.length ? providers : ["ios", "android", "huawei", "webpush", "unifiedpush", "harmony"];
+              const names = providers.length ? providers : {{platformNames}};
               names.forEach((p, i) => list.push({ id: id, first: i === 0, pending: a.pending, p: p, c: a[p] || {} }));
             }
             rows("apps", list, (tr, r) => {
@@ -352,4 +353,22 @@ enum StatusPageAssets {
         })();
 
         """#
+
+    /// The stylesheet with a legend colour class per registered platform (`.p-ios`).
+    static let css = cssTemplate.replacingOccurrences(
+        of: "{{platformClasses}}",
+        with: platforms.map { ".p-\($0.name) { background: \($0.color); }" }.joined(separator: " "))
+
+    /// The script with the registered platforms' names and series colours.
+    static let js = jsTemplate.replacingOccurrences(
+        of: "{{platformColors}}", with: "{ " + platforms.map { "\($0.name): \"\($0.color)\"" }.joined(separator: ", ") + " }"
+    ).replacingOccurrences(of: "{{platformNames}}", with: "[" + platforms.map { "\"\($0.name)\"" }.joined(separator: ", ") + "]")
+
+    /// Every registered platform's name and colour, in registry order; a colour that is not `#` and
+    /// hex digits (it goes into CSS and a script) is shown grey.
+    static let platforms: [(name: String, color: String)] = ProviderRegistry.presentations.map { p in
+        let c = p.presentation.color
+        let safe = c.utf8.count <= 9 && c.first == "#" && c.dropFirst().allSatisfy(\.isHexDigit)
+        return (p.platform.name, safe ? c : "#888888")
+    }
 }

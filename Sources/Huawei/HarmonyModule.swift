@@ -32,7 +32,7 @@ public struct HarmonyModule: ProviderModule {
                 keys: [
                     Keys.enabled.key, Keys.serviceAccountFile.key, Keys.projectID.key, Keys.endpoint.key, Keys.maxTokens.key,
                     Keys.maxRetry.key, Keys.maxConcurrentPushes.key,
-                ])
+                ], about: "HarmonyOS Push Kit v3 (platform `6`, docs/harmonyos.md).", inGorush: false)
         ]
     }
 
@@ -74,4 +74,5 @@ public struct HarmonyModule: ProviderModule {
     }
 
     public func deliveredIDLabel(for platform: Platform) -> String { "requestId" }
+    public func presentation(for platform: Platform) -> PlatformPresentation { PlatformPresentation(title: "HarmonyOS", color: "#c7254e") }
 }

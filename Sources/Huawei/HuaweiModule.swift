@@ -31,7 +31,7 @@ public struct HuaweiModule: ProviderModule {
                 keys: [
                     Keys.enabled.key, Keys.appID.key, Keys.appSecret.key, Keys.maxTokens.key, Keys.maxRetry.key,
                     Keys.maxConcurrentPushes.key, Keys.endpoint.key, Keys.tokenURL.key,
-                ])
+                ], about: "Huawei HMS Push Kit (platform `3`, docs/huawei.md).")
         ]
     }
 
@@ -75,4 +75,5 @@ public struct HuaweiModule: ProviderModule {
     }
 
     public func deliveredIDLabel(for platform: Platform) -> String { "requestId" }
+    public func presentation(for platform: Platform) -> PlatformPresentation { PlatformPresentation(title: "Huawei", color: "#e0403b") }
 }

@@ -112,11 +112,17 @@ public struct ConfigSection: Sendable {
     public var name: String
     public var keys: [ConfigKey]
     public var ignoredKeys: [String]
+    /// What the section is for, one line (docs/configuration.md's heading).
+    public var about: String?
+    /// gorush 1.22 has the section (its keys not marked `(new)` are gorush's); false: Pushgate's own.
+    public var inGorush: Bool
 
-    public init(_ name: String, keys: [ConfigKey], ignoredKeys: [String] = []) {
+    public init(_ name: String, keys: [ConfigKey], ignoredKeys: [String] = [], about: String? = nil, inGorush: Bool = true) {
         self.name = name
         self.keys = keys
         self.ignoredKeys = ignoredKeys
+        self.about = about
+        self.inGorush = inGorush
     }
 }
 

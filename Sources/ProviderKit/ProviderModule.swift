@@ -105,6 +105,21 @@ public protocol ProviderModule: Sendable {
     var tools: [ProviderTool] { get }
     /// HTTP routes it adds to the gateway's API (APNs broadcast channels).
     var routes: [ProviderRoute] { get }
+    /// How people are shown `platform`: its title in messages and its colour on the status page.
+    func presentation(for platform: Platform) -> PlatformPresentation
+}
+
+/// How a platform is shown to people.
+public struct PlatformPresentation: Sendable, Equatable {
+    /// "Android", "HarmonyOS": in messages that name platforms.
+    public var title: String
+    /// A CSS colour (`#34a853`): its series and legend on the status page.
+    public var color: String
+
+    public init(title: String, color: String) {
+        self.title = title
+        self.color = color
+    }
 }
 
 extension ProviderModule {
@@ -122,6 +137,7 @@ extension ProviderModule {
     public func deliveredIDLabel(for platform: Platform) -> String { "id" }
     public var tools: [ProviderTool] { [] }
     public var routes: [ProviderRoute] { [] }
+    public func presentation(for platform: Platform) -> PlatformPresentation { PlatformPresentation(title: platform.name, color: "#888888") }
 }
 
 /// A platform's two `/metrics` counters (deliveries that ended delivered / failed), with their help texts.

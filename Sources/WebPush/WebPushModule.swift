@@ -60,10 +60,11 @@ public struct WebPushModule: ProviderModule {
                     Keys.hostAllowlist.key, Keys.defaultTTL.key, Keys.declarative.key, Keys.maxTokens.key, Keys.maxRetry.key,
                     Keys.maxConcurrentPushes.key,
                     Keys.timeout.key, Keys.connectionsPerOrigin.key,
-                ]),
+                ], about: "Web Push (platform `4`); its VAPID keys serve UnifiedPush too, and `max_concurrent_pushes` counts both.", inGorush: false),
             ConfigSection(
                 "unifiedpush",
-                keys: [UnifiedPushKeys.enabled.key, UnifiedPushKeys.maxTokens.key, UnifiedPushKeys.maxRetry.key, UnifiedPushKeys.vapid.key]),
+                keys: [UnifiedPushKeys.enabled.key, UnifiedPushKeys.maxTokens.key, UnifiedPushKeys.maxRetry.key, UnifiedPushKeys.vapid.key],
+                about: "UnifiedPush (platform `5`), sent by the Web Push engine.", inGorush: false),
         ]
     }
 
@@ -142,6 +143,10 @@ public struct WebPushModule: ProviderModule {
     }
 
     public func deliveredIDLabel(for platform: Platform) -> String { "location" }
+    public func presentation(for platform: Platform) -> PlatformPresentation {
+        platform == .unifiedpush
+            ? PlatformPresentation(title: "UnifiedPush", color: "#f29900") : PlatformPresentation(title: "Web Push", color: "#8e5cd9")
+    }
 
     public var tools: [ProviderTool] {
         [

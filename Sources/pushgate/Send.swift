@@ -20,7 +20,7 @@ struct Send: AsyncParsableCommand {
     )
 
     @Option(name: .shortAndLong, help: "YAML config file (the gateway's; default: gorush's search, then config/pushgate.yml).") var config: String?
-    @Option(help: "ios, android, huawei, webpush, unifiedpush or harmony (or 1 to 6).") var platform: String
+    @Option(help: ArgumentHelp("\(ProviderRegistry.numberedNames) (the number or the name).")) var platform: String
     @Option(help: "Device token (repeatable; APNs hex token, FCM registration token).") var token: [String] = []
     @Option(help: "Message (alert body).") var message: String?
     @Option(help: "Title.") var title: String?

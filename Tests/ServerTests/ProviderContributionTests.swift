@@ -100,4 +100,26 @@ final class ProviderContributionTests: XCTestCase {
         }
         await env.stop()
     }
+
+    /// The status page draws each platform in its module's colour (its legend class and series), and
+    /// names it in its default list; the configuration reference says what its section is for; the
+    /// sending guide has a row for it; `pushgate send` offers it.
+    func testEveryPlatformIsOnTheStatusPageAndInTheDocs() throws {
+        let sending = try Self.text("docs/sending.md")
+        for (p, shown) in ProviderRegistry.presentations {
+            XCTAssertNotEqual(shown.color, "#888888", "\(p.name): no colour of its own (ProviderModule.presentation)")
+            XCTAssertNotEqual(shown.title, p.name, "\(p.name): no title of its own (ProviderModule.presentation)")
+            XCTAssertTrue(
+                StatusPageAssets.css.contains(".p-\(p.name) { background: \(shown.color); }"), "\(p.name): no legend class on the status page")
+            XCTAssertTrue(StatusPageAssets.js.contains("\(p.name): \"\(shown.color)\""), "\(p.name): no series colour on the status page")
+            XCTAssertTrue(StatusPageAssets.js.contains("\"\(p.name)\""), "\(p.name): not in the status page's default list")
+            XCTAssertTrue(ProviderRegistry.numberedNames.contains("\(p.rawValue) \(p.name)"), "\(p.name): not offered by pushgate send")
+            XCTAssertTrue(sending.contains(p.name), "docs/sending.md does not mention \(p.name)")
+        }
+        for section in ProviderRegistry.sections {
+            XCTAssertNotNil(section.about, "\(section.name): its ConfigSection says nothing of what it is for (about:)")
+        }
+        XCTAssertFalse(StatusPageAssets.css.contains("{{"), "a placeholder left in the stylesheet")
+        XCTAssertFalse(StatusPageAssets.js.contains("{{"), "a placeholder left in the script")
+    }
 }
