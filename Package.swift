@@ -12,6 +12,9 @@ let package = Package(
         .library(name: "FCM", targets: ["FCM"]),
         .library(name: "WebPush", targets: ["WebPush"]),
         .library(name: "Huawei", targets: ["Huawei"]),
+        .library(name: "Harmony", targets: ["Harmony"]),
+        // The one list of provider modules (the gateway, `pushgate send`, the fuzz targets).
+        .library(name: "Providers", targets: ["Providers"]),
         // The gateway in-process for Swift servers (README "Embedding Pushgate in a Swift server").
         .library(name: "PushgateKit", targets: ["PushgateKit"]),
     ],
@@ -101,15 +104,22 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
-        // Huawei HMS Push Kit (gorush platform 3): OAuth client credentials, messages:send; and
-        // HarmonyOS Push Kit v3 (platform 6): service-account JWT (PS256), push-type.
+        // Huawei HMS Push Kit (gorush platform 3): OAuth client credentials, messages:send.
         .target(
             name: "Huawei",
             dependencies: [
-                "PushgateCore", "HTTP2Pool", "ProviderKit", "Signing",
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                "PushgateCore", "HTTP2Pool", "ProviderKit",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        // HarmonyOS Push Kit v3 (platform 6): service-account JWT (PS256), push-type; HMS's answers.
+        .target(
+            name: "Harmony",
+            dependencies: [
+                "PushgateCore", "HTTP2Pool", "ProviderKit", "Signing", "Huawei",
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Web Push (RFC 8030/8291/8292) and UnifiedPush.
@@ -125,6 +135,10 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // The registry: the one list of provider modules, and what the rest reads from it.
+        .target(
+            name: "Providers",
+            dependencies: ["PushgateCore", "ProviderKit", "APNs", "FCM", "Huawei", "Harmony", "WebPush"]),
         // Queues, workers, retry policy. (Named PushDispatch: "Dispatch" is the system libdispatch module.)
         .target(
             name: "PushDispatch",
@@ -157,7 +171,7 @@ let package = Package(
             name: "GatewayCore",
             dependencies: [
                 "QueueStore",
-                "PushgateCore", "PushDispatch", "ProviderKit", "APNs", "FCM", "Huawei", "WebPush", "HTTP2Pool",
+                "PushgateCore", "PushDispatch", "ProviderKit", "Providers", "HTTP2Pool",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -311,6 +325,12 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ]),
+        .testTarget(
+            name: "HarmonyTests",
+            dependencies: [
+                "TestSupport", "Harmony", "Huawei", "MockProviders", "HTTP2Pool", "PushgateCore", "Signing",
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]),
         .testTarget(
             name: "WebPushTests",

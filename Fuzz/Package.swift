@@ -26,7 +26,9 @@ let package = Package(
                 .product(name: "APNs", package: "pushgate"),
                 .product(name: "FCM", package: "pushgate"),
                 .product(name: "Huawei", package: "pushgate"),
+                .product(name: "Harmony", package: "pushgate"),
                 .product(name: "WebPush", package: "pushgate"),
+                .product(name: "Providers", package: "pushgate"),
             ]),
         // RFC 8291 / RFC 8188 aes128gcm decryption (WebPushCrypto.decrypt, what the mock Web Push
         // server runs on every body) on raw mutated bodies and on well-formed multi-record bodies.

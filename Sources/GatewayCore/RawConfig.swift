@@ -1,6 +1,7 @@
 import Foundation
 import HTTP2Pool
 @_exported import ProviderKit
+@_exported import Providers
 import PushgateCore
 import QueueStore
 import Yams

@@ -56,7 +56,7 @@ public struct HuaweiConfiguration: Sendable, CustomStringConvertible {
         _ = try Self.parseEndpoint(self.tokenURL, key: "huawei.token_url")
     }
 
-    static func isAppIDByte(_ b: UInt8) -> Bool {
+    public static func isAppIDByte(_ b: UInt8) -> Bool {
         switch b {
         case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"): return true
         case UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."): return true
@@ -65,7 +65,7 @@ public struct HuaweiConfiguration: Sendable, CustomStringConvertible {
     }
 
     /// The pool target and the path prefix (no trailing slash) of a URL.
-    static func parseEndpoint(_ endpoint: String, key: String = "huawei.endpoint") throws(HuaweiConfigurationError) -> (HTTP2Target, String) {
+    public static func parseEndpoint(_ endpoint: String, key: String = "huawei.endpoint") throws(HuaweiConfigurationError) -> (HTTP2Target, String) {
         guard let target = HTTP2Target(url: endpoint) else {
             throw HuaweiConfigurationError("\(key) is not an http(s) URL: \(oneLine(endpoint))")
         }

@@ -81,7 +81,7 @@ public struct ProviderTool: Sendable {
 
 /// Everything the gateway, `pushgate send` and `pushgate bench` know about one provider, kept in the
 /// provider's folder: its configuration sections, its ingest checks and how it is built.
-/// The registry (`Sources/GatewayCore/ProviderRegistry.swift`) lists one value per provider.
+/// The registry (`Sources/Providers/ProviderRegistry.swift`) lists one value per provider.
 public protocol ProviderModule: Sendable {
     /// The platforms it serves. The section of each platform is named like it (`ios`, `webpush` ...).
     var platforms: [Platform] { get }

@@ -4,8 +4,8 @@
 // out-of-memory is a finding. See docs/fuzzing.md.
 //
 // Per input:
-//  1. `RequestParser.parse(input, limits: registeredLimits)` (what `/api/push` runs). On success, per
-//     notification: `WebPushRequestValidator.validate` (ingest) and the platform's provider
+//  1. `RequestParser.parse(input, limits: registeredLimits)` then `registeredLimits.check` (what
+//     `/api/push` runs). On success, per notification: its module's `checkIngest`, `WebPushRequestValidator.validate` (ingest) and the platform's provider
 //     `prepare` (dispatch): `APNsPreparedPush.init` (APNsPushType.of + APNsPayload.render + size check)
 //     for iOS, `FCMMessageMapper.prepare` + `render` + `body(for:)` of every target for Android,
 //     `HuaweiMessageMapper.prepare` + `render` + `body(for:)` of every target for Huawei,
@@ -21,7 +21,9 @@ import APNs
 import CFuzzerDriver
 import FCM
 import Foundation
+import Harmony
 import Huawei
+import Providers
 import PushgateCore
 import WebPush
 
@@ -31,15 +33,8 @@ let outputLimits = JSONLimits(maxDepth: 256, maxObjectKeys: 1 << 22, maxValues: 
 let smallLimits = JSONLimits(maxDepth: 4, maxObjectKeys: 8, maxValues: 64, maxStringBytes: 64)
 /// Defaults of JSONParser (deep enough for any request `registeredLimits` accepts).
 let defaultLimits = JSONLimits()
-/// The default limits with the provider modules' platform rules, as the gateway parses (the
-/// gateway's registry lists the same modules; this package does not depend on the server).
-let registeredLimits: RequestLimits = {
-    RequestLimits(platforms: [
-        .ios: APNsModule().requestRules(for: .ios), .android: FCMModule().requestRules(for: .android),
-        .huawei: HuaweiModule().requestRules(for: .huawei), .webpush: WebPushModule().requestRules(for: .webpush),
-        .unifiedpush: WebPushModule().requestRules(for: .unifiedpush), .harmony: HarmonyModule().requestRules(for: .harmony),
-    ])
-}()
+/// The default limits with every registered provider module's platform rules, as the gateway parses.
+let registeredLimits: RequestLimits = ProviderRegistry.requestLimits
 /// The deliveries `n` asks for, by its platform's registered rules.
 func targets(_ n: PushNotification) -> [PushTarget] { n.targets(registeredLimits.platforms[n.platform]) }
 /// Small request limits, so every "over a limit" answer is reached by short inputs.
@@ -92,6 +87,15 @@ func fuzzRequestParser(_ bytes: [UInt8]) {
         return
     }
     note("RequestParser: accepted \(request.notifications.count) notification(s)")
+    // The request's rules as a whole, as the gateway holds every way in to them.
+    if let problem = registeredLimits.check(request) {
+        guard (400..<500).contains(problem.status), !problem.message.isEmpty else {
+            fatalError("RequestLimits.check answered \(problem.status) \(problem.message)")
+        }
+        mustBeJSON(problem.json, "RequestLimits.check's RequestError.json")
+        note("RequestLimits.check: \(problem.status) \(problem)")
+        return
+    }
     for n in request.notifications {
         renderForProviders(n)
         // A `fallback` is rendered by the same code when the notification is over the limit.
@@ -127,6 +131,9 @@ func fuzzSmallLimits(_ bytes: [UInt8]) {
 func renderForProviders(_ n: PushNotification) {
     let webPushProblem = WebPushRequestValidator.validate(n)
     note("  \(n.platform): \(targets(n).count) target(s); WebPushRequestValidator.validate: \(webPushProblem ?? "ok")")
+    // Its provider module's ingest checks (what `Gateway.accept` runs for the platform).
+    let moduleProblem = ProviderRegistry.module(for: n.platform)?.checkIngest(n)
+    note("  \(n.platform) module checkIngest: \(moduleProblem.map { "\($0.message) \($0.detail)" } ?? "ok")")
     switch n.platform {
     case .ios:
         for production in [false, true] {

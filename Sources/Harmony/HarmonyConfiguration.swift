@@ -1,6 +1,7 @@
 import Foundation
 import HTTP2Pool
 import Logging
+import Huawei
 import ProviderKit
 import Signing
 import _CryptoExtras

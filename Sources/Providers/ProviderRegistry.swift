@@ -1,15 +1,17 @@
 import APNs
 import FCM
+import Harmony
 import Huawei
 import ProviderKit
 import PushgateCore
 import WebPush
 
-/// Every provider the gateway knows, in order: the server (sections, request rules, `/metrics`),
-/// `pushgate send` and `pushgate bench` iterate this list. Adding a provider: its folder with a
-/// `ProviderModule`, one line here, its target in Package.swift, its `Platform` case, and its mock's
-/// line in `MockProviders/MockRegistry.swift`; `ProviderContributionTests` names what is missing.
-/// This is the only file outside the provider folders that imports a provider module.
+/// Every provider the gateway knows, in order: the server (sections, request rules, `/metrics`,
+/// the status page, the configuration reference), `pushgate send`, `pushgate bench` and the fuzz
+/// targets iterate this list. Adding a provider: its folder with a `ProviderModule`, one line here,
+/// its target in Package.swift, its `Platform` case, and its mock's line in
+/// `MockProviders/MockRegistry.swift`; `ProviderContributionTests` names what is missing. This is the
+/// only file outside the provider folders that imports a provider module.
 public enum ProviderRegistry {
     public static let modules: [any ProviderModule] = [
         APNsModule(),

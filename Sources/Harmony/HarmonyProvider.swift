@@ -2,6 +2,7 @@ import Foundation
 import HTTP2Pool
 import Logging
 import NIOCore
+import Huawei
 import ProviderKit
 import PushgateCore
 
