@@ -21,6 +21,7 @@ public struct HarmonyModule: ProviderModule {
         public static let maxTokens = ProviderSettings.maxTokens(500)
         public static let maxRetry = ProviderSettings.maxRetry(0)
         public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(256)
+        public static let maxConnections = ProviderSettings.maxConnections(32)
     }
 
     public var platforms: [Platform] { [.harmony] }
@@ -31,7 +32,7 @@ public struct HarmonyModule: ProviderModule {
                 "harmony",
                 keys: [
                     Keys.enabled.key, Keys.serviceAccountFile.key, Keys.projectID.key, Keys.endpoint.key, Keys.maxTokens.key,
-                    Keys.maxRetry.key, Keys.maxConcurrentPushes.key,
+                    Keys.maxRetry.key, Keys.maxConcurrentPushes.key, Keys.maxConnections.key,
                 ])
         ]
     }
@@ -64,7 +65,8 @@ public struct HarmonyModule: ProviderModule {
             let configuration = try HarmonyConfiguration(
                 serviceAccount: account, projectID: s[Keys.projectID], endpoint: s[Keys.endpoint], maxRetry: s[Keys.maxRetry])
             provider = try HarmonyProvider(
-                configuration: configuration, poolConfiguration: context.poolConfiguration, eventLoopGroup: context.eventLoopGroup)
+                configuration: configuration, poolConfiguration: context.poolConfiguration(maxConnections: s[Keys.maxConnections]),
+                eventLoopGroup: context.eventLoopGroup)
         } catch {
             throw ConfigError(key: "harmony", problem: error.description)
         }
