@@ -43,7 +43,7 @@ public struct APNsModule: ProviderModule {
             "production", false, doc: "default environment; per notification `\"production\": true` or `\"development\": true`")
         public static let maxTokens = ProviderSettings.maxTokens(10000)
         public static let maxRetry = ProviderSettings.maxRetry(3)
-        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(512)
+        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(2048)
         public static let connections = Setting<Int>(
             "connections", 2, range: 1...1000,
             doc: "(new) HTTP/2 connections per environment opened as soon as deliveries overlap and kept open while idle (the floor)")

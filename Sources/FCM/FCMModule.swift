@@ -16,7 +16,7 @@ public struct FCMModule: ProviderModule {
         public static let credential = Setting<String>("credential", "", secrecy: .secret, doc: "service-account JSON text (instead of `key_path`)")
         public static let maxTokens = ProviderSettings.maxTokens(500)
         public static let maxRetry = ProviderSettings.maxRetry(3)
-        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(512)
+        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(2048)
         public static let endpoint = Setting<String>("endpoint", FCMConfiguration.defaultEndpoint, doc: "(new)")
         public static let maxConnections = ProviderSettings.maxConnections(32)
     }

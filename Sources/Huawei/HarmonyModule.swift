@@ -20,7 +20,7 @@ public struct HarmonyModule: ProviderModule {
             "endpoint", HarmonyConfiguration.defaultEndpoint, doc: "(new) Push Kit base URL override, for tests and proxies")
         public static let maxTokens = ProviderSettings.maxTokens(500)
         public static let maxRetry = ProviderSettings.maxRetry(0)
-        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(256)
+        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(2048)
         public static let maxConnections = ProviderSettings.maxConnections(32)
     }
 

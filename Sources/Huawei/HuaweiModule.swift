@@ -15,7 +15,7 @@ public struct HuaweiModule: ProviderModule {
             "appsecret", "", secrecy: .secret, doc: "HMS OAuth 2.0 client secret")
         public static let maxTokens = ProviderSettings.maxTokens(500)
         public static let maxRetry = ProviderSettings.maxRetry(0)
-        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(256)
+        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(2048)
         public static let endpoint = Setting<String>(
             "endpoint", HuaweiConfiguration.defaultEndpoint, doc: "(new) Push Kit base URL override, for tests and proxies")
         public static let tokenURL = Setting<String>(

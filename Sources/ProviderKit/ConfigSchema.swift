@@ -130,7 +130,11 @@ public enum ProviderSettings {
         Setting("max_retry", d, range: 0...100, doc: "retries after the first attempt; a request's `retry` can lower it")
     }
     public static func maxConcurrentPushes(_ d: Int) -> Setting<Int> {
-        Setting("max_concurrent_pushes", d, range: 1...100_000, doc: "deliveries in flight")
+        Setting(
+            "max_concurrent_pushes", d, range: 1...100_000,
+            doc:
+                "deliveries in flight; a provider's rate is at most this divided by its round trip (2048 at 100 ms: 20,480/s; [docs/http2-pool.md](docs/http2-pool.md))"
+        )
     }
     /// `<platform>.max_connections`: the ceiling of the provider's HTTP/2 connections (per origin).
     /// More open while deliveries wait and every open one has all the streams its server allows in

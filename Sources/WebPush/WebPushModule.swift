@@ -31,7 +31,7 @@ public struct WebPushModule: ProviderModule {
         public static let maxTokens = ProviderSettings.maxTokens(1000)
         public static let maxRetry = Setting<Int>(
             K.maxRetry, 3, range: 0...100, doc: "(new) retries of a transient failure (429, 5xx, connection), done by the dispatcher")
-        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(256)
+        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(2048)
         public static let timeout = Setting<Int>(K.timeout, 30, range: 1...3600, doc: "(new) seconds per request to a push service")
         public static let connectionsPerOrigin = Setting<Int>(
             K.connectionsPerOrigin, 2, range: 1...1000,
