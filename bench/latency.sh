@@ -5,7 +5,7 @@
 # `pushgate mock` and one `pushgate serve` (memory engine, the mock's snippet, defaults) per run;
 # `pushgate bench` posts COUNT deliveries, 100 tokens a request. Printed next to the measured rate:
 # the in-flight bound (min of `<platform>.max_concurrent_pushes` and `max_connections` x streams)
-# and Little's bound at that latency (in flight / round trip).
+# and Little's bound at that latency (in flight / round trip), and the gateway's peak RSS.
 #
 # Tuning goes through the environment, which the gateway inherits, e.g.
 #   PUSHGATE_ANDROID_MAX_CONCURRENT_PUSHES=5000 bench/latency.sh
@@ -26,7 +26,7 @@ GW=$((P + 88))
 declare -A PLATFORM=([apns]=ios [fcm]=android [hms]=huawei [webpush]=webpush)
 declare -A STREAMS=([apns]=1000 [fcm]=100 [hms]=100 [webpush]=100)
 
-printf '%-8s %8s %8s %10s %9s %10s %12s %13s\n' provider latency streams in-flight max-conn bound littles/s delivered/s
+printf '%-8s %8s %8s %10s %9s %10s %12s %13s %9s\n' provider latency streams in-flight max-conn bound littles/s delivered/s peak-RSS
 for prov in $PROVIDERS; do
   platform=${PLATFORM[$prov]}
   for lat in $LATENCIES; do
@@ -65,14 +65,17 @@ try:
 except (TypeError, ValueError):
     bound = "?"
 littles = "-" if lat == 0 or bound == "?" else f"{bound * 1000 / lat:,.0f}"
+rss = "?"
 try:
     b = json.load(open(bench_file))
     rate = f"{b.get('delivered_per_sec', 0):,.0f}"
     if b.get("delivered", 0) < b.get("accepted_deliveries", 0):
         rate += f" ({b.get('delivered', 0)}/{b.get('accepted_deliveries', 0)})"
+    if b.get("rss_peak_bytes"):
+        rss = f"{b['rss_peak_bytes'] / 1e6:.1f} MB"
 except Exception:
     rate = "failed"
-print(f"{prov:<8} {lat:>6}ms {streams:>8} {mcp!s:>10} {maxconn!s:>9} {bound!s:>10} {littles:>12} {rate:>13}")
+print(f"{prov:<8} {lat:>6}ms {streams:>8} {mcp!s:>10} {maxconn!s:>9} {bound!s:>10} {littles:>12} {rate:>13} {rss:>9}")
 PY
     kill $gw $mock 2>/dev/null || true
     wait $gw $mock 2>/dev/null || true
