@@ -74,8 +74,11 @@ public struct APNsConfiguration: Sendable {
     public private(set) var channelsEndpoint: String?
     /// `ios.max_retry`: retries after the first attempt (used by the dispatcher).
     public var maxRetry: Int
-    /// Long-lived HTTP/2 connections per environment.
+    /// Long-lived HTTP/2 connections per environment (the floor, kept while idle).
     public var connectionsPerEnvironment: Int
+    /// `ios.max_connections`: the ceiling per environment while deliveries wait for a stream.
+    public var maxConnectionsPerEnvironment: Int = APNsConfiguration.defaultMaxConnections
+    public static let defaultMaxConnections = 32
 
     public init(
         key: P256.Signing.PrivateKey, keyID: String, teamID: String, production: Bool = false,

@@ -43,8 +43,15 @@ public struct APNsModule: ProviderModule {
             "production", false, doc: "default environment; per notification `\"production\": true` or `\"development\": true`")
         public static let maxTokens = ProviderSettings.maxTokens(10000)
         public static let maxRetry = ProviderSettings.maxRetry(3)
-        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(512)
-        public static let connections = Setting<Int>("connections", 2, range: 1...1000, doc: "(new) HTTP/2 connections per environment")
+        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(2048)
+        public static let connections = Setting<Int>(
+            "connections", 2, range: 1...1000,
+            doc: "(new) HTTP/2 connections per environment opened as soon as deliveries overlap and kept open while idle (the floor)")
+        public static let maxConnections = Setting<Int>(
+            "max_connections", APNsConfiguration.defaultMaxConnections, range: 1...1000,
+            doc:
+                "(new) HTTP/2 connections per environment at most (at least `ios.connections`): another opens while deliveries wait and every open one has all the streams APNs allows (SETTINGS_MAX_CONCURRENT_STREAMS) in use; those beyond `ios.connections` close after 60 s without a stream ([docs/http2-pool.md](docs/http2-pool.md))"
+        )
         public static let topic = Setting<String>(
             "topic", "", doc: "(new) bundle id when a notification has no `topic` (certificate auth: defaults to the certificate's bundle id)")
         public static let endpoint = Setting<String>(
@@ -67,7 +74,7 @@ public struct APNsModule: ProviderModule {
                 keys: [
                     Keys.enabled.key, Keys.keyPath.key, Keys.keyBase64.key, Keys.keyType.key, Keys.keyID.key, Keys.teamID.key,
                     Keys.production.key, Keys.maxTokens.key, Keys.maxRetry.key, Keys.maxConcurrentPushes.key, Keys.connections.key,
-                    Keys.topic.key, Keys.endpoint.key, Keys.channelsEndpoint.key, Keys.password.key, Keys.keys.key,
+                    Keys.maxConnections.key, Keys.topic.key, Keys.endpoint.key, Keys.channelsEndpoint.key, Keys.password.key, Keys.keys.key,
                 ], about: "Apple Push Notification service (platform `1`).")
         ]
     }
@@ -130,6 +137,14 @@ public struct APNsModule: ProviderModule {
     /// extension, a certificate for the other environment only).
     public static func configurationAndWarnings(
         _ s: SectionValues, now: Date = Date()
+    ) throws(APNsConfigurationError) -> (configuration: APNsConfiguration, warnings: [String]) {
+        var (configuration, warnings) = try configurationAndWarningsWithoutPool(s, now: now)
+        configuration.maxConnectionsPerEnvironment = s[Keys.maxConnections]
+        return (configuration, warnings)
+    }
+
+    private static func configurationAndWarningsWithoutPool(
+        _ s: SectionValues, now: Date
     ) throws(APNsConfigurationError) -> (configuration: APNsConfiguration, warnings: [String]) {
         let scoped = try APNsSigningKey.parse(
             s[Keys.keys], path: s.path(Keys.keys), defaultTeamID: s[Keys.teamID].trimmingCharacters(in: .whitespacesAndNewlines),

@@ -41,7 +41,8 @@ public final class APNsProvider: PushProvider {
 
     /// - Parameters:
     ///   - poolConfiguration: TLS (e.g. `HTTP2PoolConfiguration.tls(extraRootsPEM:)` for `core.ca_file`),
-    ///     timeouts; `connectionsPerTarget` is set from `configuration.connectionsPerEnvironment`.
+    ///     timeouts; `connectionsPerTarget` and `maxConnectionsPerTarget` are set from
+    ///     `configuration.connectionsPerEnvironment` and `maxConnectionsPerEnvironment`.
     ///   - tokenManager: injected by tests (clock); by default one made from the configuration.
     public init(
         configuration: APNsConfiguration,
@@ -60,6 +61,7 @@ public final class APNsProvider: PushProvider {
         var pc = poolConfiguration
         pc.connectionsPerTarget = configuration.connectionsPerEnvironment
         pc.label.provider = "apns"
+        pc.maxConnectionsPerTarget = max(configuration.connectionsPerEnvironment, configuration.maxConnectionsPerEnvironment)
         if let certificate = configuration.certificate {
             // Both environments' connections present the certificate.
             pc.presentClientCertificate(chain: certificate.chain, privateKey: certificate.privateKey)

@@ -16,8 +16,9 @@ public struct FCMModule: ProviderModule {
         public static let credential = Setting<String>("credential", "", secrecy: .secret, doc: "service-account JSON text (instead of `key_path`)")
         public static let maxTokens = ProviderSettings.maxTokens(500)
         public static let maxRetry = ProviderSettings.maxRetry(3)
-        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(512)
+        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(2048)
         public static let endpoint = Setting<String>("endpoint", FCMConfiguration.defaultEndpoint, doc: "(new)")
+        public static let maxConnections = ProviderSettings.maxConnections(32)
     }
 
     public var platforms: [Platform] { [.android] }
@@ -28,7 +29,7 @@ public struct FCMModule: ProviderModule {
                 "android",
                 keys: [
                     Keys.enabled.key, Keys.keyPath.key, Keys.credential.key, Keys.maxTokens.key, Keys.maxRetry.key,
-                    Keys.maxConcurrentPushes.key, Keys.endpoint.key,
+                    Keys.maxConcurrentPushes.key, Keys.endpoint.key, Keys.maxConnections.key,
                 ], about: "Firebase Cloud Messaging HTTP v1 (platform `2`).")
         ]
     }
@@ -83,7 +84,7 @@ public struct FCMModule: ProviderModule {
         do {
             provider = try FCMProvider(
                 configuration: fcmConfig, httpClient: context.httpClient(for: fcmConfig.serviceAccount.tokenURI),
-                poolConfiguration: context.poolConfiguration,
+                poolConfiguration: context.poolConfiguration(maxConnections: s[Keys.maxConnections]),
                 eventLoopGroup: context.eventLoopGroup, logger: Logger(label: "pushgate.fcm"))
         } catch {
             throw ConfigError(key: "android", problem: error.description)

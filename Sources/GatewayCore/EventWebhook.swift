@@ -13,7 +13,9 @@ import ServiceLifecycle
 /// GitHub signs its webhooks). The store's cursor moves past a batch only when the receiver answered
 /// 2xx; anything else is retried with capped exponential backoff, so an outage loses nothing within
 /// `events.max_stored`. One POST at a time: the receiver gets the events in order (a batch may come
-/// again after a timeout: receivers dedupe by `id`).
+/// again after a timeout: receivers dedupe by `id`). At a stop the receiver gets `StopGrace.standard`
+/// for what is stored; a POST still unanswered then is cancelled, and what was not taken stays in
+/// the SQLite / PostgreSQL store for the next start (the memory engine logs how many it drops).
 public final class EventWebhook: Sendable {
     public let url: String
     let key: SymmetricKey?
@@ -28,11 +30,14 @@ public final class EventWebhook: Sendable {
     private let wakeContinuation: AsyncStream<Void>.Continuation
     private let wakes: AsyncStream<Void>
     private let stopped = NIOLockedValueBox(false)
+    private let stopGrace: StopGrace
 
     public init(
         url: String, secret: String, client: HTTPClient, stream: EventStream, batchMax: Int, batchMilliseconds: Int,
-        timeoutSeconds: Int = 10, retryBase: Double = 0.5, retryMax: Double = 60, logger: Logger = Logger(label: "pushgate.events.webhook")
+        timeoutSeconds: Int = 10, retryBase: Double = 0.5, retryMax: Double = 60, logger: Logger = Logger(label: "pushgate.events.webhook"),
+        stopGrace: Duration = StopGrace.standard
     ) {
+        self.stopGrace = StopGrace(grace: stopGrace)
         self.url = url
         self.key = secret.isEmpty ? nil : SymmetricKey(data: Array(secret.utf8))
         self.client = client
@@ -72,8 +77,27 @@ public final class EventWebhook: Sendable {
         return "\(c.scheme ?? "")://\(c.host ?? "")\(c.port.map { ":\($0)" } ?? "")"
     }
 
-    /// Posts until `stop()` (after the stream stopped storing, what is stored is tried once more) or cancellation.
+    /// Posts until `stop()` (then what is stored is tried once more, for at most the stop grace) or
+    /// cancellation.
     public func run() async {
+        if await stopGrace.run({ await self.postAll() }) {
+            logger.warning("event webhook \(safeURL) did not take the stored events within \(stopGrace.grace) of the stop")
+        }
+    }
+
+    /// After the stop (the store still open): logs the events the receiver did not take, which a
+    /// durable store keeps for the next start and the memory engine drops.
+    public func reportUnposted() async {
+        guard let posted = try? await stream.store.postedSeq(), let newest = try? await stream.store.lastSeq(), newest > posted else { return }
+        let left = newest - posted
+        if stream.store is MemoryEventStore {
+            logger.warning("stopping with \(left) delivery events not posted to the event webhook: the memory engine drops them")
+        } else {
+            logger.warning("stopping with \(left) delivery events not posted to the event webhook: kept in the store for the next start")
+        }
+    }
+
+    private func postAll() async {
         var failures = 0
         var iterator = wakes.makeAsyncIterator()
         while !Task.isCancelled {
@@ -91,8 +115,9 @@ public final class EventWebhook: Sendable {
                 continue
             }
             if batch.isEmpty {
-                if stopped.withLockedValue({ $0 }) || stream.isFinished { return }
-                // Wait for the next stored batch (or the stop).
+                // The writer stored its last events: nothing more will come.
+                if stream.isFinished { return }
+                // Wait for the next stored batch (after a stop: the writer's last one).
                 guard await iterator.next() != nil else { return }
                 continue
             }
@@ -149,6 +174,8 @@ public final class EventWebhook: Sendable {
                 return false
             }
         } catch {
+            // Cut short by the stop: logged once by `run`.
+            if Task.isCancelled { return false }
             stream.countPostFailure()
             logger.warning("event webhook \(safeURL) failed: \(error)", metadata: ["events": "\(batch.count)"])
             return false
@@ -165,20 +192,21 @@ public final class EventWebhook: Sendable {
         return true
     }
 
-    /// Ends `run` once what is stored now was tried (after the stream stopped storing).
+    /// Ends `run` once what is stored now was tried (after the stream stopped storing), or after
+    /// the stop grace.
     public func stop() {
         stopped.withLockedValue { $0 = true }
-        wakeContinuation.finish()
+        wakeContinuation.yield()
+        stopGrace.requestStop()
     }
 }
 
 /// Runs the event stream's writer and the webhook poster beside the workers; on graceful shutdown
 /// (after the workers drained: their last events are stored) stores what is staged, gives the
-/// webhook up to `drainSeconds` for what is left, then closes the store.
+/// webhook the stop grace for what is left, then closes the store.
 struct EventService: Service {
     let events: EventStream
     let webhook: EventWebhook?
-    let drainSeconds: Double
 
     func run() async throws {
         await withGracefulShutdownHandler {
@@ -189,14 +217,9 @@ struct EventService: Service {
             }
         } onGracefulShutdown: {
             events.finish()
-            if let webhook {
-                let wait = drainSeconds
-                Task {
-                    try? await Task.sleep(for: .seconds(wait))
-                    webhook.stop()
-                }
-            }
+            webhook?.stop()
         }
+        await webhook?.reportUnposted()
         await events.store.close()
     }
 }

@@ -83,7 +83,7 @@ public final class Gateway: Sendable {
         var s: [any Service] = [ResourcesService(gateway: self)]
         if let feedback { s.append(FeedbackService(sender: feedback)) }
         // Stopped after the workers drained (their last events are stored and posted).
-        if let events { s.append(EventService(events: events, webhook: eventWebhook, drainSeconds: min(10, Double(settings.shutdownTimeout)))) }
+        if let events { s.append(EventService(events: events, webhook: eventWebhook)) }
         s += extra
         s.append(DispatcherService(gateway: self))
         s.append(DrainSignalService(gateway: self))

@@ -65,7 +65,6 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
     private var flushPending = false
     private var flushScheduled = false
     private var sweepTask: RepeatedTask?
-    private var idleSince: NIODeadline?
     private var lastError: (any Error)?
     private var shutdownRequested = false
 
@@ -214,7 +213,6 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
             self.connectTimeoutTask?.cancel()
             self.connectTimeoutTask = nil
             self.startSweepTimer()
-            if self.core.configuration.idleTimeout != nil { self.idleSince = .now() }
             let toStart = self.core.connectionReady(self, maxStreams: self.remoteMaxStreams)
             self.start(toStart)
         } else if let newMax, newMax != self.remoteMaxStreams {
@@ -372,10 +370,7 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
     private func streamDone() {
         let toStart = self.core.streamReleased(connectionID: self.id)
         self.start(toStart)
-        if self.streams.isEmpty {
-            if self.core.configuration.idleTimeout != nil { self.idleSince = .now() }
-            self.closeIfDrained()
-        }
+        if self.streams.isEmpty { self.closeIfDrained() }
     }
 
     private func closeIfDrained() {
@@ -422,7 +417,6 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
         let sid = self.nextStreamID
         self.nextStreamID += 2
         let streamID = HTTP2StreamID(sid)
-        self.idleSince = nil
 
         let req = request.request
         var headers = HPACKHeaders()
@@ -486,7 +480,6 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
 
     private func startSweepTimer() {
         var tick = self.core.configuration.requestTimeout.nanoseconds / 8
-        if let idle = self.core.configuration.idleTimeout { tick = min(tick, idle.nanoseconds / 4) }
         tick = max(min(tick, 1_000_000_000), 5_000_000)
         self.sweepTask = self.eventLoop.scheduleRepeatedTask(
             initialDelay: .nanoseconds(tick),
@@ -514,14 +507,15 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
                 self.streamDone()
                 s.pending.promise.fail(HTTP2PoolError.timeout)
             }
-        } else if let idle = self.core.configuration.idleTimeout, let since = self.idleSince,
-            since + idle <= now, self.lifecycle == .ready
-        {
-            self.logger.debug("closing idle HTTP/2 connection", metadata: ["connection": "\(self.id)"])
-            self.lifecycle = .draining
-            self.core.connectionDraining(connectionID: self.id, released: 0)
-            self.closeIfDrained()
         }
+    }
+
+    /// Event loop only: the pool retired this idle connection (no stream in flight, none to come):
+    /// it drains, and closes once its streams (none, unless one raced in) are done.
+    func retire() {
+        guard self.lifecycle == .ready else { return }
+        self.lifecycle = .draining
+        self.closeIfDrained()
     }
 
     // MARK: - Teardown

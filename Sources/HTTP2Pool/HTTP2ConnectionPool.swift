@@ -8,7 +8,10 @@ import NIOSSL
 /// Pool of long-lived multiplexed HTTP/2 connections to one origin.
 ///
 /// - Connections are opened lazily (the first request opens one; concurrent load opens up to
-///   `connectionsPerTarget`, each on the next event loop of the group) and kept open.
+///   `connectionsPerTarget`, each on the next event loop of the group) and kept open. When requests
+///   wait and every connection has all the streams its server allows in use, more open, up to
+///   `maxConnectionsPerTarget`; those beyond `connectionsPerTarget` close after `idleTimeout` without
+///   a stream.
 /// - A request goes to the least-busy ready connection that has a free stream under the server's
 ///   current SETTINGS_MAX_CONCURRENT_STREAMS; otherwise it waits in a FIFO pending queue and is
 ///   started as soon as a stream frees up (or a connection becomes ready / the server raises its limit).
@@ -257,6 +260,7 @@ final class HTTP2PoolCore: Sendable {
     ) {
         var configuration = configuration
         configuration.connectionsPerTarget = max(1, configuration.connectionsPerTarget)
+        configuration.maxConnectionsPerTarget = max(configuration.connectionsPerTarget, configuration.maxConnectionsPerTarget)
         configuration.maxPendingRequests = max(0, configuration.maxPendingRequests)
         configuration.maxResponseBodyBytes = max(0, configuration.maxResponseBodyBytes)
         configuration.maxResponseHeaderFields = max(0, configuration.maxResponseHeaderFields)
@@ -273,7 +277,9 @@ final class HTTP2PoolCore: Sendable {
                     connectionsPerTarget: configuration.connectionsPerTarget,
                     maxPendingRequests: configuration.maxPendingRequests,
                     reconnectBackoffInitial: configuration.reconnectBackoffInitial,
-                    reconnectBackoffMax: configuration.reconnectBackoffMax
+                    reconnectBackoffMax: configuration.reconnectBackoffMax,
+                    maxConnections: configuration.maxConnectionsPerTarget,
+                    idleTimeout: configuration.idleTimeout
                 ),
                 eventLoopCount: self.eventLoops.count
             )
@@ -356,6 +362,10 @@ final class HTTP2PoolCore: Sendable {
         for handler in action.close {
             handler.eventLoop.execute { handler.shutdown() }
         }
+        for handler in action.retire {
+            self.logger.debug("closing idle HTTP/2 connection", metadata: ["connection": "\(handler.id)"])
+            handler.eventLoop.execute { handler.retire() }
+        }
         for channel in action.closeChannels {
             channel.close(promise: nil)
         }
@@ -373,6 +383,9 @@ final class HTTP2PoolCore: Sendable {
         if let at = action.schedulePendingTimer {
             self.eventLoops[0].scheduleTask(deadline: at) { self.pendingTimerFired() }
         }
+        if let delay = action.scheduleIdleTimer {
+            self.eventLoops[0].scheduleTask(in: delay) { self.idleTimerFired() }
+        }
     }
 
     /// Runs everything but `start`, which it returns (the calling handler starts its own requests
@@ -387,6 +400,11 @@ final class HTTP2PoolCore: Sendable {
     private func backoffTimerFired() {
         let now = NIODeadline.now()
         self.run(self.state.withLockedValue { $0.backoffTimerFired(now: now) })
+    }
+
+    private func idleTimerFired() {
+        let now = NIODeadline.now()
+        self.run(self.state.withLockedValue { $0.idleTimerFired(now: now) })
     }
 
     private func pendingTimerFired() {
@@ -551,8 +569,10 @@ final class HTTP2PoolCore: Sendable {
 
     /// A stream of this connection finished (hot path). Returns requests to start.
     func streamReleased(connectionID: Int) -> [(HTTP2ClientConnectionHandler, PendingRequest)] {
-        // The hot path's action only ever holds `start`.
-        self.state.withLockedValue { $0.streamFinished(connectionID: connectionID) }.start
+        let action = self.state.withLockedValue { $0.streamFinished(connectionID: connectionID) }
+        // Mostly only `start`; connections to open when the first stream of one tells its limit.
+        if action.connect.isEmpty && action.scheduleBackoffTimer == nil && action.scheduleIdleTimer == nil { return action.start }
+        return self.runReturningStarts(action)
     }
 
     /// GOAWAY received (or the connection retires itself): take no new streams, maybe open a replacement.

@@ -10,7 +10,18 @@ protocol HTTP2PoolQueueable {
 }
 
 /// The HTTP/2 pool's core as a pure state machine: the connections of one origin, their stream
-/// usage, the queue of requests waiting for a stream, reconnect backoff and shutdown.
+/// usage, the queue of requests waiting for a stream, scaling the connections with the load,
+/// reconnect backoff and shutdown.
+///
+/// Connections: the first request opens one; overlapping requests open the rest of the floor
+/// (`connectionsPerTarget`). Beyond it, more open only while requests wait and every live connection
+/// has all of its streams taken (the server's SETTINGS_MAX_CONCURRENT_STREAMS, followed as it
+/// changes), up to `maxConnections`: as many at once as the waiting requests need at the streams a
+/// settled connection allows, and none while a connection is still connecting or has not finished a
+/// stream yet (APNs allows one stream until it saw a valid token, then raises its limit: scaling on
+/// that first figure would open dozens of connections for nothing). Connections beyond the floor
+/// that had no stream for `idleTimeout` are closed, newest first, down to the floor (an idle timer
+/// event, so no clock is read on the hot path).
 ///
 /// Each event (a request arrived, a connection was established / failed / closed, a stream finished,
 /// GOAWAY, a timer fired, shutdown) mutates the state and returns the `Action` to carry out. The
@@ -21,12 +32,17 @@ protocol HTTP2PoolQueueable {
 /// Generic over the connection handle and the request so that tests drive it with plain values.
 struct HTTP2PoolStateMachine<Connection, Request: HTTP2PoolQueueable> {
     struct Configuration {
+        /// The floor: connections opened as soon as requests overlap, and kept while idle.
         var connectionsPerTarget: Int
         var maxPendingRequests: Int
         var reconnectBackoffInitial: TimeAmount
         var reconnectBackoffMax: TimeAmount
         /// Transparent re-queues of one request refused unprocessed (GOAWAY / REFUSED_STREAM).
         var maxRequeues: Int = 3
+        /// The ceiling of live (not draining) connections; nil: `connectionsPerTarget` (no scaling).
+        var maxConnections: Int? = nil
+        /// Connections beyond the floor with no stream for this long are closed (nil: never).
+        var idleTimeout: TimeAmount? = nil
     }
 
     enum ConnectionState: Equatable { case connecting, ready, draining }
@@ -40,6 +56,13 @@ struct HTTP2PoolStateMachine<Connection, Request: HTTP2PoolQueueable> {
         var state: ConnectionState
         var inFlight: Int
         var maxStreams: Int
+        /// A stream of it finished: its `maxStreams` is the server's settled figure (APNs raises its
+        /// initial limit once it saw a valid token).
+        var settled = false
+        /// A stream started on it since the last idle timer event.
+        var used = false
+        /// The idle timer event that first saw it without a stream (nil: busy since).
+        var idleSince: NIODeadline? = nil
     }
 
     /// A connection to open.
@@ -63,14 +86,19 @@ struct HTTP2PoolStateMachine<Connection, Request: HTTP2PoolQueueable> {
         /// Close these connections (established after shutdown, or unknown to the pool).
         var close: [Connection] = []
         var closeChannels: [any Channel] = []
+        /// Idle connections beyond the floor: the pool gave them no stream and gives them none
+        /// again; each closes (it has no stream in flight).
+        var retire: [Connection] = []
         var scheduleBackoffTimer: NIODeadline? = nil
         var schedulePendingTimer: NIODeadline? = nil
+        /// Call `idleTimerFired` after this long.
+        var scheduleIdleTimer: TimeAmount? = nil
         var log: [LogEvent] = []
 
         var isEmpty: Bool {
             self.start.isEmpty && self.fail.isEmpty && self.connect.isEmpty && self.close.isEmpty
-                && self.closeChannels.isEmpty && self.scheduleBackoffTimer == nil && self.schedulePendingTimer == nil
-                && self.log.isEmpty
+                && self.closeChannels.isEmpty && self.retire.isEmpty && self.scheduleBackoffTimer == nil
+                && self.schedulePendingTimer == nil && self.scheduleIdleTimer == nil && self.log.isEmpty
         }
     }
 
@@ -96,20 +124,26 @@ struct HTTP2PoolStateMachine<Connection, Request: HTTP2PoolQueueable> {
     private var backoffUntil: NIODeadline? = nil
     private var backoffTimerArmed = false
     private var pendingTimerArmed = false
+    private var idleTimerArmed = false
     /// The `connectAddresses` of the latest request that had some: where new connections go.
     private var connectAddresses: [SocketAddress]? = nil
 
     init(configuration: Configuration, eventLoopCount: Int) {
         var configuration = configuration
         configuration.connectionsPerTarget = max(1, configuration.connectionsPerTarget)
+        configuration.maxConnections = max(configuration.connectionsPerTarget, configuration.maxConnections ?? 0)
         configuration.maxPendingRequests = max(0, configuration.maxPendingRequests)
+        if let idle = configuration.idleTimeout, idle <= .zero { configuration.idleTimeout = .milliseconds(1) }
         self.configuration = configuration
         self.eventLoopCount = max(1, eventLoopCount)
     }
 
     // MARK: queries
 
-    /// Connections counting towards `connectionsPerTarget`.
+    /// The ceiling of live connections (at least the floor).
+    var maxConnections: Int { self.configuration.maxConnections ?? self.configuration.connectionsPerTarget }
+
+    /// Connections counting towards `connectionsPerTarget` and `maxConnections` (not draining).
     var liveCount: Int {
         var n = 0
         for e in self.entries where e.state != .draining { n += 1 }
@@ -151,6 +185,7 @@ struct HTTP2PoolStateMachine<Connection, Request: HTTP2PoolQueueable> {
         if let index = preferredEventLoop.flatMap({ self.leastBusy(onEventLoop: $0) }) ?? self.leastBusy() {
             let loadBefore = self.entries[index].inFlight
             self.entries[index].inFlight += 1
+            self.entries[index].used = true
             // Spread concurrent load: open the remaining connections once one is busy.
             if loadBefore > 0 { self.maybeConnect(&action, eager: true, now: now) }
             return .start(self.entries[index].connection!, action)
@@ -187,27 +222,39 @@ struct HTTP2PoolStateMachine<Connection, Request: HTTP2PoolQueueable> {
         self.consecutiveFailures = 0
         self.backoffUntil = nil
         self.pump(&action)
+        self.maybeConnect(&action, eager: false, now: nil)
         return action
     }
 
-    /// The server changed SETTINGS_MAX_CONCURRENT_STREAMS.
+    /// The server changed SETTINGS_MAX_CONCURRENT_STREAMS: a raise starts waiting requests, a cut
+    /// (streams in flight above it finish; none start) may open another connection for them.
     mutating func maxStreamsChanged(connectionID: Int, maxStreams: Int) -> Action {
         var action = Action()
         guard let i = self.index(of: connectionID) else { return action }
         self.entries[i].maxStreams = maxStreams
         self.pump(&action)
+        self.maybeConnect(&action, eager: false, now: nil)
         return action
     }
 
-    /// A stream of this connection finished (hot path).
+    /// A stream of this connection finished (hot path: no clock).
     mutating func streamFinished(connectionID: Int) -> Action {
+        var settledNow = false
         // Few entries: a linear scan is cheapest.
         for i in self.entries.indices where self.entries[i].id == connectionID {
             self.entries[i].inFlight -= 1
+            if !self.entries[i].settled {
+                self.entries[i].settled = true
+                settledNow = true
+            }
             break
         }
         var action = Action()
-        if !self.pending.isEmpty { self.pump(&action) }
+        if !self.pending.isEmpty {
+            self.pump(&action)
+            // The connection's limit is known now: the waiting requests may need more connections.
+            if settledNow { self.maybeConnect(&action, eager: false, now: nil) }
+        }
         return action
     }
 
@@ -281,6 +328,32 @@ struct HTTP2PoolStateMachine<Connection, Request: HTTP2PoolQueueable> {
         return action
     }
 
+    /// The idle timer fired: connections beyond the floor that had no stream since an earlier
+    /// event at least `idleTimeout` ago are retired, newest first, down to the floor.
+    mutating func idleTimerFired(now: NIODeadline) -> Action {
+        self.idleTimerArmed = false
+        var action = Action()
+        guard !self.isShutdown, let timeout = self.configuration.idleTimeout else { return action }
+        var live = self.liveCount
+        for i in self.entries.indices.reversed() where self.entries[i].state == .ready {
+            if self.entries[i].inFlight == 0 && !self.entries[i].used {
+                if self.entries[i].idleSince == nil { self.entries[i].idleSince = now }
+            } else {
+                self.entries[i].idleSince = nil
+            }
+            self.entries[i].used = false
+            if let since = self.entries[i].idleSince, since + timeout <= now, live > self.configuration.connectionsPerTarget,
+                self.pending.isEmpty, let connection = self.entries[i].connection
+            {
+                self.entries[i].state = .draining
+                live -= 1
+                action.retire.append(connection)
+            }
+        }
+        self.armIdleTimerIfNeeded(&action)
+        return action
+    }
+
     /// The reconnect backoff timer fired.
     mutating func backoffTimerFired(now: NIODeadline) -> Action {
         self.backoffTimerArmed = false
@@ -342,14 +415,18 @@ struct HTTP2PoolStateMachine<Connection, Request: HTTP2PoolQueueable> {
     private mutating func pump(_ action: inout Action) {
         while !self.pending.isEmpty, let index = self.leastBusy() {
             self.entries[index].inFlight += 1
+            self.entries[index].used = true
             action.start.append((self.entries[index].connection!, self.pending.removeFirst()))
         }
     }
 
-    private mutating func maybeConnect(_ action: inout Action, eager: Bool, now: NIODeadline) {
+    /// Opens the connections the load needs (see the type's description). `now` nil (a hot-path
+    /// event, no clock read): during a reconnect backoff the backoff timer opens them.
+    private mutating func maybeConnect(_ action: inout Action, eager: Bool, now: NIODeadline?) {
         guard !self.isShutdown, eager || !self.pending.isEmpty else { return }
-        guard self.liveCount < self.configuration.connectionsPerTarget else { return }
-        if let until = self.backoffUntil, until > now {
+        let wanted = self.connectionsWanted(eager: eager)
+        guard wanted > 0 else { return }
+        if let until = self.backoffUntil, now.map({ until > $0 }) ?? true {
             if eager { return }
             if !self.backoffTimerArmed {
                 self.backoffTimerArmed = true
@@ -357,14 +434,59 @@ struct HTTP2PoolStateMachine<Connection, Request: HTTP2PoolQueueable> {
             }
             return
         }
-        let id = self.nextConnectionID
-        self.nextConnectionID += 1
-        let loop = self.nextEventLoop % self.eventLoopCount
-        self.nextEventLoop &+= 1
-        self.entries.append(
-            Entry(id: id, eventLoopIndex: loop, connection: nil, channel: nil, state: .connecting, inFlight: 0, maxStreams: 0)
-        )
-        action.connect.append(Connect(id: id, eventLoopIndex: loop, addresses: self.connectAddresses))
+        for _ in 0..<wanted {
+            let id = self.nextConnectionID
+            self.nextConnectionID += 1
+            let loop = self.nextEventLoop % self.eventLoopCount
+            self.nextEventLoop &+= 1
+            self.entries.append(
+                Entry(id: id, eventLoopIndex: loop, connection: nil, channel: nil, state: .connecting, inFlight: 0, maxStreams: 0)
+            )
+            action.connect.append(Connect(id: id, eventLoopIndex: loop, addresses: self.connectAddresses))
+        }
+        self.armIdleTimerIfNeeded(&action)
+    }
+
+    /// How many connections to open now: one while below the floor; beyond it, while requests
+    /// wait and every live connection is established, settled and has all its streams taken, as
+    /// many as the waiting requests need at the smallest settled limit, up to the ceiling.
+    private func connectionsWanted(eager: Bool) -> Int {
+        var live = 0
+        var unsettled = false
+        var free = 0
+        var perConnection = Int.max
+        for e in self.entries where e.state != .draining {
+            live += 1
+            switch e.state {
+            case .connecting:
+                unsettled = true
+            case .ready:
+                free += max(0, e.maxStreams - e.inFlight)
+                if e.settled {
+                    perConnection = min(perConnection, e.maxStreams)
+                } else if e.inFlight > 0 {
+                    unsettled = true
+                }
+            case .draining:
+                break
+            }
+        }
+        if live < self.configuration.connectionsPerTarget { return 1 }
+        if eager || unsettled || live >= self.maxConnections { return 0 }
+        let waiting = self.pending.count - free
+        guard waiting > 0 else { return 0 }
+        let streams = perConnection == .max ? 1 : max(1, perConnection)
+        return min(self.maxConnections - live, (waiting + streams - 1) / streams)
+    }
+
+    /// Arms the idle timer while connections beyond the floor are live (ticks of half the timeout:
+    /// an idle connection closes between one and one and a half `idleTimeout` after its last stream).
+    private mutating func armIdleTimerIfNeeded(_ action: inout Action) {
+        guard let timeout = self.configuration.idleTimeout, !self.idleTimerArmed, !self.isShutdown,
+            self.liveCount > self.configuration.connectionsPerTarget
+        else { return }
+        self.idleTimerArmed = true
+        action.scheduleIdleTimer = .nanoseconds(max(timeout.nanoseconds / 2, 1_000_000))
     }
 
     private mutating func armPendingTimerIfNeeded(_ action: inout Action) {

@@ -118,8 +118,13 @@ public struct HTTP2PoolLabel: Sendable, Hashable, CustomStringConvertible {
 }
 
 public struct HTTP2PoolConfiguration: Sendable {
-    /// Long-lived multiplexed connections per target, spread over the event loops.
+    /// Long-lived multiplexed connections per target, spread over the event loops: opened as soon
+    /// as requests overlap and kept while idle (the floor).
     public var connectionsPerTarget: Int = 2
+    /// The ceiling: while requests wait for a stream and every connection has all the streams its
+    /// server allows (SETTINGS_MAX_CONCURRENT_STREAMS) in use, more connections open, up to this many
+    /// (at least `connectionsPerTarget`).
+    public var maxConnectionsPerTarget: Int = 32
     /// TLS configuration; the pool forces ALPN to ["h2"].
     public var tlsConfiguration: TLSConfiguration = .makeClientConfiguration()
     /// TCP connect + TLS handshake + HTTP/2 preface (first SETTINGS) must finish within this.
@@ -130,8 +135,9 @@ public struct HTTP2PoolConfiguration: Sendable {
     public var maxPendingRequests: Int = 100_000
     public var reconnectBackoffInitial: TimeAmount = .milliseconds(100)
     public var reconnectBackoffMax: TimeAmount = .seconds(10)
-    /// Close a connection that had no stream for this long (nil = keep forever).
-    public var idleTimeout: TimeAmount? = nil
+    /// Close a connection beyond `connectionsPerTarget` that had no stream for this long (nil = keep
+    /// them open). The floor stays open.
+    public var idleTimeout: TimeAmount? = .seconds(60)
     /// Response body bytes kept per request; the rest is not buffered: the stream is reset (CANCEL)
     /// and the response completes with the first `maxResponseBodyBytes` bytes and `bodyTruncated`.
     /// Push services answer with short JSON; a multi-MB answer is hostile or broken.

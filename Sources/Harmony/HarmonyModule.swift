@@ -20,7 +20,8 @@ public struct HarmonyModule: ProviderModule {
             "endpoint", HarmonyConfiguration.defaultEndpoint, doc: "(new) Push Kit base URL override, for tests and proxies")
         public static let maxTokens = ProviderSettings.maxTokens(500)
         public static let maxRetry = ProviderSettings.maxRetry(0)
-        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(256)
+        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(2048)
+        public static let maxConnections = ProviderSettings.maxConnections(32)
     }
 
     public var platforms: [Platform] { [.harmony] }
@@ -31,7 +32,7 @@ public struct HarmonyModule: ProviderModule {
                 "harmony",
                 keys: [
                     Keys.enabled.key, Keys.serviceAccountFile.key, Keys.projectID.key, Keys.endpoint.key, Keys.maxTokens.key,
-                    Keys.maxRetry.key, Keys.maxConcurrentPushes.key,
+                    Keys.maxRetry.key, Keys.maxConcurrentPushes.key, Keys.maxConnections.key,
                 ], about: "HarmonyOS Push Kit v3 (platform `6`, docs/harmonyos.md).", inGorush: false)
         ]
     }
@@ -64,7 +65,8 @@ public struct HarmonyModule: ProviderModule {
             let configuration = try HarmonyConfiguration(
                 serviceAccount: account, projectID: s[Keys.projectID], endpoint: s[Keys.endpoint], maxRetry: s[Keys.maxRetry])
             provider = try HarmonyProvider(
-                configuration: configuration, poolConfiguration: context.poolConfiguration, eventLoopGroup: context.eventLoopGroup)
+                configuration: configuration, poolConfiguration: context.poolConfiguration(maxConnections: s[Keys.maxConnections]),
+                eventLoopGroup: context.eventLoopGroup)
         } catch {
             throw ConfigError(key: "harmony", problem: error.description)
         }

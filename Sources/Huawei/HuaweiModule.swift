@@ -15,11 +15,12 @@ public struct HuaweiModule: ProviderModule {
             "appsecret", "", secrecy: .secret, doc: "HMS OAuth 2.0 client secret")
         public static let maxTokens = ProviderSettings.maxTokens(500)
         public static let maxRetry = ProviderSettings.maxRetry(0)
-        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(256)
+        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(2048)
         public static let endpoint = Setting<String>(
             "endpoint", HuaweiConfiguration.defaultEndpoint, doc: "(new) Push Kit base URL override, for tests and proxies")
         public static let tokenURL = Setting<String>(
             "token_url", HuaweiConfiguration.defaultTokenURL, doc: "(new) OAuth token URL override, for tests and proxies")
+        public static let maxConnections = ProviderSettings.maxConnections(32)
     }
 
     public var platforms: [Platform] { [.huawei] }
@@ -30,7 +31,7 @@ public struct HuaweiModule: ProviderModule {
                 "huawei",
                 keys: [
                     Keys.enabled.key, Keys.appID.key, Keys.appSecret.key, Keys.maxTokens.key, Keys.maxRetry.key,
-                    Keys.maxConcurrentPushes.key, Keys.endpoint.key, Keys.tokenURL.key,
+                    Keys.maxConcurrentPushes.key, Keys.endpoint.key, Keys.tokenURL.key, Keys.maxConnections.key,
                 ], about: "Huawei HMS Push Kit (platform `3`, docs/huawei.md).")
         ]
     }
@@ -64,7 +65,8 @@ public struct HuaweiModule: ProviderModule {
         let provider: HuaweiProvider
         do {
             provider = try HuaweiProvider(
-                configuration: hms, httpClient: context.httpClient(for: hms.tokenURL), poolConfiguration: context.poolConfiguration,
+                configuration: hms, httpClient: context.httpClient(for: hms.tokenURL),
+                poolConfiguration: context.poolConfiguration(maxConnections: s[Keys.maxConnections]),
                 eventLoopGroup: context.eventLoopGroup, logger: Logger(label: "pushgate.hms"))
         } catch {
             throw ConfigError(key: "huawei", problem: error.description)

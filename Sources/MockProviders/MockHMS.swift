@@ -60,6 +60,8 @@ public final class MockHMS: Sendable {
         public var accessTokenLifetime: Int = 3600
         public var tls: TLSConfiguration?
         public var responseDelay: TimeAmount? = nil
+        /// SETTINGS_MAX_CONCURRENT_STREAMS announced on each connection.
+        public var maxConcurrentStreams: Int = 1000
         public var port: Int = 0
         /// Keep every message in `messages` (tests). Off for load runs.
         public var recordRequests = true
@@ -116,6 +118,7 @@ public final class MockHMS: Sendable {
         serverOptions.tls = options.tls
         serverOptions.port = options.port
         serverOptions.responseDelay = options.responseDelay
+        serverOptions.maxConcurrentStreams = options.maxConcurrentStreams
         let server = MockHTTPServer(
             options: serverOptions, eventLoopGroup: eventLoopGroup,
             syncHandler: { [weak self] request in

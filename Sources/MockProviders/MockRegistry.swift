@@ -172,6 +172,7 @@ extension ProviderMockModule {
         options.port = settings.port
         options.responseDelay = settings.delay
         options.recordRequests = settings.recordRequests
+        if let n = settings.maxConcurrentStreams { options.maxConcurrentStreams = n }
         if let verdict = settings.verdict {
             options.hook = { target, body in
                 switch verdict(target, body) {
@@ -207,6 +208,7 @@ extension ProviderMockModule {
         options.port = settings.port
         options.responseDelay = settings.delay
         options.recordRequests = settings.recordRequests
+        if let n = settings.maxConcurrentStreams { options.maxConcurrentStreams = n }
         if let verdict = settings.verdict {
             options.hook = { token, body in
                 switch verdict(token, body) {
@@ -251,6 +253,7 @@ extension ProviderMockModule {
         options.port = settings.port
         options.responseDelay = settings.delay
         options.recordRequests = settings.recordRequests
+        if let n = settings.maxConcurrentStreams { options.maxConcurrentStreams = n }
         if let verdict = settings.verdict {
             options.hook = { id, plaintext in
                 switch verdict(id, plaintext) {

@@ -29,6 +29,8 @@ public final class MockStack: Sendable {
         public var directory: String? = nil
         /// Added before every answer, per mock.
         public var latencyMs: [String: Int] = [:]
+        /// SETTINGS_MAX_CONCURRENT_STREAMS per mock (absent: the mock's default, 1000).
+        public var maxConcurrentStreams: [String: Int] = [:]
         /// Keep every request in memory (tests, `serve --mock`). Off for `pushgate mock` / `bench`: a recorder counts instead.
         public var recordRequests = true
         /// Sets the rest of one mock's run settings (verdicts, client certificate roots, holds), given its name.
@@ -64,6 +66,7 @@ public final class MockStack: Sendable {
                 var run = MockRunSettings(
                     port: settings.ports[module.name] ?? 0, latencyMs: settings.latencyMs[module.name] ?? 0,
                     recordRequests: settings.recordRequests)
+                run.maxConcurrentStreams = settings.maxConcurrentStreams[module.name]
                 settings.customize?(module.name, &run)
                 mocks.append(try await module.start(tls, dir, run, group))
             }

@@ -99,6 +99,8 @@ public final class MockWebPush: Sendable {
         /// maps to `host`): `baseURL`, endpoints and the VAPID `aud` check use it instead of `host`.
         public var publicHost: String? = nil
         public var responseDelay: TimeAmount? = nil
+        /// SETTINGS_MAX_CONCURRENT_STREAMS announced on each connection.
+        public var maxConcurrentStreams: Int = 1000
         /// When set, VAPID `k=` must be this key (base64url) or the push is refused with 403.
         public var expectedVAPIDKey: String? = nil
         /// Accept POSTs without Content-Encoding as legacy UnifiedPush messages.
@@ -140,6 +142,7 @@ public final class MockWebPush: Sendable {
         serverOptions.host = options.host
         serverOptions.port = options.port
         serverOptions.responseDelay = options.responseDelay
+        serverOptions.maxConcurrentStreams = options.maxConcurrentStreams
         let box = MockWebPushHandlerBox()
         self.server = MockHTTPServer(
             options: serverOptions, eventLoopGroup: eventLoopGroup,

@@ -136,7 +136,21 @@ public enum ProviderSettings {
         Setting("max_retry", d, range: 0...100, doc: "retries after the first attempt; a request's `retry` can lower it")
     }
     public static func maxConcurrentPushes(_ d: Int) -> Setting<Int> {
-        Setting("max_concurrent_pushes", d, range: 1...100_000, doc: "deliveries in flight")
+        Setting(
+            "max_concurrent_pushes", d, range: 1...100_000,
+            doc:
+                "deliveries in flight; a provider's rate is at most this divided by its round trip (2048 at 100 ms: 20,480/s; [docs/http2-pool.md](docs/http2-pool.md))"
+        )
+    }
+    /// `<platform>.max_connections`: the ceiling of the provider's HTTP/2 connections (per origin).
+    /// More open while deliveries wait and every open one has all the streams its server allows in
+    /// use; those beyond the floor close after a minute without a stream.
+    public static func maxConnections(_ d: Int, per: String = "", floor: String = "the first 2") -> Setting<Int> {
+        Setting(
+            "max_connections", d, range: 1...1000,
+            doc:
+                "(new) HTTP/2 connections at most\(per): another opens while deliveries wait and every open one has all the streams its server allows (SETTINGS_MAX_CONCURRENT_STREAMS) in use; those beyond \(floor) close after 60 s without a stream ([docs/http2-pool.md](docs/http2-pool.md))"
+        )
     }
     /// `<platform>.coalesce_seconds`: the default coalescing window of background pushes that carry
     /// a `collapse_id` (0: none). Every provider section has it (added by the registry).

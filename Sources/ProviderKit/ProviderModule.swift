@@ -24,6 +24,13 @@ public struct ProviderBuildContext: Sendable {
         self.httpClients = httpClients
     }
 
+    /// `poolConfiguration` with this ceiling of connections per origin (`<platform>.max_connections`).
+    public func poolConfiguration(maxConnections: Int) -> HTTP2PoolConfiguration {
+        var c = self.poolConfiguration
+        c.maxConnectionsPerTarget = max(c.connectionsPerTarget, maxConnections)
+        return c
+    }
+
     /// The outbound proxy (`core.http_proxy`, else the environment's `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY`).
     public var proxy: OutboundProxy { self.poolConfiguration.proxy }
 

@@ -315,17 +315,12 @@ public final class PushgateGateway: Sendable {
                 await workers?.value
                 gateway.feedback?.finish()
                 await feedback?.value
-                // The events of the drain stored, the webhook given a moment for what is left.
+                // The events of the drain stored, the webhook given the stop grace for what is left.
                 if let stream = gateway.events {
                     stream.finish()
-                    if let webhook = gateway.eventWebhook {
-                        let wait = min(10, Double(gateway.settings.shutdownTimeout))
-                        Task {
-                            try? await Task.sleep(for: .seconds(wait))
-                            webhook.stop()
-                        }
-                    }
+                    gateway.eventWebhook?.stop()
                     await events?.value
+                    await gateway.eventWebhook?.reportUnposted()
                     await stream.store.close()
                 }
                 await gateway.runShutdownHooks()

@@ -15,7 +15,10 @@ public struct WebPushConfiguration: Sendable, Equatable {
     public var declarative: Bool = false
     public var maxRetry: Int = 3
     public var requestTimeoutSeconds: Double = 30
+    /// HTTP/2 connections per push-service origin kept while idle (the floor).
     public var connectionsPerOrigin: Int = 2
+    /// `webpush.max_connections`: the ceiling per origin while deliveries wait for a stream.
+    public var maxConnectionsPerOrigin: Int = 16
     /// `unifiedpush.vapid`: bare-endpoint (unencrypted) UnifiedPush requests carry VAPID too
     /// (encrypted ones always do). UnifiedPush AND_3 recommends VAPID; a distributor may require it.
     public var unifiedPushLegacyVAPID: Bool = false
@@ -36,6 +39,7 @@ public struct WebPushConfiguration: Sendable, Equatable {
         public static let maxRetry = "max_retry"
         public static let timeout = "timeout"
         public static let connectionsPerOrigin = "connections_per_origin"
+        public static let maxConnections = "max_connections"
     }
 
     public init(vapidPrivateKey: String, vapidSubject: String) {
@@ -53,6 +57,7 @@ public struct WebPushConfiguration: Sendable, Equatable {
         if maxRetry < 0 { throw WebPushConfigurationError("webpush.max_retry must be >= 0 (got \(maxRetry))") }
         if !(requestTimeoutSeconds > 0) { throw WebPushConfigurationError("webpush.timeout must be > 0 seconds (got \(requestTimeoutSeconds))") }
         if connectionsPerOrigin < 1 { throw WebPushConfigurationError("webpush.connections_per_origin must be >= 1 (got \(connectionsPerOrigin))") }
+        if maxConnectionsPerOrigin < 1 { throw WebPushConfigurationError("webpush.max_connections must be >= 1 (got \(maxConnectionsPerOrigin))") }
         if let list = hostAllowlist {
             for (i, h) in list.enumerated() {
                 let t = h.trimmingCharacters(in: .whitespaces)

@@ -31,10 +31,15 @@ public struct WebPushModule: ProviderModule {
         public static let maxTokens = ProviderSettings.maxTokens(1000)
         public static let maxRetry = Setting<Int>(
             K.maxRetry, 3, range: 0...100, doc: "(new) retries of a transient failure (429, 5xx, connection), done by the dispatcher")
-        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(256)
+        public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(2048)
         public static let timeout = Setting<Int>(K.timeout, 30, range: 1...3600, doc: "(new) seconds per request to a push service")
         public static let connectionsPerOrigin = Setting<Int>(
-            K.connectionsPerOrigin, 2, range: 1...1000, doc: "(new) HTTP/2 connections per push-service origin")
+            K.connectionsPerOrigin, 2, range: 1...1000,
+            doc:
+                "(new) HTTP/2 connections per push-service origin opened as soon as deliveries overlap and kept while the origin is in use (the floor)"
+        )
+        public static let maxConnections = ProviderSettings.maxConnections(
+            16, per: " per push-service origin (at least `webpush.connections_per_origin`)", floor: "`webpush.connections_per_origin`")
     }
 
     /// The `unifiedpush:` keys (the engine's other settings are `webpush:`'s).
@@ -59,7 +64,7 @@ public struct WebPushModule: ProviderModule {
                     Keys.enabled.key, Keys.vapidPrivateKey.key, Keys.vapidSubject.key, Keys.allowHTTP.key, Keys.allowPrivateEndpoints.key,
                     Keys.hostAllowlist.key, Keys.defaultTTL.key, Keys.declarative.key, Keys.maxTokens.key, Keys.maxRetry.key,
                     Keys.maxConcurrentPushes.key,
-                    Keys.timeout.key, Keys.connectionsPerOrigin.key,
+                    Keys.timeout.key, Keys.connectionsPerOrigin.key, Keys.maxConnections.key,
                 ], about: "Web Push (platform `4`); its VAPID keys serve UnifiedPush too, and `max_concurrent_pushes` counts both.", inGorush: false),
             ConfigSection(
                 "unifiedpush",
@@ -100,6 +105,7 @@ public struct WebPushModule: ProviderModule {
         config.maxRetry = s[Keys.maxRetry]
         config.requestTimeoutSeconds = Double(s[Keys.timeout])
         config.connectionsPerOrigin = s[Keys.connectionsPerOrigin]
+        config.maxConnectionsPerOrigin = s[Keys.maxConnections]
         return config
     }
 

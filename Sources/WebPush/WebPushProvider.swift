@@ -71,6 +71,7 @@ public final class WebPushEngine: Sendable {
             mode: transportMode, tlsConfiguration: tlsConfiguration, poolConfiguration: poolConfiguration,
             timeoutSeconds: configuration.requestTimeoutSeconds,
             connectionsPerOrigin: configuration.connectionsPerOrigin,
+            maxConnectionsPerOrigin: configuration.maxConnectionsPerOrigin,
             eventLoopGroup: eventLoopGroup, logger: logger,
             maxOrigins: maxOrigins, originIdleTimeout: originIdleTimeout)
         // DNS never on NIOThreadPool.singleton: sqlite-nio runs the SQLite queue there.

@@ -85,7 +85,8 @@ final class WebPushTransport: Sendable {
 
     init(
         mode: WebPushTransportMode, tlsConfiguration: TLSConfiguration?, poolConfiguration: HTTP2PoolConfiguration?,
-        timeoutSeconds: Double, connectionsPerOrigin: Int, eventLoopGroup: any EventLoopGroup, logger: Logger,
+        timeoutSeconds: Double, connectionsPerOrigin: Int, maxConnectionsPerOrigin: Int? = nil, eventLoopGroup: any EventLoopGroup,
+        logger: Logger,
         maxOrigins: Int = 512, originIdleTimeout: TimeAmount = .seconds(300)
     ) {
         self.mode = mode
@@ -107,7 +108,10 @@ final class WebPushTransport: Sendable {
         if let tlsConfiguration { poolConfig.tlsConfiguration = tlsConfiguration }
         poolConfig.requestTimeout = timeout
         poolConfig.connectionsPerTarget = connectionsPerOrigin
-        poolConfig.idleTimeout = originIdleTimeout
+        poolConfig.maxConnectionsPerTarget = max(connectionsPerOrigin, maxConnectionsPerOrigin ?? connectionsPerOrigin)
+        // Connections beyond the floor close after the pool's idle timeout; a whole idle origin's
+        // pool closes after `originIdleTimeout`.
+        if let idle = poolConfig.idleTimeout, idle > originIdleTimeout { poolConfig.idleTimeout = originIdleTimeout }
         poolConfig.maxResponseBodyBytes = Self.maxResponseBodyBytes
         poolConfig.offeredALPN = ["h2", "http/1.1"]
         poolConfig.label.provider = "webpush"

@@ -44,6 +44,10 @@ struct MockCommand: AsyncParsableCommand {
 
     @Option(help: "Any registered mock, by name: NAME=PORT (repeatable; overrides --<name>-port).") var port: [String] = []
     @Option(help: "Any registered mock: NAME=MS latency (repeatable).") var latency: [String] = []
+    @Option(
+        name: .customLong("max-concurrent-streams"),
+        help: "Any registered mock: NAME=N, the SETTINGS_MAX_CONCURRENT_STREAMS of its connections (repeatable; default 1000).")
+    var maxConcurrentStreams: [String] = []
     @Option(help: "Any registered mock: NAME=RATE:STATUS injected failures (repeatable), e.g. fcm=0.01:503.") var failure: [String] = []
 
     @Flag(help: "Keep every request in memory (grows without bound; for debugging).") var record = false
@@ -97,6 +101,13 @@ struct MockCommand: AsyncParsableCommand {
             }
             failures[provider] = .init(rate: rate, status: parts.count > 1 ? Int(parts[1]) ?? 503 : 503)
         }
+        var streams: [String: Int] = [:]
+        for (name, v) in try byName(maxConcurrentStreams, option: "max-concurrent-streams") {
+            guard let n = Int(v), (1...Int(Int32.max)).contains(n) else {
+                throw ValidationError("--max-concurrent-streams \(name)=\(v): not a number of streams (1 or more)")
+            }
+            streams[name] = n
+        }
         let recorder = MockRecorder(failures: failures)
         let absoluteDir = dir.hasPrefix("/") ? dir : FileManager.default.currentDirectoryPath + "/" + dir
         var apnsClientCAPEM: [String] = []
@@ -116,8 +127,9 @@ struct MockCommand: AsyncParsableCommand {
                 fail("--apns-certificate: \(error)")
             }
         }
-        let settings = MockStack.Settings(
+        var settings = MockStack.Settings(
             ports: ports, directory: absoluteDir, latencyMs: latencies, recordRequests: record, recorder: recorder, apnsClientCAPEM: apnsClientCAPEM)
+        settings.maxConcurrentStreams = streams
         let stack: MockStack
         do {
             stack = try await MockStack.start(settings)

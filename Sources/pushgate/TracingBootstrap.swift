@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 import Logging
 import OTel
+import PushDispatch
 import ServiceLifecycle
 import Tracing
 
@@ -44,9 +45,32 @@ enum TracingBootstrap {
             logger.info(
                 "tracing: spans exported to \(settings.exportURL(environment: environment)) as service \(environment["OTEL_SERVICE_NAME"] ?? settings.serviceName)"
             )
-            return backend.service
+            return StopBoundedService(inner: backend.service, grace: StopGrace.standard)
         } catch {
             fail("config error: tracing: \(error)")
+        }
+    }
+}
+
+/// Runs a service and, once a graceful shutdown began, gives it `grace` to end (swift-otel's
+/// exporter flushes the last spans then) before cancelling it: a collector that is down or accepts
+/// the connection but never answers does not hold the stop (its export timeouts are 10 s a try).
+struct StopBoundedService: Service {
+    let inner: any Service
+    let grace: Duration
+
+    func run() async throws {
+        let stop = StopGrace(grace: grace)
+        let logger = Logger(label: "pushgate.otel")
+        let inner = self.inner
+        await withGracefulShutdownHandler {
+            if await stop.run({
+                do { try await inner.run() } catch { logger.warning("tracing exporter: \(error)") }
+            }) {
+                logger.warning("the OpenTelemetry collector did not take the last spans within \(stop.grace) of the stop: dropped")
+            }
+        } onGracefulShutdown: {
+            stop.requestStop()
         }
     }
 }

@@ -152,6 +152,7 @@ final class HTTP2PoolTests: XCTestCase {
         }
         let pool = try makePool(server) {
             $0.connectionsPerTarget = 2
+            $0.maxConnectionsPerTarget = 2
             // Debug builds of swift-nio-http2 on a busy 2-core machine manage only a few hundred
             // requests/s; the timeout includes the time spent queued.
             $0.requestTimeout = .seconds(300)
@@ -195,7 +196,10 @@ final class HTTP2PoolTests: XCTestCase {
             }
             return MockResponse(status: 200)
         }
-        let pool = try makePool(server) { $0.connectionsPerTarget = 2 }
+        let pool = try makePool(server) {
+            $0.connectionsPerTarget = 2
+            $0.maxConnectionsPerTarget = 2
+        }
         let futures = (0..<200).map { i in pool.execute(HTTP2Request(path: "/\(i)")) }
 
         try await waitUntil { counters.withLockedValue { $0.handled } >= 10 }
@@ -223,7 +227,10 @@ final class HTTP2PoolTests: XCTestCase {
         let server = try await makeServer { request in
             MockResponse(status: 200, headers: [("x-conn", String(request.connectionID))])
         }
-        let pool = try makePool(server) { $0.connectionsPerTarget = 1 }
+        let pool = try makePool(server) {
+            $0.connectionsPerTarget = 1
+            $0.maxConnectionsPerTarget = 1
+        }
         let r1 = try await pool.execute(HTTP2Request(path: "/1"))
         XCTAssertEqual(r1.header("x-conn"), "1")
         XCTAssertEqual(pool.activeConnections, 1)
@@ -245,7 +252,10 @@ final class HTTP2PoolTests: XCTestCase {
             try? await Task.sleep(for: .milliseconds(5))
             return MockResponse(status: 200, headers: [("x-conn", String(request.connectionID))], body: Array(request.path.utf8))
         }
-        let pool = try makePool(server) { $0.connectionsPerTarget = 1 }
+        let pool = try makePool(server) {
+            $0.connectionsPerTarget = 1
+            $0.maxConnectionsPerTarget = 1
+        }
         let futures = (0..<300).map { i in pool.execute(HTTP2Request(path: "/\(i)")) }
         try await waitUntil { server.requestsHandled >= 60 }
         // last-stream-id below the streams in flight: those were "not processed" and must be retried.
@@ -332,6 +342,7 @@ final class HTTP2PoolTests: XCTestCase {
         }
         let pool = try makePool(server) {
             $0.connectionsPerTarget = 1
+            $0.maxConnectionsPerTarget = 1
             $0.requestTimeout = .milliseconds(300)
         }
         let a: EventLoopFuture<HTTP2Response> = pool.execute(HTTP2Request(path: "/a"))
@@ -355,6 +366,7 @@ final class HTTP2PoolTests: XCTestCase {
         }
         let pool = try makePool(server) {
             $0.connectionsPerTarget = 1
+            $0.maxConnectionsPerTarget = 1
             $0.maxPendingRequests = 5
         }
         // Establish the connection so that exactly one stream is in flight.
@@ -427,15 +439,41 @@ final class HTTP2PoolTests: XCTestCase {
         try await server.stop()
     }
 
-    func testIdleTimeoutClosesAndReconnects() async throws {
-        let server = try await makeServer { _ in MockResponse(status: 200) }
-        let pool = try makePool(server) { $0.idleTimeout = .milliseconds(100) }
-        _ = try await pool.execute(HTTP2Request(path: "/1"))
-        XCTAssertEqual(pool.activeConnections, 1)
-        try await waitUntil { pool.activeConnections == 0 && server.openConnections == 0 }
-        let r = try await pool.execute(HTTP2Request(path: "/2"))
+    /// Requests beyond the streams of the open connections open more, up to the ceiling; once idle,
+    /// those beyond the floor close and the floor stays.
+    func testConnectionsOpenOnDemandAndIdleOnesCloseDownToTheFloor() async throws {
+        let gate = NIOLockedValueBox(false)
+        let server = try await makeServer(maxConcurrentStreams: 5) { request in
+            while !gate.withLockedValue({ $0 }) { try? await Task.sleep(for: .milliseconds(5)) }
+            return MockResponse(status: 200, headers: [("x-conn", String(request.connectionID))])
+        }
+        let pool = try makePool(server) {
+            $0.connectionsPerTarget = 1
+            $0.maxConnectionsPerTarget = 4
+            $0.idleTimeout = .milliseconds(200)
+        }
+        // The first request settles the first connection's limit (5 streams).
+        gate.withLockedValue { $0 = true }
+        _ = try await pool.execute(HTTP2Request(path: "/first"))
+        gate.withLockedValue { $0 = false }
+        let futures = (0..<30).map { i in pool.execute(HTTP2Request(path: "/\(i)")) }
+        // 5 streams taken, 25 waiting: more connections open (the ceiling is 4).
+        try await waitUntil("connections opened for the waiting requests") { server.connectionsAccepted >= 2 }
+        gate.withLockedValue { $0 = true }
+        var conns = Set<String>()
+        for f in futures {
+            let r = try await f.get()
+            XCTAssertEqual(r.status, 200)
+            conns.insert(r.header("x-conn") ?? "?")
+        }
+        XCTAssertGreaterThan(conns.count, 1, "only one connection carried the load")
+        XCTAssertLessThanOrEqual(server.connectionsAccepted, 4, "past the ceiling")
+        XCTAssertLessThanOrEqual(pool.activeConnections, 4)
+        // Idle: back to the floor, which stays and serves the next request.
+        try await waitUntil("idle connections closed", timeout: 60) { pool.activeConnections == 1 && server.openConnections == 1 }
+        let r = try await pool.execute(HTTP2Request(path: "/after"))
         XCTAssertEqual(r.status, 200)
-        XCTAssertEqual(pool.connectionsOpened, 2)
+        XCTAssertEqual(pool.activeConnections, 1)
         await pool.shutdown()
         try await server.stop()
     }
@@ -445,7 +483,10 @@ final class HTTP2PoolTests: XCTestCase {
             try? await Task.sleep(for: .seconds(2))
             return MockResponse(status: 200)
         }
-        let pool = try makePool(server) { $0.connectionsPerTarget = 1 }
+        let pool = try makePool(server) {
+            $0.connectionsPerTarget = 1
+            $0.maxConnectionsPerTarget = 1
+        }
         let futures = (0..<3).map { i in pool.execute(HTTP2Request(path: "/\(i)")) }
         try await waitUntil { pool.activeConnections == 1 && pool.pendingRequests == 2 }
         await pool.shutdown()

@@ -148,6 +148,7 @@ final class HTTP2PoolProxyTests: XCTestCase {
         config.connectTimeout = .seconds(5)
         config.requestTimeout = .seconds(10)
         config.connectionsPerTarget = 1
+        config.maxConnectionsPerTarget = 1
         config.proxy = proxy
         return HTTP2ConnectionPool(target: HTTP2Target(scheme: "https", host: host, port: port), configuration: config, eventLoopGroup: group)
     }

@@ -88,7 +88,7 @@ def main():
         with open(run.snippet, "w") as f:
             f.write(snippet.replace(apns, f"https://127.0.0.1:{port}"))
         gw = run.start_gateway("nginx", {"PUSHGATE_QUEUE_ENGINE": "memory", "PUSHGATE_IOS_CONNECTIONS": 2,
-                                         "PUSHGATE_IOS_MAX_CONCURRENT_PUSHES": 100})
+                                         "PUSHGATE_IOS_MAX_CONNECTIONS": 2, "PUSHGATE_IOS_MAX_CONCURRENT_PUSHES": 100})
         t0 = time.time()
         run.post_tokens(gw.url, range(args.count), 100)
 
