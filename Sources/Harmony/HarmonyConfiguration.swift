@@ -1,7 +1,7 @@
 import Foundation
 import HTTP2Pool
-import Logging
 import Huawei
+import Logging
 import ProviderKit
 import Signing
 import _CryptoExtras

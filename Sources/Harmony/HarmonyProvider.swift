@@ -1,8 +1,8 @@
 import Foundation
 import HTTP2Pool
+import Huawei
 import Logging
 import NIOCore
-import Huawei
 import ProviderKit
 import PushgateCore
 

@@ -1,11 +1,11 @@
 import Foundation
+import Huawei
 import MockProviders
 import PushgateCore
 import Signing
 import XCTest
 
 @testable import Harmony
-import Huawei
 
 /// HarmonyOS Push Kit v3 pieces without a network: the service-account key file, the JWT and its
 /// reuse, the push type and payload a notification maps to.
