@@ -33,7 +33,7 @@ final class ProviderModuleConfigTests: XCTestCase {
         XCTAssertEqual(d["android.endpoint"], .string("https://fcm.googleapis.com"))
         XCTAssertEqual(d["huawei.max_retry"], .int(0))
         XCTAssertEqual(d["webpush.default_ttl"], .int(86400))
-        XCTAssertEqual(d["webpush.max_concurrent_pushes"], .int(256))
+        XCTAssertEqual(d["webpush.max_concurrent_pushes"], .int(2048))
         XCTAssertEqual(d["unifiedpush.max_tokens"], .int(1000))
         let r = RawConfig.intRanges
         XCTAssertEqual(r["ios.connections"], 1...1000)
@@ -115,7 +115,7 @@ final class ProviderModuleConfigTests: XCTestCase {
     func testOnlyTheRegistryImportsProviderModules() throws {
         let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Sources")
-        let providers = ["APNs", "FCM", "WebPush"]
+        let providers = ["APNs", "FCM", "Huawei", "Harmony", "WebPush"]
         var importers: [String] = []
         let files = FileManager.default.enumerator(atPath: sources.path)?.compactMap { $0 as? String } ?? []
         XCTAssertFalse(files.isEmpty)
@@ -128,7 +128,7 @@ final class ProviderModuleConfigTests: XCTestCase {
                 importers.append("\(file): \(line)")
             }
         }
-        XCTAssertEqual(Set(importers.map { String($0.split(separator: ":")[0]) }), ["GatewayCore/ProviderRegistry.swift"], "\(importers)")
+        XCTAssertEqual(Set(importers.map { String($0.split(separator: ":")[0]) }), ["Providers/ProviderRegistry.swift"], "\(importers)")
     }
 }
 
