@@ -350,7 +350,7 @@ let package = Package(
         // The gateway side imports PushgateKit only; MockProviders starts the mock APNs.
         .testTarget(name: "PushgateKitTests", dependencies: ["PushgateKit", "MockProviders"]),
         .testTarget(
-            name: "ServerTests",
+            name: "GatewayTests",
             dependencies: [
                 "TestSupport",
                 "GatewayCore", "HTTPIngest", "GorushRPC", "MatrixIngest", "PushgateKit", "MockProviders", "PushgateCore", "PushDispatch", "Signing",

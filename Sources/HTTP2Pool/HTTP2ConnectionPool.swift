@@ -75,8 +75,6 @@ public final class HTTP2ConnectionPool: Sendable {
     public var activeConnections: Int { self.core.stats.activeConnections }
     /// Requests waiting for a stream.
     public var pendingRequests: Int { self.core.stats.pending }
-    /// Connections and their stream usage, for logs and debugging.
-    public var statusDescription: String { self.core.debugState }
 }
 
 /// One pool per origin, created lazily, sharing one TLS context.
@@ -300,8 +298,6 @@ final class HTTP2PoolCore: Sendable {
             HTTP2PoolStats(connectionsOpened: s.connectionsOpened, activeConnections: s.activeConnections, pending: s.pending.count)
         }
     }
-
-    var debugState: String { self.state.withLockedValue { $0.debugDescription } }
 
     func markShutdown() {
         self.state.withLockedValue { $0.markShutdown() }

@@ -188,17 +188,10 @@ public final class MockFCM: Sendable {
 
     public init(options: Options, eventLoopGroup: any EventLoopGroup) {
         self.options = options
-        var serverOptions = MockHTTPServer.Options()
-        serverOptions.tls = options.tls
-        serverOptions.port = options.port
-        serverOptions.responseDelay = options.responseDelay
-        serverOptions.maxConcurrentStreams = options.maxConcurrentStreams
-        let server = MockHTTPServer(
-            options: serverOptions, eventLoopGroup: eventLoopGroup,
-            syncHandler: { [weak self] request in
-                guard let self else { return MockResponse(status: 503, headers: [], body: []) }
-                return self.handle(request)
-            })
+        let server = MockHTTPServer.serving(
+            self, tls: options.tls, port: options.port, responseDelay: options.responseDelay,
+            maxConcurrentStreams: options.maxConcurrentStreams, eventLoopGroup: eventLoopGroup
+        ) { mock, request in mock.handle(request) }
         serverBox.withLockedValue { $0 = server }
     }
 

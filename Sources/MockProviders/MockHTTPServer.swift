@@ -710,3 +710,24 @@ public final class MockResponseHold: Sendable {
         for w in writes { w() }
     }
 }
+
+extension MockHTTPServer {
+    /// A provider mock's server (FCM, HMS): TLS, port, answer delay and streams limit as given, each
+    /// request answered by `handle` on the mock, which it holds weakly (503 once the mock is gone).
+    static func serving<Mock: AnyObject & Sendable>(
+        _ mock: Mock, tls: TLSConfiguration?, port: Int, responseDelay: TimeAmount?, maxConcurrentStreams: Int,
+        eventLoopGroup: any EventLoopGroup, handle: @escaping @Sendable (Mock, MockRequest) -> MockResponse
+    ) -> MockHTTPServer {
+        var options = MockHTTPServer.Options()
+        options.tls = tls
+        options.port = port
+        options.responseDelay = responseDelay
+        options.maxConcurrentStreams = maxConcurrentStreams
+        return MockHTTPServer(
+            options: options, eventLoopGroup: eventLoopGroup,
+            syncHandler: { [weak mock] request in
+                guard let mock else { return MockResponse(status: 503, headers: [], body: []) }
+                return handle(mock, request)
+            })
+    }
+}

@@ -301,7 +301,7 @@ struct VapidKeys: ParsableCommand {
 }
 
 /// docs/configuration.md, generated from the typed configuration (`ConfigReference`); a test in
-/// ServerTests fails when the committed page differs from this output.
+/// GatewayTests fails when the committed page differs from this output.
 struct ConfigReferenceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "config-reference", abstract: "Print the configuration reference (docs/configuration.md) as Markdown.")
