@@ -67,14 +67,8 @@ public final class FeedbackSender: Sendable {
         if wasCut || dropped > 0 {
             logger.warning(
                 "feedback hook did not take \(dropped) entries within \(stopGrace.grace) of the stop: dropped",
-                metadata: ["url": "\(Self.safeURL(url))"])
+                metadata: ["url": "\(url.urlOriginForLogs ?? "(feedback hook)")"])
         }
-    }
-
-    /// The URL's scheme, host and port (never its path or query: they may carry a token).
-    static func safeURL(_ url: String) -> String {
-        guard let c = URLComponents(string: url) else { return "(feedback hook)" }
-        return "\(c.scheme ?? "")://\(c.host ?? "")\(c.port.map { ":\($0)" } ?? "")"
     }
 
     private func sendAll() async {

@@ -72,10 +72,7 @@ public final class EventWebhook: Sendable {
     }
 
     /// The URL's scheme, host and port for log lines (never its path or query: they may carry a token).
-    var safeURL: String {
-        guard let c = URLComponents(string: url) else { return "(webhook)" }
-        return "\(c.scheme ?? "")://\(c.host ?? "")\(c.port.map { ":\($0)" } ?? "")"
-    }
+    var safeURL: String { url.urlOriginForLogs ?? "(webhook)" }
 
     /// Posts until `stop()` (then what is stored is tried once more, for at most the stop grace) or
     /// cancellation.

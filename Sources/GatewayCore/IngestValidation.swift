@@ -30,21 +30,14 @@ extension IngestValidation {
     }
 
     /// Every check a decoded request is held to beyond its JSON types, in one place for every way in
-    /// (the parser only parses): the request's limits (`limits(request:)`), then each notification's
+    /// (the parser only parses): the request's rules as a whole (`RequestLimits.check`), then each notification's
     /// fields (`validate(notification:at:)`). The first problem, naming the field as the route's 400 does.
     public static func validate(request: PushRequest, limits: RequestLimits) -> RequestError? {
-        if let problem = self.limits(request: request, limits: limits) { return problem }
+        if let problem = limits.check(request) { return problem }
         for (i, n) in request.notifications.enumerated() {
             if let problem = validate(notification: n, at: i) { return problem }
         }
         return nil
-    }
-
-    /// What holds for the request as a whole, in gorush's order: the notification count, the
-    /// reserved `data` keys of each platform (`PlatformRules`, a fallback's data included), the
-    /// targets of each notification and the bytes of each token, and the deliveries of the request.
-    public static func limits(request: PushRequest, limits: RequestLimits) -> RequestError? {
-        limits.check(request)
     }
 
     /// One notification's field checks (the gateway's, then its provider module's), named as the

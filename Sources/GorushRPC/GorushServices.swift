@@ -94,8 +94,7 @@ struct GorushSendService: Proto_Gorush.ServiceProtocol {
     static let topicSendNote: String = {
         let titles = ProviderRegistry.presentations.filter { ProviderRegistry.platformRules[$0.platform]?.topicSends == true }.map(
             \.presentation.title)
-        let list = titles.count > 1 ? titles.dropLast().joined(separator: ", ") + " or " + (titles.last ?? "") : titles.joined()
-        return titles.isEmpty ? "no platform sends to topics" : "only an \(list) topic send needs none"
+        return titles.isEmpty ? "no platform sends to topics" : "only an \(ProviderRegistry.alternatives(titles)) topic send needs none"
     }()
 
     /// The caller of the `authorization: Bearer <key>` (or `x-api-key`) metadata, as the HTTP API

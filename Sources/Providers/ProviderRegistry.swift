@@ -59,10 +59,12 @@ public enum ProviderRegistry {
     }
 
     /// "1 ios, 2 android, …, or 6 harmony": the platforms' numbers and names, for help texts.
-    public static var numberedNames: String {
-        let names = platforms.map { "\($0.rawValue) \($0.name)" }
-        guard names.count > 1 else { return names.joined() }
-        return names.dropLast().joined(separator: ", ") + " or " + (names.last ?? "")
+    public static var numberedNames: String { alternatives(platforms.map { "\($0.rawValue) \($0.name)" }) }
+
+    /// "a, b or c" (help texts and messages that list platforms).
+    public static func alternatives(_ items: [String]) -> String {
+        guard items.count > 1 else { return items.joined() }
+        return items.dropLast().joined(separator: ", ") + " or " + (items.last ?? "")
     }
 
     /// The command-line helpers of every module.

@@ -166,6 +166,13 @@ extension String {
         return String(decoding: u[..<end], as: UTF8.self)
     }
 
+    /// A URL's scheme, host and port, for log lines (never its path, query or userinfo: they may
+    /// carry a token or a password); nil when it does not parse as a URL.
+    public var urlOriginForLogs: String? {
+        guard let c = URLComponents(string: self) else { return nil }
+        return "\(c.scheme ?? "")://\(c.host ?? "")\(c.port.map { ":\($0)" } ?? "")"
+    }
+
     /// For log lines: control characters escaped (`\n` in a client's notif_id must not forge a log
     /// line) and cut at `max` UTF-8 bytes.
     public func logSafe(max: Int = 512) -> String {
