@@ -167,7 +167,7 @@ public struct PushNotification: Sendable, Codable, Equatable {
     public var category: String?
     public var expiration: Int64?
     public var collapseID: String?
-    /// gorush's `push_type` (APNs' `apns-push-type`; HarmonyOS's push type).
+    /// gorush's `push_type`: what kind of push it is, for the providers that have kinds (APNs' `apns-push-type`).
     public var pushType: String?
     /// `channels`: broadcast channel ids, one broadcast delivery each.
     public var channels: [String]?
