@@ -112,7 +112,16 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
-            ]),
+            ], path: "Sources/Huawei/Provider"),
+        // Huawei's mock: HMS Push Kit and its OAuth token endpoint on one TLS server.
+        .target(
+            name: "HuaweiMock",
+            dependencies: [
+                "MockKit", "PushgateCore",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ], path: "Sources/Huawei/Mock"),
         // HarmonyOS Push Kit v3 (platform 6): service-account JWT (PS256), push-type; HMS's answers.
         .target(
             name: "Harmony",
@@ -121,7 +130,16 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
-            ]),
+            ], path: "Sources/Harmony/Provider"),
+        // HarmonyOS's mock: the v3 endpoint, served on the HMS mock's server with its answers.
+        .target(
+            name: "HarmonyMock",
+            dependencies: [
+                "MockKit", "HuaweiMock", "Harmony", "Huawei", "Signing", "PushgateCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ], path: "Sources/Harmony/Mock"),
         // Web Push (RFC 8030/8291/8292) and UnifiedPush.
         .target(
             name: "WebPush",
@@ -272,7 +290,7 @@ let package = Package(
         .target(
             name: "MockProviders",
             dependencies: [
-                "MockKit", "PushgateCore", "Signing", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "ProviderKit",
+                "MockKit", "HuaweiMock", "HarmonyMock", "PushgateCore", "Signing", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "ProviderKit",
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "NIOCore", package: "swift-nio"),

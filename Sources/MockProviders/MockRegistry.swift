@@ -2,7 +2,9 @@ import APNs
 import FCM
 import Foundation
 import Harmony
+@_exported import HarmonyMock
 import Huawei
+@_exported import HuaweiMock
 @_exported import MockKit
 import NIOCore
 import NIOSSL
@@ -253,6 +255,33 @@ public struct RunningMockHMS: RunningProviderMock {
     public init(mock: MockHMS, harmonyKeyFile: String) {
         self.mock = mock
         self.harmonyKeyFile = harmonyKeyFile
+    }
+
+    /// `harmony-messages`: what the v3 endpoint accepted (each message's push-type header, token,
+    /// bearer JWT and payload).
+    public var records: [MockRecords] {
+        let mock = self.mock
+        return [
+            MockRecords("harmony-messages") {
+                var w = JSONWriter()
+                w.raw("[")
+                for (i, m) in mock.v3Messages.enumerated() {
+                    var first = true
+                    w.raw(i == 0 ? "{" : ",{")
+                    w.key("push_type", first: &first)
+                    w.int(m.pushType)
+                    w.key("token", first: &first)
+                    w.string(m.token)
+                    w.key("jwt", first: &first)
+                    w.string(m.jwt)
+                    w.key("payload", first: &first)
+                    w.raw(m.payloadJSON)
+                    w.raw("}")
+                }
+                w.raw("]")
+                return w.string
+            }
+        ]
     }
     public var baseURL: String { mock.baseURL }
 
