@@ -122,6 +122,44 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // Xiaomi MiPush: `Authorization: key=<AppSecret>`, form-encoded sends, Xiaomi's answers and daily quota.
+        .target(
+            name: "Xiaomi",
+            dependencies: [
+                "PushgateCore", "ProviderKit",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ], path: "Sources/Xiaomi/Provider"),
+        // The strict mock Xiaomi (tests, `pushgate mock`).
+        .target(
+            name: "XiaomiMock",
+            dependencies: [
+                "MockProviders", "ProviderKit", "PushgateCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ], path: "Sources/Xiaomi/Mock"),
+        // OPPO Push: the signed `auth_token`, form-encoded unicast sends, OPPO's answers and daily limit.
+        .target(
+            name: "Oppo",
+            dependencies: [
+                "PushgateCore", "ProviderKit",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ], path: "Sources/Oppo/Provider"),
+        // The strict mock OPPO (tests, `pushgate mock`).
+        .target(
+            name: "OppoMock",
+            dependencies: [
+                "MockProviders", "ProviderKit",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ], path: "Sources/Oppo/Mock"),
         // Web Push (RFC 8030/8291/8292) and UnifiedPush.
         .target(
             name: "WebPush",
@@ -325,6 +363,23 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ]),
+        .testTarget(
+            name: "XiaomiTests",
+            dependencies: [
+                "TestSupport", "Xiaomi", "XiaomiMock", "MockProviders", "ProviderKit", "PushgateCore",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]),
+        .testTarget(
+            name: "OppoTests",
+            dependencies: [
+                "Oppo", "OppoMock", "MockProviders", "ProviderKit", "PushgateCore",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]),
         .testTarget(
             name: "HarmonyTests",
