@@ -105,7 +105,8 @@ final class OppoProviderTests: XCTestCase {
 
     func provider(secret: String = "master/secret", category: String = "IM", now: (@Sendable () -> Date)? = nil) throws -> OppoProvider {
         let c = try OppoConfiguration(
-            appKey: "app-key-1", masterSecret: secret, endpoint: mock.baseURL, defaultCategory: category, defaultNotifyLevel: 2)
+            appKey: "app-key-1", masterSecret: secret, endpoint: mock.baseURL, defaultCategory: category, defaultNotifyLevel: category.isEmpty ? 0 : 2
+        )
         return OppoProvider(platform: .android, configuration: c, httpClient: client, now: now ?? clock.now)
     }
 

@@ -84,10 +84,12 @@ public final class MockOppo: Sendable {
         o.tls = options.tls
         o.port = options.port
         o.responseDelay = options.responseDelay
-        let server = MockHTTPServer(options: o, eventLoopGroup: eventLoopGroup) { [weak self] request in
-            guard let self else { return MockResponse(status: 503) }
-            return self.handle(request)
-        }
+        let server = MockHTTPServer(
+            options: o, eventLoopGroup: eventLoopGroup,
+            syncHandler: { [weak self] request in
+                guard let self else { return MockResponse(status: 503) }
+                return self.handle(request)
+            })
         serverBox.withLockedValue { $0 = server }
     }
 

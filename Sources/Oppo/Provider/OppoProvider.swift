@@ -87,7 +87,8 @@ public final class OppoProvider: PushProvider {
         self.quota = DailyQuotaHold(now: now)
         let c = configuration
         self.tokens = VendorTokenCache(vendor: "OPPO", logger: logger, now: now) { issued in
-            let (status, body) = try await Self.post(httpClient, c.endpoint + OppoConfiguration.authPath, Array(c.authForm(at: issued).utf8), timeout)
+            let (status, body) = try await OppoProvider.post(
+                httpClient, c.endpoint + OppoConfiguration.authPath, Array(c.authForm(at: issued).utf8), timeout)
             let parsed = OppoResponseClassifier.parse(body)
             guard status == 200, let parsed, parsed.code == 0, let token = parsed.data["auth_token"] else {
                 let code = parsed?.code

@@ -81,10 +81,12 @@ public final class MockXiaomi: Sendable {
         o.tls = options.tls
         o.port = options.port
         o.responseDelay = options.responseDelay
-        let server = MockHTTPServer(options: o, eventLoopGroup: eventLoopGroup) { [weak self] request in
-            guard let self else { return MockResponse(status: 503) }
-            return self.handle(request)
-        }
+        let server = MockHTTPServer(
+            options: o, eventLoopGroup: eventLoopGroup,
+            syncHandler: { [weak self] request in
+                guard let self else { return MockResponse(status: 503) }
+                return self.handle(request)
+            })
         serverBox.withLockedValue { $0 = server }
     }
 
@@ -161,9 +163,9 @@ public final class MockXiaomi: Sendable {
         }
         guard options.channels.contains(channel) else { return (27001, "channel \(channel) is not registered") }
         switch f["extra.notify_effect"] {
-        case nil, "1": break
-        case "2": if (f["extra.intent_uri"] ?? "").isEmpty { return (10016, "extra.intent_uri is required with notify_effect 2") }
-        case "3":
+        case nil, "1"?: break
+        case "2"?: if (f["extra.intent_uri"] ?? "").isEmpty { return (10016, "extra.intent_uri is required with notify_effect 2") }
+        case "3"?:
             guard let u = f["extra.web_uri"], let c = URLComponents(string: u), ["http", "https"].contains(c.scheme ?? "") else {
                 return (10016, "extra.web_uri must be an http(s) URL with notify_effect 3")
             }

@@ -40,7 +40,8 @@ public enum XiaomiResponseClassifier {
             out.code = i
         }
         out.result = (json["result"] as? String).map { oneLine($0, max: 16) }
-        let text = [json["description"], json["reason"]].compactMap { $0 as? String }.filter { !$0.isEmpty }
+        var text: [String] = []
+        for case let t as String in [json["description"], json["reason"]] where !t.isEmpty && !text.contains(t) { text.append(t) }
         out.reason = text.isEmpty ? nil : oneLine(text.joined(separator: "; "), max: 300)
         out.traceID = (json["trace_id"] as? String).map { oneLine($0, max: 128) }
         if let data = json["data"] as? [String: Any] {
