@@ -13,6 +13,8 @@ let package = Package(
         .library(name: "WebPush", targets: ["WebPush"]),
         .library(name: "Huawei", targets: ["Huawei"]),
         .library(name: "Harmony", targets: ["Harmony"]),
+        .library(name: "Xiaomi", targets: ["Xiaomi"]),
+        .library(name: "Oppo", targets: ["Oppo"]),
         // The one list of provider modules (the gateway, `pushgate send`, the fuzz targets).
         .library(name: "Providers", targets: ["Providers"]),
         // The gateway in-process for Swift servers (README "Embedding Pushgate in a Swift server").
@@ -135,7 +137,7 @@ let package = Package(
         .target(
             name: "XiaomiMock",
             dependencies: [
-                "MockProviders", "ProviderKit", "PushgateCore",
+                "MockKit", "ProviderKit", "PushgateCore", "Xiaomi",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -154,7 +156,7 @@ let package = Package(
         .target(
             name: "OppoMock",
             dependencies: [
-                "MockProviders", "ProviderKit",
+                "MockKit", "ProviderKit", "PushgateCore", "Oppo",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -176,7 +178,7 @@ let package = Package(
         // The registry: the one list of provider modules, and what the rest reads from it.
         .target(
             name: "Providers",
-            dependencies: ["PushgateCore", "ProviderKit", "APNs", "FCM", "Huawei", "Harmony", "WebPush"]),
+            dependencies: ["PushgateCore", "ProviderKit", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "Xiaomi", "Oppo"]),
         // Queues, workers, retry policy. (Named PushDispatch: "Dispatch" is the system libdispatch module.)
         .target(
             name: "PushDispatch",
@@ -310,7 +312,7 @@ let package = Package(
         .target(
             name: "MockProviders",
             dependencies: [
-                "MockKit", "PushgateCore", "Signing", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "ProviderKit",
+                "MockKit", "PushgateCore", "Signing", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "ProviderKit", "XiaomiMock", "OppoMock",
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -394,7 +396,7 @@ let package = Package(
         .testTarget(
             name: "OppoTests",
             dependencies: [
-                "Oppo", "OppoMock", "MockProviders", "ProviderKit", "PushgateCore",
+                "TestSupport", "Oppo", "OppoMock", "MockProviders", "ProviderKit", "PushgateCore",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -427,6 +429,7 @@ let package = Package(
             dependencies: [
                 "TestSupport",
                 "GatewayCore", "HTTPIngest", "GorushRPC", "MatrixIngest", "PushgateKit", "MockProviders", "PushgateCore", "PushDispatch", "Signing",
+                "XiaomiMock", "OppoMock",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),

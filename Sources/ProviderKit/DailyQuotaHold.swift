@@ -13,7 +13,7 @@ public actor DailyQuotaHold {
 
     /// Seconds east of UTC of the vendor's day.
     public nonisolated let utcOffsetSeconds: Int
-    private let now: @Sendable () -> Date
+    private var now: @Sendable () -> Date
     private var until: Date?
     private var why = ""
     /// Times a hold started (a quota answer while not held).
@@ -23,6 +23,9 @@ public actor DailyQuotaHold {
         self.utcOffsetSeconds = utcOffsetSeconds
         self.now = now
     }
+
+    /// Replaces the clock (a gateway's provider, built without one, driven by a test's clock).
+    public func setClock(_ now: @escaping @Sendable () -> Date) { self.now = now }
 
     /// The first instant of the vendor's next day after `date`.
     public static func nextReset(after date: Date, utcOffsetSeconds: Int) -> Date {

@@ -2,9 +2,11 @@
 @_exported import FCM
 @_exported import Harmony
 @_exported import Huawei
+@_exported import Oppo
 import ProviderKit
 import PushgateCore
 @_exported import WebPush
+@_exported import Xiaomi
 
 /// Every provider the gateway knows, in order: the server (sections, request rules, `/metrics`,
 /// the status page, the configuration reference), `pushgate send`, `pushgate bench` and the fuzz
@@ -20,6 +22,8 @@ public enum ProviderRegistry {
             HuaweiModule(),
             WebPushModule(),
             HarmonyModule(),
+            XiaomiModule(),
+            OppoModule(),
         ]
         // Declares every module's platforms (their static lets), so that numbers and names read
         // from requests and stores are known before anything else asks.

@@ -20,7 +20,7 @@ final class OppoClock: Sendable {
 
 final class OppoMessageTests: XCTestCase {
     func n(title: String? = "T", message: String? = "M", data: JSONObject? = nil) -> PushNotification {
-        var n = PushNotification(platform: .android, tokens: ["CN_abc"])
+        var n = PushNotification(platform: .oppo, tokens: ["CN_abc"])
         n.title = title
         n.message = message
         n.data = data
@@ -57,7 +57,7 @@ final class OppoMessageTests: XCTestCase {
             do {
                 _ = try options(json)
                 XCTFail(json)
-            } catch let p as MemberFieldProblem {
+            } catch let p as RequestMemberProblem {
                 XCTAssertEqual(p.field, field, json)
             } catch { XCTFail("\(error)") }
         }
@@ -107,11 +107,11 @@ final class OppoProviderTests: XCTestCase {
         let c = try OppoConfiguration(
             appKey: "app-key-1", masterSecret: secret, endpoint: mock.baseURL, defaultCategory: category, defaultNotifyLevel: category.isEmpty ? 0 : 2
         )
-        return OppoProvider(platform: .android, configuration: c, httpClient: client, now: now ?? clock.now)
+        return OppoProvider(configuration: c, httpClient: client, now: now ?? clock.now)
     }
 
     func send(_ p: OppoProvider, to regid: String = "CN_regid1", data: JSONObject? = nil) async throws -> SendOutcome {
-        var n = PushNotification(platform: .android, tokens: [regid])
+        var n = PushNotification(platform: .oppo, tokens: [regid])
         n.title = "订单"
         n.message = "已发货"
         n.data = data
@@ -167,6 +167,7 @@ final class OppoProviderTests: XCTestCase {
         let flow = try await send(p)
         XCTAssertEqual(flow.className, "transient")
         let quota = try await send(p)
+        XCTAssertEqual(quota.className, "quota_exceeded")
         XCTAssertTrue(quota.reason?.hasPrefix("DailyQuotaExceeded") == true, "\(quota)")
         let sent = mock.sendRequestCount
         let held = try await send(p, to: "CN_other")
@@ -179,7 +180,7 @@ final class OppoProviderTests: XCTestCase {
 
     func testNoClassificationRefusedBeforeAnyRequest() async throws {
         let p = try provider(category: "")
-        var n = PushNotification(platform: .android, tokens: ["CN_x"])
+        var n = PushNotification(platform: .oppo, tokens: ["CN_x"])
         n.title = "a"
         n.message = "b"
         XCTAssertEqual(p.checkIngest(n, options: nil)?.detail.hasPrefix("oppo.category"), true)

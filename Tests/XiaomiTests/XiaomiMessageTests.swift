@@ -11,7 +11,7 @@ final class XiaomiMessageTests: XCTestCase {
     }
 
     func notification(title: String? = "Hello", message: String? = "World", data: JSONObject? = nil) -> PushNotification {
-        var n = PushNotification(platform: .android, tokens: ["regid1"])
+        var n = PushNotification(platform: .xiaomi, tokens: ["regid1"])
         n.title = title
         n.message = message
         n.data = data
@@ -23,11 +23,11 @@ final class XiaomiMessageTests: XCTestCase {
         return try XiaomiOptions(value, path: "notifications[0].xiaomi")
     }
 
-    func problem(_ json: String) -> MemberFieldProblem? {
+    func problem(_ json: String) -> RequestMemberProblem? {
         do {
             _ = try decode(json)
             return nil
-        } catch let p as MemberFieldProblem {
+        } catch let p as RequestMemberProblem {
             return p
         } catch {
             XCTFail("\(error)")

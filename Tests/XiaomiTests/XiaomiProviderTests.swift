@@ -32,11 +32,11 @@ final class XiaomiProviderTests: XCTestCase {
 
     func provider(secret: String = "s3cr3t/+=", channel: String = "im", package: String = "com.example.app") throws -> XiaomiProvider {
         let c = try XiaomiConfiguration(appSecret: secret, packageName: package, endpoint: mock.baseURL, defaultChannelID: channel)
-        return XiaomiProvider(platform: .android, configuration: c, httpClient: client, now: clock.now)
+        return XiaomiProvider(configuration: c, httpClient: client, now: clock.now)
     }
 
     func notification(_ data: JSONObject? = nil) -> PushNotification {
-        var n = PushNotification(platform: .android, tokens: ["regid-A"])
+        var n = PushNotification(platform: .xiaomi, tokens: ["regid-A"])
         n.title = "标题"
         n.message = "正文 & more"
         n.data = data
@@ -94,13 +94,14 @@ final class XiaomiProviderTests: XCTestCase {
         let p = try provider()
         mock.script(regid: "regid-A", [.quotaExceeded])
         let first = try await send(p, notification())
-        guard case .permanent(let reason, _) = first else { return XCTFail("\(first)") }
+        guard case .quotaExceeded(let reason, _) = first else { return XCTFail("\(first)") }
         XCTAssertTrue(reason.hasPrefix("DailyQuotaExceeded"), reason)
         XCTAssertTrue(reason.contains("2026-05-14T16:00:00Z"), reason)
         XCTAssertEqual(mock.requestCount, 1)
         // Held: no request reaches Xiaomi, for any token of the app.
         for token in ["regid-A", "regid-B"] {
             let held = try await send(p, notification(), to: token)
+            XCTAssertEqual(held.className, "quota_exceeded")
             XCTAssertTrue(held.reason?.hasPrefix("DailyQuotaExceeded") == true)
         }
         XCTAssertEqual(mock.requestCount, 1)

@@ -1,10 +1,12 @@
 import Crypto
 import Foundation
-import MockProviders
+import MockKit
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
+import Oppo
 import ProviderKit
+import PushgateCore
 
 /// Mock OPPO Push on a TLS server: `POST /server/v1/auth` checks the AppKey, a 13-digit
 /// millisecond timestamp within 10 minutes of the mock's clock and `sign` = hex SHA-256(app_key +
@@ -240,4 +242,68 @@ public final class MockOppo: Sendable {
             return MockResponse(status: status, headers: [("content-type", "application/json")], body: Array(body.utf8))
         }
     }
+}
+
+extension ProviderMockModule {
+    /// The mock OPPO: a throwaway AppKey and MasterSecret; the app's default category `IM`.
+    public static let oppo = ProviderMockModule(name: "oppo", title: "OPPO", platforms: [.oppo]) { tls, _, settings, group in
+        var random = SystemRandomNumberGenerator()
+        func hex(_ n: Int) -> String { (0..<n).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &random)) }.joined() }
+        var options = MockOppo.Options(appKey: hex(12), masterSecret: hex(16), tls: tls)
+        options.port = settings.port
+        options.responseDelay = settings.delay
+        options.recordRequests = settings.recordRequests
+        if let verdict = settings.verdict {
+            options.hook = { regid, body in
+                switch verdict(regid, body) {
+                case .ok: return nil
+                case .dead: return .invalidRegid
+                case .injected(let status):
+                    switch status {
+                    case 429, 503: return .flowControl
+                    default: return .custom(status: status, body: #"{"code":-1,"message":"injected failure"}"#)
+                    }
+                }
+            }
+        }
+        let mock = MockOppo(options: options, eventLoopGroup: group)
+        try await mock.start()
+        return RunningMockOppo(mock: mock)
+    }
+}
+
+public struct RunningMockOppo: RunningProviderMock {
+    public let mock: MockOppo
+    public var name: String { "oppo" }
+    public var baseURL: String { mock.baseURL }
+
+    public init(mock: MockOppo) { self.mock = mock }
+
+    public var configOverrides: [(key: String, value: ConfigValue)] {
+        [
+            ("oppo.enabled", .bool(true)),
+            ("oppo.app_key", .string(mock.options.appKey)),
+            ("oppo.master_secret", .string(mock.options.masterSecret)),
+            ("oppo.endpoint", .string(mock.baseURL)),
+        ]
+    }
+
+    /// The classification default a gateway run against the mock gets unless it sets its own.
+    public var configDefaults: [(key: String, value: ConfigValue)] { [("oppo.category", .string("IM"))] }
+
+    public var configSnippet: String {
+        """
+        oppo:
+          enabled: true
+          app_key: "\(mock.options.appKey)"
+          master_secret: "\(mock.options.masterSecret)"   # the mock's throwaway secret
+          endpoint: "\(mock.baseURL)"
+          category: "IM"
+
+        """
+    }
+
+    public var bannerLine: String { "  OPPO       \(mock.baseURL)   (app key \(mock.options.appKey))" }
+
+    public func stop() async throws { try await mock.stop() }
 }

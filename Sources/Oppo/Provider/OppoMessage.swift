@@ -37,27 +37,40 @@ public enum OppoMessageMapper {
     /// `off_line_ttl`: at most 10 days.
     public static let maxTimeToLiveSeconds: Int64 = 10 * 86_400
 
-    public static func check(_ n: PushNotification, options: OppoOptions?, defaultCategory: String) -> MemberFieldProblem? {
+    public static func check(_ n: PushNotification, options: OppoOptions?, defaultCategory: String) -> RequestMemberProblem? {
+        if let problem = checkMessage(n, options: options) { return problem }
+        if options?.category == nil && defaultCategory.isEmpty {
+            return RequestMemberProblem(
+                field: "\(OppoOptions.member).category",
+                problem:
+                    "is required: OPPO counts an unclassified message as marketing (a few a day per device); set it in the request or oppo.category for the app"
+            )
+        }
+        return nil
+    }
+
+    /// The message as the vendor takes it (titles, texts, payload), whatever the app.
+    public static func checkMessage(_ n: PushNotification, options: OppoOptions?) -> RequestMemberProblem? {
         let title = n.title ?? ""
         let message = n.message ?? ""
         if title.isEmpty && message.isEmpty {
-            return MemberFieldProblem(
+            return RequestMemberProblem(
                 field: "message", problem: "OPPO delivers notifications only (no pass-through messages): title and message are required")
         }
         if title.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
-            return MemberFieldProblem(field: "title", problem: "is required by OPPO and must not be blank")
+            return RequestMemberProblem(field: "title", problem: "is required by OPPO and must not be blank")
         }
         if message.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
-            return MemberFieldProblem(field: "message", problem: "is required by OPPO (the notification's content) and must not be blank")
+            return RequestMemberProblem(field: "message", problem: "is required by OPPO (the notification's content) and must not be blank")
         }
         if title.vendorLength > maxTitleLength {
-            return MemberFieldProblem(
+            return RequestMemberProblem(
                 field: "title", problem: "is \(title.vendorLength) characters, OPPO takes at most \(maxTitleLength)",
                 limit: "\(maxTitleLength) characters")
         }
         let limit = options?.style == 2 ? maxLongContentLength : maxContentLength
         if message.vendorLength > limit {
-            return MemberFieldProblem(
+            return RequestMemberProblem(
                 field: "message",
                 problem: "is \(message.vendorLength) characters, OPPO takes at most \(limit) (oppo.style 2 takes \(maxLongContentLength))",
                 limit: "\(limit) characters")
@@ -65,18 +78,11 @@ public enum OppoMessageMapper {
         if let data = n.data, !data.isEmpty {
             let text = JSONValue.object(data).jsonString
             if text.vendorLength > maxActionParametersLength {
-                return MemberFieldProblem(
+                return RequestMemberProblem(
                     field: "data",
                     problem: "is \(text.vendorLength) characters as JSON, OPPO's action_parameters takes at most \(maxActionParametersLength)",
                     limit: "\(maxActionParametersLength) characters")
             }
-        }
-        if options?.category == nil && defaultCategory.isEmpty {
-            return MemberFieldProblem(
-                field: "\(OppoOptions.member).category",
-                problem:
-                    "is required: OPPO counts an unclassified message as marketing (a few a day per device); set it in the request or oppo.category for the app"
-            )
         }
         return nil
     }

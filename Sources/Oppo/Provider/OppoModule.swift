@@ -2,14 +2,14 @@ import Logging
 import ProviderKit
 import PushgateCore
 
+extension Platform {
+    /// OPPO push (Pushgate's platform 10).
+    public static let oppo = Platform(10, "oppo")
+}
+
 /// OPPO Push as the gateway sees it: the `oppo:` section and how it is built.
 public struct OppoModule: ProviderModule {
-    /// The platform it serves (Pushgate's number 10, `oppo`).
-    public let platform: Platform
-
-    public init(platform: Platform) {
-        self.platform = platform
-    }
+    public init() {}
 
     public static let section = "oppo"
 
@@ -30,7 +30,17 @@ public struct OppoModule: ProviderModule {
         public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(256)
     }
 
-    public var platforms: [Platform] { [platform] }
+    public var platforms: [Platform] { [.oppo] }
+
+    public var requestMembers: [RequestMember] { [OppoRequestMember.member] }
+
+    /// The checks that need no app: the message as OPPO takes it (the classification needs the
+    /// app's default and is checked by the provider, `OppoProvider.checkIngest`).
+    public func checkIngest(_ n: PushNotification) -> IngestProblem? {
+        let options: OppoOptions?
+        do { options = try OppoRequestMember.options(of: n) } catch { return error.ingestProblem }
+        return OppoMessageMapper.checkMessage(n, options: options)?.ingestProblem
+    }
 
     public var sections: [ConfigSection] {
         [
@@ -53,7 +63,7 @@ public struct OppoModule: ProviderModule {
         let c = try OppoConfiguration(
             appKey: s[Keys.appKey], masterSecret: s[Keys.masterSecret], region: s[Keys.region], endpoint: s[Keys.endpoint],
             defaultCategory: s[Keys.category], defaultNotifyLevel: s[Keys.notifyLevel], defaultChannelID: s[Keys.channelID])
-        let provider = OppoProvider(platform: platform, configuration: c, httpClient: context.httpClient(for: c.endpoint))
+        let provider = OppoProvider(configuration: c, httpClient: context.httpClient(for: c.endpoint))
         return ProviderBuild(
             providers: [ProviderSlot(provider: provider, maxRetry: s[Keys.maxRetry], concurrency: s[Keys.maxConcurrentPushes])],
             shutdown: { await provider.shutdown() },

@@ -67,7 +67,7 @@ public enum OppoResponseClassifier {
 /// SHA-256 signature with the MasterSecret) shared by every send and refreshed an hour before its
 /// 24 hours end, re-fetched when OPPO refuses it (11); one `unicast` per token, form-encoded.
 public final class OppoProvider: PushProvider {
-    public let platform: Platform
+    public var platform: Platform { .oppo }
     public let configuration: OppoConfiguration
     public let quota: DailyQuotaHold
     public let tokens: VendorTokenCache
@@ -76,10 +76,9 @@ public final class OppoProvider: PushProvider {
     let logger: Logger
 
     public init(
-        platform: Platform, configuration: OppoConfiguration, httpClient: HTTPClient, timeout: TimeAmount = .seconds(30),
+        configuration: OppoConfiguration, httpClient: HTTPClient, timeout: TimeAmount = .seconds(30),
         now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "pushgate.oppo")
     ) {
-        self.platform = platform
         self.configuration = configuration
         self.client = httpClient
         self.timeout = timeout
@@ -111,12 +110,22 @@ public final class OppoProvider: PushProvider {
         return (Int(response.status.code), buffer.readBytes(length: buffer.readableBytes) ?? [])
     }
 
+    /// The ingest rule that needs the app's configuration: the classification from the request or
+    /// the app's default (else a 400 naming the field), with the message checks of the vendor.
+    public func checkIngest(_ n: PushNotification) -> IngestProblem? {
+        let options: OppoOptions?
+        do { options = try OppoRequestMember.options(of: n) } catch { return error.ingestProblem }
+        return checkIngest(n, options: options)
+    }
+
     public func checkIngest(_ n: PushNotification, options: OppoOptions?) -> IngestProblem? {
         OppoMessageMapper.check(n, options: options, defaultCategory: configuration.defaultCategory)?.ingestProblem
     }
 
     public func prepare(_ notification: PushNotification) throws -> any PreparedPush {
-        try prepare(notification, options: OppoRequestMember.options(of: notification))
+        let options: OppoOptions?
+        do { options = try OppoRequestMember.options(of: notification) } catch { throw PushFailure(error.description) }
+        return try prepare(notification, options: options)
     }
 
     public func prepare(_ notification: PushNotification, options: OppoOptions?) throws(PushFailure) -> OppoPreparedMessage {
@@ -133,7 +142,7 @@ public final class OppoProvider: PushProvider {
             return .permanent(reason: "unsupported OPPO target", status: nil)
         }
         if let held = await quota.current() {
-            return .permanent(reason: DailyQuotaHold.heldOutcome(vendor: "OPPO", until: held.until, reason: held.reason), status: nil)
+            return .quotaExceeded(reason: DailyQuotaHold.heldOutcome(vendor: "OPPO", until: held.until, reason: held.reason), status: nil)
         }
         let token: String
         switch await tokens.bearer(name: "OPPO", logger: logger) {
@@ -162,16 +171,9 @@ public final class OppoProvider: PushProvider {
                     "OPPO daily limit reached: sends to this app held until OPPO's day resets",
                     metadata: ["until": "\(until)", "answer": "\(reason)"])
             }
-            return .permanent(reason: DailyQuotaHold.heldOutcome(vendor: "OPPO", until: until, reason: reason), status: status)
+            return .quotaExceeded(reason: DailyQuotaHold.heldOutcome(vendor: "OPPO", until: until, reason: reason), status: status)
         }
     }
 
     public func shutdown() async {}
-}
-
-/// Where the provider finds a notification's `oppo` member: the one place that reads it from the
-/// request model.
-public enum OppoRequestMember {
-    /// Until the request model carries provider members, none reaches the provider.
-    public static func options(of n: PushNotification) throws(PushFailure) -> OppoOptions? { nil }
 }

@@ -1,9 +1,11 @@
 import Foundation
-import MockProviders
+import MockKit
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
 import ProviderKit
+import PushgateCore
+import Xiaomi
 
 /// Mock Xiaomi MiPush (`POST /v3/message/regid`) on a TLS server, as strict as the real service
 /// where Pushgate could get it wrong: `Authorization: key=<AppSecret>` (lowercase `key`), the form
@@ -227,7 +229,7 @@ public final class MockXiaomi: Sendable {
 
 extension ProviderMockModule {
     /// The mock Xiaomi: a throwaway AppSecret, package `com.example.app`, channels `mock_private` and `mock_public`.
-    public static let xiaomi = ProviderMockModule(name: "xiaomi", title: "Xiaomi", platforms: []) { tls, _, settings, group in
+    public static let xiaomi = ProviderMockModule(name: "xiaomi", title: "Xiaomi", platforms: [.xiaomi]) { tls, _, settings, group in
         var random = SystemRandomNumberGenerator()
         let secret = (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &random)) }.joined()
         var options = MockXiaomi.Options(
@@ -262,6 +264,9 @@ public struct RunningMockXiaomi: RunningProviderMock {
 
     public init(mock: MockXiaomi) { self.mock = mock }
 
+    /// The classification default a gateway run against the mock gets unless it sets its own.
+    public var configDefaults: [(key: String, value: ConfigValue)] { [("xiaomi.channel_id", .string("mock_private"))] }
+
     public var configOverrides: [(key: String, value: ConfigValue)] {
         [
             ("xiaomi.enabled", .bool(true)),
@@ -278,7 +283,7 @@ public struct RunningMockXiaomi: RunningProviderMock {
           app_secret: "\(mock.options.appSecret)"   # the mock's throwaway secret
           package_name: "\(mock.options.packageName)"
           endpoint: "\(mock.baseURL)"
-          # channel_id: "mock_private"   # the mock's channels: mock_private, mock_public
+          channel_id: "mock_private"   # the mock's channels: mock_private, mock_public
 
         """
     }

@@ -32,42 +32,48 @@ public enum XiaomiMessageMapper {
     public static let maxTimeToLiveSeconds: Int64 = 14 * 86_400
 
     /// Whether a push may go to Xiaomi at all, as the request is checked (names the field).
-    public static func check(_ n: PushNotification, options: XiaomiOptions?, defaultChannelID: String) -> MemberFieldProblem? {
+    public static func check(_ n: PushNotification, options: XiaomiOptions?, defaultChannelID: String) -> RequestMemberProblem? {
+        if let problem = checkMessage(n, options: options) { return problem }
+        if (options?.channelID ?? "").isEmpty && defaultChannelID.isEmpty {
+            return RequestMemberProblem(
+                field: "\(XiaomiOptions.member).channel_id",
+                problem:
+                    "is required: Xiaomi classifies a message by its channel (private or public message channel); set it in the request or xiaomi.channel_id for the app, else Xiaomi counts it against the default channel's one message a day"
+            )
+        }
+        return nil
+    }
+
+    /// The message as the vendor takes it (titles, texts, payload), whatever the app.
+    public static func checkMessage(_ n: PushNotification, options: XiaomiOptions?) -> RequestMemberProblem? {
         let title = n.title ?? ""
         let message = n.message ?? ""
         if title.isEmpty && message.isEmpty {
-            return MemberFieldProblem(
+            return RequestMemberProblem(
                 field: "message", problem: "Xiaomi delivers notifications only (no pass-through messages): title and message are required")
         }
         if title.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
-            return MemberFieldProblem(field: "title", problem: "is required by Xiaomi and must not be blank")
+            return RequestMemberProblem(field: "title", problem: "is required by Xiaomi and must not be blank")
         }
         if message.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
-            return MemberFieldProblem(field: "message", problem: "is required by Xiaomi (the notification's description) and must not be blank")
+            return RequestMemberProblem(field: "message", problem: "is required by Xiaomi (the notification's description) and must not be blank")
         }
         if title.vendorLength > maxTitleLength {
-            return MemberFieldProblem(
+            return RequestMemberProblem(
                 field: "title", problem: "is \(title.vendorLength) characters, Xiaomi takes fewer than 50", limit: "\(maxTitleLength) characters")
         }
         if message.vendorLength > maxDescriptionLength {
-            return MemberFieldProblem(
+            return RequestMemberProblem(
                 field: "message", problem: "is \(message.vendorLength) characters, Xiaomi takes fewer than 128",
                 limit: "\(maxDescriptionLength) characters")
         }
         if let data = n.data, !data.isEmpty {
             let bytes = JSONValue.object(data).jsonString.utf8.count
             if bytes > maxPayloadBytes {
-                return MemberFieldProblem(
+                return RequestMemberProblem(
                     field: "data", problem: "is \(bytes) bytes as JSON, Xiaomi's payload takes at most \(maxPayloadBytes)",
                     limit: "\(maxPayloadBytes) bytes")
             }
-        }
-        if (options?.channelID ?? "").isEmpty && defaultChannelID.isEmpty {
-            return MemberFieldProblem(
-                field: "\(XiaomiOptions.member).channel_id",
-                problem:
-                    "is required: Xiaomi classifies a message by its channel (private or public message channel); set it in the request or xiaomi.channel_id for the app, else Xiaomi counts it against the default channel's one message a day"
-            )
         }
         return nil
     }

@@ -2,14 +2,14 @@ import Logging
 import ProviderKit
 import PushgateCore
 
+extension Platform {
+    /// Xiaomi push (Pushgate's platform 9).
+    public static let xiaomi = Platform(9, "xiaomi", aliases: ["mi"])
+}
+
 /// Xiaomi MiPush as the gateway sees it: the `xiaomi:` section and how it is built.
 public struct XiaomiModule: ProviderModule {
-    /// The platform it serves (Pushgate's number 9, `xiaomi`).
-    public let platform: Platform
-
-    public init(platform: Platform) {
-        self.platform = platform
-    }
+    public init() {}
 
     public static let section = "xiaomi"
 
@@ -29,7 +29,17 @@ public struct XiaomiModule: ProviderModule {
         public static let maxConcurrentPushes = ProviderSettings.maxConcurrentPushes(256)
     }
 
-    public var platforms: [Platform] { [platform] }
+    public var platforms: [Platform] { [.xiaomi] }
+
+    public var requestMembers: [RequestMember] { [XiaomiRequestMember.member] }
+
+    /// The checks that need no app: the message as Xiaomi takes it (the classification needs the
+    /// app's default and is checked by the provider, `XiaomiProvider.checkIngest`).
+    public func checkIngest(_ n: PushNotification) -> IngestProblem? {
+        let options: XiaomiOptions?
+        do { options = try XiaomiRequestMember.options(of: n) } catch { return error.ingestProblem }
+        return XiaomiMessageMapper.checkMessage(n, options: options)?.ingestProblem
+    }
 
     public var sections: [ConfigSection] {
         [
@@ -53,7 +63,7 @@ public struct XiaomiModule: ProviderModule {
         let c = try XiaomiConfiguration(
             appSecret: s[Keys.appSecret], packageName: s[Keys.packageName], region: s[Keys.region], endpoint: s[Keys.endpoint],
             defaultChannelID: s[Keys.channelID])
-        let provider = XiaomiProvider(platform: platform, configuration: c, httpClient: context.httpClient(for: c.sendURL))
+        let provider = XiaomiProvider(configuration: c, httpClient: context.httpClient(for: c.sendURL))
         var warnings: [String] = []
         if c.defaultChannelID.isEmpty {
             warnings.append("xiaomi.channel_id is empty: pushes to Xiaomi without xiaomi.channel_id are refused")

@@ -10,7 +10,7 @@ import PushgateCore
 /// client (HTTP/1.1 or HTTP/2 as the server offers; the `core.ca_file` roots and the outbound proxy
 /// apply). A daily-quota answer holds further sends to the app until Xiaomi's day resets.
 public final class XiaomiProvider: PushProvider {
-    public let platform: Platform
+    public var platform: Platform { .xiaomi }
     public let configuration: XiaomiConfiguration
     public let quota: DailyQuotaHold
     let client: HTTPClient
@@ -18,10 +18,9 @@ public final class XiaomiProvider: PushProvider {
     let logger: Logger
 
     public init(
-        platform: Platform, configuration: XiaomiConfiguration, httpClient: HTTPClient, timeout: TimeAmount = .seconds(30),
+        configuration: XiaomiConfiguration, httpClient: HTTPClient, timeout: TimeAmount = .seconds(30),
         now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "pushgate.xiaomi")
     ) {
-        self.platform = platform
         self.configuration = configuration
         self.client = httpClient
         self.timeout = timeout
@@ -30,12 +29,22 @@ public final class XiaomiProvider: PushProvider {
     }
 
     /// The ingest rule that needs the app's configuration: a channel in the request or the app's default.
+    /// The ingest rule that needs the app's configuration: the classification from the request or
+    /// the app's default (else a 400 naming the field), with the message checks of the vendor.
+    public func checkIngest(_ n: PushNotification) -> IngestProblem? {
+        let options: XiaomiOptions?
+        do { options = try XiaomiRequestMember.options(of: n) } catch { return error.ingestProblem }
+        return checkIngest(n, options: options)
+    }
+
     public func checkIngest(_ n: PushNotification, options: XiaomiOptions?) -> IngestProblem? {
         XiaomiMessageMapper.check(n, options: options, defaultChannelID: configuration.defaultChannelID)?.ingestProblem
     }
 
     public func prepare(_ notification: PushNotification) throws -> any PreparedPush {
-        try prepare(notification, options: XiaomiRequestMember.options(of: notification))
+        let options: XiaomiOptions?
+        do { options = try XiaomiRequestMember.options(of: notification) } catch { throw PushFailure(error.description) }
+        return try prepare(notification, options: options)
     }
 
     public func prepare(_ notification: PushNotification, options: XiaomiOptions?) throws(PushFailure) -> XiaomiPreparedMessage {
@@ -52,7 +61,7 @@ public final class XiaomiProvider: PushProvider {
             return .permanent(reason: "unsupported Xiaomi target", status: nil)
         }
         if let held = await quota.current() {
-            return .permanent(reason: DailyQuotaHold.heldOutcome(vendor: "Xiaomi", until: held.until, reason: held.reason), status: nil)
+            return .quotaExceeded(reason: DailyQuotaHold.heldOutcome(vendor: "Xiaomi", until: held.until, reason: held.reason), status: nil)
         }
         var request = HTTPClientRequest(url: configuration.sendURL)
         request.method = .POST
@@ -82,7 +91,7 @@ public final class XiaomiProvider: PushProvider {
                     "Xiaomi daily quota spent: sends to this app held until Xiaomi's day resets",
                     metadata: ["package": "\(configuration.packageName)", "until": "\(until)", "answer": "\(reason)"])
             }
-            return .permanent(reason: DailyQuotaHold.heldOutcome(vendor: "Xiaomi", until: until, reason: reason), status: status)
+            return .quotaExceeded(reason: DailyQuotaHold.heldOutcome(vendor: "Xiaomi", until: until, reason: reason), status: status)
         case .authRefused(let reason):
             logger.error(
                 "Xiaomi refused xiaomi.app_secret: check the app's AppSecret",
@@ -92,14 +101,4 @@ public final class XiaomiProvider: PushProvider {
     }
 
     public func shutdown() async {}
-}
-
-/// Where the provider finds a notification's `xiaomi` member: the one place that reads it from the
-/// request model.
-public enum XiaomiRequestMember {
-    /// The decoded member of `n` (nil: absent). Until the request model carries provider members,
-    /// none reaches the provider and the app's defaults apply.
-    public static func options(of n: PushNotification) throws(PushFailure) -> XiaomiOptions? {
-        nil
-    }
 }
