@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "Harmony", targets: ["Harmony"]),
         .library(name: "Xiaomi", targets: ["Xiaomi"]),
         .library(name: "Oppo", targets: ["Oppo"]),
+        .library(name: "Vivo", targets: ["Vivo"]),
         // The one list of provider modules (the gateway, `pushgate send`, the fuzz targets).
         .library(name: "Providers", targets: ["Providers"]),
         // The gateway in-process for Swift servers (README "Embedding Pushgate in a Swift server").
@@ -162,6 +163,26 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ], path: "Sources/Oppo/Mock"),
+        // vivo Push: the signed `authToken` (MD5, at most 10 auth calls a second), JSON sends, vivo's answers and daily limit.
+        .target(
+            name: "Vivo",
+            dependencies: [
+                "PushgateCore", "ProviderKit",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ], path: "Sources/Vivo/Provider"),
+        // The strict mock vivo (tests, `pushgate mock`).
+        .target(
+            name: "VivoMock",
+            dependencies: [
+                "MockKit", "ProviderKit", "PushgateCore", "Vivo",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ], path: "Sources/Vivo/Mock"),
         // Web Push (RFC 8030/8291/8292) and UnifiedPush.
         .target(
             name: "WebPush",
@@ -178,7 +199,7 @@ let package = Package(
         // The registry: the one list of provider modules, and what the rest reads from it.
         .target(
             name: "Providers",
-            dependencies: ["PushgateCore", "ProviderKit", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "Xiaomi", "Oppo"]),
+            dependencies: ["PushgateCore", "ProviderKit", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "Xiaomi", "Oppo", "Vivo"]),
         // Queues, workers, retry policy. (Named PushDispatch: "Dispatch" is the system libdispatch module.)
         .target(
             name: "PushDispatch",
@@ -313,6 +334,7 @@ let package = Package(
             name: "MockProviders",
             dependencies: [
                 "MockKit", "PushgateCore", "Signing", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "ProviderKit", "XiaomiMock", "OppoMock",
+                "VivoMock",
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -402,6 +424,14 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]),
         .testTarget(
+            name: "VivoTests",
+            dependencies: [
+                "TestSupport", "Vivo", "VivoMock", "MockProviders", "ProviderKit", "PushgateCore",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]),
+        .testTarget(
             name: "HarmonyTests",
             dependencies: [
                 "TestSupport", "Harmony", "Huawei", "MockProviders", "HTTP2Pool", "PushgateCore", "Signing",
@@ -429,7 +459,7 @@ let package = Package(
             dependencies: [
                 "TestSupport",
                 "GatewayCore", "HTTPIngest", "GorushRPC", "MatrixIngest", "PushgateKit", "MockProviders", "PushgateCore", "PushDispatch", "Signing",
-                "XiaomiMock", "OppoMock",
+                "XiaomiMock", "OppoMock", "VivoMock",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),

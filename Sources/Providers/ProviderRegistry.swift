@@ -5,6 +5,7 @@
 @_exported import Oppo
 import ProviderKit
 import PushgateCore
+@_exported import Vivo
 @_exported import WebPush
 @_exported import Xiaomi
 
@@ -24,6 +25,7 @@ public enum ProviderRegistry {
             HarmonyModule(),
             XiaomiModule(),
             OppoModule(),
+            VivoModule(),
         ]
         // Declares every module's platforms (their static lets), so that numbers and names read
         // from requests and stores are known before anything else asks.

@@ -6,6 +6,7 @@ import OppoMock
 import PushDispatch
 import PushgateCore
 import TestSupport
+import VivoMock
 import XCTest
 import XiaomiMock
 
@@ -316,6 +317,112 @@ final class GatewayChinaVendorsTests: XCTestCase {
         }
         XCTAssertEqual(mi.requestCount, 0, "nothing refused reached Xiaomi")
         XCTAssertEqual(oppo.sendRequestCount, 0, "nothing refused reached OPPO")
+        await env.stop()
+    }
+
+    // MARK: vivo
+
+    func vivoYAML(_ m: MockVivo, category: String = "IM") -> String {
+        """
+        vivo:
+          enabled: true
+          app_id: "\(m.options.appID)"
+          app_key: "\(m.options.appKey)"
+          app_secret: "\(m.options.appSecret)"
+          endpoint: "\(m.baseURL)"
+          category: "\(category)"
+          max_retry: 0
+        """
+    }
+
+    func testVivoDeliversDeadTokenToFeedbackHoldsOnQuotaAndCountsIt() async throws {
+        let env = try await TestEnvironment.start()
+        let vivo = try XCTUnwrap(env.stack.mock(RunningMockVivo.self)).mock
+        vivo.script(regid: "vdead", [.invalidUser])
+        vivo.script(regid: "vq1", [.dailyLimit])
+        let clock = Clock(Self.afternoon)
+        try await env.withGateway(vivoYAML(vivo), environment: ["PUSHGATE_CORE_SYNC": "true"]) { client, gateway in
+            try await Self.provider(gateway, .vivo, type: VivoProvider.self).quota.setClock(clock.now)
+            let r = try await client.push(
+                #"{"notifications":[{"platform":"vivo","tokens":["vn1"],"title":"Hi","message":"Hello"},"#
+                    + #"{"platform":11,"tokens":["vd1"],"title":"Promo","message":"Sale","data":{"id":7},"vivo":{"category":"MARKETING","classification":0,"skip_type":2,"skip_content":"https://example.com/p"}}]}"#
+            )
+            XCTAssertEqual(r.body, #"{"counts":2,"logs":[],"success":"ok"}"#)
+            XCTAssertEqual(vivo.rejections, [], "the mock verified the MD5 signature, the token and every field")
+            XCTAssertEqual(vivo.authRequestCount, 1)
+            let n = try XCTUnwrap(vivo.messages.first { $0.regid == "vn1" })
+            XCTAssertEqual(n.message["category"] as? String, "IM")
+            XCTAssertEqual((n.message["classification"] as? NSNumber)?.intValue, 1)
+            let d = try XCTUnwrap(vivo.messages.first { $0.regid == "vd1" })
+            XCTAssertEqual(d.message["clientCustomMap"] as? [String: String], ["id": "7"])
+            XCTAssertEqual((d.message["classification"] as? NSNumber)?.intValue, 0)
+            // A dead regId reaches the feedback hook.
+            let dead = try await client.push(#"{"notifications":[{"platform":"vivo","tokens":["vdead"],"title":"Hi","message":"Hello"}]}"#)
+            XCTAssertTrue(dead.body.contains("10302"), dead.body)
+            let fed = await eventually { env.feedbackCount == 1 }
+            XCTAssertTrue(fed, "feedback posts: \(env.feedbackCount)")
+            // The daily limit: held until midnight in China, counted as quota_exceeded.
+            let before = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
+            let q = try await client.push(#"{"notifications":[{"platform":"vivo","tokens":["vq1"],"title":"Hi","message":"Hello"}]}"#)
+            XCTAssertTrue(q.body.contains("DailyQuotaExceeded") && q.body.contains("10070"), q.body)
+            let sent = vivo.sendRequestCount
+            let held = try await client.push(#"{"notifications":[{"platform":"vivo","tokens":["vq2"],"title":"Hi","message":"Hello"}]}"#)
+            XCTAssertTrue(held.body.contains("DailyQuotaExceeded"), held.body)
+            XCTAssertEqual(vivo.sendRequestCount, sent)
+            let after = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
+            XCTAssertEqual(
+                Self.responses(after, provider: "vivo", class: "quota_exceeded") - Self.responses(before, provider: "vivo", class: "quota_exceeded"),
+                2, after)
+            clock.set(Self.reset)
+            let next = try await client.push(#"{"notifications":[{"platform":"vivo","tokens":["vq3"],"title":"Hi","message":"Hello"}]}"#)
+            XCTAssertEqual(next.body, #"{"counts":1,"logs":[],"success":"ok"}"#)
+        }
+        await env.stop()
+    }
+
+    func testVivoWithoutCategoryOrAppDefaultAndHostileFieldsAre400s() async throws {
+        let env = try await TestEnvironment.start()
+        let vivo = try XCTUnwrap(env.stack.mock(RunningMockVivo.self)).mock
+        let mega = String(repeating: "a", count: 1 << 20)
+        var cases: [(member: String, field: String)] = [
+            ("", "vivo.category"),
+            (#","vivo":{"category":"a\u0000b"}"#, "vivo.category"),
+            (#","vivo":{"category":"\#(mega)"}"#, "vivo.category"),
+            (#","vivo":{"category":1}"#, "vivo.category"),
+            (#","vivo":{"category":"SPAM"}"#, "vivo.category"),
+            (#","vivo":{"category":"IM","classification":0}"#, "vivo.classification"),
+            (#","vivo":{"category":"IM","skip_content":"\#(mega)"}"#, "vivo.skip_content"),
+            (#","vivo":{"category":"IM","skip_content":"a\u0000b"}"#, "vivo.skip_content"),
+            (#","vivo":{"category":"IM","test_mode":"yes"}"#, "vivo.test_mode"),
+            (#","vivo":{"category":"IM","extra":1}"#, "vivo.extra"),
+            (#","vivo":[1]"#, "vivo"),
+        ]
+        for f in ["classification", "notify_type", "skip_type"] {
+            cases.append((#","vivo":{"category":"IM","\#(f)":1e19}"#, "vivo.\(f)"))
+            cases.append((#","vivo":{"category":"IM","\#(f)":-5}"#, "vivo.\(f)"))
+            cases.append((#","vivo":{"category":"IM","\#(f)":"1"}"#, "vivo.\(f)"))
+        }
+        let all = cases
+        try await env.withGateway(vivoYAML(vivo, category: "")) { client, _ in
+            for c in all {
+                let r = try await client.push(
+                    #"{"notifications":[{"platform":"vivo","tokens":["v1"],"title":"Hi","message":"Hello""# + c.member + "}]}")
+                XCTAssertEqual(r.status, 400, "\(c.member.prefix(80)): \(r.body.prefix(300))")
+                let answer = jsonObject(r.body)
+                XCTAssertTrue(
+                    "\(answer["message"] ?? "") \(answer["detail"] ?? "")".contains(c.field),
+                    "\(c.member.prefix(80)) must name \(c.field): \(r.body.prefix(300))")
+            }
+            for (member, field) in [
+                (#""title":"\#(String(repeating: "标", count: 41))","message":"M""#, "title"), (#""title":"T","message":"\#(mega)""#, "message"),
+                (#""title":"T","message":"M","data":{"k":"\#(String(repeating: "x", count: 1100))"}"#, "data"),
+            ] {
+                let r = try await client.push(#"{"notifications":[{"platform":"vivo","tokens":["v1"],"vivo":{"category":"IM"},"# + member + "}]}")
+                XCTAssertEqual(r.status, 400, r.body)
+                XCTAssertTrue(r.body.contains(field), r.body)
+            }
+        }
+        XCTAssertEqual(vivo.sendRequestCount, 0)
         await env.stop()
     }
 }
