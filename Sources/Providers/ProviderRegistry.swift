@@ -2,9 +2,12 @@
 @_exported import FCM
 @_exported import Harmony
 @_exported import Huawei
+@_exported import Oppo
 import ProviderKit
 import PushgateCore
+@_exported import Vivo
 @_exported import WebPush
+@_exported import Xiaomi
 
 /// Every provider the gateway knows, in order: the server (sections, request members and rules,
 /// `/metrics`, the status page, the configuration reference), `pushgate send`, `pushgate bench` and
@@ -21,6 +24,9 @@ public enum ProviderRegistry {
             HuaweiModule(),
             WebPushModule(),
             HarmonyModule(),
+            XiaomiModule(),
+            OppoModule(),
+            VivoModule(),
         ]
         // Declares every module's platforms (their static lets), so that numbers and names read
         // from requests and stores are known before anything else asks.
