@@ -358,13 +358,13 @@ final class GorushRPCTests: XCTestCase {
         try await withRPC(env) { client, http, _, _ in
             var badPlatform = Proto_NotificationRequest()
             badPlatform.tokens = [t]
-            badPlatform.platform = 9
+            badPlatform.platform = 200
             badPlatform.message = "x"
             var e = await Self.sendError(client, badPlatform)
             XCTAssertEqual(e?.code, .invalidArgument)
             XCTAssertEqual(
                 e?.message,
-                "Invalid platform. (notifications[0].platform: unknown platform 9 (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush, 6 harmony))"
+                "Invalid platform. (notifications[0].platform: unknown platform 200 (\(Platform.numbered)))"
             )
             var noPlatform = badPlatform
             noPlatform.platform = 0
@@ -372,7 +372,7 @@ final class GorushRPCTests: XCTestCase {
             XCTAssertEqual(e?.code, .invalidArgument)
             XCTAssertEqual(
                 e?.message,
-                "Invalid platform. (notifications[0].platform: unknown platform 0 (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush, 6 harmony))"
+                "Invalid platform. (notifications[0].platform: unknown platform 0 (\(Platform.numbered)))"
             )
 
             var noTokens = Proto_NotificationRequest()
@@ -415,7 +415,7 @@ final class GorushRPCTests: XCTestCase {
                 XCTAssertEqual(got?.message, expected)
             }
             // The HTTP API is unaffected: an unknown platform is skipped there, as in gorush (200, counts 0).
-            let skipped = try await http.push(#"{"notifications":[{"tokens":["\#(t)"],"platform":9,"message":"x"}]}"#)
+            let skipped = try await http.push(#"{"notifications":[{"tokens":["\#(t)"],"platform":200,"message":"x"}]}"#)
             XCTAssertEqual(skipped.status, 200)
             XCTAssertEqual(skipped.body, #"{"counts":0,"logs":[],"success":"ok"}"#)
             XCTAssertEqual(env.apns.requestCount, 0, "nothing refused was sent")
