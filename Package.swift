@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "WebPush", targets: ["WebPush"]),
         .library(name: "Huawei", targets: ["Huawei"]),
         .library(name: "Harmony", targets: ["Harmony"]),
+        .library(name: "WNS", targets: ["WNS"]),
         // The one list of provider modules (the gateway, `pushgate send`, the fuzz targets).
         .library(name: "Providers", targets: ["Providers"]),
         // The gateway in-process for Swift servers (README "Embedding Pushgate in a Swift server").
@@ -135,6 +136,18 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // Windows Push Notification Services (WNS): Entra / Live tokens, channel URI guard, HTTP/1.1 sends.
+        .target(
+            name: "WNS",
+            dependencies: [
+                "PushgateCore", "ProviderKit", "HTTP2Pool", "WebPush",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ], path: "Sources/WNS/Provider"),
         // The registry: the one list of provider modules, and what the rest reads from it.
         .target(
             name: "Providers",
@@ -267,6 +280,15 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
             ]),
+        // The strict WNS mock (HTTPS/1.1 on loopback): both token endpoints and the channel endpoint.
+        .target(
+            name: "WNSMock",
+            dependencies: [
+                "MockProviders", "PushgateCore", "ProviderKit",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ], path: "Sources/WNS/Mock"),
         .executableTarget(
             name: "pushgate",
             dependencies: [
@@ -338,6 +360,16 @@ let package = Package(
                 "TestSupport",
                 "WebPush", "MockProviders", "HTTP2Pool", "Signing", "PushgateCore",
                 .product(name: "Crypto", package: "swift-crypto"),
+            ]),
+        .testTarget(
+            name: "WNSTests",
+            dependencies: [
+                "TestSupport", "WNS", "WNSMock", "MockProviders", "ProviderKit", "PushgateCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(
             name: "MatrixIngestTests",
