@@ -65,7 +65,10 @@ public enum WNSResponseClassifier {
             return .tokenDead(reason: reason("Gone (channel expired)"), status: a.status)
         case 413:
             return .permanent(reason: reason("PayloadTooLarge"), status: a.status)
-        case 408, 429, 500...599:
+        case 429:
+            // "Monthly Quota Exceeded": nothing to gain from retrying within a delivery's lifetime.
+            return .permanent(reason: reason("MonthlyQuotaExceeded"), status: a.status)
+        case 408, 500...599:
             return .transient(reason: reason(a.status == 503 ? "ServiceUnavailable" : "HTTP \(a.status)"), status: a.status, retryAfter: delay)
         default:
             return .permanent(reason: reason("HTTP \(a.status)"), status: a.status)
