@@ -28,10 +28,12 @@ final class WNSPayloadTests: XCTestCase {
         XCTAssertEqual(o.ttl, 600)
         let p = try PreparedWNS.render(o, title: nil, message: nil, timeToLive: nil)
         XCTAssertEqual(p.body, Array(tile.utf8))
-        XCTAssertEqual(p.headers.map { "\($0.0): \($0.1)" }, [
-            "x-wns-type: wns/tile", "content-type: text/xml", "x-wns-ttl: 600", "x-wns-cache-policy: no-cache", "x-wns-tag: scores",
-            "x-wns-requestforstatus: true",
-        ])
+        XCTAssertEqual(
+            p.headers.map { "\($0.0): \($0.1)" },
+            [
+                "x-wns-type: wns/tile", "content-type: text/xml", "x-wns-ttl: 600", "x-wns-cache-policy: no-cache", "x-wns-tag: scores",
+                "x-wns-requestforstatus: true",
+            ])
         // The stored form reads back the same.
         XCTAssertEqual(try WNSOptions(decoding: o.jsonValue), o)
 
@@ -88,7 +90,9 @@ final class WNSPayloadTests: XCTestCase {
     /// The hostile cases of every new field: each a refusal naming the field.
     func testHostileInputNamesTheField() {
         let megabyte = "<toast>" + String(repeating: "a", count: 1 << 20) + "</toast>"
-        XCTAssertEqual(problem([("xml", .string(megabyte))]), WNSFieldProblem(field: "wns.xml", problem: "is \(megabyte.utf8.count) bytes, over the limit of 5000"))
+        XCTAssertEqual(
+            problem([("xml", .string(megabyte))]),
+            WNSFieldProblem(field: "wns.xml", problem: "is \(megabyte.utf8.count) bytes, over the limit of 5000"))
         let nested = String(repeating: "<a>", count: 10_000) + String(repeating: "</a>", count: 10_000)
         XCTAssertEqual(problem([("xml", .string(nested))])?.field, "wns.xml")
         // Nesting within the byte limit is refused by the depth bound.

@@ -130,7 +130,10 @@ final class WNSSenderTests: XCTestCase {
         XCTAssertEqual(r.tenant, o.tenantID)
         XCTAssertEqual(
             r.form,
-            ["grant_type": "client_credentials", "client_id": o.clientID, "client_secret": o.clientSecret, "scope": "https://wns.windows.com/.default"])
+            [
+                "grant_type": "client_credentials", "client_id": o.clientID, "client_secret": o.clientSecret,
+                "scope": "https://wns.windows.com/.default",
+            ])
     }
 
     func testRefusedCredentialsArePermanentAndTheSecretIsBlanked() async throws {
@@ -204,7 +207,8 @@ final class WNSSenderTests: XCTestCase {
         let s = try sender(resolve: ["loop.notify.windows.com=127.0.0.1"])
         let p = try PreparedWNS.render(nil, title: "t", message: nil, timeToLive: nil)
         let loop = await s.send(p, to: "https://loop.notify.windows.com/?token=x", messageID: "m")
-        XCTAssertEqual(loop, .permanent(reason: "channel URI refused: loop.notify.windows.com resolves to 127.0.0.1, a loopback address", status: nil))
+        XCTAssertEqual(
+            loop, .permanent(reason: "channel URI refused: loop.notify.windows.com resolves to 127.0.0.1, a loopback address", status: nil))
         for uri in ["https://evil.example/?token=x", "https://\(Self.host):444/?token=x", "https://u@\(Self.host)/?token=x"] {
             XCTAssertNotNil(s.validate(channel: uri), uri)
             let o = await s.send(p, to: uri, messageID: "m")
@@ -233,7 +237,10 @@ final class WNSSenderTests: XCTestCase {
         let cases: [([(String, String)], HTTPClientRequest.Body, Int, String)] = [
             ([auth, ("x-wns-type", "wns/toast"), ("content-type", "application/octet-stream")], .bytes(xml), 400, "Content-Type"),
             ([auth, ("x-wns-type", "wns/raw"), ("content-type", "text/xml")], .bytes(xml), 400, "Content-Type"),
-            ([("authorization", "Bearer forged"), ("x-wns-type", "wns/toast"), ("content-type", "text/xml")], .bytes(xml), 401, "invalid or expired"),
+            (
+                [("authorization", "Bearer forged"), ("x-wns-type", "wns/toast"), ("content-type", "text/xml")], .bytes(xml), 401,
+                "invalid or expired"
+            ),
             ([auth, ("x-wns-type", "wns/toast"), ("content-type", "text/xml"), ("x-wns-bogus", "1")], .bytes(xml), 400, "unknown header"),
             ([auth, ("x-wns-type", "wns/toast"), ("content-type", "text/xml"), ("x-wns-ttl", "soon")], .bytes(xml), 400, "X-WNS-TTL"),
             ([auth, ("x-wns-type", "wns/toast"), ("content-type", "text/xml"), ("x-wns-cache-policy", "cache")], .bytes(xml), 400, "toasts"),
@@ -244,7 +251,11 @@ final class WNSSenderTests: XCTestCase {
             ),
             (
                 [auth, ("x-wns-type", "wns/toast"), ("content-type", "text/xml")],
-                .stream(AsyncStream<ByteBuffer> { c in c.yield(xml); c.finish() }, length: .unknown), 400, "chunked"
+                .stream(
+                    AsyncStream<ByteBuffer> { c in
+                        c.yield(xml)
+                        c.finish()
+                    }, length: .unknown), 400, "chunked"
             ),
         ]
         for (headers, body, status, why) in cases {

@@ -46,6 +46,8 @@ public final class MockWNS: Sendable {
         public var body: [UInt8]
         public var bearer: String
         public var reply: Reply
+        /// When it arrived (wall clock, not `Options.now`).
+        public var receivedAt = Date()
         public var bodyString: String { String(decoding: body, as: UTF8.self) }
     }
 

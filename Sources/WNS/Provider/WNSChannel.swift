@@ -186,13 +186,21 @@ public final class WNSResolver: Sendable {
         let done = NIOLockedValueBox(false)
         let timeout = self.timeout
         let timer = loop.scheduleTask(in: timeout) {
-            if done.withLockedValue({ d in defer { d = true }; return !d }) {
+            if done.withLockedValue({ d in
+                defer { d = true }
+                return !d
+            }) {
                 answer.fail(Failure(description: "cannot resolve \(host): timed out after \(timeout.nanoseconds / 1_000_000) ms"))
             }
         }
         lookup.whenComplete { result in
             timer.cancel()
-            if done.withLockedValue({ d in defer { d = true }; return !d }) { answer.completeWith(result) }
+            if done.withLockedValue({ d in
+                defer { d = true }
+                return !d
+            }) {
+                answer.completeWith(result)
+            }
         }
         return try await answer.futureResult.get()
     }

@@ -25,7 +25,8 @@ public enum WNSSettings {
     public static let connectTo = Setting<String>(
         "connect_to", "", doc: "(new) tests and `pushgate mock` only: send every notification to this host:port (the channel URI is still checked)")
     public static let resolve = Setting<[String]>(
-        "resolve", [], doc: "(new) tests and `pushgate mock` only: fixed DNS answers for channel hosts, `host=address` (still held to the address rules)")
+        "resolve", [],
+        doc: "(new) tests and `pushgate mock` only: fixed DNS answers for channel hosts, `host=address` (still held to the address rules)")
 
     public static var keys: [ConfigKey] {
         [
@@ -46,7 +47,8 @@ public enum WNSSettings {
                 key: name, problem: "set either tenant_id, client_id and client_secret (Entra) or package_sid and package_secret (Live), not both")
         case (false, false):
             throw ConfigError(
-                key: name, problem: "enabled without credentials: set tenant_id, client_id and client_secret (Entra) or package_sid and package_secret (Live)")
+                key: name,
+                problem: "enabled without credentials: set tenant_id, client_id and client_secret (Entra) or package_sid and package_secret (Live)")
         case (true, false):
             for (setting, value) in zip([tenantID, clientID, clientSecret], entra) where value.isEmpty {
                 throw ConfigError(key: s.path(setting), problem: "must be set for the Entra flow")

@@ -113,6 +113,7 @@ public struct WNSOptions: Sendable, Equatable {
             out.requestForStatus = b
         }
         try out.checkConsistency(path: path)
+        self = out
     }
 
     static func isTagByte(_ c: UInt8) -> Bool {
@@ -127,7 +128,9 @@ public struct WNSOptions: Sendable, Equatable {
         switch type {
         case .raw:
             if xml != nil { throw WNSFieldProblem(field: field("xml"), problem: "a raw notification takes raw, not xml") }
-            guard let raw, !raw.isEmpty else { throw WNSFieldProblem(field: field("raw"), problem: "a raw notification needs a non-empty raw payload") }
+            guard let raw, !raw.isEmpty else {
+                throw WNSFieldProblem(field: field("raw"), problem: "a raw notification needs a non-empty raw payload")
+            }
         case .toast, .tile, .badge:
             if raw != nil { throw WNSFieldProblem(field: field("raw"), problem: "only a raw notification takes raw (type is \(type.rawValue))") }
             if type != .toast && xml == nil {

@@ -56,7 +56,9 @@ public enum WNSCredentials: Sendable, Equatable {
     /// Whether a tenant id can go in the token URL's path: a GUID or a domain name.
     public static func isValidTenantID(_ s: String) -> Bool {
         (1...256).contains(s.utf8.count)
-            && s.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x2E }
+            && s.utf8.allSatisfy {
+                ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x2E
+            }
             && !s.hasPrefix(".") && !s.contains("..")
     }
 }
