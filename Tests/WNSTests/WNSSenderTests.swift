@@ -7,6 +7,7 @@ import NIOPosix
 import NIOSSL
 import ProviderKit
 import PushgateCore
+import TestSupport
 import WNSMock
 import XCTest
 
@@ -40,10 +41,15 @@ final class WNSSenderTests: XCTestCase {
     static let host = "db5p.notify.windows.com"
     static let channel = "https://\(host)/?token=AwYAAAD1"
 
+    /// Answers of the mock wait for it while held (released at once unless a test holds it).
+    let hold = MockResponseHold()
+
     override func setUp() async throws {
         var options = MockWNS.Options(tls: try Self.pki.serverTLSConfiguration(alpn: ["http/1.1"]))
         let clock = self.clock
         options.now = { clock.now }
+        options.hold = hold
+        if !name.contains("ConnectionsPerHost") { hold.release() }
         mock = MockWNS(options: options, eventLoopGroup: group)
         try await mock.start()
         tokenClient = HTTPClient(
@@ -267,5 +273,35 @@ final class WNSSenderTests: XCTestCase {
         clock.advance(86_401)
         let (expired, _) = try await post([auth, ("x-wns-type", "wns/toast"), ("content-type", "text/xml")], .bytes(xml))
         XCTAssertEqual(expired, 401)
+    }
+
+    func testConnectionsPerHostAreBounded() async throws {
+        // Every answer is held: 6 sends at once to one host may use at most max_connections (2).
+        let token = mock.issueToken()
+        var c = WNSSenderConfiguration(credentials: .live(packageSID: "p", secret: "s"))
+        c.connectTo = mock.connectTo
+        c.staticAnswers = try WNSAddressGuard.parseStaticAnswers(["\(Self.host)=20.1.2.3"])
+        c.maxConnectionsPerHost = 2
+        let s = WNSSender(
+            configuration: c, tlsConfiguration: try Self.pki.clientTLSConfiguration(), eventLoopGroup: group,
+            tokenTransport: { _, _ in (200, Array(#"{"access_token":"\#(token)","expires_in":3600}"#.utf8)) },
+            lookup: { host in throw WNSResolver.Failure(description: "no DNS in tests: \(host)") })
+        senders.append(s)
+        let p = try PreparedWNS.render(nil, title: "t", message: nil, timeToLive: nil)
+        async let sends = Self.sendAll(s, p, count: 6)
+        try await waitUntil("two sends reach the mock") { self.mock.sendRequests >= 2 }
+        hold.release()
+        let outcomes = await sends
+        XCTAssertEqual(outcomes.filter(\.isDelivered).count, 6, "\(outcomes)")
+        XCTAssertEqual(mock.connectionsAccepted, 2, "the 4 waiting sends reuse the 2 connections")
+    }
+
+    static func sendAll(_ s: WNSSender, _ p: PreparedWNS, count: Int) async -> [SendOutcome] {
+        await withTaskGroup(of: SendOutcome.self) { g in
+            for i in 0..<count { g.addTask { await s.send(p, to: channel + "\(i)", messageID: "m") } }
+            var all: [SendOutcome] = []
+            for await o in g { all.append(o) }
+            return all
+        }
     }
 }

@@ -64,6 +64,8 @@ public final class MockWNS: Sendable {
         /// `expires_in` of issued tokens.
         public var tokenLifetime = 86_400
         public var recordRequests = true
+        /// While held, answers wait until the test releases them (token answers too).
+        public var hold: MockResponseHold?
         /// The mock's clock (tokens expire by it).
         public var now: @Sendable () -> Date = { Date() }
         public init(tls: TLSConfiguration?) { self.tls = tls }
@@ -100,6 +102,7 @@ public final class MockWNS: Sendable {
         tls?.applicationProtocols = ["http/1.1"]
         o.tls = tls
         o.port = options.port
+        o.responseHold = options.hold
         let server = MockHTTPServer(options: o, eventLoopGroup: eventLoopGroup) { [weak self] request in
             guard let self else { return MockResponse(status: 503) }
             return self.handle(request)
@@ -120,6 +123,8 @@ public final class MockWNS: Sendable {
     public var entraTokenURL: String { baseURL + "/\(options.tenantID)/oauth2/v2.0/token" }
     /// Connections the server accepted.
     public var connectionsAccepted: Int { server.connectionsAccepted }
+    /// Connections open now.
+    public var openConnections: Int { server.openConnections }
 
     // MARK: scripting and observations
 
@@ -128,6 +133,13 @@ public final class MockWNS: Sendable {
         state.withLockedValue { $0.scripts[channel, default: []].append(contentsOf: replies) }
     }
     public func setDefaultReply(_ r: Reply) { state.withLockedValue { $0.defaultReply = r } }
+    /// Issues a token without a token request (tests whose answers are all held).
+    public func issueToken() -> String {
+        let token = "wns-test-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        let expires = options.now().addingTimeInterval(Double(options.tokenLifetime))
+        state.withLockedValue { $0.issued[token] = expires }
+        return token
+    }
     /// Forgets every issued token: sends get 401 until a new one is fetched.
     public func revokeAccessTokens() { state.withLockedValue { $0.issued.removeAll() } }
 
