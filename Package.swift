@@ -263,11 +263,29 @@ let package = Package(
             ]),
         // The README's embedding example: depends on PushgateKit only.
         .executableTarget(name: "EmbeddedRelay", dependencies: ["PushgateKit"], path: "Examples/EmbeddedRelay"),
-        // HTTP/2 TLS mock providers used by tests, `pushgate mock` and the bench harness.
+        // What every provider's mock is built with: the TLS HTTP/1.1 + HTTP/2 test server, the
+        // throwaway PKI, and how a mock registers (`ProviderMockModule`). A provider's own mock
+        // (`Sources/<Provider>/Mock`) depends on this only.
+        .target(
+            name: "MockKit",
+            dependencies: [
+                "PushgateCore", "ProviderKit",
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+            ]),
+        // HTTP/2 TLS mock providers used by tests, `pushgate mock` and the bench harness, and the
+        // list of every provider's mock (`MockRegistry`).
         .target(
             name: "MockProviders",
             dependencies: [
-                "PushgateCore", "Signing", "WebPush", "ProviderKit",
+                "MockKit", "PushgateCore", "Signing", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "ProviderKit",
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -302,10 +320,10 @@ let package = Package(
                 .product(name: "OTel", package: "swift-otel"),
             ]),
         // Shared by the test suites: the one poll-until helper.
-        .target(name: "TestSupport", dependencies: ["PushgateCore"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["PushgateCore", "Providers"], path: "Tests/TestSupport"),
         // Server: the provider modules' platform rules the parser is tested with (`RequestLimits.registered`).
         // Parses with the registered provider modules' platform rules (ProviderRegistry, in GatewayCore).
-        .testTarget(name: "PushgateCoreTests", dependencies: ["PushgateCore", "GatewayCore"]),
+        .testTarget(name: "PushgateCoreTests", dependencies: ["TestSupport", "PushgateCore", "GatewayCore"]),
         .testTarget(
             name: "PushDispatchTests",
             dependencies: [

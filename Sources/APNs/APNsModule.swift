@@ -3,6 +3,11 @@ import Logging
 import ProviderKit
 import PushgateCore
 
+extension Platform {
+    /// Apple Push Notification service (gorush's 1).
+    public static let ios = Platform(1, "ios", aliases: ["apns"])
+}
+
 /// The APNs provider as the gateway sees it: the `ios:` section, its ingest checks, how it is built.
 public struct APNsModule: ProviderModule {
     public init() {}
@@ -66,6 +71,7 @@ public struct APNsModule: ProviderModule {
     }
 
     public var platforms: [Platform] { [.ios] }
+    public var requestMembers: [RequestMember] { APNsRequestMembers.all }
 
     public var sections: [ConfigSection] {
         [

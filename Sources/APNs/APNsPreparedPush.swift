@@ -34,6 +34,9 @@ public struct APNsPreparedPush: PreparedPush {
     public internal(set) var signingKey = 0
     public internal(set) var signingKeyID: String?
 
+    /// `apns_id`: every delivery's `apns-id` (else each gets a new UUID).
+    public private(set) var messageID: String?
+
     /// The payload's size, which the push type's limit applies to.
     public var payloadBytes: Int? { payload.count }
 
@@ -88,6 +91,7 @@ public struct APNsPreparedPush: PreparedPush {
             collapseID = nil
         }
 
+        messageID = n.apnsID
         if let id = n.apnsID, !id.isEmpty, UUID(uuidString: id) == nil {
             throw PushFailure("apns_id: \"\(id)\" is not a UUID (8-4-4-4-12 hexadecimal digits)")
         }

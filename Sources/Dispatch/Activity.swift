@@ -22,7 +22,7 @@ public final class RecentActivity: DeliveryEventSink {
     /// Dead tokens listed (the newest first); their count since start is kept apart.
     public static let keptDeadTokens = 20
     /// Provider answer classes (`SendOutcome.className`), then the two ends of a delivery.
-    public static let classes = ["delivered", "token_dead", "permanent", "transient", "credentials"]
+    public static let classes = SendOutcome.classNames
     /// Seconds a finish that came before its acceptance waits for it (the acceptance is published
     /// as soon as the queue's `enqueue` returns: well within this).
     public static let earlyFinishWindow: Int64 = 600
@@ -64,12 +64,18 @@ public final class RecentActivity: DeliveryEventSink {
     }
 
     private struct State {
+        /// Columns per platform: one per tracked platform, and a last one for any other.
+        let platformCount: Int
         /// Bucket index (epoch seconds / bucketSeconds) of each ring slot, and its counts per platform.
         var slotIndex = [Int](repeating: -1, count: RecentActivity.bucketCount)
-        var slots = [[Counts]](
-            repeating: [Counts](repeating: Counts(), count: Platform.allCases.count), count: RecentActivity.bucketCount)
-        var answersTotal = [[Int64]](
-            repeating: [Int64](repeating: 0, count: RecentActivity.classes.count), count: Platform.allCases.count)
+        var slots: [[Counts]]
+        var answersTotal: [[Int64]]
+
+        init(platformCount: Int) {
+            self.platformCount = platformCount
+            slots = [[Counts]](repeating: [Counts](repeating: Counts(), count: platformCount), count: RecentActivity.bucketCount)
+            answersTotal = [[Int64]](repeating: [Int64](repeating: 0, count: RecentActivity.classes.count), count: platformCount)
+        }
         var deadTotal: Int64 = 0
         var dead: [DeadToken] = []
         /// Acceptance second -> deliveries accepted then and not finished.
@@ -93,25 +99,33 @@ public final class RecentActivity: DeliveryEventSink {
             let s = index % RecentActivity.bucketCount
             if slotIndex[s] != index {
                 slotIndex[s] = index
-                slots[s] = [Counts](repeating: Counts(), count: Platform.allCases.count)
+                slots[s] = [Counts](repeating: Counts(), count: platformCount)
             }
             return s
         }
     }
 
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
     private let now: @Sendable () -> Date
+    /// The platforms tracked, in the snapshot's order, and each one's column.
+    private let platforms: [Platform]
+    private let columns: [Platform: Int]
 
     /// When this process began tracking: a delivery accepted before then (resumed from a store) is
     /// never accepted here, so its finish is not kept for an acceptance.
     private let startSecond: Int64
 
-    public init(now: @escaping @Sendable () -> Date = { Date() }) {
+    /// `platforms`: those tracked (default: every declared one); a delivery of another is counted
+    /// in a column of its own that no snapshot shows.
+    public init(platforms: [Platform] = Platform.registered, now: @escaping @Sendable () -> Date = { Date() }) {
         self.now = now
+        self.platforms = platforms
+        columns = Dictionary(platforms.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
+        state = NIOLockedValueBox(State(platformCount: platforms.count + 1))
         startSecond = Self.second(now())
     }
 
-    private static func platformIndex(_ p: Platform) -> Int { Platform.allCases.firstIndex(of: p) ?? 0 }
+    private func platformIndex(_ p: Platform) -> Int { columns[p] ?? platforms.count }
     private static func bucket(_ d: Date) -> Int { Int(max(0, d.timeIntervalSince1970)) / bucketSeconds }
     private static func second(_ d: Date) -> Int64 { Int64(max(0, min(d.timeIntervalSince1970, 1e12))) }
 
@@ -130,14 +144,14 @@ public final class RecentActivity: DeliveryEventSink {
             }
         case .attempted(let job, let outcome, _, let ended):
             guard let c = Self.classes.firstIndex(of: outcome.className) else { return }
-            let p = Self.platformIndex(job.platform)
+            let p = platformIndex(job.platform)
             state.withLockedValue { s in
                 let slot = s.slot(Self.bucket(ended))
                 s.slots[slot][p].answers[c] += 1
                 s.answersTotal[p][c] += 1
             }
         case .finished(let job, let outcome, let phase, let failure):
-            let p = Self.platformIndex(job.platform)
+            let p = platformIndex(job.platform)
             let second = Self.second(job.enqueuedAt)
             let t = now()
             let start = startSecond
@@ -179,7 +193,7 @@ public final class RecentActivity: DeliveryEventSink {
         return state.withLockedValue { s in
             var buckets: [Platform: [Counts]] = [:]
             var totals: [Platform: [Int64]] = [:]
-            for (pi, p) in Platform.allCases.enumerated() {
+            for (pi, p) in platforms.enumerated() {
                 var list: [Counts] = []
                 list.reserveCapacity(Self.bucketCount)
                 for index in first...current {

@@ -30,7 +30,7 @@ public final class AppProviders: Sendable {
         for slot in slots { s[slot.provider.platform] = slot }
         self.slots = s
         var u = unavailable
-        for p in Platform.allCases where s[p] == nil && u[p] == nil {
+        for p in Platform.registered where s[p] == nil && u[p] == nil {
             u[p] = id == AppID.defaultApp ? "platform \(p.name) is not enabled" : "platform \(p.name) is not enabled for app \(id)"
         }
         self.unavailable = u

@@ -196,7 +196,7 @@ extension Dispatcher {
                     plan.failEarly(accepted, target, failure.reason, at: t, index: k)
                     continue
                 }
-                let messageID = n.apnsID ?? RandomID.uuid()
+                let messageID = prepared.messageID ?? RandomID.uuid()
                 var job = DeliveryJob(id: 0, messageID: messageID, target: target, accepted: accepted, maxAttempts: maxAttempts, now: t)
                 job.deliveryIndex = k
                 job.notBefore = start

@@ -66,7 +66,7 @@ public struct RetryPolicy: Sendable, Equatable {
             return .finish(.delivered(providerID: id))
         case .tokenDead(let reason, _):
             return .finish(.failed(reason: reason, tokenDead: true))
-        case .permanent(let reason, _):
+        case .permanent(let reason, _), .quotaExceeded(let reason, _):
             return .finish(.failed(reason: reason, tokenDead: false))
         case .credentials(let reason, _):
             if credentialRetryUsed { return .finish(.failed(reason: reason, tokenDead: false)) }

@@ -102,7 +102,7 @@ final class PlatformMetrics: Sendable {
         let p = ("provider", platform.name)
         let appLabel = ("app", app)
         var a: [String: Counter] = [:]
-        for c in ["delivered", "token_dead", "permanent", "transient", "credentials"] {
+        for c in SendOutcome.classNames {
             a[c] = Counter(label: "pushgate_provider_responses_total", dimensions: [appLabel, p, ("class", c)])
         }
         attempts = a

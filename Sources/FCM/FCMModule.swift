@@ -2,6 +2,11 @@ import Logging
 import ProviderKit
 import PushgateCore
 
+extension Platform {
+    /// Firebase Cloud Messaging (gorush's 2).
+    public static let android = Platform(2, "android", aliases: ["fcm"])
+}
+
 /// The FCM provider as the gateway sees it: the `android:` section and how it is built.
 public struct FCMModule: ProviderModule {
     public init() {}
@@ -22,6 +27,7 @@ public struct FCMModule: ProviderModule {
     }
 
     public var platforms: [Platform] { [.android] }
+    public var requestMembers: [RequestMember] { FCMRequestMembers.all }
 
     public var sections: [ConfigSection] {
         [

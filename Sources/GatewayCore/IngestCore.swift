@@ -161,6 +161,12 @@ extension Gateway {
         case .success(let id): app = id
         case .failure(let refusal): return .refused(refusal)
         }
+        if let providers = dispatcher.app(app) {
+            switch IngestValidation.checkProviders(request, alone: options.refuseNotificationsAlone, provider: { providers.slots[$0]?.provider }) {
+            case .success(let checked): request = checked
+            case .failure(let problem): return .refused(IngestRefusal(.invalid, problem))
+            }
+        }
         var requestID: String?
         if let (key, given) = options.idempotency {
             let hash = given ?? Self.requestHash(request)

@@ -81,6 +81,34 @@ extension IngestValidation {
 }
 
 extension IngestValidation {
+    /// The app's providers' own checks (`PushProvider.checkIngest`: rules that need the app's
+    /// configuration), run once the app is known. The first problem refuses the request, naming the
+    /// field; with `alone` (the Matrix API) that notification is moved to `skipped` instead.
+    public static func checkProviders(
+        _ request: PushRequest, alone: Bool, provider: (Platform) -> (any PushProvider)?
+    ) -> Result<PushRequest, RequestError> {
+        var refused: [(Int, IngestProblem)] = []
+        for (k, n) in request.notifications.enumerated() {
+            guard let problem = provider(n.platform)?.checkIngest(n) else { continue }
+            if !alone { return .failure(RequestError(message: problem.message, detail: "notifications[\(k)].\(problem.detail)")) }
+            refused.append((k, problem))
+        }
+        guard !refused.isEmpty else { return .success(request) }
+        var out = request
+        let indices = request.bodyIndices
+        var skipped = request.skipped
+        for (k, problem) in refused {
+            let n = request.notifications[k]
+            skipped.append(
+                SkippedNotification(index: indices[k], notifID: n.notifID, reason: "refused: notifications[\(k)].\(problem.detail)"))
+        }
+        skipped.sort { $0.index < $1.index }
+        let refusedAt = Set(refused.map(\.0))
+        out.notifications = request.notifications.enumerated().filter { !refusedAt.contains($0.offset) }.map(\.element)
+        out.skipped = skipped
+        return .success(out)
+    }
+
     /// `send_at` / `delay_seconds` against the clock: not beyond `core.max_schedule_horizon`, and
     /// not after the notification's own absolute `expiration` (it would be sent expired). A
     /// `send_at` in the past is sent now.

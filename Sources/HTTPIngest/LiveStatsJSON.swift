@@ -32,7 +32,7 @@ extension Gateway {
         let a = dispatcher.activity.snapshot
         let now = Date()
         let served = Set(dispatcher.allApps.flatMap { $0.slots.keys })
-        let platforms = Platform.allCases.filter { served.contains($0) }
+        let platforms = ProviderRegistry.platforms.filter { served.contains($0) }
         var w = JSONWriter(reservingCapacity: 4096)
         var first = true
         w.raw("{")

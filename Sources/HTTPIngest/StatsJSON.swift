@@ -40,7 +40,7 @@ extension Gateway {
         }
         // gorush's `"<platform>":{"push_success":N,"push_error":N}`, for the totals and for each app.
         func writePlatforms(_ counts: (Platform) -> StatsSnapshot.PlatformCounts, first: inout Bool) {
-            for p in Platform.allCases {
+            for p in ProviderRegistry.platforms {
                 let c = counts(p)
                 w.key(p.name, first: &first)
                 w.raw(#"{"push_success":"#)

@@ -1,4 +1,5 @@
 import GatewayCore
+import PushgateCore
 
 /// The status page's static files (`/ui`, `/ui/app.js`, `/ui/app.css`): no data in them, no
 /// third-party code, nothing fetched from elsewhere. The script reads the gateway's JSON routes
@@ -6,7 +7,7 @@ import GatewayCore
 /// markup), so a notif_id, token or error text is shown as text.
 enum StatusPageAssets {
     /// The page; `{{…}}` are filled in (HTML-escaped) with the routes it reads.
-    static let html = #"""
+    static let htmlTemplate = #"""
         <!doctype html>
         <html lang="en">
         <head>
@@ -48,7 +49,7 @@ enum StatusPageAssets {
           <section class="cols">
             <div>
               <h2>Provider answers by class</h2>
-              <table id="answers"><thead><tr><th>provider</th><th>delivered</th><th>token_dead</th><th>permanent</th><th>transient</th><th>credentials</th></tr></thead><tbody></tbody></table>
+              <table id="answers"><thead><tr><th>provider</th>{{answerClassHeaders}}</tr></thead><tbody></tbody></table>
               <p class="muted">last 10 minutes (since start in brackets); one per attempt</p>
             </div>
             <div>
@@ -196,7 +197,7 @@ enum StatusPageAssets {
           }
 
           function showAnswers(live) {
-            const classes = ["delivered", "token_dead", "permanent", "transient", "credentials"];
+            const classes = {{answerClasses}};
             rows("answers", live.providers, (tr, p) => {
               cell(tr, p);
               const a = live.answers[p] || { window: {}, total: {} };
@@ -354,6 +355,10 @@ enum StatusPageAssets {
 
         """#
 
+    /// The page with a column per provider answer class (`SendOutcome.classNames`).
+    static let html = htmlTemplate.replacingOccurrences(
+        of: "{{answerClassHeaders}}", with: SendOutcome.classNames.map { "<th>\($0)</th>" }.joined())
+
     /// The stylesheet with a legend colour class per registered platform (`.p-ios`).
     static let css = cssTemplate.replacingOccurrences(
         of: "{{platformClasses}}",
@@ -363,6 +368,7 @@ enum StatusPageAssets {
     static let js = jsTemplate.replacingOccurrences(
         of: "{{platformColors}}", with: "{ " + platforms.map { "\($0.name): \"\($0.color)\"" }.joined(separator: ", ") + " }"
     ).replacingOccurrences(of: "{{platformNames}}", with: "[" + platforms.map { "\"\($0.name)\"" }.joined(separator: ", ") + "]")
+        .replacingOccurrences(of: "{{answerClasses}}", with: "[" + SendOutcome.classNames.map { "\"\($0)\"" }.joined(separator: ", ") + "]")
 
     /// Every registered platform's name and colour, in registry order; a colour that is not `#` and
     /// hex digits (it goes into CSS and a script) is shown grey.

@@ -135,7 +135,9 @@ public enum HarmonyMessageMapper {
         var o = JSONObject()
         if let ttl = n.timeToLive { o["ttl"] = .int(Int64(ttl)) }
         if let tag = n.biTag, !tag.isEmpty { o["biTag"] = .string(tag) }
-        if n.development == true { o["testMessage"] = .bool(true) }
+        if n.fields.bool("development") == true {  // gorush's member (decoded with the APNs ones)
+            o["testMessage"] = .bool(true)
+        }
         return o
     }
 

@@ -2,6 +2,11 @@ import Logging
 import ProviderKit
 import PushgateCore
 
+extension Platform {
+    /// HarmonyOS Push Kit v3.
+    public static let harmony = Platform(6, "harmony", aliases: ["harmonyos"])
+}
+
 /// HarmonyOS Push Kit v3 (platform 6, `harmony`) as the gateway sees it: the `harmony:` section,
 /// the ingest checks and how the provider is built. It lives beside HMS v1 (same answers, same
 /// mock server) but is its own platform: HarmonyOS 5+ devices take only v3, with a service-account
@@ -25,6 +30,7 @@ public struct HarmonyModule: ProviderModule {
     }
 
     public var platforms: [Platform] { [.harmony] }
+    public var requestMembers: [RequestMember] { HarmonyRequestMembers.all }
 
     public var sections: [ConfigSection] {
         [

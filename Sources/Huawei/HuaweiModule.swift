@@ -2,6 +2,11 @@ import Logging
 import ProviderKit
 import PushgateCore
 
+extension Platform {
+    /// Huawei HMS Push Kit (gorush's 3).
+    public static let huawei = Platform(3, "huawei", aliases: ["hms"])
+}
+
 /// The Huawei HMS provider as the gateway sees it: the `huawei:` section and how it is built.
 public struct HuaweiModule: ProviderModule {
     public init() {}
@@ -24,6 +29,7 @@ public struct HuaweiModule: ProviderModule {
     }
 
     public var platforms: [Platform] { [.huawei] }
+    public var requestMembers: [RequestMember] { HuaweiRequestMembers.all }
 
     public var sections: [ConfigSection] {
         [

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Providers
 import PushgateCore
 import Signing
 

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import MockKit
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL

@@ -1,4 +1,5 @@
 import Foundation
+import MockKit
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1

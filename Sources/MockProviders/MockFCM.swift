@@ -1,5 +1,7 @@
 import Crypto
+import FCM
 import Foundation
+import MockKit
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL

@@ -1,4 +1,7 @@
+import FCM
 import Foundation
+import Harmony
+import MockKit
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL

@@ -1,5 +1,8 @@
 import Crypto
 import Foundation
+import Harmony
+import Huawei
+import MockKit
 import Signing
 import _CryptoExtras
 

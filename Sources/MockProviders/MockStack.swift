@@ -1,4 +1,5 @@
 import Foundation
+import MockKit
 import NIOCore
 import NIOPosix
 import ProviderKit

@@ -61,18 +61,6 @@ public struct ProviderBuild: Sendable {
     }
 }
 
-/// An ingest check's refusal: a 400 with `message`, and `detail` naming the field
-/// (`collapse_id: ...`; the server prefixes `notifications[i].`).
-public struct IngestProblem: Sendable, Equatable {
-    public var message: String
-    public var detail: String
-
-    public init(message: String, detail: String) {
-        self.message = message
-        self.detail = detail
-    }
-}
-
 /// A small command-line helper a provider offers (`pushgate vapid-keys`).
 public struct ProviderTool: Sendable {
     public var name: String
@@ -94,6 +82,10 @@ public protocol ProviderModule: Sendable {
     var platforms: [Platform] { get }
     /// Its configuration sections: keys, defaults, integer ranges, secrecy.
     var sections: [ConfigSection] { get }
+    /// The notification members it reads beyond the shared ones: decoded by the one request decoder
+    /// into `PushNotification.fields` (every platform's notifications; `requestRules` says which
+    /// members another platform may not carry).
+    var requestMembers: [RequestMember] { get }
     /// Checks at `POST /api/push` beyond the JSON types (notifications of its platforms only).
     func checkIngest(_ notification: PushNotification) -> IngestProblem?
     /// What the request parser holds `platform`'s notifications to (`max_tokens`' default, the longest
@@ -130,6 +122,7 @@ public struct PlatformPresentation: Sendable, Equatable {
 }
 
 extension ProviderModule {
+    public var requestMembers: [RequestMember] { [] }
     public func checkIngest(_ notification: PushNotification) -> IngestProblem? { nil }
     public func requestRules(for platform: Platform) -> PlatformRules { PlatformRules(maxTokens: defaultMaxTokens(for: platform)) }
     public func counters(for platform: Platform) -> PlatformCounters { PlatformCounters(pushgate: platform) }
@@ -275,6 +268,6 @@ extension PlatformRules {
     public static let dataMessaging = PlatformRules(
         maxTimeToLive: 2_419_200, legacyToIsToken: true, topicSends: true,
         backgroundPush: .init("data-only") { n in
-            (n.message ?? "").isEmpty && n.title == nil && n.fcmNotification == nil && n.huaweiNotification == nil
+            (n.message ?? "").isEmpty && n.title == nil && n.fields["notification"] == nil && n.fields["huawei_notification"] == nil
         })
 }

@@ -1,10 +1,10 @@
-import APNs
-import FCM
-import Harmony
-import Huawei
+@_exported import APNs
+@_exported import FCM
+@_exported import Harmony
+@_exported import Huawei
 import ProviderKit
 import PushgateCore
-import WebPush
+@_exported import WebPush
 
 /// Every provider the gateway knows, in order: the server (sections, request rules, `/metrics`,
 /// the status page, the configuration reference), `pushgate send`, `pushgate bench` and the fuzz
@@ -13,13 +13,19 @@ import WebPush
 /// `MockProviders/MockRegistry.swift`; `ProviderContributionTests` names what is missing. This is the
 /// only file outside the provider folders that imports a provider module.
 public enum ProviderRegistry {
-    public static let modules: [any ProviderModule] = [
-        APNsModule(),
-        FCMModule(),
-        HuaweiModule(),
-        WebPushModule(),
-        HarmonyModule(),
-    ]
+    public static let modules: [any ProviderModule] = {
+        let modules: [any ProviderModule] = [
+            APNsModule(),
+            FCMModule(),
+            HuaweiModule(),
+            WebPushModule(),
+            HarmonyModule(),
+        ]
+        // Declares every module's platforms (their static lets), so that numbers and names read
+        // from requests and stores are known before anything else asks.
+        _ = modules.flatMap(\.platforms)
+        return modules
+    }()
 
     /// Every provider configuration section, in registry order. A platform's section also gets the
     /// keys the dispatcher reads for every provider (`coalesce_seconds`).
@@ -46,7 +52,10 @@ public enum ProviderRegistry {
         uniqueKeysWithValues: modules.flatMap { m in m.platforms.map { ($0, m.requestRules(for: $0)) } })
 
     /// The request limits' defaults with every platform's rules.
-    public static var requestLimits: RequestLimits { RequestLimits(platforms: platformRules) }
+    public static var requestLimits: RequestLimits { RequestLimits(platforms: platformRules, members: requestMembers) }
+
+    /// Every module's notification members, in registry order.
+    public static let requestMembers: [RequestMember] = modules.flatMap(\.requestMembers)
 
     /// Every platform's `/metrics` counters, in registry order.
     public static let counters: [(platform: Platform, counters: PlatformCounters)] = modules.flatMap { m in

@@ -53,7 +53,7 @@ struct FoldedMembers {
 /// `Sound` for the `sound` object). A member whose key folds onto a field name is renamed to it (the
 /// field's exact spelling, which FCM and APNs expect); other members are kept as they are, and maps
 /// (`data`, `headers`) keep their keys verbatim.
-final class KeySchema: Sendable {
+public final class KeySchema: Sendable {
     /// Field name -> the schema of its value when that value is itself a struct.
     let fields: [String: KeySchema?]
     /// Folded field name -> field name.
@@ -61,7 +61,7 @@ final class KeySchema: Sendable {
 
     /// `protoNames`: the fields are a protobuf message's (FCM v1), whose JSON form also takes each
     /// field's lowerCamelCase name (`directBootOk` for `direct_boot_ok`): those fold onto the field too.
-    init(_ fields: [String: KeySchema?], protoNames: Bool = false) {
+    public init(_ fields: [String: KeySchema?], protoNames: Bool = false) {
         self.fields = fields
         var f: [String: String] = [:]
         for name in fields.keys {
@@ -71,7 +71,7 @@ final class KeySchema: Sendable {
         folded = f
     }
 
-    convenience init(_ names: [String], protoNames: Bool = false) {
+    public convenience init(_ names: [String], protoNames: Bool = false) {
         var d: [String: KeySchema?] = [:]
         for n in names { d[n] = .some(nil) }
         self.init(d, protoNames: protoNames)
@@ -79,7 +79,7 @@ final class KeySchema: Sendable {
 
     /// `object` with every member naming a field spelled as the field, recursively. Returns the object
     /// itself when nothing changes (the common case). Members renamed onto one field: the last wins.
-    func canonical(_ object: JSONObject) -> JSONObject {
+    public func canonical(_ object: JSONObject) -> JSONObject {
         var changed = false
         var pairs: [(String, JSONValue)] = []
         pairs.reserveCapacity(object.count)
@@ -102,49 +102,6 @@ final class KeySchema: Sendable {
         return changed ? JSONObject(pairs) : object
     }
 
-    // The Firebase Admin SDK (Go) `messaging` structs gorush decodes into, by their JSON names.
-    // FCM v1's newer fields (`proxy`, `bypass_proxy_notification`, `live_activity_token`) are in the
-    // REST reference (projects.messages) though not yet in every SDK; FCM's camelCase names fold too.
-    static let fcmOptions = KeySchema(["analytics_label"], protoNames: true)
-    static let notification = KeySchema(["title", "body", "image"])
-    static let lightSettings = KeySchema(["color", "light_on_duration", "light_off_duration"], protoNames: true)
-    static let androidNotification = KeySchema(
-        [
-            "title": nil, "body": nil, "icon": nil, "color": nil, "sound": nil, "tag": nil, "click_action": nil,
-            "body_loc_key": nil, "body_loc_args": nil, "title_loc_key": nil, "title_loc_args": nil, "channel_id": nil,
-            "image": nil, "ticker": nil, "sticky": nil, "event_time": nil, "local_only": nil, "notification_priority": nil,
-            "vibrate_timings": nil, "default_vibrate_timings": nil, "default_sound": nil, "light_settings": lightSettings,
-            "default_light_settings": nil, "visibility": nil, "notification_count": nil, "proxy": nil,
-            "bypass_proxy_notification": nil,
-        ], protoNames: true)
-    static let android = KeySchema(
-        [
-            "collapse_key": nil, "priority": nil, "ttl": nil, "restricted_package_name": nil, "data": nil,
-            "notification": androidNotification, "fcm_options": fcmOptions, "direct_boot_ok": nil,
-            "bandwidth_constrained_ok": nil, "restricted_satellite_ok": nil,
-        ], protoNames: true)
-    static let webpushNotification = KeySchema([
-        "actions", "title", "body", "icon", "badge", "dir", "data", "image", "lang", "renotify", "requireInteraction",
-        "silent", "tag", "timestamp", "vibrate",
-    ])
-    static let webpush = KeySchema(
-        [
-            "headers": nil, "data": nil, "notification": webpushNotification,
-            "fcm_options": KeySchema(["link", "analytics_label"], protoNames: true),
-        ], protoNames: true)
-    static let apsAlert = KeySchema([
-        "title", "subtitle", "body", "loc-key", "loc-args", "title-loc-key", "title-loc-args", "subtitle-loc-key",
-        "subtitle-loc-args", "action-loc-key", "launch-image",
-    ])
     /// gorush's `Sound` (decoded by mapstructure, which matches field names case-insensitively too).
-    static let sound = KeySchema(["critical", "name", "volume"])
-    static let aps = KeySchema([
-        "alert": apsAlert, "badge": nil, "sound": sound, "content-available": nil, "mutable-content": nil,
-        "category": nil, "thread-id": nil,
-    ])
-    static let apns = KeySchema(
-        [
-            "headers": nil, "payload": KeySchema(["aps": aps]), "fcm_options": KeySchema(["analytics_label", "image"], protoNames: true),
-            "live_activity_token": nil,
-        ], protoNames: true)
+    public static let sound = KeySchema(["critical", "name", "volume"])
 }

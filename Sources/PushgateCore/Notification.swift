@@ -1,42 +1,60 @@
 import Foundation
+import Synchronization
 
-/// gorush platform numbers, plus Pushgate's Web Push (4) and UnifiedPush (5).
-public enum Platform: Int, Sendable, Codable, CaseIterable, CustomStringConvertible {
-    case ios = 1
-    case android = 2
-    case huawei = 3
-    case webpush = 4
-    case unifiedpush = 5
-    case harmony = 6
+/// A push platform: its number on the wire (gorush's 1 ios, 2 android, 3 huawei; Pushgate's from 4)
+/// and its names. The core declares none: each provider module declares its own
+/// (`extension Platform { public static let ios = Platform(1, "ios", aliases: ["apns"]) }`) and lists
+/// them in its `platforms`; a declared platform is known by number and name from then on (the
+/// provider registry touches every module's platforms when it is first used).
+public struct Platform: Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
+    /// The number on the wire and in the store.
+    public let rawValue: Int
+    /// The name gorush uses in log entries and stats; also the configuration section's name.
+    public let name: String
+    /// Other names a request may use (`apns`, `fcm`).
+    public let aliases: [String]
 
-    /// The name gorush uses in log entries and stats.
-    public var name: String {
-        switch self {
-        case .ios: return "ios"
-        case .android: return "android"
-        case .huawei: return "huawei"
-        case .webpush: return "webpush"
-        case .unifiedpush: return "unifiedpush"
-        case .harmony: return "harmony"
-        }
+    /// Declares a platform (a provider module's static let). Numbers are 1-255 and unique.
+    public init(_ rawValue: Int, _ name: String, aliases: [String] = []) {
+        precondition((1...255).contains(rawValue), "platform numbers are 1-255")
+        self.rawValue = rawValue
+        self.name = name
+        self.aliases = aliases
+        PlatformTable.shared.register(self)
     }
+
+    /// Platform 0: gorush's "no platform" (a skipped notification's placeholder); never declared.
+    public static let none = Platform(undeclared: 0, "none")
+
+    private init(undeclared rawValue: Int, _ name: String) {
+        self.rawValue = rawValue
+        self.name = name
+        self.aliases = []
+    }
+
+    /// The declared platform with this number.
+    public init?(rawValue: Int) {
+        guard let p = PlatformTable.shared.platform(rawValue) else { return nil }
+        self = p
+    }
+
+    /// The declared platform with this name, alias or number (case-insensitive).
+    public init?(name: String) {
+        guard let p = PlatformTable.shared.platform(named: name) else { return nil }
+        self = p
+    }
+
+    /// Every declared platform, by number.
+    public static var registered: [Platform] { PlatformTable.shared.all }
+
+    /// "1 ios, 2 android, …": every declared platform's number and name, for the unknown-platform messages.
+    public static var numbered: String { registered.map { "\($0.rawValue) \($0.name)" }.joined(separator: ", ") }
 
     public var description: String { name }
 
-    /// "1 ios, 2 android, …": every platform's number and name, for the unknown-platform messages.
-    public static let numbered: String = allCases.map { "\($0.rawValue) \($0.name)" }.joined(separator: ", ")
-
-    public init?(name: String) {
-        switch name.lowercased() {
-        case "ios", "apns", "1": self = .ios
-        case "android", "fcm", "2": self = .android
-        case "huawei", "hms", "3": self = .huawei
-        case "webpush", "web", "4": self = .webpush
-        case "unifiedpush", "up", "5": self = .unifiedpush
-        case "harmony", "harmonyos", "6": self = .harmony
-        default: return nil
-        }
-    }
+    public static func == (a: Platform, b: Platform) -> Bool { a.rawValue == b.rawValue }
+    public func hash(into h: inout Hasher) { h.combine(rawValue) }
+    public static func < (a: Platform, b: Platform) -> Bool { a.rawValue < b.rawValue }
 
     public init(from decoder: Decoder) throws {
         let c = try decoder.singleValueContainer()
@@ -62,6 +80,40 @@ public enum Platform: Int, Sendable, Codable, CaseIterable, CustomStringConverti
     }
 }
 
+/// The declared platforms, by number and by name.
+final class PlatformTable: Sendable {
+    static let shared = PlatformTable()
+
+    private struct State {
+        var byNumber: [Int: Platform] = [:]
+        var byName: [String: Platform] = [:]
+        var all: [Platform] = []
+    }
+
+    private let state = Mutex(State())
+
+    func register(_ p: Platform) {
+        state.withLock { s in
+            if let known = s.byNumber[p.rawValue] {
+                precondition(known.name == p.name, "platform \(p.rawValue) declared as \(known.name) and \(p.name)")
+                return
+            }
+            for n in [p.name, String(p.rawValue)] + p.aliases {
+                let key = n.lowercased()
+                precondition(s.byName[key] == nil, "platform name \(n) declared twice")
+                s.byName[key] = p
+            }
+            s.byNumber[p.rawValue] = p
+            s.all.append(p)
+            s.all.sort()
+        }
+    }
+
+    func platform(_ number: Int) -> Platform? { state.withLock { $0.byNumber[number] } }
+    func platform(named name: String) -> Platform? { state.withLock { $0.byName[name.lowercased()] } }
+    var all: [Platform] { state.withLock { $0.all } }
+}
+
 /// A browser `PushSubscription` (Web Push, current UnifiedPush).
 public struct WebPushSubscription: Sendable, Codable, Equatable, Hashable {
     public struct Keys: Sendable, Codable, Equatable, Hashable {
@@ -80,39 +132,25 @@ public struct WebPushSubscription: Sendable, Codable, Equatable, Hashable {
     }
 }
 
-/// APNs `alert` dictionary fields gorush accepts.
-public struct APNsAlert: Sendable, Codable, Equatable {
-    public var title: String?
-    public var subtitle: String?
-    public var body: String?
-    public var action: String?
-    public var actionLocKey: String?
-    public var launchImage: String?
-    public var locArgs: [String]?
-    public var locKey: String?
-    public var titleLocArgs: [String]?
-    public var titleLocKey: String?
-    public var summaryArg: String?
-    public var summaryArgCount: Int?
+/// When a notification may be sent (docs/delivery-controls.md).
+public struct NotificationSchedule: Sendable, Equatable {
+    /// `send_at` (RFC 3339 text or UNIX seconds), as UNIX seconds: not sent before then
+    /// (`delay_seconds` is turned into it when the request is accepted).
+    public var sendAt: Double?
+    /// `delay_seconds`: not sent before this many seconds after acceptance.
+    public var delaySeconds: Int64?
+    /// `deliver_between`: the local hours a delivery may be sent in.
+    public var deliverBetween: DeliveryWindow?
+    /// `quiet`: what a delivery due outside `deliver_between` does (default `wait`).
+    public var quiet: QuietMode?
 
     public init() {}
-
-    enum CodingKeys: String, CodingKey {
-        case title, subtitle, body, action
-        case actionLocKey = "action-loc-key"
-        case launchImage = "launch-image"
-        case locArgs = "loc-args"
-        case locKey = "loc-key"
-        case titleLocArgs = "title-loc-args"
-        case titleLocKey = "title-loc-key"
-        case summaryArg = "summary-arg"
-        case summaryArgCount = "summary-arg-count"
-    }
-
-    public var isEmpty: Bool { self == APNsAlert() }
 }
 
-/// One notification of a gorush `/api/push` request (gorush's JSON names), plus Pushgate extensions.
+/// One notification of a gorush `/api/push` request: what every provider shares (targets,
+/// identity, gorush's common message fields, scheduling, retry, fallback), with gorush's JSON
+/// names. The members only one provider reads are that provider's (`RequestMember`), kept in
+/// `fields` and read through the accessors its module declares.
 public struct PushNotification: Sendable, Codable, Equatable {
     public var notifID: String?
     public var tokens: [String]
@@ -124,80 +162,24 @@ public struct PushNotification: Sendable, Codable, Equatable {
     public var contentAvailable: Bool?
     public var mutableContent: Bool?
     public var sound: JSONValue?
-    /// gorush's top-level `name` (iOS): makes `aps.sound` the critical-sound dictionary with this name.
-    public var soundName: String?
-    /// gorush's top-level `volume` (iOS): when above 0, `aps.sound` is the critical-sound dictionary with it.
-    public var soundVolume: Double?
     public var data: JSONObject?
     public var badge: Int?
     public var category: String?
-    public var threadID: String?
-    public var urlArgs: [String]?
-    public var alert: APNsAlert?
     public var expiration: Int64?
-    public var apnsID: String?
     public var collapseID: String?
+    /// gorush's `push_type` (APNs' `apns-push-type`; HarmonyOS's push type).
     public var pushType: String?
-    public var interruptionLevel: String?
-    public var relevanceScore: Double?
-    public var contentState: JSONObject?
-    public var staleDate: Int64?
-    public var dismissalDate: Int64?
-    public var event: String?
-    public var timestamp: Int64?
-    public var attributesType: String?
-    public var attributes: JSONObject?
-    /// `input-push-token` (Live Activity start): asks the started activity for a push token (`aps.input-push-token: 1`).
-    public var inputPushToken: Bool?
-    /// `input-push-channel` (Live Activity start): subscribes the started activity to this broadcast channel.
-    public var inputPushChannel: String?
-    /// `channels` (iOS, push type `liveactivity`): APNs broadcast channel ids, one broadcast each
-    /// (`POST /4/broadcasts/apps/<bundle id>` with `apns-channel-id`).
+    /// `channels`: broadcast channel ids, one broadcast delivery each.
     public var channels: [String]?
-    public var production: Bool?
-    public var development: Bool?
     public var retry: Int?
     public var image: String?
     public var condition: String?
     public var to: String?
     public var dryRun: Bool?
-    // FCM pass-through objects
-    public var fcmNotification: JSONObject?
-    public var android: JSONObject?
-    public var apns: JSONObject?
-    public var webpush: JSONObject?
-    public var fcmOptions: JSONObject?
-    // Web Push / UnifiedPush extensions
+    /// Web Push / UnifiedPush subscriptions, one delivery each.
     public var subscriptions: [WebPushSubscription]?
-    public var payload: String?
+    /// How long the provider keeps an undelivered message, in seconds.
     public var timeToLive: Int64?
-    public var urgency: String?
-    // Declarative Web Push (platform webpush only; docs/declarative-web-push.md)
-    /// `declarative`: send the declarative push message (`"web_push": 8030`) a browser shows without a
-    /// service worker instead of the plain payload; nil = the `webpush.declarative` default.
-    public var declarative: Bool?
-    /// `navigate`: the absolute http(s) URL the declarative message opens when clicked (else `data.url`).
-    public var navigate: String?
-    /// `silent`: the declarative message's `notification.silent`.
-    public var silent: Bool?
-    // Huawei HMS (gorush's fields; its per-request `app_id` / `app_secret` are read and dropped, as
-    // gorush v1.22 never uses them)
-    /// `huawei_notification`: HMS `android.notification`, passed through.
-    public var huaweiNotification: JSONObject?
-    /// `huawei_data`: HMS `message.data` (a string, usually JSON text).
-    public var huaweiData: String?
-    /// `huawei_collapse_key`: HMS `android.collapse_key` (-1...100).
-    public var huaweiCollapseKey: Int?
-    /// `huawei_ttl`: HMS `android.ttl` ("86400s", "3600", "1.5s").
-    public var huaweiTTL: String?
-    /// `bi_tag`: HMS `android.bi_tag`.
-    public var biTag: String?
-    /// `fast_app_target`: HMS `android.fast_app_target` (1 development, 2 production).
-    public var fastAppTarget: Int?
-    /// `harmony_payload`: HarmonyOS Push Kit v3 `payload`, passed through (widget, live view and
-    /// extension messages, whose shape depends on the push type).
-    public var harmonyPayload: JSONObject?
-    // Delivery controls (Pushgate extensions, docs/delivery-controls.md)
     /// `dedup_key`: a second notification of the same app with this key to the same platform and
     /// token inside `core.idempotency_ttl` is not sent (status `duplicate`).
     public var dedupKey: String?
@@ -208,63 +190,49 @@ public struct PushNotification: Sendable, Codable, Equatable {
     /// limit (the request's `fallback` members merged over the notification's, decoded and checked as
     /// a notification). Same targets as this one; has no fallback itself.
     public var fallback: FallbackNotification?
-    /// `send_at` (RFC 3339 text or UNIX seconds), as UNIX seconds: not sent before then
-    /// (`delay_seconds` is turned into it when the request is accepted).
-    public var sendAt: Double?
-    /// `delay_seconds`: not sent before this many seconds after acceptance.
-    public var delaySeconds: Int64?
-    /// `deliver_between`: the local hours a delivery may be sent in.
-    public var deliverBetween: DeliveryWindow?
-    /// `quiet`: what a delivery due outside `deliver_between` does (default `wait`).
-    public var quiet: QuietMode?
-    /// `analytics_label`: FCM's `fcm_options.analytics_label`.
+    /// `analytics_label`: FCM's `fcm_options.analytics_label`; the events and status records of
+    /// every platform carry it.
     public var analyticsLabel: String?
+    /// `send_at`, `delay_seconds`, `deliver_between`, `quiet`.
+    public var schedule = NotificationSchedule()
+    /// The provider modules' members (`RequestMember`), by name.
+    public var fields = NotificationFields()
+
+    public var sendAt: Double? {
+        get { schedule.sendAt }
+        set { schedule.sendAt = newValue }
+    }
+    public var delaySeconds: Int64? {
+        get { schedule.delaySeconds }
+        set { schedule.delaySeconds = newValue }
+    }
+    public var deliverBetween: DeliveryWindow? {
+        get { schedule.deliverBetween }
+        set { schedule.deliverBetween = newValue }
+    }
+    public var quiet: QuietMode? {
+        get { schedule.quiet }
+        set { schedule.quiet = newValue }
+    }
 
     public init(platform: Platform, tokens: [String] = []) {
         self.platform = platform
         self.tokens = tokens
     }
 
+    /// The shared members' names in the stored form (as in a request); any other key is a provider's.
     enum CodingKeys: String, CodingKey, CaseIterable {
         case notifID = "notif_id"
         case tokens, platform, message, title, topic, priority
         case contentAvailable = "content_available"
         case mutableContent = "mutable_content"
-        case sound, data, badge, category
-        case soundName = "name"
-        case soundVolume = "volume"
-        case threadID = "thread-id"
-        case urlArgs = "url-args"
-        case alert, expiration
-        case apnsID = "apns_id"
+        case sound, data, badge, category, expiration
         case collapseID = "collapse_id"
         case pushType = "push_type"
-        case interruptionLevel = "interruption_level"
-        case relevanceScore = "relevance-score"
-        case contentState = "content-state"
-        case staleDate = "stale-date"
-        case dismissalDate = "dismissal-date"
-        case event, timestamp
-        case attributesType = "attributes-type"
-        case attributes, production, development, retry, image, condition, to
-        case inputPushToken = "input-push-token"
-        case inputPushChannel = "input-push-channel"
-        case channels
+        case channels, retry, image, condition, to
         case dryRun = "dry_run"
-        case fcmNotification = "notification"
-        case android, apns, webpush
-        case fcmOptions = "fcm_options"
-        case subscriptions, payload
+        case subscriptions
         case timeToLive = "time_to_live"
-        case urgency
-        case declarative, navigate, silent
-        case huaweiNotification = "huawei_notification"
-        case huaweiData = "huawei_data"
-        case huaweiCollapseKey = "huawei_collapse_key"
-        case huaweiTTL = "huawei_ttl"
-        case biTag = "bi_tag"
-        case fastAppTarget = "fast_app_target"
-        case harmonyPayload = "harmony_payload"
         case dedupKey = "dedup_key"
         case coalesceSeconds = "coalesce_seconds"
         case fallback
@@ -274,6 +242,16 @@ public struct PushNotification: Sendable, Codable, Equatable {
         case quiet
         case analyticsLabel = "analytics_label"
     }
+
+    /// Any member name of the stored form.
+    struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    static let sharedNames: Set<String> = Set(CodingKeys.allCases.map(\.rawValue))
 
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -299,68 +277,77 @@ public struct PushNotification: Sendable, Codable, Equatable {
                     .init(codingPath: c.codingPath + [CodingKeys.sound], debugDescription: "expected a string or an object {critical,name,volume}"))
             }
         }
-        soundName = try c.decodeIfPresent(String.self, forKey: .soundName)
-        soundVolume = try c.decodeIfPresent(Double.self, forKey: .soundVolume)
         data = try c.decodeIfPresent(JSONObject.self, forKey: .data)
         badge = try c.decodeIfPresent(Int.self, forKey: .badge)
         category = try c.decodeIfPresent(String.self, forKey: .category)
-        threadID = try c.decodeIfPresent(String.self, forKey: .threadID)
-        urlArgs = try c.decodeIfPresent([String].self, forKey: .urlArgs)
-        alert = try c.decodeIfPresent(APNsAlert.self, forKey: .alert)
         expiration = try c.decodeIfPresent(Int64.self, forKey: .expiration)
-        apnsID = try c.decodeIfPresent(String.self, forKey: .apnsID)
         collapseID = try c.decodeIfPresent(String.self, forKey: .collapseID)
         pushType = try c.decodeIfPresent(String.self, forKey: .pushType)
-        interruptionLevel = try c.decodeIfPresent(String.self, forKey: .interruptionLevel)
-        relevanceScore = try c.decodeIfPresent(Double.self, forKey: .relevanceScore)
-        contentState = try c.decodeIfPresent(JSONObject.self, forKey: .contentState)
-        staleDate = try c.decodeIfPresent(Int64.self, forKey: .staleDate)
-        dismissalDate = try c.decodeIfPresent(Int64.self, forKey: .dismissalDate)
-        event = try c.decodeIfPresent(String.self, forKey: .event)
-        timestamp = try c.decodeIfPresent(Int64.self, forKey: .timestamp)
-        attributesType = try c.decodeIfPresent(String.self, forKey: .attributesType)
-        attributes = try c.decodeIfPresent(JSONObject.self, forKey: .attributes)
-        inputPushToken = try c.decodeIfPresent(Bool.self, forKey: .inputPushToken)
-        inputPushChannel = try c.decodeIfPresent(String.self, forKey: .inputPushChannel)
         channels = try c.decodeIfPresent([String].self, forKey: .channels)
-        production = try c.decodeIfPresent(Bool.self, forKey: .production)
-        development = try c.decodeIfPresent(Bool.self, forKey: .development)
         retry = try c.decodeIfPresent(Int.self, forKey: .retry)
         image = try c.decodeIfPresent(String.self, forKey: .image)
         condition = try c.decodeIfPresent(String.self, forKey: .condition)
         to = try c.decodeIfPresent(String.self, forKey: .to)
         dryRun = try c.decodeIfPresent(Bool.self, forKey: .dryRun)
-        fcmNotification = try c.decodeIfPresent(JSONObject.self, forKey: .fcmNotification)
-        android = try c.decodeIfPresent(JSONObject.self, forKey: .android)
-        apns = try c.decodeIfPresent(JSONObject.self, forKey: .apns)
-        webpush = try c.decodeIfPresent(JSONObject.self, forKey: .webpush)
-        fcmOptions = try c.decodeIfPresent(JSONObject.self, forKey: .fcmOptions)
         subscriptions = try c.decodeIfPresent([WebPushSubscription].self, forKey: .subscriptions)
-        payload = try c.decodeIfPresent(String.self, forKey: .payload)
         timeToLive = try c.decodeIfPresent(Int64.self, forKey: .timeToLive)
-        urgency = try c.decodeIfPresent(String.self, forKey: .urgency)
-        declarative = try c.decodeIfPresent(Bool.self, forKey: .declarative)
-        navigate = try c.decodeIfPresent(String.self, forKey: .navigate)
-        silent = try c.decodeIfPresent(Bool.self, forKey: .silent)
-        huaweiNotification = try c.decodeIfPresent(JSONObject.self, forKey: .huaweiNotification)
-        huaweiData = try c.decodeIfPresent(String.self, forKey: .huaweiData)
-        huaweiCollapseKey = try c.decodeIfPresent(Int.self, forKey: .huaweiCollapseKey)
-        huaweiTTL = try c.decodeIfPresent(String.self, forKey: .huaweiTTL)
-        biTag = try c.decodeIfPresent(String.self, forKey: .biTag)
-        fastAppTarget = try c.decodeIfPresent(Int.self, forKey: .fastAppTarget)
-        harmonyPayload = try c.decodeIfPresent(JSONObject.self, forKey: .harmonyPayload)
         dedupKey = try c.decodeIfPresent(String.self, forKey: .dedupKey)
         coalesceSeconds = try c.decodeIfPresent(Int.self, forKey: .coalesceSeconds)
-        sendAt = try c.decodeIfPresent(Double.self, forKey: .sendAt)
-        delaySeconds = try c.decodeIfPresent(Int64.self, forKey: .delaySeconds)
-        deliverBetween = try c.decodeIfPresent(DeliveryWindow.self, forKey: .deliverBetween)
-        quiet = try c.decodeIfPresent(QuietMode.self, forKey: .quiet)
+        schedule.sendAt = try c.decodeIfPresent(Double.self, forKey: .sendAt)
+        schedule.delaySeconds = try c.decodeIfPresent(Int64.self, forKey: .delaySeconds)
+        schedule.deliverBetween = try c.decodeIfPresent(DeliveryWindow.self, forKey: .deliverBetween)
+        schedule.quiet = try c.decodeIfPresent(QuietMode.self, forKey: .quiet)
         analyticsLabel = try c.decodeIfPresent(String.self, forKey: .analyticsLabel)
+        // Every other member is a provider's, kept as stored (a store written before the members
+        // moved to their providers has them under the same names).
+        let all = try decoder.container(keyedBy: AnyKey.self)
+        for key in all.allKeys where !Self.sharedNames.contains(key.stringValue) {
+            let v = try all.decode(JSONValue.self, forKey: key)
+            if v != .null { fields[key.stringValue] = v }
+        }
         // Stored without its targets (they are this notification's): given back here.
         if var f = try c.decodeIfPresent(FallbackNotification.self, forKey: .fallback)?.notification {
             f.withTargets(of: self)
             fallback = FallbackNotification(f)
         }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encodeIfPresent(notifID, forKey: .notifID)
+        try c.encode(tokens, forKey: .tokens)
+        try c.encode(platform, forKey: .platform)
+        try c.encodeIfPresent(message, forKey: .message)
+        try c.encodeIfPresent(title, forKey: .title)
+        try c.encodeIfPresent(topic, forKey: .topic)
+        try c.encodeIfPresent(priority, forKey: .priority)
+        try c.encodeIfPresent(contentAvailable, forKey: .contentAvailable)
+        try c.encodeIfPresent(mutableContent, forKey: .mutableContent)
+        try c.encodeIfPresent(sound, forKey: .sound)
+        try c.encodeIfPresent(data, forKey: .data)
+        try c.encodeIfPresent(badge, forKey: .badge)
+        try c.encodeIfPresent(category, forKey: .category)
+        try c.encodeIfPresent(expiration, forKey: .expiration)
+        try c.encodeIfPresent(collapseID, forKey: .collapseID)
+        try c.encodeIfPresent(pushType, forKey: .pushType)
+        try c.encodeIfPresent(channels, forKey: .channels)
+        try c.encodeIfPresent(retry, forKey: .retry)
+        try c.encodeIfPresent(image, forKey: .image)
+        try c.encodeIfPresent(condition, forKey: .condition)
+        try c.encodeIfPresent(to, forKey: .to)
+        try c.encodeIfPresent(dryRun, forKey: .dryRun)
+        try c.encodeIfPresent(subscriptions, forKey: .subscriptions)
+        try c.encodeIfPresent(timeToLive, forKey: .timeToLive)
+        try c.encodeIfPresent(dedupKey, forKey: .dedupKey)
+        try c.encodeIfPresent(coalesceSeconds, forKey: .coalesceSeconds)
+        try c.encodeIfPresent(fallback, forKey: .fallback)
+        try c.encodeIfPresent(schedule.sendAt, forKey: .sendAt)
+        try c.encodeIfPresent(schedule.delaySeconds, forKey: .delaySeconds)
+        try c.encodeIfPresent(schedule.deliverBetween, forKey: .deliverBetween)
+        try c.encodeIfPresent(schedule.quiet, forKey: .quiet)
+        try c.encodeIfPresent(analyticsLabel, forKey: .analyticsLabel)
+        var all = encoder.container(keyedBy: AnyKey.self)
+        for (key, value) in fields where !Self.sharedNames.contains(key) { try all.encode(value, forKey: AnyKey(stringValue: key)) }
     }
 
     /// Takes `other`'s targets and identity (a fallback has its notification's).
@@ -377,6 +364,16 @@ public struct PushNotification: Sendable, Codable, Equatable {
 
     /// It has a time or a window of its own (not coalesced by a platform default).
     public var hasSchedule: Bool { sendAt != nil || delaySeconds != nil || deliverBetween != nil }
+
+    /// FCM's rule for an `analytics_label`: 1-50 characters of `[a-zA-Z0-9-_.~%]`.
+    public static func isAnalyticsLabel(_ s: String) -> Bool {
+        let b = s.utf8
+        guard !b.isEmpty, b.count <= 50 else { return false }
+        return b.allSatisfy { c in
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == UInt8(ascii: "-") || c == UInt8(ascii: "_")
+                || c == UInt8(ascii: ".") || c == UInt8(ascii: "~") || c == UInt8(ascii: "%")
+        }
+    }
 
     /// `coalesce_seconds` accepts 1 second to 1 day.
     public static let coalesceRange: ClosedRange<Int64> = 1...86_400
@@ -425,14 +422,6 @@ public struct PushNotification: Sendable, Codable, Equatable {
             return start.addingTimeInterval(Double(max(0, e)))
         }
         return Date(timeIntervalSince1970: Double(e))
-    }
-
-    /// Whether the request asked for the sandbox/development APNs environment.
-    /// `nil` means "use the configured default".
-    public var productionOverride: Bool? {
-        if production == true { return true }
-        if development == true { return false }
-        return nil
     }
 }
 

@@ -12,6 +12,12 @@ public enum SendOutcome: Sendable, Equatable {
     case transient(reason: String, status: Int?, retryAfter: Double?)
     /// Our credentials were refused as stale (ExpiredProviderToken, FCM 401): re-mint and retry once.
     case credentials(reason: String, status: Int?)
+    /// The app's daily quota with the provider is used up (vendors that count pushes per day):
+    /// failed, not retried; the provider holds further sends until its day resets.
+    case quotaExceeded(reason: String, status: Int?)
+
+    /// Every class name, in this order: metrics, the status page and the live stats show each.
+    public static let classNames = ["delivered", "token_dead", "permanent", "transient", "credentials", "quota_exceeded"]
 
     public var isDelivered: Bool { if case .delivered = self { return true } else { return false } }
 
@@ -19,18 +25,18 @@ public enum SendOutcome: Sendable, Equatable {
     public var reason: String? {
         switch self {
         case .delivered: return nil
-        case .tokenDead(let r, _), .permanent(let r, _), .transient(let r, _, _), .credentials(let r, _): return r
+        case .tokenDead(let r, _), .permanent(let r, _), .transient(let r, _, _), .credentials(let r, _), .quotaExceeded(let r, _): return r
         }
     }
 
     public var status: Int? {
         switch self {
         case .delivered: return nil
-        case .tokenDead(_, let s), .permanent(_, let s), .transient(_, let s, _), .credentials(_, let s): return s
+        case .tokenDead(_, let s), .permanent(_, let s), .transient(_, let s, _), .credentials(_, let s), .quotaExceeded(_, let s): return s
         }
     }
 
-    /// A label for metrics: delivered, token_dead, permanent, transient, credentials.
+    /// A label for metrics: one of `classNames`.
     public var className: String {
         switch self {
         case .delivered: return "delivered"
@@ -38,6 +44,7 @@ public enum SendOutcome: Sendable, Equatable {
         case .permanent: return "permanent"
         case .transient: return "transient"
         case .credentials: return "credentials"
+        case .quotaExceeded: return "quota_exceeded"
         }
     }
 }

@@ -45,10 +45,26 @@ public protocol PreparedPush: Sendable {
     /// The size in bytes the provider's limit applies to (APNs payload, FCM/HMS largest request body,
     /// Web Push plaintext); nil when the rendering does not say.
     var payloadBytes: Int? { get }
+    /// The message identity the notification gave itself (APNs' `apns_id`): every delivery of it
+    /// carries it instead of a new one. Nil: each delivery gets a new UUID.
+    var messageID: String? { get }
 }
 
 extension PreparedPush {
     public var payloadBytes: Int? { nil }
+    public var messageID: String? { nil }
+}
+
+/// An ingest check's refusal: a 400 with `message`, and `detail` naming the field
+/// (`collapse_id: ...`; the server prefixes `notifications[i].`).
+public struct IngestProblem: Sendable, Equatable {
+    public var message: String
+    public var detail: String
+
+    public init(message: String, detail: String) {
+        self.message = message
+        self.detail = detail
+    }
 }
 
 /// One push provider (APNs, FCM, Web Push, UnifiedPush) behind one small protocol.
@@ -59,6 +75,10 @@ public protocol PushProvider: Sendable {
     /// Validates and renders the notification before any network call. Throws `PushFailure`
     /// (e.g. `PayloadTooLarge (N > 4096 bytes)`) for input the provider would refuse.
     func prepare(_ notification: PushNotification) throws -> any PreparedPush
+    /// Checks at ingest that need this provider's (its app's) configuration, such as a default a
+    /// request may leave out: a problem is a 400 naming the field (the Matrix API: that device is
+    /// refused). Nil: nothing to say.
+    func checkIngest(_ notification: PushNotification) -> IngestProblem?
     /// Per-target validation before any network call (e.g. an SSRF-refused Web Push endpoint).
     func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure?
     /// One delivery attempt. Never throws: every failure is classified.
@@ -68,6 +88,7 @@ public protocol PushProvider: Sendable {
 }
 
 extension PushProvider {
+    public func checkIngest(_ notification: PushNotification) -> IngestProblem? { nil }
     public func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure? { nil }
 }
 

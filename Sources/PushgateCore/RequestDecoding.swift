@@ -26,8 +26,13 @@ public struct RequestLimits: Sendable, Equatable {
     /// `core.max_schedule_horizon`: the furthest `send_at` / `delay_seconds` ahead, in seconds.
     public var maxScheduleHorizon: Int = Schedule.defaultHorizon
 
-    public init(platforms: [Platform: PlatformRules] = [:]) {
+    /// The members each provider module reads (`ProviderModule.requestMembers`), decoded in this
+    /// order after the shared ones. A member not listed is not read.
+    public var members: [RequestMember] = []
+
+    public init(platforms: [Platform: PlatformRules] = [:], members: [RequestMember] = []) {
         self.platforms = platforms
+        self.members = members
     }
 
     public func maxTokens(for platform: Platform) -> Int {
@@ -152,12 +157,8 @@ public struct PlatformRules: Sendable, Equatable {
 struct PushRequestDecoder {
     let limits: RequestLimits
 
-    struct Failure: Error {
-        var field: String
-        var problem: String
-        /// A configuration key when a limit was crossed (then the answer says "over a limit").
-        var limit: String?
-    }
+    typealias Failure = RequestMemberProblem
+    typealias Fields = RequestMemberReader
 
     func request(_ root: JSONValue) throws(Failure) -> PushRequest {
         guard case .object(let o) = root else { throw Failure(field: "body", problem: "expected an object") }
@@ -211,7 +212,7 @@ struct PushRequestDecoder {
             platform = nil
             skipReason = reason
         }
-        var n = PushNotification(platform: platform ?? .ios)
+        var n = PushNotification(platform: platform ?? .none)
         // An empty id is no id (gorush treats them alike): one is generated.
         n.notifID = try f.string("notif_id", .field).flatMap { $0.isEmpty ? nil : $0 }
         n.tokens = try f.strings("tokens", .token) ?? []
@@ -232,57 +233,18 @@ struct PushRequestDecoder {
             }
         }
         // gorush's top-level `name` / `volume`: the APNs critical-sound dictionary.
-        n.soundName = try f.string("name", .field)
-        n.soundVolume = try f.double("volume")
-        if let vol = n.soundVolume, !(abs(vol) <= Double(Float.greatestFiniteMagnitude)) {
-            throw Failure(field: path + ".volume", problem: "out of range for a 32-bit float")
-        }
         n.data = try f.object("data")
         n.badge = try f.int("badge", in: Int64(Int32.min)...Int64(Int32.max)).map { Int($0) }
         n.category = try f.string("category", .field)
-        n.threadID = try f.string("thread-id", .field)
-        n.urlArgs = try f.strings("url-args", .field)
-        if let a = try f.object("alert") { n.alert = try alert(a, at: path + ".alert") }
         n.expiration = try f.int("expiration", in: 0...Int64(Int32.max) * 4)
-        n.apnsID = try f.string("apns_id", .field)
         n.collapseID = try f.string("collapse_id", .field)
         n.pushType = try f.string("push_type", .field)
-        n.interruptionLevel = try f.string("interruption_level", .field)
-        n.relevanceScore = try f.double("relevance-score")
-        n.contentState = try f.object("content-state")
-        n.staleDate = try f.int("stale-date", in: 0...Int64(Int32.max) * 4)
-        n.dismissalDate = try f.int("dismissal-date", in: 0...Int64(Int32.max) * 4)
-        n.event = try f.string("event", .field)
-        n.timestamp = try f.int("timestamp", in: 0...Int64(Int32.max) * 4)
-        n.attributesType = try f.string("attributes-type", .field)
-        n.attributes = try f.object("attributes")
-        // Live Activity start (`input-push-token: 1` as Apple writes it, or true) and broadcast channels.
-        if let v = f.present("input-push-token"), v != .null {
-            switch v {
-            case .bool(let b): n.inputPushToken = b
-            case .int(0): n.inputPushToken = false
-            case .int(1): n.inputPushToken = true
-            default: throw Failure(field: path + ".input-push-token", problem: "expected 1 or true (0 or false: not asked)")
-            }
-        }
-        n.inputPushChannel = try f.string("input-push-channel", .field)
         n.channels = try f.strings("channels", .field)
-        n.production = try f.bool("production")
-        n.development = try f.bool("development")
         n.retry = try f.int("retry", in: -1_000_000...1_000_000).map { Int($0) }
         n.image = try f.string("image", .token)
         n.condition = try f.string("condition", .field)
         n.to = try f.string("to", .token)
         n.dryRun = try f.bool("dry_run")
-        n.fcmNotification = try f.object("notification").map(KeySchema.notification.canonical)
-        n.android = try f.object("android").map(KeySchema.android.canonical)
-        if let android = n.android { n.android = try checkAndroid(android, at: path + ".android") }
-        n.apns = try f.object("apns").map(KeySchema.apns.canonical)
-        if let apns = n.apns { try checkFCMAPNs(apns, at: path + ".apns") }
-        n.webpush = try f.object("webpush").map(KeySchema.webpush.canonical)
-        if let options = n.webpush?["fcm_options"] { try checkFCMOptions(options, at: path + ".webpush.fcm_options") }
-        n.fcmOptions = try f.object("fcm_options").map(KeySchema.fcmOptions.canonical)
-        if let options = n.fcmOptions { try checkFCMOptions(.object(options), at: path + ".fcm_options") }
         if let subs = f.present("subscriptions") {
             guard case .array(let list) = subs else { throw Failure(field: path + ".subscriptions", problem: "expected an array") }
             var out: [WebPushSubscription] = []
@@ -290,13 +252,7 @@ struct PushRequestDecoder {
             for (k, s) in list.enumerated() { out.append(try subscription(s, at: "\(path).subscriptions[\(k)]")) }
             n.subscriptions = out
         }
-        n.payload = try f.string("payload", .message)
         n.timeToLive = try f.int("time_to_live", in: 0...Int64(Int32.max))
-        n.urgency = try f.string("urgency", .field)
-        n.declarative = try f.bool("declarative")
-        n.navigate = try f.string("navigate", .token)
-        n.silent = try f.bool("silent")
-        try huawei(f, into: &n, at: path)
         n.dedupKey = try f.string("dedup_key", .field)
         if let k = n.dedupKey, k.isEmpty { throw Failure(field: path + ".dedup_key", problem: "must not be empty") }
         n.coalesceSeconds = try f.int("coalesce_seconds", in: PushNotification.coalesceRange).map { Int($0) }
@@ -305,10 +261,14 @@ struct PushRequestDecoder {
         }
         try schedule(f, into: &n, at: path)
         if let label = try f.string("analytics_label", .field) {
-            guard Self.isAnalyticsLabel(label) else {
+            guard PushNotification.isAnalyticsLabel(label) else {
                 throw Failure(field: path + ".analytics_label", problem: "must be 1-50 characters of a-z A-Z 0-9 - _ . ~ % (FCM's rule)")
             }
             n.analyticsLabel = label
+        }
+        // The provider modules' members, each read from this notification by the module's decoder.
+        for member in limits.members {
+            if let v = try member.decode(f) { n.fields[member.name] = v }
         }
         if platform != nil { try checkExclusiveMembers(f, of: n.platform, at: path) }
         if let fv = f.present("fallback") {
@@ -341,7 +301,7 @@ struct PushRequestDecoder {
     /// the first present one, in the owners' order, is refused.
     func checkExclusiveMembers(_ f: Fields, of platform: Platform, at path: String) throws(Failure) {
         let own = limits.platforms[platform]?.exclusiveMembers ?? []
-        for owner in Platform.allCases where owner != platform {
+        for owner in limits.platforms.keys.sorted() where owner != platform {
             for member in limits.platforms[owner]?.exclusiveMembers ?? [] where !own.contains(member) {
                 for name in member.names {
                     switch f.present(name) {
@@ -360,16 +320,6 @@ struct PushRequestDecoder {
         "platform", "tokens", "to", "condition", "subscriptions", "channels", "notif_id", "fallback", "dedup_key", "coalesce_seconds", "app_id",
         "send_at", "delay_seconds", "deliver_between", "quiet",
     ]
-
-    /// FCM's `analytics_label`: 1-50 characters of `[a-zA-Z0-9-_.~%]`.
-    static func isAnalyticsLabel(_ s: String) -> Bool {
-        let b = s.utf8
-        guard !b.isEmpty, b.count <= 50 else { return false }
-        return b.allSatisfy { c in
-            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == UInt8(ascii: "-") || c == UInt8(ascii: "_")
-                || c == UInt8(ascii: ".") || c == UInt8(ascii: "~") || c == UInt8(ascii: "%")
-        }
-    }
 
     /// `send_at`, `delay_seconds`, `deliver_between` and `quiet` (docs/delivery-controls.md). Numbers
     /// are range-checked as doubles before any integer conversion. The horizon against the clock
@@ -479,24 +429,6 @@ struct PushRequestDecoder {
         }
     }
 
-    func alert(_ o: JSONObject, at path: String) throws(Failure) -> APNsAlert {
-        let f = Fields(object: o, path: path, limits: limits)
-        var a = APNsAlert()
-        a.title = try f.string("title", .message)
-        a.subtitle = try f.string("subtitle", .message)
-        a.body = try f.string("body", .message)
-        a.action = try f.string("action", .field)
-        a.actionLocKey = try f.string("action-loc-key", .field)
-        a.launchImage = try f.string("launch-image", .field)
-        a.locArgs = try f.strings("loc-args", .message)
-        a.locKey = try f.string("loc-key", .field)
-        a.titleLocArgs = try f.strings("title-loc-args", .message)
-        a.titleLocKey = try f.string("title-loc-key", .field)
-        a.summaryArg = try f.string("summary-arg", .field)
-        a.summaryArgCount = try f.int("summary-arg-count", in: 0...Int64(Int32.max)).map { Int($0) }
-        return a
-    }
-
     func subscription(_ v: JSONValue, at path: String) throws(Failure) -> WebPushSubscription {
         guard case .object(let o) = v else { throw Failure(field: path, problem: "expected an object") }
         let f = Fields(object: o, path: path, limits: limits)
@@ -515,238 +447,5 @@ struct PushRequestDecoder {
             keys = .init(p256dh: p256dh, auth: auth)
         }
         return WebPushSubscription(endpoint: endpoint, keys: keys)
-    }
-
-    /// FCM's `android.ttl`: seconds as a number or a string ("3600" / "3600s" / "3.5s"), at most 4 weeks.
-    static let maxFCMTTL: Double = 2_419_200
-
-    /// FCM v1 `AndroidConfig` booleans (direct boot, bandwidth-constrained and restricted-satellite delivery).
-    static let androidBooleans = ["direct_boot_ok", "bandwidth_constrained_ok", "restricted_satellite_ok"]
-
-    /// FCM v1 `AndroidNotification.proxy` (`Proxy` enum): whether Android may proxy the notification.
-    static let androidProxyValues = ["PROXY_UNSPECIFIED", "ALLOW", "DENY", "IF_PRIORITY_LOWERED"]
-
-    /// Checks FCM's `android` object and returns it with `notification.proxy` spelled as FCM's enum
-    /// (upper case; `"allow"` is taken as `ALLOW`, as the Firebase Admin SDKs take it).
-    func checkAndroid(_ android: JSONObject, at path: String) throws(Failure) -> JSONObject {
-        var android = android
-        for key in Self.androidBooleans {
-            switch android[key] {
-            case nil, .null?, .bool?: continue
-            default: throw Failure(field: path + "." + key, problem: "expected true or false")
-            }
-        }
-        if let options = android["fcm_options"] { try checkFCMOptions(options, at: path + ".fcm_options") }
-        if case .object(var an)? = android["notification"] {
-            switch an["bypass_proxy_notification"] {
-            case nil, .null?, .bool?: break
-            default: throw Failure(field: path + ".notification.bypass_proxy_notification", problem: "expected true or false")
-            }
-            switch an["proxy"] {
-            case nil, .null?: break
-            case .string(let s)? where Self.androidProxyValues.contains(s.uppercased()):
-                if s != s.uppercased() {
-                    an["proxy"] = .string(s.uppercased())
-                    android["notification"] = .object(an)
-                }
-            default:
-                throw Failure(
-                    field: path + ".notification.proxy", problem: "expected one of \(Self.androidProxyValues.joined(separator: ", ")) (FCM's Proxy)")
-            }
-        }
-        try checkTTL(android, at: path)
-        return android
-    }
-
-    /// FCM's `apns` object: `live_activity_token` (a Live Activity push or push-to-start token) is a
-    /// string; `fcm_options.analytics_label` follows FCM's rule.
-    func checkFCMAPNs(_ apns: JSONObject, at path: String) throws(Failure) {
-        switch apns["live_activity_token"] {
-        case nil, .null?: break
-        case .string(let s)?:
-            if s.isEmpty { throw Failure(field: path + ".live_activity_token", problem: "must not be empty") }
-            if s.utf8.count > limits.maxTokenBytes {
-                throw Failure(
-                    field: path + ".live_activity_token", problem: "\(s.utf8.count) bytes, over the limit of \(limits.maxTokenBytes)",
-                    limit: "core.max_token_bytes")
-            }
-        default: throw Failure(field: path + ".live_activity_token", problem: "expected a string")
-        }
-        if let options = apns["fcm_options"] { try checkFCMOptions(options, at: path + ".fcm_options") }
-    }
-
-    /// An `fcm_options` object (the message's, or `android`'s / `apns`'s / `webpush`'s): its
-    /// `analytics_label` follows FCM's rule.
-    func checkFCMOptions(_ options: JSONValue, at path: String) throws(Failure) {
-        guard case .object(let o) = options else {
-            if options == .null { return }
-            throw Failure(field: path, problem: "expected an object")
-        }
-        switch o["analytics_label"] {
-        case nil, .null?: break
-        case .string(let label)? where Self.isAnalyticsLabel(label): break
-        default: throw Failure(field: path + ".analytics_label", problem: "must be 1-50 characters of a-z A-Z 0-9 - _ . ~ % (FCM's rule)")
-        }
-    }
-
-    func checkTTL(_ android: JSONObject, at path: String) throws(Failure) {
-        guard let ttl = android["ttl"] else { return }
-        let seconds: Double?
-        switch ttl {
-        case .int(let i): seconds = Double(i)
-        case .double(let d): seconds = d
-        case .string(let s):
-            let digits = s.hasSuffix("s") ? String(s.dropLast()) : s
-            guard digits.utf8.count <= 32, let d = Double(digits), d.isFinite,
-                digits.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: ".") })
-            else {
-                throw Failure(field: path + ".ttl", problem: "expected seconds such as 3600 or \"3600s\"")
-            }
-            seconds = d
-        case .null: seconds = nil
-        default: throw Failure(field: path + ".ttl", problem: "expected seconds such as 3600 or \"3600s\"")
-        }
-        if let seconds, !(seconds >= 0 && seconds <= Self.maxFCMTTL) {
-            throw Failure(field: path + ".ttl", problem: "out of range: must be between 0 and \(Int(Self.maxFCMTTL)) seconds (4 weeks)")
-        }
-    }
-
-    /// gorush's Huawei fields, with the ranges go-hms-push checks before sending (`verify` package):
-    /// `collapse_key` -1...100, `fast_app_target` 0, 1 or 2, `ttl` seconds with an optional `s`.
-    /// gorush's `app_id` / `app_secret` are type-checked and dropped: gorush v1.22 declares them but
-    /// always sends with the configured app (and a secret must not reach the queue or the logs).
-    func huawei(_ f: Fields, into n: inout PushNotification, at path: String) throws(Failure) {
-        n.huaweiNotification = try f.object("huawei_notification")
-        n.huaweiData = try f.string("huawei_data", .message)
-        n.huaweiCollapseKey = try f.int("huawei_collapse_key", in: -1...100).map { Int($0) }
-        if let ttl = try f.string("huawei_ttl", .field) {
-            guard Self.isHMSDuration(ttl) else {
-                throw Failure(field: path + ".huawei_ttl", problem: "expected seconds such as \"86400s\", \"3600\" or \"1.5s\"")
-            }
-            if let seconds = Double(ttl.hasSuffix("s") || ttl.hasSuffix("S") ? String(ttl.dropLast()) : ttl), !(seconds <= Self.maxFCMTTL) {
-                throw Failure(field: path + ".huawei_ttl", problem: "out of range: must be between 0 and \(Int(Self.maxFCMTTL)) seconds (4 weeks)")
-            }
-            n.huaweiTTL = ttl
-        }
-        n.biTag = try f.string("bi_tag", .field)
-        n.fastAppTarget = try f.int("fast_app_target", in: 0...2).map { Int($0) }
-        n.harmonyPayload = try f.object("harmony_payload")
-        _ = try f.string("app_id", .field)
-        _ = try f.string("app_secret", .field)
-    }
-
-    /// go-hms-push's `ttlPattern` made exact: digits, optionally a fraction of 1-9 digits, optionally `s`/`S`.
-    static func isHMSDuration(_ s: String) -> Bool {
-        var u = Substring(s).utf8[...]
-        if u.last == UInt8(ascii: "s") || u.last == UInt8(ascii: "S") { u = u.dropLast() }
-        let parts = u.split(separator: UInt8(ascii: "."), maxSplits: 1, omittingEmptySubsequences: false)
-        guard let whole = parts.first, !whole.isEmpty, whole.count <= 10, whole.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return false }
-        if parts.count == 2 {
-            let frac = parts[1]
-            guard (1...9).contains(frac.count), frac.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return false }
-        }
-        return true
-    }
-
-    /// Which string limit applies to a field.
-    enum StringKind {
-        case token, field, message
-        func limit(_ l: RequestLimits) -> (Int, String) {
-            switch self {
-            case .token: return (l.maxTokenBytes, "core.max_token_bytes")
-            case .field: return (l.maxFieldBytes, "core.max_field_bytes")
-            case .message: return (l.maxMessageBytes, "core.max_message_bytes")
-            }
-        }
-    }
-
-    /// Typed reads of one object's fields; `null` reads as absent, as gorush's decoding does.
-    struct Fields {
-        let members: FoldedMembers
-        let path: String
-        let limits: RequestLimits
-
-        /// Members are matched by field name case-insensitively, as Go's `encoding/json` does.
-        init(object: JSONObject, path: String, limits: RequestLimits) {
-            members = FoldedMembers(object)
-            self.path = path
-            self.limits = limits
-        }
-
-        func present(_ key: String) -> JSONValue? {
-            guard let v = members[key], v != .null else { return nil }
-            return v
-        }
-
-        func field(_ key: String) -> String { path + "." + key }
-
-        func string(_ key: String, _ kind: StringKind) throws(Failure) -> String? {
-            guard let v = present(key) else { return nil }
-            guard case .string(let s) = v else { throw Failure(field: field(key), problem: "expected a string") }
-            try check(s, key: field(key), kind)
-            return s
-        }
-
-        /// `key` is built only when the check fails (a 10,000-token array makes no path strings).
-        func check(_ s: String, key: @autoclosure () -> String, _ kind: StringKind) throws(Failure) {
-            let n = s.utf8.count
-            let (max, name) = kind.limit(limits)
-            if n > max {
-                throw Failure(field: key(), problem: "\(n) bytes, over the limit of \(max)", limit: name)
-            }
-        }
-
-        func strings(_ key: String, _ kind: StringKind) throws(Failure) -> [String]? {
-            guard let v = present(key) else { return nil }
-            guard case .array(let list) = v else { throw Failure(field: field(key), problem: "expected an array of strings") }
-            var out: [String] = []
-            out.reserveCapacity(list.count)
-            for (i, e) in list.enumerated() {
-                guard case .string(let s) = e else { throw Failure(field: "\(field(key))[\(i)]", problem: "expected a string") }
-                try check(s, key: "\(field(key))[\(i)]", kind)
-                out.append(s)
-            }
-            return out
-        }
-
-        func bool(_ key: String) throws(Failure) -> Bool? {
-            guard let v = present(key) else { return nil }
-            guard case .bool(let b) = v else { throw Failure(field: field(key), problem: "expected a boolean") }
-            return b
-        }
-
-        func object(_ key: String) throws(Failure) -> JSONObject? {
-            guard let v = present(key) else { return nil }
-            guard case .object(let o) = v else { throw Failure(field: field(key), problem: "expected an object") }
-            return o
-        }
-
-        /// An integer within `range`; an integral number written as a double (`3600.0`) is accepted.
-        func int(_ key: String, in range: ClosedRange<Int64>) throws(Failure) -> Int64? {
-            guard let v = present(key) else { return nil }
-            let i: Int64
-            switch v {
-            case .int(let x): i = x
-            case .double(let d) where d == d.rounded() && d >= Double(range.lowerBound) && d <= Double(range.upperBound):
-                i = Int64(d)
-            case .double:
-                throw Failure(field: field(key), problem: "expected an integer between \(range.lowerBound) and \(range.upperBound)")
-            default:
-                throw Failure(field: field(key), problem: "expected an integer")
-            }
-            guard range.contains(i) else {
-                throw Failure(field: field(key), problem: "out of range: must be between \(range.lowerBound) and \(range.upperBound)")
-            }
-            return i
-        }
-
-        func double(_ key: String) throws(Failure) -> Double? {
-            guard let v = present(key) else { return nil }
-            switch v {
-            case .int(let i): return Double(i)
-            case .double(let d): return d
-            default: throw Failure(field: field(key), problem: "expected a number")
-            }
-        }
     }
 }

@@ -3,6 +3,7 @@ import GatewayCore
 import Logging
 import NIOConcurrencyHelpers
 import NIOSSL
+@_exported import Providers
 import PushDispatch
 @_exported import PushgateCore
 import QueueStore

@@ -183,7 +183,7 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
             (Int64, Int, Int, String, String?, Int, Int, Double, String?, String?, Double?, String, String?).self)
         {
             let record = storedStatusRecord(
-                platform: Platform(rawValue: p) ?? .ios, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
+                platform: Platform(rawValue: p) ?? .none, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
                 state: state, attempts: att, notBefore: nb, lastError: err, providerID: pid, finishedAt: fin, app: app,
                 fallback: fallback)
             out.append(StoredStatus(jobID: id, record: record))

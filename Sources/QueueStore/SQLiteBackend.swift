@@ -430,7 +430,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         return rows.map { r in
             func str(_ c: String) -> String? { r.column(c).flatMap { $0.isNull ? nil : $0.string } }
             let record = storedStatusRecord(
-                platform: Platform(rawValue: r.column("platform")?.integer ?? 1) ?? .ios,
+                platform: Platform(rawValue: r.column("platform")?.integer ?? 0) ?? .none,
                 target: TargetCodec.decode(kind: r.column("target_kind")?.integer ?? 0, value: str("target") ?? "", keys: str("target_keys")),
                 state: r.column("state")?.integer ?? 0, attempts: r.column("attempts")?.integer ?? 0,
                 notBefore: r.column("not_before")?.double ?? 0, lastError: str("last_error"), providerID: str("provider_id"),

@@ -2,6 +2,13 @@ import Logging
 import ProviderKit
 import PushgateCore
 
+extension Platform {
+    /// Web Push (RFC 8030/8291/8292).
+    public static let webpush = Platform(4, "webpush", aliases: ["web"])
+    /// UnifiedPush: Web Push to a distributor's endpoint, or a bare endpoint URL.
+    public static let unifiedpush = Platform(5, "unifiedpush", aliases: ["up"])
+}
+
 /// Web Push (platform 4) and UnifiedPush (platform 5) as the gateway sees them: the `webpush:` and
 /// `unifiedpush:` sections, the ingest checks, and one engine (VAPID keys, tokens, connections) for both.
 public struct WebPushModule: ProviderModule {
@@ -55,6 +62,7 @@ public struct WebPushModule: ProviderModule {
     }
 
     public var platforms: [Platform] { [.webpush, .unifiedpush] }
+    public var requestMembers: [RequestMember] { WebPushRequestMembers.all }
 
     public var sections: [ConfigSection] {
         [

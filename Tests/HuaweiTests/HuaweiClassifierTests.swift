@@ -143,7 +143,7 @@ final class HuaweiMappingTests: XCTestCase {
         let r = try RequestParser.parse(
             Array(
                 #"{"notifications":[{"platform":3,"tokens":["t"],"huawei_data":"d","huawei_collapse_key":-1,"huawei_ttl":"1.5s","bi_tag":"b","fast_app_target":2,"app_id":"1","app_secret":"s3cr3t","huawei_notification":{"title":"x"}}]}"#
-                    .utf8), limits: RequestLimits())
+                    .utf8), limits: RequestLimits(members: HuaweiModule().requestMembers))
         let n = try XCTUnwrap(r.notifications.first)
         XCTAssertEqual(n.huaweiData, "d")
         XCTAssertEqual(n.huaweiCollapseKey, -1)
@@ -161,7 +161,8 @@ final class HuaweiMappingTests: XCTestCase {
         ] {
             XCTAssertThrowsError(
                 try RequestParser.parse(
-                    Array(#"{"notifications":[{"platform":3,"tokens":["t"],"\#(field)":\#(value)}]}"#.utf8), limits: RequestLimits()), field
+                    Array(#"{"notifications":[{"platform":3,"tokens":["t"],"\#(field)":\#(value)}]}"#.utf8),
+                    limits: RequestLimits(members: HuaweiModule().requestMembers)), field
             ) { error in
                 XCTAssertTrue("\(error)".contains(field), "\(field): \(error)")
             }

@@ -212,6 +212,9 @@ func renderForProviders(_ n: PushNotification) {
         } catch {
             note("  WebPushRequestValidator.prepare: \(error)")
         }
+    default:
+        // Its request members were decoded above by the registry's decoders (`requestLimits`).
+        note("  \(n.platform): no rendering target here")
     }
 }
 

@@ -714,7 +714,7 @@ public final class MockResponseHold: Sendable {
 extension MockHTTPServer {
     /// A provider mock's server (FCM, HMS): TLS, port, answer delay and streams limit as given, each
     /// request answered by `handle` on the mock, which it holds weakly (503 once the mock is gone).
-    static func serving<Mock: AnyObject & Sendable>(
+    public static func serving<Mock: AnyObject & Sendable>(
         _ mock: Mock, tls: TLSConfiguration?, port: Int, responseDelay: TimeAmount?, maxConcurrentStreams: Int,
         eventLoopGroup: any EventLoopGroup, handle: @escaping @Sendable (Mock, MockRequest) -> MockResponse
     ) -> MockHTTPServer {
