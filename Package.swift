@@ -151,7 +151,7 @@ let package = Package(
         // The registry: the one list of provider modules, and what the rest reads from it.
         .target(
             name: "Providers",
-            dependencies: ["PushgateCore", "ProviderKit", "APNs", "FCM", "Huawei", "Harmony", "WebPush"]),
+            dependencies: ["PushgateCore", "ProviderKit", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "WNS"]),
         // Queues, workers, retry policy. (Named PushDispatch: "Dispatch" is the system libdispatch module.)
         .target(
             name: "PushDispatch",
@@ -285,7 +285,7 @@ let package = Package(
         .target(
             name: "MockProviders",
             dependencies: [
-                "MockKit", "PushgateCore", "Signing", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "ProviderKit",
+                "MockKit", "PushgateCore", "Signing", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "ProviderKit", "WNSMock",
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -302,7 +302,7 @@ let package = Package(
         .target(
             name: "WNSMock",
             dependencies: [
-                "MockProviders", "PushgateCore", "ProviderKit",
+                "MockKit", "PushgateCore", "ProviderKit", "WNS",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -382,7 +382,7 @@ let package = Package(
         .testTarget(
             name: "WNSTests",
             dependencies: [
-                "TestSupport", "WNS", "WNSMock", "MockProviders", "ProviderKit", "PushgateCore",
+                "TestSupport", "WNS", "WNSMock", "MockKit", "ProviderKit", "PushgateCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -403,7 +403,8 @@ let package = Package(
             name: "GatewayTests",
             dependencies: [
                 "TestSupport",
-                "GatewayCore", "HTTPIngest", "GorushRPC", "MatrixIngest", "PushgateKit", "MockProviders", "PushgateCore", "PushDispatch", "Signing",
+                "GatewayCore", "HTTPIngest", "GorushRPC", "MatrixIngest", "PushgateKit", "MockProviders", "WNSMock", "PushgateCore", "PushDispatch",
+                "Signing",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),

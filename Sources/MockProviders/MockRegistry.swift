@@ -8,12 +8,13 @@ import NIOCore
 import NIOSSL
 import ProviderKit
 import PushgateCore
+import WNSMock
 import WebPush
 
 /// Every provider's mock, for tests, `pushgate serve --mock`, `pushgate mock` and `pushgate bench`.
 /// Adding a provider: one line here next to the one in `ProviderRegistry`.
 public enum MockRegistry {
-    public static let modules: [ProviderMockModule] = [.apns, .fcm, .hms, .webpush]
+    public static let modules: [ProviderMockModule] = [.apns, .fcm, .hms, .webpush, .wns]
 
     public static func module(named name: String) -> ProviderMockModule? { modules.first { $0.name == name } }
 

@@ -4,6 +4,7 @@
 @_exported import Huawei
 import ProviderKit
 import PushgateCore
+@_exported import WNS
 @_exported import WebPush
 
 /// Every provider the gateway knows, in order: the server (sections, request rules, `/metrics`,
@@ -20,6 +21,7 @@ public enum ProviderRegistry {
             HuaweiModule(),
             WebPushModule(),
             HarmonyModule(),
+            WNSModule(),
         ]
         // Declares every module's platforms (their static lets), so that numbers and names read
         // from requests and stores are known before anything else asks.

@@ -91,7 +91,7 @@ final class WNSChannelTests: XCTestCase {
         XCTAssertEqual(c(406, [("X-WNS-CONTINUE-AFTER", "9")]), .transient(reason: "Throttled", status: 406, retryAfter: 9))
         XCTAssertEqual(c(503, [("Retry-After", "3")]), .transient(reason: "ServiceUnavailable", status: 503, retryAfter: 3))
         XCTAssertEqual(c(500).className, "transient")
-        XCTAssertEqual(c(429), .permanent(reason: "MonthlyQuotaExceeded", status: 429))
+        XCTAssertEqual(c(429), .quotaExceeded(reason: "MonthlyQuotaExceeded", status: 429))
         XCTAssertEqual(c(413), .permanent(reason: "PayloadTooLarge", status: 413))
         XCTAssertEqual(c(400, [("X-WNS-Error-Description", "Invalid X-WNS-Type")]), .permanent(reason: "BadRequest: Invalid X-WNS-Type", status: 400))
         XCTAssertEqual(c(405).className, "permanent")

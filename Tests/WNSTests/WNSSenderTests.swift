@@ -1,7 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import Logging
-import MockProviders
+import MockKit
 import NIOCore
 import NIOPosix
 import NIOSSL

@@ -1,5 +1,5 @@
 import Foundation
-import MockProviders
+import MockKit
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
@@ -66,6 +66,11 @@ public final class MockWNS: Sendable {
         public var recordRequests = true
         /// While held, answers wait until the test releases them (token answers too).
         public var hold: MockResponseHold?
+        /// Added before every answer.
+        public var responseDelay: TimeAmount?
+        /// Called for every channel POST that passed the checks, with its path and query and the
+        /// body; a non-nil answer replaces the scripted / default one (load tools' verdicts).
+        public var hook: (@Sendable (_ channel: String, _ body: [UInt8]) -> Reply?)?
         /// The mock's clock (tokens expire by it).
         public var now: @Sendable () -> Date = { Date() }
         public init(tls: TLSConfiguration?) { self.tls = tls }
@@ -103,6 +108,7 @@ public final class MockWNS: Sendable {
         o.tls = tls
         o.port = options.port
         o.responseHold = options.hold
+        o.responseDelay = options.responseDelay
         let server = MockHTTPServer(options: o, eventLoopGroup: eventLoopGroup) { [weak self] request in
             guard let self else { return MockResponse(status: 503) }
             return self.handle(request)
@@ -268,8 +274,10 @@ public final class MockWNS: Sendable {
             guard Self.rootElement(request.body) == root else { return refuse(400, "the payload's root element is not <\(root)>") }
         }
         let channel = request.path
+        let hooked = options.hook?(channel, request.body)
         let reply = state.withLockedValue { s -> Reply in
             s.sendRequests += 1
+            if let hooked { return hooked }
             if var q = s.scripts[channel], !q.isEmpty {
                 let r = q.removeFirst()
                 s.scripts[channel] = q

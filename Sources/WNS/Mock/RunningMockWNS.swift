@@ -1,7 +1,9 @@
-import MockProviders
+import MockKit
 import NIOCore
 import NIOSSL
 import ProviderKit
+import PushgateCore
+import WNS
 
 /// The WNS mock as `pushgate mock`, `serve --mock` and the gateway tests run it: the gateway's
 /// `wns` section points every send at the mock (`connect_to`), its token requests at the mock's
@@ -26,6 +28,18 @@ public struct RunningMockWNS: RunningProviderMock {
         var options = MockWNS.Options(tls: tls)
         options.port = settings.port
         options.recordRequests = settings.recordRequests
+        options.responseDelay = settings.delay
+        options.hold = settings.hold
+        if let verdict = settings.verdict {
+            options.hook = { channel, body in
+                let id = channel.hasPrefix("/?token=") ? String(channel.dropFirst(8)) : channel
+                switch verdict(id, body) {
+                case .ok: return nil
+                case .dead: return .status(410)
+                case .injected(let status): return .status(status)
+                }
+            }
+        }
         let mock = MockWNS(options: options, eventLoopGroup: group)
         try await mock.start()
         return RunningMockWNS(mock: mock)
@@ -60,4 +74,16 @@ public struct RunningMockWNS: RunningProviderMock {
     }
 
     public func stop() async throws { try await mock.stop() }
+}
+
+extension ProviderMockModule {
+    /// The WNS mock: `MockRegistry` lists it. Bench ids become channel URIs of the mock.
+    public static let wns = ProviderMockModule(
+        name: "wns", title: "WNS", platforms: [.wns],
+        benchTargets: { _, tokens, _ in
+            "\"tokens\":[" + tokens.map { "\"\(RunningMockWNS.channel($0))\"" }.joined(separator: ",") + "]"
+        }
+    ) { tls, _, settings, group in
+        try await RunningMockWNS.start(tls: tls, settings: settings, group: group)
+    }
 }

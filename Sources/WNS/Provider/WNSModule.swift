@@ -5,14 +5,13 @@ import PushgateCore
 
 /// The WNS provider as the gateway sees it: the `wns:` section, its ingest checks and how it is built.
 public struct WNSModule: ProviderModule {
-    /// The platform it serves (the number and name the registry gives WNS).
-    public let platform: Platform
+    public init() {}
 
-    public init(platform: Platform) {
-        self.platform = platform
-    }
+    var platform: Platform { .wns }
+    public var platforms: [Platform] { [.wns] }
 
-    public var platforms: [Platform] { [platform] }
+    /// The notification's own `wns` object.
+    public var requestMembers: [RequestMember] { WNSRequestMembers.all }
 
     public var sections: [ConfigSection] {
         [
@@ -33,9 +32,11 @@ public struct WNSModule: ProviderModule {
         return WNSProvider.checkIngest(n, options: options).map { IngestProblem(message: $0.message, detail: $0.detail) }
     }
 
-    /// A TTL longer than a channel URI lives is refused.
+    /// A TTL longer than a channel URI lives is refused; only WNS notifications carry a `wns` object.
     public func requestRules(for platform: Platform) -> PlatformRules {
-        PlatformRules(maxTokens: defaultMaxTokens(for: platform), maxTimeToLive: WNSOptions.maxTTL)
+        PlatformRules(
+            maxTokens: defaultMaxTokens(for: platform), maxTimeToLive: WNSOptions.maxTTL,
+            exclusiveMembers: [.init(["wns"], problem: "the wns object is for platform 7 (wns) only")])
     }
 
     public func build(_ config: ProviderConfig, context: ProviderBuildContext) throws -> ProviderBuild {

@@ -15,9 +15,8 @@ public final class WNSProvider: PushProvider {
 
     /// The notification's own `wns` object (nil: a toast of its title and message).
     public static func options(of n: PushNotification) throws(WNSFieldProblem) -> WNSOptions? {
-        // The request decoder carries provider members in `PushNotification.fields` once providers
-        // can declare them; until then a notification has no `wns` object.
-        nil
+        guard let object = n.wns else { return nil }
+        return try WNSOptions(decoding: .object(object))
     }
 
     public func prepare(_ notification: PushNotification) throws -> any PreparedPush {

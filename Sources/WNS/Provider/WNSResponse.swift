@@ -67,7 +67,7 @@ public enum WNSResponseClassifier {
             return .permanent(reason: reason("PayloadTooLarge"), status: a.status)
         case 429:
             // "Monthly Quota Exceeded": nothing to gain from retrying within a delivery's lifetime.
-            return .permanent(reason: reason("MonthlyQuotaExceeded"), status: a.status)
+            return .quotaExceeded(reason: reason("MonthlyQuotaExceeded"), status: a.status)
         case 408, 500...599:
             return .transient(reason: reason(a.status == 503 ? "ServiceUnavailable" : "HTTP \(a.status)"), status: a.status, retryAfter: delay)
         default:
