@@ -1,4 +1,5 @@
 import Foundation
+import GRPCCore
 import HummingbirdTesting
 import MockProviders
 import NIOPosix
@@ -8,6 +9,7 @@ import WNSMock
 import XCTest
 
 @testable import GatewayCore
+@testable import GorushRPC
 @testable import HTTPIngest
 
 /// End to end through WNS: HTTP client -> Pushgate -> HTTPS/1.1 -> the strict mock WNS (both token
@@ -259,6 +261,37 @@ final class GatewayWNSTests: XCTestCase {
             XCTAssertGreaterThanOrEqual(next.timeIntervalSince(before), 3600 - 1, "not before its Retry-After")
             XCTAssertLessThan(next.timeIntervalSince(before), 3600 + 600)
             XCTAssertEqual(wns.messages.count, 1)
+        }
+    }
+
+    /// gorush's proto carries the platform as a number and has no wns member: a gRPC client sends
+    /// platform 7 with title and message, which make a toast.
+    func testGRPCSendsAToastToPlatform7() async throws {
+        let (env, wns) = try await start()
+        defer {
+            Task {
+                try? await wns.stop()
+                await env.stop()
+            }
+        }
+        try await GorushRPCTests.withRPC(env, yaml(wns), environment: ["PUSHGATE_CORE_SYNC": "true"]) { client, _, _, _ in
+            var request = Proto_NotificationRequest()
+            request.platform = 7
+            request.tokens = [Self.channel("rpc")]
+            request.title = "From gRPC"
+            request.message = "a < b"
+            let (reply, _) = try await GorushRPCTests.send(client, request)
+            XCTAssertTrue(reply.success)
+            // gorush's Send answers before the deliveries are made.
+            try await waitUntil("the toast reaches the mock") { !wns.messages.isEmpty }
+            let m = try XCTUnwrap(wns.messages.first)
+            XCTAssertEqual(m.type, "wns/toast")
+            XCTAssertTrue(m.bodyString.contains("<text>From gRPC</text><text>a &lt; b</text>"), m.bodyString)
+            // A channel URI the guard refuses is an invalid argument naming the token.
+            request.tokens = ["https://evil.example/?token=x"]
+            let refused = await GorushRPCTests.sendError(client, request)
+            XCTAssertEqual(refused?.code, .invalidArgument)
+            XCTAssertTrue(refused?.message.contains("tokens[0]") ?? false, "\(String(describing: refused))")
         }
     }
 }
