@@ -89,6 +89,12 @@ final class GatewayWNSTests: XCTestCase {
             for msg in m.values { XCTAssertEqual(msg.contentLength, String(msg.body.count)) }
             XCTAssertEqual(wns.sendRejections, [])
             XCTAssertEqual(wns.tokenRequests.count, 1, "one token for every send")
+
+            // Counted like every platform: /metrics and /api/stat/app.
+            let metrics = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
+            XCTAssertTrue(metrics.contains("\ngorush_wns_success 4\n"), metrics)
+            let stat = try await client.execute(uri: "/api/stat/app", method: .get) { jsonObject(String(buffer: $0.body)) }
+            XCTAssertEqual((stat["wns"] as? [String: Int]) ?? [:], ["push_success": 4, "push_error": 0])
         }
     }
 
