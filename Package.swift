@@ -398,7 +398,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // The gateway side imports PushgateKit only; MockProviders starts the mock APNs.
-        .testTarget(name: "PushgateKitTests", dependencies: ["PushgateKit", "MockProviders"]),
+        .testTarget(name: "PushgateKitTests", dependencies: ["PushgateKit", "MockProviders", "WNSMock"]),
         .testTarget(
             name: "GatewayTests",
             dependencies: [
