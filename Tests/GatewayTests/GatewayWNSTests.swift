@@ -139,18 +139,23 @@ final class GatewayWNSTests: XCTestCase {
         }
         wns.script(channel: "/?token=expired", [.status(410)])
         wns.script(channel: "/?token=unknown", [.status(404)])
+        wns.script(channel: "/?token=other-app", [.status(403)])
         try await env.withGateway(yaml(wns) + "\nlog:\n  hide_token: false", environment: ["PUSHGATE_CORE_SYNC": "true"]) { client, _ in
             let r = try await client.push(
-                #"{"notifications":[{"platform":7,"tokens":["\#(Self.channel("expired"))","\#(Self.channel("unknown"))","\#(Self.channel("fine"))"],"message":"m"}]}"#
+                #"{"notifications":[{"platform":7,"tokens":["\#(Self.channel("expired"))","\#(Self.channel("unknown"))","\#(Self.channel("fine"))","\#(Self.channel("other-app"))"],"message":"m"}]}"#
             )
             let logs = try XCTUnwrap(jsonObject(r.body)["logs"] as? [[String: Any]])
-            XCTAssertEqual(logs.count, 2, r.body)
-            try await waitUntil("feedback posts") { env.feedbackCount == 2 }
+            XCTAssertEqual(logs.count, 3, r.body)
+            XCTAssertTrue(r.body.contains("Forbidden"), r.body)
+            try await waitUntil("feedback posts") { env.feedbackCount == 3 }
             let posted = env.feedbackPosts.withLockedValue { $0.map(\.bodyString) }.joined()
             XCTAssertTrue(
                 posted.contains(Self.channel("expired").replacingOccurrences(of: "/", with: "\\/")) || posted.contains(Self.channel("expired")),
                 posted)
             XCTAssertEqual(wns.messages.filter { $0.channel == "/?token=expired" }.count, 1, "a dead channel is never retried")
+            // 404 and 410 are dead channels; a 403 (a token for another app) is not.
+            let metrics = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
+            XCTAssertTrue(metrics.contains("\npushgate_dead_tokens_total 2\n"), metrics)
         }
     }
 
@@ -298,6 +303,26 @@ final class GatewayWNSTests: XCTestCase {
             let refused = await GorushRPCTests.sendError(client, request)
             XCTAssertEqual(refused?.code, .invalidArgument)
             XCTAssertTrue(refused?.message.contains("tokens[0]") ?? false, "\(String(describing: refused))")
+        }
+    }
+
+    /// WNS refuses the token (401): a new one is fetched and the send made again, once.
+    func testExpiredTokenIsRefetchedOnce() async throws {
+        let (env, wns) = try await start()
+        defer {
+            Task {
+                try? await wns.stop()
+                await env.stop()
+            }
+        }
+        try await env.withGateway(yaml(wns), environment: ["PUSHGATE_CORE_SYNC": "true"]) { client, _ in
+            let r = try await client.push(#"{"notifications":[{"platform":7,"tokens":["\#(Self.channel("one"))"],"message":"m"}]}"#)
+            XCTAssertEqual(r.body, #"{"counts":1,"logs":[],"success":"ok"}"#)
+            wns.revokeAccessTokens()
+            let r2 = try await client.push(#"{"notifications":[{"platform":7,"tokens":["\#(Self.channel("two"))"],"message":"m"}]}"#)
+            XCTAssertEqual(r2.body, #"{"counts":1,"logs":[],"success":"ok"}"#, "max_retry 0: the credentials retry is on top")
+            XCTAssertEqual(wns.tokenRequests.count, 2)
+            XCTAssertEqual(wns.sendRejections, ["the access token is invalid or expired"])
         }
     }
 }

@@ -27,7 +27,7 @@ public struct WNSModule: ProviderModule {
         do {
             options = try WNSProvider.options(of: n)
         } catch {
-            return IngestProblem(message: "invalid WNS notification", detail: error.description)
+            return IngestProblem(message: "Invalid WNS notification.", detail: error.description)
         }
         return WNSProvider.checkIngest(n, options: options).map { IngestProblem(message: $0.message, detail: $0.detail) }
     }

@@ -50,12 +50,12 @@ public final class WNSProvider: PushProvider {
     /// naming `tokens[k]`), and its payload renders (a 400 naming the field).
     public static func checkIngest(_ n: PushNotification, options: WNSOptions?) -> (detail: String, message: String)? {
         for (k, token) in n.tokens.enumerated() {
-            if case .failure(let f) = WNSChannel.parse(token) { return ("tokens[\(k)]: \(f.reason)", "invalid WNS channel URI") }
+            if case .failure(let f) = WNSChannel.parse(token) { return ("tokens[\(k)]: \(f.reason)", "Invalid WNS channel URI.") }
         }
         do {
             _ = try PreparedWNS.render(options, title: n.title, message: n.message, timeToLive: n.timeToLive)
         } catch {
-            return ("\(error.field): \(error.problem)", "invalid WNS notification")
+            return ("\(error.field): \(error.problem)", "Invalid WNS notification.")
         }
         return nil
     }
