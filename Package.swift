@@ -14,6 +14,9 @@ let package = Package(
         .library(name: "Huawei", targets: ["Huawei"]),
         .library(name: "Harmony", targets: ["Harmony"]),
         .library(name: "WNS", targets: ["WNS"]),
+        .library(name: "Xiaomi", targets: ["Xiaomi"]),
+        .library(name: "Oppo", targets: ["Oppo"]),
+        .library(name: "Vivo", targets: ["Vivo"]),
         // The one list of provider modules (the gateway, `pushgate send`, the fuzz targets).
         .library(name: "Providers", targets: ["Providers"]),
         // The gateway in-process for Swift servers (README "Embedding Pushgate in a Swift server").
@@ -113,7 +116,16 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
-            ]),
+            ], path: "Sources/Huawei/Provider"),
+        // Huawei's mock: HMS Push Kit and its OAuth token endpoint on one TLS server.
+        .target(
+            name: "HuaweiMock",
+            dependencies: [
+                "MockKit", "PushgateCore",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ], path: "Sources/Huawei/Mock"),
         // HarmonyOS Push Kit v3 (platform 6): service-account JWT (PS256), push-type; HMS's answers.
         .target(
             name: "Harmony",
@@ -122,7 +134,74 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
-            ]),
+            ], path: "Sources/Harmony/Provider"),
+        // HarmonyOS's mock: the v3 endpoint, served on the HMS mock's server with its answers.
+        .target(
+            name: "HarmonyMock",
+            dependencies: [
+                "MockKit", "HuaweiMock", "Harmony", "Huawei", "Signing", "PushgateCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ], path: "Sources/Harmony/Mock"),
+        // Xiaomi MiPush: `Authorization: key=<AppSecret>`, form-encoded sends, Xiaomi's answers and daily quota.
+        .target(
+            name: "Xiaomi",
+            dependencies: [
+                "PushgateCore", "ProviderKit",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ], path: "Sources/Xiaomi/Provider"),
+        // The strict mock Xiaomi (tests, `pushgate mock`).
+        .target(
+            name: "XiaomiMock",
+            dependencies: [
+                "MockKit", "ProviderKit", "PushgateCore", "Xiaomi",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ], path: "Sources/Xiaomi/Mock"),
+        // OPPO Push: the signed `auth_token`, form-encoded unicast sends, OPPO's answers and daily limit.
+        .target(
+            name: "Oppo",
+            dependencies: [
+                "PushgateCore", "ProviderKit",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ], path: "Sources/Oppo/Provider"),
+        // The strict mock OPPO (tests, `pushgate mock`).
+        .target(
+            name: "OppoMock",
+            dependencies: [
+                "MockKit", "ProviderKit", "PushgateCore", "Oppo",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ], path: "Sources/Oppo/Mock"),
+        // vivo Push: the signed `authToken` (MD5, at most 10 auth calls a second), JSON sends, vivo's answers and daily limit.
+        .target(
+            name: "Vivo",
+            dependencies: [
+                "PushgateCore", "ProviderKit",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ], path: "Sources/Vivo/Provider"),
+        // The strict mock vivo (tests, `pushgate mock`).
+        .target(
+            name: "VivoMock",
+            dependencies: [
+                "MockKit", "ProviderKit", "PushgateCore", "Vivo",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ], path: "Sources/Vivo/Mock"),
         // Web Push (RFC 8030/8291/8292) and UnifiedPush.
         .target(
             name: "WebPush",
@@ -151,7 +230,7 @@ let package = Package(
         // The registry: the one list of provider modules, and what the rest reads from it.
         .target(
             name: "Providers",
-            dependencies: ["PushgateCore", "ProviderKit", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "WNS"]),
+            dependencies: ["PushgateCore", "ProviderKit", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "WNS", "Xiaomi", "Oppo", "Vivo"]),
         // Queues, workers, retry policy. (Named PushDispatch: "Dispatch" is the system libdispatch module.)
         .target(
             name: "PushDispatch",
@@ -285,7 +364,8 @@ let package = Package(
         .target(
             name: "MockProviders",
             dependencies: [
-                "MockKit", "PushgateCore", "Signing", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "ProviderKit", "WNSMock",
+                "MockKit", "HuaweiMock", "HarmonyMock", "PushgateCore", "Signing", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "ProviderKit",
+                "WNSMock", "XiaomiMock", "OppoMock", "VivoMock",
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -367,6 +447,31 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]),
         .testTarget(
+            name: "XiaomiTests",
+            dependencies: [
+                "TestSupport", "Xiaomi", "XiaomiMock", "MockProviders", "ProviderKit", "PushgateCore",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]),
+        .testTarget(
+            name: "OppoTests",
+            dependencies: [
+                "TestSupport", "Oppo", "OppoMock", "MockProviders", "ProviderKit", "PushgateCore",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]),
+        .testTarget(
+            name: "VivoTests",
+            dependencies: [
+                "TestSupport", "Vivo", "VivoMock", "MockProviders", "ProviderKit", "PushgateCore",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]),
+        .testTarget(
             name: "HarmonyTests",
             dependencies: [
                 "TestSupport", "Harmony", "Huawei", "MockProviders", "HTTP2Pool", "PushgateCore", "Signing",
@@ -403,8 +508,8 @@ let package = Package(
             name: "GatewayTests",
             dependencies: [
                 "TestSupport",
-                "GatewayCore", "HTTPIngest", "GorushRPC", "MatrixIngest", "PushgateKit", "MockProviders", "WNSMock", "PushgateCore", "PushDispatch",
-                "Signing",
+                "GatewayCore", "HTTPIngest", "GorushRPC", "MatrixIngest", "PushgateKit", "MockProviders", "PushgateCore", "PushDispatch", "Signing",
+                "WNSMock", "XiaomiMock", "OppoMock", "VivoMock",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),

@@ -90,7 +90,7 @@ public struct HTTP2Target: Hashable, Sendable, CustomStringConvertible {
 /// one app's pool and another's, one signing key's and another's, the channel management pools):
 /// the provider, its environment, the app and the key id, each empty when it does not apply.
 public struct HTTP2PoolLabel: Sendable, Hashable, CustomStringConvertible {
-    /// `apns`, `fcm`, `hms`, `harmony`, `webpush`.
+    /// `apns`, `fcm`, `hms`, `webpush`, …: the provider's name.
     public var provider: String
     /// APNs: `production`, `sandbox`, `production channels`, `sandbox channels`.
     public var environment: String

@@ -56,11 +56,26 @@ public protocol RunningProviderMock: Sendable {
     var configSnippet: String { get }
     /// One line for the start banner.
     var bannerLine: String { get }
+    /// What it kept, by name (`GET /__mock/<name>` on `pushgate mock`'s control port).
+    var records: [MockRecords] { get }
     func stop() async throws
 }
 
 extension RunningProviderMock {
     public var configDefaults: [(key: String, value: ConfigValue)] { [] }
+    public var records: [MockRecords] { [] }
+}
+
+/// What a running mock kept (with `--record`), served by `pushgate mock`'s control port as
+/// `GET /__mock/<name>` (a JSON array).
+public struct MockRecords: Sendable {
+    public var name: String
+    public var json: @Sendable () -> String
+
+    public init(_ name: String, json: @escaping @Sendable () -> String) {
+        self.name = name
+        self.json = json
+    }
 }
 
 /// One provider's mock: how to start it.

@@ -272,18 +272,6 @@ public final class MockFCM: Sendable {
         json(400, ["error": error, "error_description": description])
     }
 
-    static func parseForm(_ body: [UInt8]) -> [String: String] {
-        var out: [String: String] = [:]
-        for pair in String(decoding: body, as: UTF8.self).split(separator: "&") {
-            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            func decode(_ s: Substring) -> String {
-                s.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(s)
-            }
-            out[decode(kv[0])] = kv.count > 1 ? decode(kv[1]) : ""
-        }
-        return out
-    }
-
     static func base64URLDecode(_ s: Substring) -> Data? {
         var t = s.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while t.count % 4 != 0 { t += "=" }
@@ -306,7 +294,7 @@ public final class MockFCM: Sendable {
         guard contentType.lowercased().hasPrefix("application/x-www-form-urlencoded") else {
             return refuse("invalid_request", "content-type must be application/x-www-form-urlencoded, got \(contentType)")
         }
-        let form = Self.parseForm(request.body)
+        let form = MockForm.parse(request.body)
         guard form["grant_type"] == Self.grantType else {
             return refuse("unsupported_grant_type", "Invalid grant_type: \(form["grant_type"] ?? "")")
         }

@@ -2,19 +2,24 @@ import APNs
 import FCM
 import Foundation
 import Harmony
+@_exported import HarmonyMock
 import Huawei
+@_exported import HuaweiMock
 @_exported import MockKit
 import NIOCore
 import NIOSSL
+import OppoMock
 import ProviderKit
 import PushgateCore
+import VivoMock
 import WNSMock
 import WebPush
+import XiaomiMock
 
 /// Every provider's mock, for tests, `pushgate serve --mock`, `pushgate mock` and `pushgate bench`.
 /// Adding a provider: one line here next to the one in `ProviderRegistry`.
 public enum MockRegistry {
-    public static let modules: [ProviderMockModule] = [.apns, .fcm, .hms, .webpush, .wns]
+    public static let modules: [ProviderMockModule] = [.apns, .fcm, .hms, .webpush, .wns, .xiaomi, .oppo, .vivo]
 
     public static func module(named name: String) -> ProviderMockModule? { modules.first { $0.name == name } }
 
@@ -254,6 +259,33 @@ public struct RunningMockHMS: RunningProviderMock {
     public init(mock: MockHMS, harmonyKeyFile: String) {
         self.mock = mock
         self.harmonyKeyFile = harmonyKeyFile
+    }
+
+    /// `harmony-messages`: what the v3 endpoint accepted (each message's push-type header, token,
+    /// bearer JWT and payload).
+    public var records: [MockRecords] {
+        let mock = self.mock
+        return [
+            MockRecords("harmony-messages") {
+                var w = JSONWriter()
+                w.raw("[")
+                for (i, m) in mock.v3Messages.enumerated() {
+                    var first = true
+                    w.raw(i == 0 ? "{" : ",{")
+                    w.key("push_type", first: &first)
+                    w.int(m.pushType)
+                    w.key("token", first: &first)
+                    w.string(m.token)
+                    w.key("jwt", first: &first)
+                    w.string(m.jwt)
+                    w.key("payload", first: &first)
+                    w.raw(m.payloadJSON)
+                    w.raw("}")
+                }
+                w.raw("]")
+                return w.string
+            }
+        ]
     }
     public var baseURL: String { mock.baseURL }
 

@@ -5,7 +5,7 @@ import NIOCore
 import PushgateCore
 
 /// Where a `BearerJSONSender` gets its `Authorization: Bearer` value: an OAuth access token
-/// (`OAuthTokenCache`: FCM, HMS) or a self-signed JWT (HarmonyOS Push Kit v3).
+/// (`OAuthTokenCache`: FCM, HMS) or a self-signed service-account JWT.
 public protocol BearerTokenSource: Sendable {
     /// The bearer value, or the outcome of a send that cannot have one (logged as `name`'s).
     func bearer(name: String, logger: Logger) async -> Result<String, BearerUnavailable>
@@ -36,7 +36,7 @@ extension OAuthTokenCache: BearerTokenSource {
 }
 
 /// One JSON POST per delivery over a provider's HTTP/2 pool, authorised with a bearer value of a
-/// `BearerTokenSource`: FCM's and HMS's `messages:send`, HarmonyOS Push Kit v3's. A value the
+/// `BearerTokenSource` (FCM's and HMS's `messages:send`, and the like). A value the
 /// provider refuses (`SendOutcome.credentials`) is dropped so the next send gets a new one.
 public struct BearerJSONSender: Sendable {
     /// As logs name the provider ("FCM", "HMS").

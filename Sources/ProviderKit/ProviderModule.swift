@@ -110,7 +110,7 @@ public protocol ProviderModule: Sendable {
 
 /// How a platform is shown to people.
 public struct PlatformPresentation: Sendable, Equatable {
-    /// "Android", "HarmonyOS": in messages that name platforms.
+    /// "Android", "Web Push": in messages that name platforms.
     public var title: String
     /// A CSS colour (`#34a853`): its series and legend on the status page.
     public var color: String

@@ -2,17 +2,21 @@
 @_exported import FCM
 @_exported import Harmony
 @_exported import Huawei
+@_exported import Oppo
 import ProviderKit
 import PushgateCore
+@_exported import Vivo
 @_exported import WNS
 @_exported import WebPush
+@_exported import Xiaomi
 
-/// Every provider the gateway knows, in order: the server (sections, request rules, `/metrics`,
-/// the status page, the configuration reference), `pushgate send`, `pushgate bench` and the fuzz
-/// targets iterate this list. Adding a provider: its folder with a `ProviderModule`, one line here,
-/// its target in Package.swift, its `Platform` case, and its mock's line in
-/// `MockProviders/MockRegistry.swift`; `ProviderContributionTests` names what is missing. This is the
-/// only file outside the provider folders that imports a provider module.
+/// Every provider the gateway knows, in order: the server (sections, request members and rules,
+/// `/metrics`, the status page, the configuration reference), `pushgate send`, `pushgate bench` and
+/// the fuzz targets iterate this list. Adding a provider: its folder (its `ProviderModule`, which
+/// declares its `Platform` and request members), one line here with its `@_exported import`, its
+/// targets in Package.swift, and its mock's line in `MockProviders/MockRegistry.swift`
+/// (docs/architecture.md); `ProviderContributionTests` names what is missing. This is the only file
+/// outside the provider folders that imports a provider module.
 public enum ProviderRegistry {
     public static let modules: [any ProviderModule] = {
         let modules: [any ProviderModule] = [
@@ -22,6 +26,9 @@ public enum ProviderRegistry {
             WebPushModule(),
             HarmonyModule(),
             WNSModule(),
+            XiaomiModule(),
+            OppoModule(),
+            VivoModule(),
         ]
         // Declares every module's platforms (their static lets), so that numbers and names read
         // from requests and stores are known before anything else asks.

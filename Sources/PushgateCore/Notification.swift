@@ -9,16 +9,22 @@ import Synchronization
 public struct Platform: Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
     /// The number on the wire and in the store.
     public let rawValue: Int
-    /// The name gorush uses in log entries and stats; also the configuration section's name.
-    public let name: String
+    private let declaredName: String?
     /// Other names a request may use (`apns`, `fcm`).
     public let aliases: [String]
+
+    /// The name gorush uses in log entries and stats; also the configuration section's name. A
+    /// platform read from a store before its module declared it is named once it is declared.
+    public var name: String {
+        if let declaredName { return declaredName }
+        return PlatformTable.shared.platform(rawValue)?.name ?? String(rawValue)
+    }
 
     /// Declares a platform (a provider module's static let). Numbers are 1-255 and unique.
     public init(_ rawValue: Int, _ name: String, aliases: [String] = []) {
         precondition((1...255).contains(rawValue), "platform numbers are 1-255")
         self.rawValue = rawValue
-        self.name = name
+        self.declaredName = name
         self.aliases = aliases
         PlatformTable.shared.register(self)
     }
@@ -26,9 +32,9 @@ public struct Platform: Hashable, Comparable, Sendable, Codable, CustomStringCon
     /// Platform 0: gorush's "no platform" (a skipped notification's placeholder); never declared.
     public static let none = Platform(undeclared: 0, "none")
 
-    private init(undeclared rawValue: Int, _ name: String) {
+    private init(undeclared rawValue: Int, _ name: String?) {
         self.rawValue = rawValue
-        self.name = name
+        self.declaredName = name
         self.aliases = []
     }
 
@@ -36,6 +42,13 @@ public struct Platform: Hashable, Comparable, Sendable, Codable, CustomStringCon
     public init?(rawValue: Int) {
         guard let p = PlatformTable.shared.platform(rawValue) else { return nil }
         self = p
+    }
+
+    /// A platform number read back from a store: the declared platform, or (before its module
+    /// declared it) one named from the declaration once made. Nil outside 1-255.
+    public init?(stored rawValue: Int) {
+        guard (1...255).contains(rawValue) else { return nil }
+        self = Platform(rawValue: rawValue) ?? Platform(undeclared: rawValue, nil)
     }
 
     /// The declared platform with this name, alias or number (case-insensitive).
@@ -59,11 +72,14 @@ public struct Platform: Hashable, Comparable, Sendable, Codable, CustomStringCon
     public init(from decoder: Decoder) throws {
         let c = try decoder.singleValueContainer()
         if let i = try? c.decode(Int.self) {
-            guard let p = Platform(rawValue: i) else {
+            // A stored notification may be read before the registry declared its platform (a
+            // library user decoding one first): any number a module may declare is taken, and
+            // named from the declaration.
+            guard (1...255).contains(i) else {
                 throw DecodingError.dataCorruptedError(
                     in: c, debugDescription: "unknown platform \(i) (\(Platform.numbered))")
             }
-            self = p
+            self = Platform(rawValue: i) ?? Platform(undeclared: i, nil)  // as `init(stored:)`
         } else if let s = try? c.decode(String.self) {
             guard let p = Platform(name: s) else {
                 throw DecodingError.dataCorruptedError(in: c, debugDescription: "unknown platform \"\(s)\"")
@@ -167,7 +183,7 @@ public struct PushNotification: Sendable, Codable, Equatable {
     public var category: String?
     public var expiration: Int64?
     public var collapseID: String?
-    /// gorush's `push_type` (APNs' `apns-push-type`; HarmonyOS's push type).
+    /// gorush's `push_type`: what kind of push it is, for the providers that have kinds (APNs' `apns-push-type`).
     public var pushType: String?
     /// `channels`: broadcast channel ids, one broadcast delivery each.
     public var channels: [String]?

@@ -183,7 +183,7 @@ final class PostgresBackend: QueueBackend, @unchecked Sendable {
             (Int64, Int, Int, String, String?, Int, Int, Double, String?, String?, Double?, String, String?).self)
         {
             let record = storedStatusRecord(
-                platform: Platform(rawValue: p) ?? .none, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
+                platform: Platform(stored: p) ?? .none, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
                 state: state, attempts: att, notBefore: nb, lastError: err, providerID: pid, finishedAt: fin, app: app,
                 fallback: fallback)
             out.append(StoredStatus(jobID: id, record: record))
@@ -387,7 +387,7 @@ struct PostgresStatements: QueueStatements {
         for try await (id, notifRow, p, kind, target, keys, msg, att, maxAtt, cred, nb, enq, err) in rows.decode(
             (Int64, Int64, Int, Int, String, String?, String, Int, Int, Int, Double, Double, String?).self)
         {
-            guard let platform = Platform(rawValue: p) else { continue }
+            guard let platform = Platform(stored: p) else { continue }
             leased.append(
                 StoredJob(
                     id: id, notifRow: notifRow, platform: platform, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
@@ -506,7 +506,7 @@ struct PostgresStatements: QueueStatements {
         for try await (id, notifRow, p, kind, target, keys, msg, att, maxAtt, cred, nb, enq, err, app) in rows.decode(
             (Int64, Int64, Int, Int, String, String?, String, Int, Int, Int, Double, Double, String?, String).self)
         {
-            guard let platform = Platform(rawValue: p) else { continue }
+            guard let platform = Platform(stored: p) else { continue }
             let job = StoredJob(
                 id: id, notifRow: notifRow, platform: platform, target: TargetCodec.decode(kind: kind, value: target, keys: keys),
                 messageID: msg, attempts: att, maxAttempts: maxAtt, credentialRetryUsed: cred != 0, notBefore: nb, enqueuedAt: enq, lastError: err)

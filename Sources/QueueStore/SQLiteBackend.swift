@@ -223,7 +223,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             guard let first = o.column("r")?.integer, let count = o.column("c")?.integer, count > 0,
                 first <= Int.max - count, let p = o.column("p")?.integer
             else { continue }
-            guard let platform = Platform(rawValue: p) else {
+            guard let platform = Platform(stored: p) else {
                 unknown.append(first)
                 continue
             }
@@ -365,7 +365,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
 
     static func storedJob(_ row: some StoreRow) -> StoredJob? {
         guard let id = row.column("id")?.integer, let notifRow = row.column("notif_row")?.integer,
-            let p = row.column("platform")?.integer, let platform = Platform(rawValue: p)
+            let p = row.column("platform")?.integer, let platform = Platform(stored: p)
         else { return nil }
         let lastError = row.column("last_error").flatMap { $0.isNull ? nil : $0.string }
         let keys = row.column("target_keys").flatMap { $0.isNull ? nil : $0.string }
@@ -430,7 +430,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         return rows.map { r in
             func str(_ c: String) -> String? { r.column(c).flatMap { $0.isNull ? nil : $0.string } }
             let record = storedStatusRecord(
-                platform: Platform(rawValue: r.column("platform")?.integer ?? 0) ?? .none,
+                platform: Platform(stored: r.column("platform")?.integer ?? 0) ?? .none,
                 target: TargetCodec.decode(kind: r.column("target_kind")?.integer ?? 0, value: str("target") ?? "", keys: str("target_keys")),
                 state: r.column("state")?.integer ?? 0, attempts: r.column("attempts")?.integer ?? 0,
                 notBefore: r.column("not_before")?.double ?? 0, lastError: str("last_error"), providerID: str("provider_id"),
@@ -471,7 +471,7 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
                 WHERE \(overlapping)
                 """, binds)
             {
-                guard let first = row.column("id")?.integer, let p = row.column("platform")?.integer, let platform = Platform(rawValue: p),
+                guard let first = row.column("id")?.integer, let p = row.column("platform")?.integer, let platform = Platform(stored: p),
                     let createdAt = row.column("created_at")?.double, let data = row.column("jobs_data")?.string,
                     let entries = WrittenOnce.decode(data, firstID: Int64(first), range: r)
                 else {

@@ -142,7 +142,7 @@ public enum Base64URL {
 }
 
 /// The signing key behind a JWS: ES256 (APNs provider tokens, VAPID), RS256 (FCM OAuth assertion)
-/// or PS256 (RSASSA-PSS with SHA-256: HarmonyOS Push Kit's service-account JWT).
+/// or PS256 (RSASSA-PSS with SHA-256, as service-account JWTs of some push services are).
 public enum JWTSigningKey: Sendable {
     case es256(P256.Signing.PrivateKey)
     case rs256(_RSA.Signing.PrivateKey)

@@ -160,7 +160,8 @@ struct MockCommand: AsyncParsableCommand {
         if let proxy { print("  proxy      \(proxy.url)   (core.http_proxy; CONNECT to loopback targets only)") }
         if let control {
             print("  control    \(control.baseURL)/__mock/stats   (POST /__mock/reset, GET /__mock/config, GET /__mock/apns-jwt,")
-            print("             GET /__mock/apns-requests, /__mock/fcm-messages and /__mock/harmony-messages with --record,")
+            let records = ["apns-requests", "fcm-messages"] + stack.mocks.flatMap { $0.records.map(\.name) }
+            print("             GET \(records.map { "/__mock/" + $0 }.joined(separator: ", ")) with --record,")
             print("             GET /__mock/proxy with --proxy-port)")
         }
         if let c = clientCertificate {
@@ -231,6 +232,11 @@ final class MockControlServer: Sendable {
     static func handle(_ request: MockRequest, stack: MockStack, recorder: MockRecorder, proxy: MockConnectProxy? = nil) -> MockResponse {
         let path = String(request.path.split(separator: "?", maxSplits: 1).first ?? "")
         let q = query(request.path)
+        if request.method == "GET", path.hasPrefix("/__mock/"),
+            let kept = stack.mocks.lazy.flatMap(\.records).first(where: { "/__mock/" + $0.name == path })
+        {
+            return .json(200, kept.json())
+        }
         switch (request.method, path) {
         case ("GET", "/__mock/stats"):
             return .json(200, recorder.statsJSON(tokens: q["tokens"] == "1" || q["tokens"] == "true"))
@@ -298,26 +304,6 @@ final class MockControlServer: Sendable {
                 w.string(m.target)
                 w.key("message", first: &first)
                 w.raw(m.messageJSON)
-                w.raw("}")
-            }
-            w.raw("]")
-            return .json(200, w.string)
-        case ("GET", "/__mock/harmony-messages"):
-            // What the mock's HarmonyOS Push Kit v3 endpoint accepted (kept with --record): each message's
-            // push-type header, token, bearer JWT and payload.
-            var w = JSONWriter()
-            w.raw("[")
-            for (i, m) in (stack.mock(RunningMockHMS.self)?.mock.v3Messages ?? []).enumerated() {
-                var first = true
-                w.raw(i == 0 ? "{" : ",{")
-                w.key("push_type", first: &first)
-                w.int(m.pushType)
-                w.key("token", first: &first)
-                w.string(m.token)
-                w.key("jwt", first: &first)
-                w.string(m.jwt)
-                w.key("payload", first: &first)
-                w.raw(m.payloadJSON)
                 w.raw("}")
             }
             w.raw("]")

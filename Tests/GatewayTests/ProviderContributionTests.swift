@@ -75,6 +75,31 @@ final class ProviderContributionTests: XCTestCase {
         }
     }
 
+    /// Every member a provider module declares (`ProviderModule.requestMembers`) is a property of the
+    /// OpenAPI `PushNotification` schema, with the declared JSON type where the schema gives one.
+    func testTheOpenAPINotificationSchemaHasEveryProvidersMembers() throws {
+        let spec = try Self.text("docs/openapi.yaml")
+        guard let start = spec.range(of: "\n    PushNotification:\n") else { return XCTFail("docs/openapi.yaml: no PushNotification schema") }
+        let rest = spec[start.upperBound...]
+        let end = rest.range(of: "\n    [A-Za-z]+:\n", options: .regularExpression)?.lowerBound ?? rest.endIndex
+        let schema = rest[..<end]
+        XCTAssertFalse(ProviderRegistry.requestMembers.isEmpty)
+        for module in ProviderRegistry.modules {
+            for member in module.requestMembers {
+                guard let at = schema.range(of: "\n        \(member.name):\n") else {
+                    XCTFail("docs/openapi.yaml: PushNotification lacks \(member.name) (\(type(of: module)))")
+                    continue
+                }
+                let next = schema[at.upperBound...].split(separator: "\n", maxSplits: 1).first ?? ""
+                if next.hasPrefix("          type: ") {
+                    XCTAssertEqual(
+                        next.dropFirst("          type: ".count), Substring(member.type),
+                        "docs/openapi.yaml: PushNotification.\(member.name)'s type is not \(member.type) (\(type(of: module)))")
+                }
+            }
+        }
+    }
+
     /// Each platform's counters are in `/metrics` and its counts in `/api/stat/app` of a running gateway;
     /// every registered mock points a gateway at itself by enabling its platforms.
     func testEveryPlatformHasMetricsStatsAndAMockConfiguration() async throws {

@@ -1,10 +1,15 @@
-import FCM
 import Foundation
-import Harmony
 import MockKit
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
+
+/// Another API the HMS mock's server answers (`MockHMS.Options.routes`): nil passes the request on.
+public protocol MockHMSRoute: Sendable {
+    func handle(_ request: MockRequest, path: String, mock: MockHMS) -> MockResponse?
+    /// Forgets what it recorded (`MockHMS.reset`).
+    func reset()
+}
 
 /// Mock Huawei HMS Push Kit (`POST /v1/{appid}/messages:send`) plus a mock OAuth 2.0 token endpoint
 /// (`POST /oauth2/v3/token`, client-credentials grant), on one TLS server. As strict as the real
@@ -71,8 +76,9 @@ public final class MockHMS: Sendable {
         /// Called for every send that passed the checks with its first target and the raw body; a
         /// non-nil answer replaces the scripted / default one.
         public var hook: (@Sendable (_ target: String, _ body: [UInt8]) -> Reply?)? = nil
-        /// The HarmonyOS service account whose JWTs `/v3/{projectId}/messages:send` takes (nil: v3 answers 404).
-        public var harmony: TestHarmonyServiceAccount? = nil
+        /// Other APIs answered on the same server with HMS's answers, asked in order before HMS's own
+        /// routes (a push service that shares HMS's answer codes adds its endpoint here).
+        public var routes: [any MockHMSRoute] = []
 
         public init(appID: String, appSecret: String, tls: TLSConfiguration?) {
             self.appID = appID
@@ -90,12 +96,9 @@ public final class MockHMS: Sendable {
         var sendRequests = 0
         var sendRejections: [String] = []
         var messages: [RecordedMessage] = []
-        var v3Requests = 0
-        var v3Rejections: [String] = []
-        var v3Messages: [RecordedV3Message] = []
 
         /// The answer to a message for `token`: the test hook's, else the next one scripted for the
-        /// token, else the default (v1 and v3 alike).
+        /// token, else the default (every route alike).
         mutating func reply(for token: String, hooked: Reply?) -> Reply {
             if let hooked { return hooked }
             if var queue = scripts[token], !queue.isEmpty {
@@ -151,6 +154,7 @@ public final class MockHMS: Sendable {
     }
 
     public func reset() {
+        for route in options.routes { route.reset() }
         state.withLockedValue { $0 = State() }
     }
 
@@ -168,16 +172,25 @@ public final class MockHMS: Sendable {
         let path = request.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.path
         if path == Self.tokenPath { return handleToken(request) }
         if path.hasPrefix("/v1/") && path.hasSuffix("/messages:send") { return handleSend(request, path: path) }
-        if path.hasPrefix("/v3/") && path.hasSuffix("/messages:send"), options.harmony != nil { return handleV3Send(request, path: path) }
+        for route in options.routes {
+            if let answer = route.handle(request, path: path, mock: self) { return answer }
+        }
         return MockResponse(status: 404, headers: [("content-type", "text/plain")], body: Array("Not Found".utf8))
     }
 
-    static func json(_ status: Int, _ object: Any, headers: [(String, String)] = []) -> MockResponse {
+    /// The answer to a message for `token` on any route: `hooked` (the test hook's) when given, else
+    /// the next one scripted for the token, else the default.
+    public func nextReply(for token: String, hooked: Reply?) -> Reply {
+        state.withLockedValue { $0.reply(for: token, hooked: hooked) }
+    }
+
+    public static func json(_ status: Int, _ object: Any, headers: [(String, String)] = []) -> MockResponse {
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
         return MockResponse(status: status, headers: [("content-type", "application/json;charset=UTF-8")] + headers, body: Array(data))
     }
 
-    static func hmsAnswer(_ status: Int, code: String, msg: String, retryAfter: Int? = nil) -> MockResponse {
+    /// HMS's answer body `{"code","msg","requestId"}`.
+    public static func hmsAnswer(_ status: Int, code: String, msg: String, retryAfter: Int? = nil) -> MockResponse {
         json(
             status, ["code": code, "msg": msg, "requestId": "\(UInt64.random(in: 1...UInt64.max))"],
             headers: retryAfter.map { [("retry-after", String($0))] } ?? [])
@@ -197,7 +210,7 @@ public final class MockHMS: Sendable {
         guard contentType.lowercased().hasPrefix("application/x-www-form-urlencoded") else {
             return refuse(400, 1101, 20001, "content-type must be application/x-www-form-urlencoded, got \(contentType)")
         }
-        let form = MockFCM.parseForm(request.body)
+        let form = MockForm.parse(request.body)
         guard form["grant_type"] == "client_credentials" else {
             return refuse(400, 1101, 20002, "unsupported grant_type \(form["grant_type"] ?? "")")
         }
@@ -213,7 +226,7 @@ public final class MockHMS: Sendable {
     }
 
     /// Characters of an HMS push token (base64-like, with `:` `-` `_` `.`); 1...512 of them.
-    static func isTokenFormat(_ t: String) -> Bool {
+    public static func isTokenFormat(_ t: String) -> Bool {
         guard (1...512).contains(t.utf8.count) else { return false }
         return t.utf8.allSatisfy { b in
             switch b {
@@ -349,7 +362,7 @@ public final class MockHMS: Sendable {
         return response(for: reply, targets: targets)
     }
 
-    func response(for reply: Reply, targets: [String]) -> MockResponse {
+    public func response(for reply: Reply, targets: [String]) -> MockResponse {
         switch reply {
         case .ok:
             return Self.hmsAnswer(200, code: "80000000", msg: "Success")

@@ -24,7 +24,7 @@ enum HuaweiRequestMembers {
             }
             return .string(ttl)
         },
-        .string("bi_tag", .field, doc: "HMS `android.bi_tag` (HarmonyOS: `pushOptions.biTag`)"),
+        .string("bi_tag", .field, doc: "HMS `android.bi_tag`"),
         .int("fast_app_target", in: 0...2, doc: "HMS `android.fast_app_target` (1 development, 2 production)"),
         RequestMember("app_id", type: "string", doc: "gorush's per-request HMS app id: read and not used (the configured app sends)") {
             r throws(RequestMemberProblem) in

@@ -2,7 +2,9 @@ import Crypto
 import Foundation
 import Harmony
 import Huawei
+import HuaweiMock
 import MockKit
+import NIOConcurrencyHelpers
 import Signing
 import _CryptoExtras
 
@@ -54,6 +56,31 @@ public struct TestHarmonyServiceAccount: Sendable {
     }
 }
 
+/// HarmonyOS Push Kit v3 (`POST /v3/{projectId}/messages:send`) on the HMS mock's server, with
+/// HMS's answers and scripts (`MockHMS.Options.harmony` adds it): the bearer must be a PS256 JWT of
+/// the service account, the path its project, the `push-type` header one v3 documents, the body
+/// v3's shape for that type.
+public final class MockHarmonyV3: MockHMSRoute {
+    public let account: TestHarmonyServiceAccount
+
+    struct State {
+        var v3Requests = 0
+        var v3Rejections: [String] = []
+        var v3Messages: [MockHMS.RecordedV3Message] = []
+    }
+
+    let state = NIOLockedValueBox(State())
+
+    public init(account: TestHarmonyServiceAccount) { self.account = account }
+
+    public func reset() { state.withLockedValue { $0 = State() } }
+
+    public func handle(_ request: MockRequest, path: String, mock: MockHMS) -> MockResponse? {
+        guard path.hasPrefix("/v3/") && path.hasSuffix("/messages:send") else { return nil }
+        return handleV3Send(request, path: path, mock: mock)
+    }
+}
+
 extension MockHMS {
     /// One message accepted by the v3 endpoint's checks (whatever was answered).
     public struct RecordedV3Message: Sendable {
@@ -79,9 +106,10 @@ extension MockHMS {
     /// The push types Push Kit v3 documents: alert, card, voice (extension), background, live view, VoIP call.
     public static let v3PushTypes: Set<Int> = [0, 1, 2, 6, 7, 10]
 
-    public var v3RequestCount: Int { state.withLockedValue { $0.v3Requests } }
-    public var v3Rejections: [String] { state.withLockedValue { $0.v3Rejections } }
-    public var v3Messages: [RecordedV3Message] { state.withLockedValue { $0.v3Messages } }
+    var harmonyRoute: MockHarmonyV3? { options.routes.lazy.compactMap { $0 as? MockHarmonyV3 }.first }
+    public var v3RequestCount: Int { harmonyRoute?.state.withLockedValue { $0.v3Requests } ?? 0 }
+    public var v3Rejections: [String] { harmonyRoute?.state.withLockedValue { $0.v3Rejections } ?? [] }
+    public var v3Messages: [RecordedV3Message] { harmonyRoute?.state.withLockedValue { $0.v3Messages } ?? [] }
 
     /// Why the bearer is not a JWT of `account` valid now (nil: fine): PS256 over the account's key,
     /// `kid` its `key_id`, `iss` its `sub_account`, `aud` its `token_uri`, at most an hour of validity.
@@ -130,9 +158,10 @@ extension MockHMS {
         }
         return nil
     }
+}
 
-    func handleV3Send(_ request: MockRequest, path: String) -> MockResponse {
-        guard let account = options.harmony else { return MockResponse(status: 404) }
+extension MockHarmonyV3 {
+    func handleV3Send(_ request: MockRequest, path: String, mock: MockHMS) -> MockResponse {
         func refuse(_ response: MockResponse, _ why: String) -> MockResponse {
             state.withLockedValue {
                 $0.v3Requests += 1
@@ -141,32 +170,32 @@ extension MockHMS {
             return response
         }
         func bad(_ message: String, code: String = "80100003") -> MockResponse {
-            refuse(Self.hmsAnswer(400, code: code, msg: "Illegal payload, \(message)"), message)
+            refuse(MockHMS.hmsAnswer(400, code: code, msg: "Illegal payload, \(message)"), message)
         }
         guard request.method == "POST" else { return refuse(MockResponse(status: 405), "method \(request.method)") }
         let auth = request.header("authorization") ?? ""
         let bearer = auth.hasPrefix("Bearer ") ? String(auth.dropFirst(7)) : ""
-        guard !bearer.isEmpty else { return refuse(Self.hmsAnswer(401, code: "80200001", msg: "Oauth authentication error"), "missing bearer") }
-        if let problem = Self.jwtProblem(bearer, account: account) {
+        guard !bearer.isEmpty else { return refuse(MockHMS.hmsAnswer(401, code: "80200001", msg: "Oauth authentication error"), "missing bearer") }
+        if let problem = MockHMS.jwtProblem(bearer, account: account) {
             return refuse(
-                Self.hmsAnswer(
+                MockHMS.hmsAnswer(
                     401, code: problem.expired ? "80200003" : "80200001", msg: problem.expired ? "Oauth Token expired." : "Oauth authentication error"
                 ),
                 "JWT: \(problem.why)")
         }
         let projectID = path.dropFirst("/v3/".count).dropLast("/messages:send".count)
         guard projectID == account.projectID else {
-            return refuse(Self.hmsAnswer(401, code: "80200001", msg: "Oauth authentication error"), "project id \(projectID) in the path")
+            return refuse(MockHMS.hmsAnswer(401, code: "80200001", msg: "Oauth authentication error"), "project id \(projectID) in the path")
         }
-        guard let header = request.header("push-type"), let pushType = Int(header), Self.v3PushTypes.contains(pushType) else {
-            return bad("push-type header missing or not one of \(Self.v3PushTypes.sorted())", code: "80100001")
+        guard let header = request.header("push-type"), let pushType = Int(header), MockHMS.v3PushTypes.contains(pushType) else {
+            return bad("push-type header missing or not one of \(MockHMS.v3PushTypes.sorted())", code: "80100001")
         }
         guard (request.header("content-type") ?? "").lowercased().hasPrefix("application/json") else {
             return bad("content-type must be application/json")
         }
-        if request.body.count > Self.maxMessageBytes {
+        if request.body.count > MockHMS.maxMessageBytes {
             return refuse(
-                Self.hmsAnswer(200, code: "80300008", msg: "The message body size exceeds the default value"),
+                MockHMS.hmsAnswer(200, code: "80300008", msg: "The message body size exceeds the default value"),
                 "message of \(request.body.count) bytes")
         }
         guard let top = (try? JSONSerialization.jsonObject(with: Data(request.body))) as? [String: Any] else {
@@ -178,11 +207,11 @@ extension MockHMS {
             (1...1000).contains(tokens.count)
         else {
             return refuse(
-                Self.hmsAnswer(200, code: "80300010", msg: "The number of tokens in the message body exceeds the default value"),
+                MockHMS.hmsAnswer(200, code: "80300010", msg: "The number of tokens in the message body exceeds the default value"),
                 "target.token must be an array of 1 to 1000 strings")
         }
-        if tokens.contains(where: { !Self.isTokenFormat($0) }) {
-            return refuse(Self.hmsAnswer(200, code: "80300007", msg: "All the tokens are invalid"), "malformed token")
+        if tokens.contains(where: { !MockHMS.isTokenFormat($0) }) {
+            return refuse(MockHMS.hmsAnswer(200, code: "80300007", msg: "All the tokens are invalid"), "malformed token")
         }
         let rawOptions = top["pushOptions"] ?? [String: Any]()
         guard let pushOptions = rawOptions as? [String: Any] else { return bad("pushOptions must be an object") }
@@ -190,26 +219,37 @@ extension MockHMS {
             return bad("pushOptions.ttl must be a whole number of seconds")
         }
         if let t = pushOptions["testMessage"], !(t is Bool) { return bad("pushOptions.testMessage must be a boolean") }
-        if let problem = Self.v3PayloadProblem(payload, pushType: pushType) { return bad(problem) }
+        if let problem = MockHMS.v3PayloadProblem(payload, pushType: pushType) { return bad(problem) }
 
-        let hooked = options.hook?(tokens[0], request.body)
-        let record = options.recordRequests
+        let hooked = mock.options.hook?(tokens[0], request.body)
+        let record = mock.options.recordRequests
         func sorted(_ o: [String: Any]) -> String {
             String(decoding: (try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys])) ?? Data("{}".utf8), as: UTF8.self)
         }
         let payloadJSON = record ? sorted(payload) : ""
         let optionsJSON = record ? sorted(pushOptions) : ""
-        let reply: Reply = state.withLockedValue { s in
+        let r = mock.nextReply(for: tokens[0], hooked: hooked)
+        state.withLockedValue { s in
             s.v3Requests += 1
-            let r = s.reply(for: tokens[0], hooked: hooked)
             if record {
                 s.v3Messages.append(
-                    RecordedV3Message(
+                    MockHMS.RecordedV3Message(
                         pushType: pushType, token: tokens[0], payloadJSON: payloadJSON, pushOptionsJSON: optionsJSON, body: request.body, jwt: bearer,
                         reply: r))
             }
-            return r
         }
-        return response(for: reply, targets: tokens)
+        return mock.response(for: r, targets: tokens)
+    }
+}
+
+extension MockHMS.Options {
+    /// The HarmonyOS service account whose JWTs `/v3/{projectId}/messages:send` takes (nil: no v3
+    /// route; it answers 404).
+    public var harmony: TestHarmonyServiceAccount? {
+        get { routes.lazy.compactMap { $0 as? MockHarmonyV3 }.first?.account }
+        set {
+            routes.removeAll { $0 is MockHarmonyV3 }
+            if let account = newValue { routes.append(MockHarmonyV3(account: account)) }
+        }
     }
 }

@@ -1,0 +1,290 @@
+import Crypto
+import Foundation
+import MockKit
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOSSL
+import ProviderKit
+import PushgateCore
+import Vivo
+
+/// Mock vivo Push on a TLS server: `POST /message/auth` checks the AppID and AppKey, a
+/// millisecond timestamp within 10 minutes of the mock's clock and `sign` = lowercase hex
+/// MD5(appId + appKey + timestamp + appSecret), refuses more than 10 auth calls in one second of
+/// its clock (10093), and issues `authToken`s; `POST /message/send` checks the `authToken` header,
+/// the JSON (the AppID, a well-formed regId, a title of at most 40 and a content of at most 100
+/// characters, `notifyType`, `skipType` with the `skipContent` it needs, `classification` present
+/// and matching a known `category`, `clientCustomMap` a map of strings of at most 1024 characters,
+/// a `requestId` of at most 64, no unknown field) and answers vivo's codes, scriptable per regId.
+public final class MockVivo: Sendable {
+    public enum Reply: Sendable, Equatable {
+        case ok
+        /// 10302 with `invalidUser` status 2 (uninstalled).
+        case invalidUser
+        /// 10070: the day's total is reached.
+        case dailyLimit
+        /// 10000: the authToken is refused (the mock forgets it too).
+        case invalidAuthToken
+        case custom(status: Int, body: String)
+    }
+
+    public struct RecordedMessage: Sendable {
+        public var regid: String
+        public var authToken: String
+        public var json: String
+        public var reply: Reply
+        public var message: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any] ?? [:] }
+    }
+
+    public struct Options: Sendable {
+        public var appID: Int64
+        public var appKey: String
+        public var appSecret: String
+        public var tls: TLSConfiguration?
+        public var port = 0
+        public var responseDelay: TimeAmount? = nil
+        public var recordRequests = true
+        public var now: @Sendable () -> Date = { Date() }
+        public var hook: (@Sendable (_ regid: String, _ body: [UInt8]) -> Reply?)? = nil
+
+        public init(appID: Int64, appKey: String, appSecret: String, tls: TLSConfiguration?) {
+            self.appID = appID
+            self.appKey = appKey
+            self.appSecret = appSecret
+            self.tls = tls
+        }
+    }
+
+    struct State {
+        var scripts: [String: [Reply]] = [:]
+        var defaultReply: Reply = .ok
+        var issued: Set<String> = []
+        var authRequests = 0
+        var authTimes: [Date] = []
+        var sendRequests = 0
+        var rejections: [String] = []
+        var messages: [RecordedMessage] = []
+    }
+
+    static let sendFields: Set<String> = [
+        "appId", "regId", "notifyType", "title", "content", "timeToLive", "skipType", "skipContent", "classification", "category",
+        "clientCustomMap", "requestId", "pushMode", "networkType", "extra",
+    ]
+
+    public let options: Options
+    let state = NIOLockedValueBox(State())
+    let serverBox = NIOLockedValueBox<MockHTTPServer?>(nil)
+
+    public init(options: Options, eventLoopGroup: any EventLoopGroup) {
+        self.options = options
+        var o = MockHTTPServer.Options()
+        o.tls = options.tls
+        o.port = options.port
+        o.responseDelay = options.responseDelay
+        let server = MockHTTPServer(
+            options: o, eventLoopGroup: eventLoopGroup,
+            syncHandler: { [weak self] request in
+                guard let self else { return MockResponse(status: 503) }
+                return self.handle(request)
+            })
+        serverBox.withLockedValue { $0 = server }
+    }
+
+    var server: MockHTTPServer { serverBox.withLockedValue { $0! } }
+    public func start() async throws { try await server.start() }
+    public func stop() async throws { try await server.stop() }
+    public var baseURL: String { server.baseURL }
+
+    public func script(regid: String, _ replies: [Reply]) { state.withLockedValue { $0.scripts[regid, default: []] += replies } }
+    public func revokeAuthTokens() { state.withLockedValue { $0.issued.removeAll() } }
+    public var authRequestCount: Int { state.withLockedValue { $0.authRequests } }
+    public var sendRequestCount: Int { state.withLockedValue { $0.sendRequests } }
+    public var rejections: [String] { state.withLockedValue { $0.rejections } }
+    public var messages: [RecordedMessage] { state.withLockedValue { $0.messages } }
+
+    static func answer(_ result: Int, _ desc: String, extra: [String: Any] = [:]) -> MockResponse {
+        var o: [String: Any] = ["result": result, "desc": desc]
+        for (k, v) in extra { o[k] = v }
+        let body = (try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return MockResponse(status: 200, headers: [("content-type", "application/json;charset=UTF-8")], body: Array(body))
+    }
+
+    func refuse(_ code: Int, _ why: String, auth: Bool) -> MockResponse {
+        state.withLockedValue {
+            if auth { $0.authRequests += 1 } else { $0.sendRequests += 1 }
+            $0.rejections.append(why)
+        }
+        return Self.answer(code, why)
+    }
+
+    func handle(_ request: MockRequest) -> MockResponse {
+        let path = request.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.path
+        guard request.method == "POST" else { return MockResponse(status: 405) }
+        guard (request.header("content-type") ?? "").lowercased().hasPrefix("application/json") else {
+            return refuse(10200, "content-type must be application/json", auth: path == "/message/auth")
+        }
+        guard let json = (try? JSONSerialization.jsonObject(with: Data(request.body))) as? [String: Any] else {
+            return refuse(10200, "body must be a JSON object", auth: path == "/message/auth")
+        }
+        switch path {
+        case "/message/auth": return handleAuth(json)
+        case "/message/send": return handleSend(json, token: request.header("authtoken"), body: request.body)
+        default: return MockResponse(status: 404)
+        }
+    }
+
+    func handleAuth(_ f: [String: Any]) -> MockResponse {
+        guard let id = (f["appId"] as? NSNumber)?.int64Value ?? (f["appId"] as? String).flatMap({ Int64($0) }), id == options.appID else {
+            return refuse(10094, "appId mismatch", auth: true)
+        }
+        guard f["appKey"] as? String == options.appKey else { return refuse(10200, "invalid appKey", auth: true) }
+        guard let ts = (f["timestamp"] as? NSNumber)?.int64Value, String(ts).count == 13 else {
+            return refuse(10207, "timestamp: 13 digits of milliseconds", auth: true)
+        }
+        let now = options.now()
+        guard abs(Double(ts) / 1000 - now.timeIntervalSince1970) <= 600 else { return refuse(10207, "timestamp outside 10 minutes", auth: true) }
+        let expected = Insecure.MD5.hash(data: Array((String(options.appID) + options.appKey + String(ts) + options.appSecret).utf8))
+            .map { String(format: "%02x", $0) }.joined()
+        guard f["sign"] as? String == expected else { return refuse(10206, "invalid sign", auth: true) }
+        let limited = state.withLockedValue { s -> Bool in
+            s.authTimes = s.authTimes.filter { now.timeIntervalSince($0) < 1 }
+            return s.authTimes.count >= 10
+        }
+        if limited { return refuse(10093, "auth called more than 10 times a second", auth: true) }
+        let token = "vivo-" + UUID().uuidString.lowercased()
+        state.withLockedValue {
+            $0.authRequests += 1
+            $0.authTimes.append(now)
+            $0.issued.insert(token)
+        }
+        return Self.answer(0, "请求成功", extra: ["authToken": token])
+    }
+
+    static func isRegid(_ t: String) -> Bool {
+        (1...128).contains(t.utf8.count)
+            && t.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "_" || $0 == "-") }
+    }
+
+    func problem(_ m: [String: Any]) -> (Int, String)? {
+        for k in m.keys where !Self.sendFields.contains(k) { return (10200, "unknown field \(k)") }
+        guard (m["appId"] as? NSNumber)?.int64Value == options.appID else { return (10094, "appId mismatch") }
+        guard let regid = m["regId"] as? String, Self.isRegid(regid) else { return (10302, "regId不合法") }
+        guard let nt = (m["notifyType"] as? NSNumber)?.intValue, (1...4).contains(nt) else { return (10200, "notifyType: 1 to 4") }
+        guard let title = m["title"] as? String, !title.isEmpty, title.utf16.count <= 40 else { return (10200, "title: 1 to 40 characters") }
+        guard let content = m["content"] as? String, !content.isEmpty, content.utf16.count <= 100 else {
+            return (10200, "content: 1 to 100 characters")
+        }
+        guard let skip = (m["skipType"] as? NSNumber)?.intValue, (1...4).contains(skip) else { return (10200, "skipType: 1 to 4") }
+        if skip != 1, (m["skipContent"] as? String ?? "").isEmpty { return (10200, "skipContent is required with skipType \(skip)") }
+        guard let k = (m["classification"] as? NSNumber)?.int64Value, k == 0 || k == 1 else {
+            return (10200, "classification is required: 0 operations, 1 system")
+        }
+        guard let category = m["category"] as? String, let kind = VivoOptions.categories[category] else { return (10096, "invalid category") }
+        guard kind == k else { return (10097, "category and classification do not match") }
+        if let ttl = m["timeToLive"] {
+            guard let i = (ttl as? NSNumber)?.int64Value, (60...604_800).contains(i) else { return (10200, "timeToLive: 60 s to 7 days") }
+        }
+        if let map = m["clientCustomMap"] {
+            guard let d = map as? [String: Any], d.values.allSatisfy({ $0 is String }),
+                let text = try? JSONSerialization.data(withJSONObject: d), String(decoding: text, as: UTF8.self).utf16.count <= 1024
+            else { return (10200, "clientCustomMap: a map of strings of at most 1024 characters") }
+        }
+        guard let rid = m["requestId"] as? String, (1...64).contains(rid.utf8.count) else { return (10200, "requestId: 1 to 64 characters") }
+        return nil
+    }
+
+    func handleSend(_ m: [String: Any], token: String?, body: [UInt8]) -> MockResponse {
+        guard let token, state.withLockedValue({ $0.issued.contains(token) }) else { return refuse(10000, "authToken invalid", auth: false) }
+        if let (code, why) = problem(m) { return refuse(code, why, auth: false) }
+        let regid = m["regId"] as? String ?? ""
+        let hooked = options.hook?(regid, body)
+        let record = options.recordRequests
+        let text = String(decoding: body, as: UTF8.self)
+        let reply: Reply = state.withLockedValue { s in
+            s.sendRequests += 1
+            var r = s.defaultReply
+            if let hooked {
+                r = hooked
+            } else if var q = s.scripts[regid], !q.isEmpty {
+                r = q.removeFirst()
+                s.scripts[regid] = q
+            }
+            if r == .invalidAuthToken { s.issued.remove(token) }
+            if record { s.messages.append(RecordedMessage(regid: regid, authToken: token, json: text, reply: r)) }
+            return r
+        }
+        switch reply {
+        case .ok: return Self.answer(0, "请求成功", extra: ["taskId": "vivo-task-\(UInt32.random(in: 1...UInt32.max))"])
+        case .invalidUser: return Self.answer(10302, "regId不合法", extra: ["invalidUser": ["status": 2, "userid": regid]])
+        case .dailyLimit: return Self.answer(10070, "超过当日发送总量")
+        case .invalidAuthToken: return Self.answer(10000, "authToken invalid")
+        case .custom(let status, let body):
+            return MockResponse(status: status, headers: [("content-type", "application/json")], body: Array(body.utf8))
+        }
+    }
+}
+
+extension ProviderMockModule {
+    /// The mock vivo: a throwaway AppID, AppKey and AppSecret; the app's default category `IM`.
+    public static let vivo = ProviderMockModule(name: "vivo", title: "vivo", platforms: [.vivo]) { tls, _, settings, group in
+        var random = SystemRandomNumberGenerator()
+        func hex(_ n: Int) -> String { (0..<n).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &random)) }.joined() }
+        var options = MockVivo.Options(appID: Int64.random(in: 10_000...99_999, using: &random), appKey: hex(12), appSecret: hex(16), tls: tls)
+        options.port = settings.port
+        options.responseDelay = settings.delay
+        options.recordRequests = settings.recordRequests
+        if let verdict = settings.verdict {
+            options.hook = { regid, body in
+                switch verdict(regid, body) {
+                case .ok: return nil
+                case .dead: return .invalidUser
+                case .injected(let status):
+                    switch status {
+                    case 429, 503: return .custom(status: 200, body: #"{"result":10500,"desc":"busy"}"#)
+                    default: return .custom(status: status, body: #"{"result":10501,"desc":"injected failure"}"#)
+                    }
+                }
+            }
+        }
+        let mock = MockVivo(options: options, eventLoopGroup: group)
+        try await mock.start()
+        return RunningMockVivo(mock: mock)
+    }
+}
+
+public struct RunningMockVivo: RunningProviderMock {
+    public let mock: MockVivo
+    public var name: String { "vivo" }
+    public var baseURL: String { mock.baseURL }
+
+    public init(mock: MockVivo) { self.mock = mock }
+
+    public var configOverrides: [(key: String, value: ConfigValue)] {
+        [
+            ("vivo.enabled", .bool(true)),
+            ("vivo.app_id", .string(String(mock.options.appID))),
+            ("vivo.app_key", .string(mock.options.appKey)),
+            ("vivo.app_secret", .string(mock.options.appSecret)),
+            ("vivo.endpoint", .string(mock.baseURL)),
+        ]
+    }
+
+    public var configDefaults: [(key: String, value: ConfigValue)] { [("vivo.category", .string("IM"))] }
+
+    public var configSnippet: String {
+        """
+        vivo:
+          enabled: true
+          app_id: "\(mock.options.appID)"
+          app_key: "\(mock.options.appKey)"
+          app_secret: "\(mock.options.appSecret)"   # the mock's throwaway secret
+          endpoint: "\(mock.baseURL)"
+          category: "IM"
+
+        """
+    }
+
+    public var bannerLine: String { "  vivo       \(mock.baseURL)   (app id \(mock.options.appID))" }
+
+    public func stop() async throws { try await mock.stop() }
+}

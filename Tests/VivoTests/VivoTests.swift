@@ -1,0 +1,150 @@
+import AsyncHTTPClient
+import Foundation
+import MockProviders
+import NIOConcurrencyHelpers
+import NIOPosix
+import PushgateCore
+import VivoMock
+import XCTest
+
+@testable import Vivo
+
+final class VivoClock: Sendable {
+    let t: NIOLockedValueBox<Double>
+    init(_ start: Double) { t = NIOLockedValueBox(start) }
+    func set(_ s: Double) { t.withLockedValue { $0 = s } }
+    var now: @Sendable () -> Date { { Date(timeIntervalSince1970: self.t.withLockedValue { $0 }) } }
+}
+
+final class VivoMessageTests: XCTestCase {
+    func testSignatureRecipe() throws {
+        // MD5 of "10004" + "key" + "1700000000000" + "secret", lowercase hex (computed independently with md5sum).
+        XCTAssertEqual(
+            VivoConfiguration.sign(appID: 10004, appKey: "key", timestamp: "1700000000000", appSecret: "secret"), "c8c535379302fced2a2076f8473068db")
+        let c = try VivoConfiguration(appID: "10004", appKey: "key", appSecret: "secret")
+        XCTAssertEqual(
+            c.authBody(at: Date(timeIntervalSince1970: 1_700_000_000)),
+            #"{"appId":10004,"appKey":"key","timestamp":1700000000000,"sign":"c8c535379302fced2a2076f8473068db"}"#)
+        XCTAssertThrowsError(try VivoConfiguration(appID: "1e19", appKey: "k", appSecret: "s"))
+        XCTAssertThrowsError(try VivoConfiguration(appID: "99999999999999999999", appKey: "k", appSecret: "s"))
+        XCTAssertThrowsError(try VivoConfiguration(appID: "1", appKey: "k", appSecret: "s", defaultCategory: "SPAM"))
+    }
+
+    func options(_ json: String) throws -> VivoOptions { try VivoOptions(try JSONParser.parse(Array(json.utf8)), path: "vivo") }
+
+    func testClassificationMustMatchTheCategory() throws {
+        XCTAssertEqual(try options(#"{"category":"IM","classification":1}"#).classification, 1)
+        XCTAssertThrowsError(try options(#"{"category":"MARKETING","classification":1}"#)) { e in
+            XCTAssertEqual((e as? RequestMemberProblem)?.field, "vivo.classification")
+        }
+        XCTAssertThrowsError(try options(#"{"classification":0}"#)) { e in XCTAssertEqual((e as? RequestMemberProblem)?.field, "vivo.category") }
+        XCTAssertThrowsError(try options(#"{"skip_type":2}"#)) { e in XCTAssertEqual((e as? RequestMemberProblem)?.field, "vivo.skip_content") }
+        XCTAssertThrowsError(try options(#"{"skip_type":2,"skip_content":"javascript:x"}"#))
+        XCTAssertThrowsError(try options(#"{"colour":1}"#)) { e in XCTAssertEqual((e as? RequestMemberProblem)?.field, "vivo.colour") }
+    }
+
+    func testMappingAndLimits() throws {
+        let c = try VivoConfiguration(appID: "10004", appKey: "key", appSecret: "secret", defaultCategory: "ORDER")
+        var n = PushNotification(platform: .vivo, tokens: ["abc"])
+        n.title = "订单"
+        n.message = "已发货"
+        n.data = JSONObject([("order", .int(7)), ("s", .string("x"))])
+        n.timeToLive = 10
+        let p = try VivoMessageMapper.prepare(n, options: nil, configuration: c)
+        let body = String(decoding: p.body(regID: "abc", requestID: "r-1"), as: UTF8.self)
+        XCTAssertEqual(
+            body,
+            #"{"appId":10004,"notifyType":4,"title":"订单","content":"已发货","skipType":1,"classification":1,"category":"ORDER","timeToLive":60,"clientCustomMap":{"order":"7","s":"x"},"regId":"abc","requestId":"r-1"}"#
+        )
+        n.title = String(repeating: "标", count: 41)
+        XCTAssertEqual(VivoMessageMapper.checkMessage(n, options: nil)?.field, "title")
+        n.title = "T"
+        n.message = String(repeating: "m", count: 101)
+        XCTAssertEqual(VivoMessageMapper.checkMessage(n, options: nil)?.field, "message")
+        n.message = "M"
+        XCTAssertEqual(VivoMessageMapper.check(n, options: nil, defaultCategory: "")?.field, "vivo.category")
+        n.title = nil
+        n.message = nil
+        XCTAssertEqual(VivoMessageMapper.checkMessage(n, options: nil)?.field, "message")
+    }
+}
+
+final class VivoProviderTests: XCTestCase {
+    var mock: MockVivo!
+    var client: HTTPClient!
+    let clock = VivoClock(1_778_752_800)  // 2026-05-14T10:00:00Z, 18:00 in China
+
+    override func setUp() async throws {
+        let pki = try TestPKI.generate()
+        var o = MockVivo.Options(appID: 10004, appKey: "app-key", appSecret: "app/secret", tls: try pki.serverTLSConfiguration())
+        o.now = { [clock] in clock.now() }
+        mock = MockVivo(options: o, eventLoopGroup: MultiThreadedEventLoopGroup.singleton)
+        try await mock.start()
+        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: try pki.clientTLSConfiguration()))
+    }
+
+    override func tearDown() async throws {
+        try await client.shutdown()
+        try await mock.stop()
+    }
+
+    func provider(secret: String = "app/secret") throws -> VivoProvider {
+        let c = try VivoConfiguration(appID: "10004", appKey: "app-key", appSecret: secret, endpoint: mock.baseURL, defaultCategory: "IM")
+        return VivoProvider(configuration: c, httpClient: client, now: clock.now)
+    }
+
+    static func send(_ p: VivoProvider, to regid: String, id: String) async throws -> SendOutcome {
+        var n = PushNotification(platform: .vivo, tokens: [regid])
+        n.title = "T"
+        n.message = "M"
+        let prepared = try p.prepare(n, options: nil)
+        return await p.send(prepared, to: .token(regid), context: DeliveryContext(messageID: id))
+    }
+
+    func send(_ p: VivoProvider, to regid: String = "regid1", id: String = "m-1") async throws -> SendOutcome {
+        var n = PushNotification(platform: .vivo, tokens: [regid])
+        n.title = "T"
+        n.message = "M"
+        let prepared = try p.prepare(n, options: nil)
+        return await p.send(prepared, to: .token(regid), context: DeliveryContext(messageID: id))
+    }
+
+    func testOneSignedTokenForConcurrentSendsAndANewOneWhenRefused() async throws {
+        let p = try provider()
+        try await withThrowingTaskGroup(of: SendOutcome.self) { g in
+            for i in 0..<30 { g.addTask { try await Self.send(p, to: "regid\(i)", id: "m-\(i)") } }
+            for try await o in g { XCTAssertTrue(o.isDelivered, "\(o)") }
+        }
+        XCTAssertEqual(mock.authRequestCount, 1, "one auth call however many sends wait")
+        XCTAssertEqual(mock.rejections, [])
+        mock.script(regid: "regidX", [.invalidAuthToken])
+        let refused = try await send(p, to: "regidX")
+        XCTAssertEqual(refused.className, "credentials")
+        let again = try await send(p, to: "regidX")
+        XCTAssertTrue(again.isDelivered, "\(again)")
+        XCTAssertEqual(mock.authRequestCount, 2)
+        // A wrong secret: the mock refuses the signature; permanent.
+        let bad = try provider(secret: "wrong")
+        let o = try await send(bad)
+        XCTAssertEqual(o.className, "permanent", "\(o)")
+        XCTAssertEqual(mock.rejections.last, "invalid sign")
+    }
+
+    func testDeadTokenAndDailyLimitHeldUntilMidnightInChina() async throws {
+        let p = try provider()
+        mock.script(regid: "regid-dead", [.invalidUser])
+        let dead = try await send(p, to: "regid-dead")
+        XCTAssertEqual(dead.className, "token_dead", "\(dead)")
+        mock.script(regid: "regid-q", [.dailyLimit])
+        let q = try await send(p, to: "regid-q")
+        XCTAssertEqual(q.className, "quota_exceeded", "\(q)")
+        XCTAssertTrue(q.reason?.contains("2026-05-14T16:00:00Z") == true, "\(q)")
+        let sent = mock.sendRequestCount
+        let held = try await send(p, to: "regid-other")
+        XCTAssertEqual(held.className, "quota_exceeded")
+        XCTAssertEqual(mock.sendRequestCount, sent)
+        clock.set(1_778_774_400)
+        let next = try await send(p, to: "regid-other")
+        XCTAssertTrue(next.isDelivered, "\(next)")
+    }
+}
