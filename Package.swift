@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "WebPush", targets: ["WebPush"]),
         .library(name: "Huawei", targets: ["Huawei"]),
         .library(name: "Harmony", targets: ["Harmony"]),
+        .library(name: "WNS", targets: ["WNS"]),
         .library(name: "Xiaomi", targets: ["Xiaomi"]),
         .library(name: "Oppo", targets: ["Oppo"]),
         .library(name: "Vivo", targets: ["Vivo"]),
@@ -214,10 +215,22 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // Windows Push Notification Services (WNS): Entra / Live tokens, channel URI guard, HTTP/1.1 sends.
+        .target(
+            name: "WNS",
+            dependencies: [
+                "PushgateCore", "ProviderKit", "HTTP2Pool", "WebPush",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ], path: "Sources/WNS/Provider"),
         // The registry: the one list of provider modules, and what the rest reads from it.
         .target(
             name: "Providers",
-            dependencies: ["PushgateCore", "ProviderKit", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "Xiaomi", "Oppo", "Vivo"]),
+            dependencies: ["PushgateCore", "ProviderKit", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "WNS", "Xiaomi", "Oppo", "Vivo"]),
         // Queues, workers, retry policy. (Named PushDispatch: "Dispatch" is the system libdispatch module.)
         .target(
             name: "PushDispatch",
@@ -352,7 +365,7 @@ let package = Package(
             name: "MockProviders",
             dependencies: [
                 "MockKit", "HuaweiMock", "HarmonyMock", "PushgateCore", "Signing", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "ProviderKit",
-                "XiaomiMock", "OppoMock", "VivoMock",
+                "WNSMock", "XiaomiMock", "OppoMock", "VivoMock",
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -365,6 +378,15 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
             ]),
+        // The strict WNS mock (HTTPS/1.1 on loopback): both token endpoints and the channel endpoint.
+        .target(
+            name: "WNSMock",
+            dependencies: [
+                "MockKit", "PushgateCore", "ProviderKit", "WNS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ], path: "Sources/WNS/Mock"),
         .executableTarget(
             name: "pushgate",
             dependencies: [
@@ -463,6 +485,16 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
         .testTarget(
+            name: "WNSTests",
+            dependencies: [
+                "TestSupport", "WNS", "WNSMock", "MockKit", "ProviderKit", "PushgateCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .testTarget(
             name: "MatrixIngestTests",
             dependencies: [
                 "TestSupport", "MatrixIngest", "GatewayCore", "PushgateCore", "PushDispatch", "MockProviders",
@@ -471,13 +503,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // The gateway side imports PushgateKit only; MockProviders starts the mock APNs.
-        .testTarget(name: "PushgateKitTests", dependencies: ["PushgateKit", "MockProviders"]),
+        .testTarget(name: "PushgateKitTests", dependencies: ["PushgateKit", "MockProviders", "WNSMock"]),
         .testTarget(
             name: "GatewayTests",
             dependencies: [
                 "TestSupport",
                 "GatewayCore", "HTTPIngest", "GorushRPC", "MatrixIngest", "PushgateKit", "MockProviders", "PushgateCore", "PushDispatch", "Signing",
-                "XiaomiMock", "OppoMock", "VivoMock",
+                "WNSMock", "XiaomiMock", "OppoMock", "VivoMock",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),

@@ -12,13 +12,14 @@ import OppoMock
 import ProviderKit
 import PushgateCore
 import VivoMock
+import WNSMock
 import WebPush
 import XiaomiMock
 
 /// Every provider's mock, for tests, `pushgate serve --mock`, `pushgate mock` and `pushgate bench`.
 /// Adding a provider: one line here next to the one in `ProviderRegistry`.
 public enum MockRegistry {
-    public static let modules: [ProviderMockModule] = [.apns, .fcm, .hms, .webpush, .xiaomi, .oppo, .vivo]
+    public static let modules: [ProviderMockModule] = [.apns, .fcm, .hms, .webpush, .wns, .xiaomi, .oppo, .vivo]
 
     public static func module(named name: String) -> ProviderMockModule? { modules.first { $0.name == name } }
 

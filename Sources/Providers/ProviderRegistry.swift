@@ -6,6 +6,7 @@
 import ProviderKit
 import PushgateCore
 @_exported import Vivo
+@_exported import WNS
 @_exported import WebPush
 @_exported import Xiaomi
 
@@ -24,6 +25,7 @@ public enum ProviderRegistry {
             HuaweiModule(),
             WebPushModule(),
             HarmonyModule(),
+            WNSModule(),
             XiaomiModule(),
             OppoModule(),
             VivoModule(),

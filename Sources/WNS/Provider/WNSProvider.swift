@@ -1,0 +1,62 @@
+import Foundation
+import PushgateCore
+
+/// The WNS `PushProvider`: one notification rendered once, sent to each of its channel URIs (its
+/// `tokens`).
+public final class WNSProvider: PushProvider {
+    public let platform: Platform
+    public let sender: WNSSender
+
+    /// `platform` is the one the provider module declares for WNS.
+    public init(platform: Platform, sender: WNSSender) {
+        self.platform = platform
+        self.sender = sender
+    }
+
+    /// The notification's own `wns` object (nil: a toast of its title and message).
+    public static func options(of n: PushNotification) throws(WNSFieldProblem) -> WNSOptions? {
+        guard let object = n.wns else { return nil }
+        return try WNSOptions(decoding: .object(object))
+    }
+
+    public func prepare(_ notification: PushNotification) throws -> any PreparedPush {
+        do {
+            return try sender.prepare(notification, options: Self.options(of: notification))
+        } catch {
+            throw PushFailure("\(error.field): \(error.problem)")
+        }
+    }
+
+    public func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure? {
+        switch target {
+        case .token(let uri): return sender.validate(channel: uri)
+        case .topic: return PushFailure("WNS has no topic sends")
+        case .channel: return PushFailure("WNS has no broadcast channels")
+        case .subscription: return PushFailure("WNS takes channel URIs in tokens, not Web Push subscriptions")
+        }
+    }
+
+    public func send(_ prepared: any PreparedPush, to target: PushTarget, context: DeliveryContext) async -> SendOutcome {
+        guard let p = prepared as? PreparedWNS else { return .permanent(reason: "internal: not a WNS rendering", status: nil) }
+        guard case .token(let uri) = target else {
+            return .permanent(reason: validate(target: target, of: prepared)?.reason ?? "not a channel URI", status: nil)
+        }
+        return await sender.send(p, to: uri, messageID: context.messageID)
+    }
+
+    public func shutdown() async { await sender.shutdown() }
+
+    /// The ingest check of a WNS notification: every token a channel URI of the right shape (a 400
+    /// naming `tokens[k]`), and its payload renders (a 400 naming the field).
+    public static func checkIngest(_ n: PushNotification, options: WNSOptions?) -> (detail: String, message: String)? {
+        for (k, token) in n.tokens.enumerated() {
+            if case .failure(let f) = WNSChannel.parse(token) { return ("tokens[\(k)]: \(f.reason)", "Invalid WNS channel URI.") }
+        }
+        do {
+            _ = try PreparedWNS.render(options, title: n.title, message: n.message, timeToLive: n.timeToLive)
+        } catch {
+            return ("\(error.field): \(error.problem)", "Invalid WNS notification.")
+        }
+        return nil
+    }
+}
