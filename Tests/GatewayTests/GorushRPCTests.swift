@@ -251,7 +251,7 @@ final class GorushRPCTests: XCTestCase {
             XCTAssertEqual(errors["bad_platform"]?["code"], "INVALID_ARGUMENT")
             XCTAssertEqual(
                 errors["bad_platform"]?["details"],
-                "Invalid platform. (notifications[0].platform: unknown platform 42 (1 ios, 2 android, 3 huawei, 4 webpush, 5 unifiedpush, 6 harmony))"
+                "Invalid platform. (notifications[0].platform: unknown platform 42 (\(Platform.numbered)))"
             )
             XCTAssertEqual(errors["no_tokens"]?["code"], "INVALID_ARGUMENT")
             // grpcio (grpc-core) reads the status answered on HEADERS, before the message, as sent.

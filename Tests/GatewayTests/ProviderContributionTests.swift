@@ -73,6 +73,12 @@ final class ProviderContributionTests: XCTestCase {
                 enums.first.map(values)?.contains("\(p.rawValue)") ?? false, "docs/openapi.yaml: Platform's integer enum lacks \(p.rawValue)")
             XCTAssertTrue(enums.last.map(values)?.contains(p.name) ?? false, "docs/openapi.yaml: Platform's string enum lacks \(p.name)")
         }
+        // The answers' `platform` names (log entries, events, status records) list every platform too.
+        for line in spec.split(separator: "\n") where line.contains("enum: [ios, android") {
+            for p in ProviderRegistry.platforms {
+                XCTAssertTrue(values(line).contains(p.name), "docs/openapi.yaml: a platform enum lacks \(p.name): \(line)")
+            }
+        }
     }
 
     /// Every member a provider module declares (`ProviderModule.requestMembers`) is a property of the
