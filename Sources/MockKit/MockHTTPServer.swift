@@ -715,14 +715,14 @@ extension MockHTTPServer {
     /// A provider mock's server (FCM, HMS): TLS, port, answer delay and streams limit as given, each
     /// request answered by `handle` on the mock, which it holds weakly (503 once the mock is gone).
     public static func serving<Mock: AnyObject & Sendable>(
-        _ mock: Mock, tls: TLSConfiguration?, port: Int, responseDelay: TimeAmount?, maxConcurrentStreams: Int,
+        _ mock: Mock, tls: TLSConfiguration?, port: Int, responseDelay: TimeAmount?, maxConcurrentStreams: Int? = nil,
         eventLoopGroup: any EventLoopGroup, handle: @escaping @Sendable (Mock, MockRequest) -> MockResponse
     ) -> MockHTTPServer {
         var options = MockHTTPServer.Options()
         options.tls = tls
         options.port = port
         options.responseDelay = responseDelay
-        options.maxConcurrentStreams = maxConcurrentStreams
+        if let maxConcurrentStreams { options.maxConcurrentStreams = maxConcurrentStreams }
         return MockHTTPServer(
             options: options, eventLoopGroup: eventLoopGroup,
             syncHandler: { [weak mock] request in

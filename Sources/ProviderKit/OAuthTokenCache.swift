@@ -90,15 +90,10 @@ public actor OAuthTokenCache {
     /// A form-encoded POST through `client`, its answer read up to `maxResponseBytes`.
     public static func httpTransport(_ client: HTTPClient, timeout: TimeAmount) -> Transport {
         { url, body in
-            var request = HTTPClientRequest(url: url)
-            request.method = .POST
-            request.headers.add(name: "content-type", value: "application/x-www-form-urlencoded")
-            request.headers.add(name: "accept", value: "application/json")
-            request.body = .bytes(ByteBuffer(bytes: body))
-            let response = try await client.execute(request, timeout: timeout)
-            var buffer = try await response.body.collect(upTo: maxResponseBytes)
-            let bytes = buffer.readBytes(length: buffer.readableBytes) ?? []
-            return (Int(response.status.code), bytes)
+            let answer = try await BoundedPOST.send(
+                client, url: url, contentType: "application/x-www-form-urlencoded", headers: [("accept", "application/json")], body: body,
+                maxBytes: maxResponseBytes, timeout: timeout)
+            return (answer.status, answer.body)
         }
     }
 

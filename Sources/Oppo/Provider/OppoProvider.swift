@@ -101,13 +101,10 @@ public final class OppoProvider: PushProvider {
     }
 
     static func post(_ client: HTTPClient, _ url: String, _ body: [UInt8], _ timeout: TimeAmount) async throws -> (Int, [UInt8]) {
-        var request = HTTPClientRequest(url: url)
-        request.method = .POST
-        request.headers.add(name: "content-type", value: "application/x-www-form-urlencoded;charset=UTF-8")
-        request.body = .bytes(ByteBuffer(bytes: body))
-        let response = try await client.execute(request, timeout: timeout)
-        var buffer = try await response.body.collect(upTo: OppoResponseClassifier.maxBodyBytes + 1)
-        return (Int(response.status.code), buffer.readBytes(length: buffer.readableBytes) ?? [])
+        let answer = try await BoundedPOST.send(
+            client, url: url, contentType: "application/x-www-form-urlencoded;charset=UTF-8", body: body,
+            maxBytes: OppoResponseClassifier.maxBodyBytes + 1, timeout: timeout)
+        return (answer.status, answer.body)
     }
 
     /// The ingest rule that needs the app's configuration: the classification from the request or

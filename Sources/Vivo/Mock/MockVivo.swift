@@ -77,16 +77,9 @@ public final class MockVivo: Sendable {
 
     public init(options: Options, eventLoopGroup: any EventLoopGroup) {
         self.options = options
-        var o = MockHTTPServer.Options()
-        o.tls = options.tls
-        o.port = options.port
-        o.responseDelay = options.responseDelay
-        let server = MockHTTPServer(
-            options: o, eventLoopGroup: eventLoopGroup,
-            syncHandler: { [weak self] request in
-                guard let self else { return MockResponse(status: 503) }
-                return self.handle(request)
-            })
+        let server = MockHTTPServer.serving(
+            self, tls: options.tls, port: options.port, responseDelay: options.responseDelay, eventLoopGroup: eventLoopGroup
+        ) { mock, request in mock.handle(request) }
         serverBox.withLockedValue { $0 = server }
     }
 

@@ -111,14 +111,10 @@ public final class VivoProvider: PushProvider {
     }
 
     static func post(_ client: HTTPClient, _ url: String, _ body: [UInt8], token: String?, _ timeout: TimeAmount) async throws -> (Int, [UInt8]) {
-        var request = HTTPClientRequest(url: url)
-        request.method = .POST
-        request.headers.add(name: "content-type", value: "application/json;charset=UTF-8")
-        if let token { request.headers.add(name: "authToken", value: token) }
-        request.body = .bytes(ByteBuffer(bytes: body))
-        let response = try await client.execute(request, timeout: timeout)
-        var buffer = try await response.body.collect(upTo: VivoResponseClassifier.maxBodyBytes + 1)
-        return (Int(response.status.code), buffer.readBytes(length: buffer.readableBytes) ?? [])
+        let answer = try await BoundedPOST.send(
+            client, url: url, contentType: "application/json;charset=UTF-8", headers: token.map { [("authToken", $0)] } ?? [], body: body,
+            maxBytes: VivoResponseClassifier.maxBodyBytes + 1, timeout: timeout)
+        return (answer.status, answer.body)
     }
 
     /// The ingest rule that needs the app's configuration: a category from the request or the app.

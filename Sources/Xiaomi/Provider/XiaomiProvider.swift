@@ -63,20 +63,14 @@ public final class XiaomiProvider: PushProvider {
         if let held = await quota.current() {
             return .quotaExceeded(reason: DailyQuotaHold.heldOutcome(vendor: "Xiaomi", until: held.until, reason: held.reason), status: nil)
         }
-        var request = HTTPClientRequest(url: configuration.sendURL)
-        request.method = .POST
-        request.headers.add(name: "authorization", value: "key=" + configuration.appSecret)
-        request.headers.add(name: "content-type", value: "application/x-www-form-urlencoded;charset=UTF-8")
-        request.body = .bytes(ByteBuffer(bytes: p.body(for: token)))
         let status: Int
         let body: [UInt8]
         let retryAfter: String?
         do {
-            let response = try await client.execute(request, timeout: timeout)
-            status = Int(response.status.code)
-            retryAfter = response.headers.first(name: "retry-after")
-            var buffer = try await response.body.collect(upTo: XiaomiResponseClassifier.maxBodyBytes + 1)
-            body = buffer.readBytes(length: min(buffer.readableBytes, XiaomiResponseClassifier.maxBodyBytes + 1)) ?? []
+            (status, body, retryAfter) = try await BoundedPOST.send(
+                client, url: configuration.sendURL, contentType: "application/x-www-form-urlencoded;charset=UTF-8",
+                headers: [("authorization", "key=" + configuration.appSecret)], body: p.body(for: token),
+                maxBytes: XiaomiResponseClassifier.maxBodyBytes + 1, timeout: timeout)
         } catch {
             logger.debug("Xiaomi send failed at the connection level", metadata: ["error": "\(error)", "message_id": "\(context.messageID)"])
             return .transient(reason: "\(error)", status: nil, retryAfter: nil)
