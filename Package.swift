@@ -262,7 +262,7 @@ let package = Package(
         .target(
             name: "GatewayCore",
             dependencies: [
-                "QueueStore",
+                "QueueStore", "GorushRPCConfig",
                 "PushgateCore", "PushDispatch", "ProviderKit", "Providers", "HTTP2Pool",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -295,11 +295,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]),
+        // gRPC's configuration section and settings (`grpc:`), which the gateway's configuration reads
+        // among its sections.
+        .target(name: "GorushRPCConfig", dependencies: ["ProviderKit"], path: "Sources/GorushRPC/Config"),
         // gorush's gRPC ingest (gorush.proto): the generated code (scripts/generate-grpc.sh) and the services.
         .target(
             name: "GorushRPC",
             dependencies: [
-                "GatewayCore", "PushgateCore", "PushDispatch",
+                "GatewayCore", "GorushRPCConfig", "PushgateCore", "PushDispatch",
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),
                 .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
@@ -314,7 +317,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
-            exclude: ["Proto"]),
+            exclude: ["Proto", "Config"]),
         // The Matrix Push Gateway API (Sygnal's /_matrix/push/v1/notify) on a listener of its own,
         // Sygnal's mapping to each provider, and sygnal.yaml read as a configuration.
         .target(

@@ -291,36 +291,6 @@ public enum StatConfig {
         ])
 }
 
-/// The `grpc:` section: gorush's gRPC ingest (`proto.Gorush/Send`, `proto.Health/Check`), keys and defaults as gorush's.
-public enum GRPCConfig {
-    public static let enabled = Setting<Bool>(
-        "enabled", false, doc: "gorush's gRPC ingest (`proto.Gorush/Send`, `proto.Health/Check`) on its own port, TLS when `core.ssl` (docs/grpc.md)")
-    /// gorush writes it as a string ("9000"); a number is read either way.
-    public static let port = Setting<Int>(
-        "port", 9000, range: 0...65535, doc: "port of the gRPC ingest")
-    /// The largest request message (protobuf bytes) a stream may announce; larger ones are refused
-    /// (RESOURCE_EXHAUSTED) before any of it is held. 1 MiB holds a `Send` of 1,000 FCM tokens
-    /// (about 160 bytes each) and a 256 KiB message.
-    public static let maxMessageBytes = Setting<Int>(
-        "max_message_bytes", 1 << 20, range: 1024...(64 << 20),
-        doc: "(new) the largest `Send` message; a stream announcing more is refused (`RESOURCE_EXHAUSTED`) before any of it is held")
-    /// Bytes of request messages not yet complete that one connection, and all together, may hold;
-    /// a stream that would go past either is refused (RESOURCE_EXHAUSTED).
-    public static let maxPendingBytesPerConnection = Setting<Int>(
-        "max_pending_bytes_per_connection", 4 << 20, range: 1029...(1 << 30),
-        doc:
-            "(new) bytes of request messages not yet complete that one connection / the whole gRPC port may hold; a stream going past either is refused (`RESOURCE_EXHAUSTED`)"
-    )
-    public static let maxPendingBytes = Setting<Int>(
-        "max_pending_bytes", 64 << 20, range: 1029...(1 << 34),
-        doc:
-            "(new) bytes of request messages not yet complete that one connection / the whole gRPC port may hold; a stream going past either is refused (`RESOURCE_EXHAUSTED`)"
-    )
-
-    public static let section = ConfigSection(
-        "grpc", keys: [enabled.key, port.key, maxMessageBytes.key, maxPendingBytesPerConnection.key, maxPendingBytes.key])
-}
-
 /// The `tracing:` section: OpenTelemetry spans of each request and each delivery attempt, exported
 /// over OTLP/HTTP (docs/observability.md). Read at start (a reload does not change it).
 public enum TracingConfig {

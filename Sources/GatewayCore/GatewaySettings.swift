@@ -49,14 +49,6 @@ public struct GatewaySettings: Sendable {
     public var maxConnectionsPerAddress: Int
     /// `core.idempotency_ttl`: how long an `Idempotency-Key`'s answer and a `dedup_key` hold (seconds).
     public var idempotencyTTL: Double
-    /// `grpc.enabled` / `grpc.port`: gorush's gRPC ingest (nil: off).
-    public var grpcPort: Int?
-    /// `grpc.max_message_bytes`: the largest request message a gRPC stream may announce.
-    public var grpcMaxMessageBytes: Int
-    /// `grpc.max_pending_bytes_per_connection` / `grpc.max_pending_bytes`: request bytes the gRPC
-    /// port holds for messages not yet complete, per connection and in all.
-    public var grpcMaxPendingBytesPerConnection: Int
-    public var grpcMaxPendingBytes: Int
     /// `tracing.*` with the `OTEL_*` variables that decide it (docs/observability.md).
     public var tracing: TracingSettings
 
@@ -137,27 +129,6 @@ public struct GatewaySettings: Sendable {
         idleTimeout = core[C.idleTimeout]
         maxConnections = core[C.maxConnections]
         maxConnectionsPerAddress = core[C.maxConnectionsPerAddress]
-        let grpc = raw.section("grpc")
-        grpcPort = grpc[GRPCConfig.enabled] ? grpc[GRPCConfig.port] : nil
-        if let grpcPort, grpcPort != 0, grpcPort == port {
-            throw ConfigError(key: grpc.path(GRPCConfig.port), problem: "\(grpcPort) is also core.port; gRPC needs a port of its own")
-        }
-        grpcMaxMessageBytes = grpc[GRPCConfig.maxMessageBytes]
-        grpcMaxPendingBytesPerConnection = grpc[GRPCConfig.maxPendingBytesPerConnection]
-        grpcMaxPendingBytes = grpc[GRPCConfig.maxPendingBytes]
-        // A message of the largest size (and its 5-byte gRPC prefix) must fit in each budget.
-        guard grpcMaxPendingBytesPerConnection >= grpcMaxMessageBytes + 5 else {
-            throw ConfigError(
-                key: grpc.path(GRPCConfig.maxPendingBytesPerConnection),
-                problem:
-                    "\(grpcMaxPendingBytesPerConnection) is less than grpc.max_message_bytes (\(grpcMaxMessageBytes)) + 5: no message of the largest size could arrive"
-            )
-        }
-        guard grpcMaxPendingBytes >= grpcMaxPendingBytesPerConnection else {
-            throw ConfigError(
-                key: grpc.path(GRPCConfig.maxPendingBytes),
-                problem: "\(grpcMaxPendingBytes) is less than grpc.max_pending_bytes_per_connection (\(grpcMaxPendingBytesPerConnection))")
-        }
         tracing = try TracingSettings(raw, environment: environment)
         routes = Routes(
             push: api[APIConfig.pushURI], statGo: api[APIConfig.statGoURI], statApp: api[APIConfig.statAppURI],

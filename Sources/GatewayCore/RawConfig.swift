@@ -1,4 +1,5 @@
 import Foundation
+import GorushRPCConfig
 import HTTP2Pool
 @_exported import ProviderKit
 @_exported import Providers

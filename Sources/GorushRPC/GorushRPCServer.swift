@@ -1,6 +1,7 @@
 import GRPCCore
 import GRPCNIOTransportHTTP2Posix
 import GatewayCore
+@_exported import GorushRPCConfig
 import Logging
 import Metrics
 import NIOCore
@@ -19,10 +20,30 @@ public struct GorushRPCServer: Service, IngestProtocol {
     let logger: Logger
     let port: Int
 
-    /// The gRPC server of `gateway`'s settings; nil when `grpc.enabled` is false.
+    /// The gRPC server of `gateway`'s configuration (`grpc:`); nil when `grpc.enabled` is false.
+    /// Throws a `ConfigError` naming the key for settings that cannot work.
     public static func make(gateway: Gateway) throws -> GorushRPCServer? {
-        guard let port = gateway.settings.grpcPort else { return nil }
-        return try GorushRPCServer(gateway: gateway, port: port)
+        let grpc = try settings(gateway.raw, gateway: gateway)
+        register(gateway: gateway)
+        guard let port = grpc.port else { return nil }
+        return try GorushRPCServer(gateway: gateway, grpc: grpc, port: port)
+    }
+
+    /// `grpc:` of `raw`, checked against the gateway's HTTP port.
+    public static func settings(_ raw: RawConfig, gateway: Gateway) throws -> GRPCSettings {
+        try GRPCSettings(raw.section("grpc"), corePort: gateway.settings.port)
+    }
+
+    /// A reload checks `grpc:`: a value that cannot work refuses the reload, as at start (a changed
+    /// key takes effect at a restart, which the reload's log line says, as for every core key).
+    static func register(gateway: Gateway) {
+        gateway.register(
+            AdapterSection(
+                name: "grpc", show: { _ in nil },
+                reload: { raw, _ in
+                    _ = try settings(raw, gateway: gateway)
+                    return AdapterReload(apply: {})
+                }))
     }
 
     /// The services to run among the gateway's: this server, or none.
@@ -30,7 +51,7 @@ public struct GorushRPCServer: Service, IngestProtocol {
         try make(gateway: gateway).map { [$0] } ?? []
     }
 
-    init(gateway: Gateway, port: Int) throws {
+    init(gateway: Gateway, grpc: GRPCSettings, port: Int) throws {
         let settings = gateway.settings
         let security: HTTP2ServerTransport.Posix.TransportSecurity
         if let tls = settings.tls {
@@ -40,11 +61,11 @@ public struct GorushRPCServer: Service, IngestProtocol {
         }
         // core.max_connections and core.max_connections_per_address (their own counts on this port)
         // and core.read_timeout (per stream), as on HTTP; each stream's key and message bytes.
-        let limits = RPCIngestLimits(gateway: gateway)
+        let limits = RPCIngestLimits(gateway: gateway, grpc: grpc)
         let config = HTTP2ServerTransport.Posix.Config.defaults { c in
             // grpc.max_message_bytes: RPCStreamAdmissionHandler refuses a larger message on its prefix;
             // grpc-swift's own limit (also after decompression) is the same.
-            c.rpc.maxRequestPayloadSize = settings.grpcMaxMessageBytes
+            c.rpc.maxRequestPayloadSize = grpc.maxMessageBytes
             c.connection.maxIdleTime = .seconds(settings.idleTimeout)
             // grpc-swift's default is no limit: each open stream may hold a message up to the size above.
             c.http2.maxConcurrentStreams = 100

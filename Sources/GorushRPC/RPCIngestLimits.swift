@@ -62,13 +62,14 @@ final class RPCIngestLimits: Sendable {
         self.logger = logger
     }
 
-    /// The settings of `gateway`; streams are authorized with its keys as last loaded (a reload applies).
-    convenience init(gateway: Gateway) {
+    /// The settings of `gateway` and `grpc`; streams are authorized with the gateway's keys as last
+    /// loaded (a reload applies).
+    convenience init(gateway: Gateway, grpc: GRPCSettings) {
         let settings = gateway.settings
         self.init(
             maxConnections: settings.maxConnections, maxConnectionsPerAddress: settings.maxConnectionsPerAddress,
-            readTimeout: .seconds(Int64(settings.readTimeout)), maxMessageBytes: settings.grpcMaxMessageBytes,
-            maxPendingBytesPerConnection: settings.grpcMaxPendingBytesPerConnection, maxPendingBytes: settings.grpcMaxPendingBytes,
+            readTimeout: .seconds(Int64(settings.readTimeout)), maxMessageBytes: grpc.maxMessageBytes,
+            maxPendingBytesPerConnection: grpc.maxPendingBytesPerConnection, maxPendingBytes: grpc.maxPendingBytes,
             authorize: { [gateway] access, authorization, apiKey in
                 RPCIngestLimits.refusal(access: access, auth: gateway.auth, authorization: authorization, apiKey: apiKey)
             },

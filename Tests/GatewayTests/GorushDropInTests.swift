@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import GorushRPC
 import Hummingbird
 import HummingbirdTesting
 import Logging
@@ -129,7 +130,7 @@ final class GorushDropInTests: XCTestCase {
         XCTAssertEqual(settings.queueEngine, "memory", "queue.engine local is the memory engine")
         XCTAssertEqual(settings.maxNotification, 100)
         XCTAssertNil(settings.tls)
-        XCTAssertNil(settings.grpcPort, "grpc.enabled: false")
+        XCTAssertNil(try GRPCSettings(raw.section("grpc"), corePort: settings.port).port, "grpc.enabled: false")
         XCTAssertFalse(raw.warnings.contains { $0.hasPrefix("unknown config key") }, "\(raw.warnings)")
         // One warning per group of keys Pushgate accepts and does not act on, each naming its keys.
         for group in ["core.auto_tls.*", "queue.nsq.*", "queue.nats.*", "queue.redis.*", "stat.redis.*", "stat.boltdb.*"] {
@@ -152,11 +153,12 @@ final class GorushDropInTests: XCTestCase {
 
     /// gorush's `grpc.enabled` / `grpc.port` (a string in gorush's config, default "9000") are acted on.
     func testGRPCKeysAreGorushs() throws {
-        let on = try GatewaySettings(try RawConfig(yaml: "grpc:\n  enabled: true\n  port: \"9001\"\n", environment: [:]))
-        XCTAssertEqual(on.grpcPort, 9001)
-        let byDefault = try GatewaySettings(try RawConfig(yaml: nil, environment: ["GORUSH_GRPC_ENABLED": "true"]))
-        XCTAssertEqual(byDefault.grpcPort, 9000)
-        XCTAssertThrowsError(try GatewaySettings(try RawConfig(yaml: "core:\n  port: 9000\ngrpc:\n  enabled: true\n", environment: [:]))) {
+        func grpc(_ raw: RawConfig) throws -> GRPCSettings { try GRPCSettings(raw.section("grpc"), corePort: try GatewaySettings(raw).port) }
+        let on = try grpc(try RawConfig(yaml: "grpc:\n  enabled: true\n  port: \"9001\"\n", environment: [:]))
+        XCTAssertEqual(on.port, 9001)
+        let byDefault = try grpc(try RawConfig(yaml: nil, environment: ["GORUSH_GRPC_ENABLED": "true"]))
+        XCTAssertEqual(byDefault.port, 9000)
+        XCTAssertThrowsError(try grpc(try RawConfig(yaml: "core:\n  port: 9000\ngrpc:\n  enabled: true\n", environment: [:]))) {
             XCTAssertEqual("\($0)", "config error: grpc.port: 9000 is also core.port; gRPC needs a port of its own")
         }
         XCTAssertThrowsError(try RawConfig(yaml: "grpc:\n  port: 70000\n", environment: [:]))

@@ -1,6 +1,7 @@
 import Foundation
 import GRPCCore
 import GRPCNIOTransportHTTP2Posix
+import GorushRPC
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -332,11 +333,53 @@ final class GorushRPCAdmissionTests: XCTestCase {
         }
     }
 
+    /// `grpc:` is read by the gRPC way in: a value that cannot work stops the start naming the key,
+    /// and a reload bringing one is refused (the running configuration kept).
+    func testGRPCSettingsAreCheckedAtStartAndOnReload() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-grpc-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("config.yml").path
+        let environment = ["PUSHGATE_QUEUE_ENGINE": "memory"]
+        func write(_ grpc: String) throws { try "core:\n  port: 18088\ngrpc:\n\(grpc)".write(toFile: path, atomically: true, encoding: .utf8) }
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        func gateway() throws -> Gateway {
+            try GatewayBuilder.build(
+                raw: try RawConfig.load(path: path, environment: environment), logger: logger,
+                reloadSource: { try RawConfig.load(path: path, environment: environment) })
+        }
+
+        try write("  enabled: true\n  port: 18088\n")
+        let conflicting = try gateway()
+        XCTAssertThrowsError(try GorushRPCServer.make(gateway: conflicting)) {
+            XCTAssertEqual("\($0)", "config error: grpc.port: 18088 is also core.port; gRPC needs a port of its own")
+        }
+        await conflicting.runShutdownHooks()
+
+        try write("  enabled: false\n")
+        let running = try gateway()
+        XCTAssertNil(try GorushRPCServer.make(gateway: running), "grpc.enabled: false serves nothing")
+        try write("  enabled: false\n  max_message_bytes: 4096\n  max_pending_bytes_per_connection: 4096\n")
+        do {
+            _ = try await running.reload()
+            XCTFail("a reload with grpc.max_pending_bytes_per_connection below a message is refused")
+        } catch {
+            XCTAssertTrue("\(error)".contains("grpc.max_pending_bytes_per_connection"), "\(error)")
+        }
+        XCTAssertEqual(running.raw.values["grpc.max_message_bytes"], .int(1 << 20), "the running configuration is kept")
+        try write("  enabled: false\n  max_message_bytes: 4096\n")
+        let summary = try await running.reload()
+        XCTAssertTrue(summary.needsRestart.contains("grpc.max_message_bytes"), "\(summary.needsRestart)")
+        await running.runShutdownHooks()
+    }
+
     /// Every new key is range-checked, with an error naming it.
     func testNewLimitsAreRangeChecked() throws {
         func problem(_ yaml: String) -> String? {
             do {
-                _ = try GatewaySettings(try RawConfig(yaml: yaml, environment: [:]))
+                let raw = try RawConfig(yaml: yaml, environment: [:])
+                _ = try GRPCSettings(raw.section("grpc"), corePort: try GatewaySettings(raw).port)
                 return nil
             } catch {
                 return "\(error)"
@@ -357,9 +400,10 @@ final class GorushRPCAdmissionTests: XCTestCase {
                 #"config error: core.tls_min_version: ""# + bad + #"" is not accepted: "1.2" or "1.3""#)
         }
         XCTAssertNil(problem("core:\n  tls_min_version: \"1.3\"\n"))
-        let defaults = try GatewaySettings(try RawConfig(yaml: "", environment: [:]))
+        let raw = try RawConfig(yaml: "", environment: [:])
+        let defaults = try GatewaySettings(raw)
         XCTAssertEqual(defaults.maxConnectionsPerAddress, 256)
-        XCTAssertEqual(defaults.grpcMaxMessageBytes, 1 << 20)
+        XCTAssertEqual(try GRPCSettings(raw.section("grpc"), corePort: defaults.port).maxMessageBytes, 1 << 20)
     }
 }
 
