@@ -50,6 +50,8 @@ public final class MockOppo: Sendable {
         public var tls: TLSConfiguration?
         public var port = 0
         public var responseDelay: TimeAmount? = nil
+        /// Answers wait until it lets them go (tests of sends in flight).
+        public var hold: MockResponseHold? = nil
         public var recordRequests = true
         /// The mock's clock (the timestamp window is checked against it).
         public var now: @Sendable () -> Date = { Date() }
@@ -93,7 +95,8 @@ public final class MockOppo: Sendable {
     public init(options: Options, eventLoopGroup: any EventLoopGroup) {
         self.options = options
         let server = MockHTTPServer.serving(
-            self, tls: options.tls, port: options.port, responseDelay: options.responseDelay, eventLoopGroup: eventLoopGroup
+            self, tls: options.tls, port: options.port, responseDelay: options.responseDelay, responseHold: options.hold,
+            eventLoopGroup: eventLoopGroup
         ) { mock, request in mock.handle(request) }
         serverBox.withLockedValue { $0 = server }
     }
@@ -328,6 +331,7 @@ extension ProviderMockModule {
         var options = MockOppo.Options(appKey: hex(12), masterSecret: hex(16), tls: tls)
         options.port = settings.port
         options.responseDelay = settings.delay
+        options.hold = settings.hold
         options.recordRequests = settings.recordRequests
         if let verdict = settings.verdict {
             options.hook = { regid, body in

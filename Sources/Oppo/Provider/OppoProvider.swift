@@ -162,6 +162,8 @@ public final class OppoProvider: PushProvider {
     public let tokens: VendorTokenCache
     /// The app's sends, grouped while one is in flight.
     public let batches: BatchCoalescer<String, OppoBatchItem, SendOutcome>
+    /// The requests themselves (one send, or one batch).
+    let sender: OppoSender
     let client: HTTPClient
     let timeout: TimeAmount
     let logger: Logger
@@ -200,6 +202,7 @@ public final class OppoProvider: PushProvider {
         }
         self.tokens = tokens
         let sender = OppoSender(configuration: c, client: httpClient, timeout: timeout, quota: quota, tokens: tokens, logger: logger)
+        self.sender = sender
         self.batches = BatchCoalescer(
             maxBatch: min(max(1, maxBatch), Self.maxBatch), maxCost: Self.maxBatchBytes, maxWaiting: maxWaiting,
             cost: { $0.message.utf8.count }, unsent: { _, why in .transient(reason: "OPPO send not made: \(why)", status: nil, retryAfter: nil) }

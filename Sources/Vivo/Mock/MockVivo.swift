@@ -50,6 +50,8 @@ public final class MockVivo: Sendable {
         public var tls: TLSConfiguration?
         public var port = 0
         public var responseDelay: TimeAmount? = nil
+        /// Answers wait until it lets them go (tests of sends in flight).
+        public var hold: MockResponseHold? = nil
         public var recordRequests = true
         public var now: @Sendable () -> Date = { Date() }
         public var hook: (@Sendable (_ regid: String, _ body: [UInt8]) -> Reply?)? = nil
@@ -95,7 +97,8 @@ public final class MockVivo: Sendable {
     public init(options: Options, eventLoopGroup: any EventLoopGroup) {
         self.options = options
         let server = MockHTTPServer.serving(
-            self, tls: options.tls, port: options.port, responseDelay: options.responseDelay, eventLoopGroup: eventLoopGroup
+            self, tls: options.tls, port: options.port, responseDelay: options.responseDelay, responseHold: options.hold,
+            eventLoopGroup: eventLoopGroup
         ) { mock, request in mock.handle(request) }
         serverBox.withLockedValue { $0 = server }
     }
@@ -335,6 +338,7 @@ extension ProviderMockModule {
         var options = MockVivo.Options(appID: Int64.random(in: 10_000...99_999, using: &random), appKey: hex(12), appSecret: hex(16), tls: tls)
         options.port = settings.port
         options.responseDelay = settings.delay
+        options.hold = settings.hold
         options.recordRequests = settings.recordRequests
         if let verdict = settings.verdict {
             options.hook = { regid, body in

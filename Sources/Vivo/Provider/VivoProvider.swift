@@ -129,6 +129,8 @@ public final class VivoProvider: PushProvider {
     public let tokens: VendorTokenCache
     /// Sends grouped per rendered message (one `pushToList` carries one saved message).
     public let batches: BatchCoalescer<JSONObject, VivoBatchItem, SendOutcome>
+    /// The requests themselves (one send, or one batch).
+    let sender: VivoSender
     let client: HTTPClient
     let timeout: TimeAmount
     let logger: Logger
@@ -168,6 +170,7 @@ public final class VivoProvider: PushProvider {
         self.tokens = tokens
         let sender = VivoSender(
             configuration: c, client: httpClient, timeout: timeout, quota: quota, listQuota: listQuota, tokens: tokens, logger: logger)
+        self.sender = sender
         self.batches = BatchCoalescer(
             maxBatch: min(max(1, maxBatch), Self.maxBatch), maxWaiting: maxWaiting,
             unsent: { _, why in .transient(reason: "vivo send not made: \(why)", status: nil, retryAfter: nil) }
