@@ -341,6 +341,10 @@ final class OppoProviderTests: XCTestCase {
                 XCTAssertEqual(answers?.count, 2, b)
             }
         }
+        // The smallest Int64 as a code: no overflow taking its size (the single answer's parse too).
+        let smallest = Array(#"{"code":-9223372036854775808}"#.utf8)
+        XCTAssertEqual(OppoResponseClassifier.classify(status: 200, body: smallest, retryAfter: nil), .outcome(.permanent(reason: "HTTP 200", status: 200)))
+        XCTAssertEqual(OppoResponseClassifier.classifyBatch(status: 200, body: smallest, regids: regids, retryAfter: nil)?.count, 2)
         let big = Array(repeating: UInt8(ascii: " "), count: OppoResponseClassifier.maxBatchBodyBytes + 1)
         XCTAssertEqual(OppoResponseClassifier.classifyBatch(status: 200, body: big, regids: regids, retryAfter: nil)?.count, 2)
     }

@@ -270,7 +270,10 @@ final class VivoProviderTests: XCTestCase {
         let alone = await p.sender.send(try prepared(p).fields, items(regids))
         XCTAssertEqual(alone.map(\.className), ["delivered", "token_dead", "delivered"])
         XCTAssertEqual(mock.sendRequestCount - before, 5, "saveListPayload, pushToList, then one send per regId")
-        for b in ["{", "null", #"{"result":1e400}"#, String(repeating: "{\"a\":", count: 50_000)] {
+        XCTAssertEqual(
+            VivoResponseClassifier.classify(status: 200, body: Array(#"{"result":-9223372036854775808}"#.utf8), retryAfter: nil),
+            .outcome(.permanent(reason: "HTTP 200", status: 200)))
+        for b in ["{", "null", #"{"result":1e400}"#, #"{"result":-9223372036854775808}"#, String(repeating: "{\"a\":", count: 50_000)] {
             XCTAssertEqual(VivoResponseClassifier.classifyList(status: 200, body: Array(b.utf8), regids: regids, retryAfter: nil)?.count, 3, b)
         }
     }

@@ -31,7 +31,7 @@ public enum OppoResponseClassifier {
             let json = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]
         else { return nil }
         var out = Body()
-        if let n = json["code"] as? NSNumber, let i = Int64(exactly: n.doubleValue), abs(i) < 1_000_000_000 { out.code = i }
+        if let n = json["code"] as? NSNumber, let i = Int64(exactly: n.doubleValue), i.magnitude < 1_000_000_000 { out.code = i }
         out.message = (json["message"] as? String).map { oneLine($0, max: 300) }
         if let d = json["data"] as? [String: Any] {
             for (k, v) in d.prefix(16) {
@@ -84,7 +84,7 @@ public enum OppoResponseClassifier {
         let delay = RetryAfter.parse(retryAfter)
         let json: [String: Any]? =
             body.isEmpty || body.count > maxBatchBodyBytes ? nil : (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]
-        let code = (json?["code"] as? NSNumber).flatMap { Int64(exactly: $0.doubleValue) }.flatMap { abs($0) < 1_000_000_000 ? $0 : nil }
+        let code = (json?["code"] as? NSNumber).flatMap { Int64(exactly: $0.doubleValue) }.flatMap { $0.magnitude < 1_000_000_000 ? $0 : nil }
         guard let json, let code, code == 0, (200..<300).contains(status) else {
             let reason = code.map { c in (json?["message"] as? String).map { "\(c): \(oneLine($0, max: 300))" } ?? "\(c)" }
             if code == invalidRegid { return nil }
@@ -111,7 +111,7 @@ public enum OppoResponseClassifier {
             entry.messageID = (d["messageId"] as? String).map { oneLine($0, max: 128) } ?? (d["messageId"] as? NSNumber)?.stringValue
             if let v = d["errorCode"], !(v is NSNull) {
                 // A code that is no integer is an error all the same.
-                entry.code = (v as? NSNumber).flatMap { Int64(exactly: $0.doubleValue) }.flatMap { abs($0) < 1_000_000_000 ? $0 : nil }
+                entry.code = (v as? NSNumber).flatMap { Int64(exactly: $0.doubleValue) }.flatMap { $0.magnitude < 1_000_000_000 ? $0 : nil }
                 entry.unreadableCode = entry.code == nil
             }
             entry.message = (d["errorMessage"] as? String).map { oneLine($0, max: 300) }

@@ -35,7 +35,7 @@ public enum VivoResponseClassifier {
             let json = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]
         else { return nil }
         var out = Body()
-        if let n = json["result"] as? NSNumber, let i = Int64(exactly: n.doubleValue), abs(i) < 1_000_000_000 { out.result = i }
+        if let n = json["result"] as? NSNumber, let i = Int64(exactly: n.doubleValue), i.magnitude < 1_000_000_000 { out.result = i }
         out.desc = (json["desc"] as? String).map { oneLine($0, max: 300) }
         out.taskID = (json["taskId"] as? String).map { oneLine($0, max: 128) } ?? (json["taskId"] as? NSNumber)?.stringValue
         if let t = json["authToken"] as? String, (1...VendorTokenCache.maxTokenBytes).contains(t.utf8.count) { out.authToken = t }
