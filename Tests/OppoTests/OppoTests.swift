@@ -5,8 +5,8 @@ import NIOConcurrencyHelpers
 import NIOPosix
 import OppoMock
 import ProviderKit
-import TestSupport
 import PushgateCore
+import TestSupport
 import XCTest
 
 @testable import Oppo
@@ -248,7 +248,9 @@ final class OppoProviderTests: XCTestCase {
             for try await (r, o) in g { out[r] = o }
             return out
         }
-        for r in regids { XCTAssertEqual(outcomes[r]?.className, r == "CN_c7" ? "token_dead" : "delivered", "\(r): \(String(describing: outcomes[r]))") }
+        for r in regids {
+            XCTAssertEqual(outcomes[r]?.className, r == "CN_c7" ? "token_dead" : "delivered", "\(r): \(String(describing: outcomes[r]))")
+        }
         XCTAssertEqual(held.rejections, [])
         XCTAssertEqual(held.sendRequestCount, 2, "one unicast, then one unicast_batch of the 29 that waited")
         XCTAssertEqual(held.batches.map(\.count), [29])
@@ -343,10 +345,10 @@ final class OppoProviderTests: XCTestCase {
         }
         // The smallest Int64 as a code: no overflow taking its size (the single answer's parse too).
         let smallest = Array(#"{"code":-9223372036854775808}"#.utf8)
-        XCTAssertEqual(OppoResponseClassifier.classify(status: 200, body: smallest, retryAfter: nil), .outcome(.permanent(reason: "HTTP 200", status: 200)))
+        XCTAssertEqual(
+            OppoResponseClassifier.classify(status: 200, body: smallest, retryAfter: nil), .outcome(.permanent(reason: "HTTP 200", status: 200)))
         XCTAssertEqual(OppoResponseClassifier.classifyBatch(status: 200, body: smallest, regids: regids, retryAfter: nil)?.count, 2)
         let big = Array(repeating: UInt8(ascii: " "), count: OppoResponseClassifier.maxBatchBodyBytes + 1)
         XCTAssertEqual(OppoResponseClassifier.classifyBatch(status: 200, body: big, regids: regids, retryAfter: nil)?.count, 2)
     }
 }
-

@@ -206,7 +206,9 @@ final class VivoProviderTests: XCTestCase {
             for try await (r, o) in g { out[r] = o }
             return out
         }
-        for r in regids { XCTAssertEqual(outcomes[r]?.className, r == "vc7" ? "token_dead" : "delivered", "\(r): \(String(describing: outcomes[r]))") }
+        for r in regids {
+            XCTAssertEqual(outcomes[r]?.className, r == "vc7" ? "token_dead" : "delivered", "\(r): \(String(describing: outcomes[r]))")
+        }
         XCTAssertEqual(held.rejections, [])
         XCTAssertEqual(held.sendRequestCount, 3, "one /message/send, then saveListPayload and pushToList for the 29 that waited")
         XCTAssertEqual(held.batches.map(\.count), [29])
@@ -246,10 +248,15 @@ final class VivoProviderTests: XCTestCase {
     func testHostileListAnswersGiveEachRegIdAClassifiedOutcome() async throws {
         let regids = ["vh1", "vh2", "vh3"]
         let cases: [(answer: String, classes: [String])] = [
-            (#"{"result":0,"taskId":"t","invalidUsers":[{"status":2,"userid":"vh2"},{"status":4,"userid":"vh3"},{"status":1,"userid":"vzz"}]}"#,
-             ["delivered", "token_dead", "permanent"]),
+            (
+                #"{"result":0,"taskId":"t","invalidUsers":[{"status":2,"userid":"vh2"},{"status":4,"userid":"vh3"},{"status":1,"userid":"vzz"}]}"#,
+                ["delivered", "token_dead", "permanent"]
+            ),
             (#"{"result":0,"invalidUsers":{"status":3,"userid":"vh1"}}"#, ["token_dead", "delivered", "delivered"]),
-            (#"{"result":0,"invalidUsers":[7,"x",{"status":"2","userid":"vh1"},{"userid":42},{"status":2}]}"#, ["permanent", "delivered", "delivered"]),
+            (
+                #"{"result":0,"invalidUsers":[7,"x",{"status":"2","userid":"vh1"},{"userid":42},{"status":2}]}"#,
+                ["permanent", "delivered", "delivered"]
+            ),
             (#"{"result":0,"invalidUsers":"vh1"}"#, ["delivered", "delivered", "delivered"]),
             (#"{"result":"0"}"#, ["permanent", "permanent", "permanent"]),
             (#"{"result":10500,"desc":"busy"}"#, ["transient", "transient", "transient"]),
@@ -278,4 +285,3 @@ final class VivoProviderTests: XCTestCase {
         }
     }
 }
-

@@ -101,7 +101,8 @@ public enum VivoResponseClassifier {
         return regids.map { regid in
             guard let s = invalid[regid] else { return .outcome(.delivered(providerID: taskID)) }
             let reason = "\(invalidRegid): invalidUsers status \(s)"
-            return s == 4 ? .outcome(.permanent(reason: reason + " (not a test device)", status: status)) : .outcome(.tokenDead(reason: reason, status: status))
+            return s == 4
+                ? .outcome(.permanent(reason: reason + " (not a test device)", status: status)) : .outcome(.tokenDead(reason: reason, status: status))
         }
     }
 }
@@ -265,7 +266,9 @@ struct VivoSender: Sendable {
         let parsed = VivoResponseClassifier.parse(body)
         if parsed?.result == VivoResponseClassifier.listPayloadLimit {
             let (until, started) = await listQuota.hold(reason: "\(VivoResponseClassifier.listPayloadLimit): \(parsed?.desc ?? "")")
-            if started { logger.warning("vivo batch message limit reached: sending each regId alone until vivo's day resets", metadata: ["until": "\(until)"]) }
+            if started {
+                logger.warning("vivo batch message limit reached: sending each regId alone until vivo's day resets", metadata: ["until": "\(until)"])
+            }
             return await eachAlone(fields, items)
         }
         guard status == 200, let parsed, parsed.result == 0, let taskID = parsed.taskID, !taskID.isEmpty else {
