@@ -397,11 +397,12 @@ final class GatewayChinaVendorsTests: XCTestCase {
         oppo.script(regid: "CN_t17", [.invalidRegid])
         vivo.script(regid: "vt17", [.invalidUser])
         func list(_ tokens: [String]) -> String { tokens.map { "\"\($0)\"" }.joined(separator: ",") }
+        let request =
+            #"{"notifications":[{"platform":"oppo","tokens":["# + list(oppoTokens) + #"],"title":"Hi","message":"Hello"},"#
+            + #"{"platform":"vivo","tokens":["# + list(vivoTokens) + #"],"title":"Hi","message":"Hello"}]}"#
         let yaml = oppoYAML(oppo) + "\n  max_concurrent_pushes: 64\n" + vivoYAML(vivo) + "\n  max_concurrent_pushes: 64\n"
         try await env.withGateway(yaml) { client, gateway in
-            let r = try await client.push(
-                #"{"notifications":[{"platform":"oppo","tokens":["# + list(oppoTokens) + #"],"title":"Hi","message":"Hello"},"#
-                    + #"{"platform":"vivo","tokens":["# + list(vivoTokens) + #"],"title":"Hi","message":"Hello"}]}"#)
+            let r = try await client.push(request)
             XCTAssertEqual(r.status, 200, r.body)
             let op = try Self.provider(gateway, .oppo, type: OppoProvider.self)
             let vp = try Self.provider(gateway, .vivo, type: VivoProvider.self)

@@ -63,7 +63,8 @@ final class BatchCoalescerTests: XCTestCase {
     }
 
     func next(_ it: inout AsyncStream<HeldSends.Call>.Iterator) async throws -> HeldSends.Call {
-        try XCTUnwrap(await it.next())
+        let call = await it.next()
+        return try XCTUnwrap(call)
     }
 
     func testOneCallerAtATimeSendsAloneEachTime() async throws {
