@@ -400,7 +400,9 @@ final class GatewayChinaVendorsTests: XCTestCase {
         let request =
             #"{"notifications":[{"platform":"oppo","tokens":["# + list(oppoTokens) + #"],"title":"Hi","message":"Hello"},"#
             + #"{"platform":"vivo","tokens":["# + list(vivoTokens) + #"],"title":"Hi","message":"Hello"}]}"#
-        let yaml = oppoYAML(oppo) + "\n  max_concurrent_pushes: 64\n" + vivoYAML(vivo) + "\n  max_concurrent_pushes: 64\n"
+        // Tokens unmasked in the feedback posts: which token was fed back is the point.
+        let yaml =
+            oppoYAML(oppo) + "\n  max_concurrent_pushes: 64\n" + vivoYAML(vivo) + "\n  max_concurrent_pushes: 64\nlog:\n  hide_token: false\n"
         try await env.withGateway(yaml) { client, gateway in
             let r = try await client.push(request)
             XCTAssertEqual(r.status, 200, r.body)
