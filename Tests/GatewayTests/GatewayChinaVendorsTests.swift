@@ -421,6 +421,13 @@ final class GatewayChinaVendorsTests: XCTestCase {
             XCTAssertEqual(oppo.batches.map(\.count), [49])
             XCTAssertEqual(vivo.sendRequestCount, 3, "one send, one saveListPayload and one pushToList for 50 tokens")
             XCTAssertEqual(vivo.batches.map(\.count), [49])
+            // The dispatcher's concurrency bounds the waiting sends: none ever went alone for want of room.
+            let (oppoMost, oppoOver, vivoMost, vivoOver) = (
+                await op.batches.mostWaiting, await op.batches.overflowed, await vp.batches.mostWaiting, await vp.batches.overflowed
+            )
+            XCTAssertLessThanOrEqual(oppoMost, 64)
+            XCTAssertLessThanOrEqual(vivoMost, 64)
+            XCTAssertEqual(oppoOver + vivoOver, 0)
             try await waitUntil("both dead tokens fed back") { env.feedbackCount == 2 }
             let posts = env.feedbackPosts.withLockedValue { $0.map { String(decoding: $0.body, as: UTF8.self) } }
             XCTAssertEqual(posts.filter { $0.contains("CN_t17") }.count, 1, "\(posts)")
