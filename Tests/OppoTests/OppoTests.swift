@@ -329,6 +329,43 @@ final class OppoProviderTests: XCTestCase {
         XCTAssertEqual(mock.sendRequestCount - before, 4, "the batch, then one unicast per regid")
     }
 
+    func testTheMockRefusesBatchesOPPOWouldRefuse() async throws {
+        let p = try provider()
+        let token = try await p.tokens.token()
+        func post(_ messages: String, token: String) async throws -> String {
+            let form = "auth_token=" + OAuthTokenCache.formEncode(token) + "&messages=" + OAuthTokenCache.formEncode(messages)
+            let a = try await BoundedPOST.send(
+                client, url: mock.baseURL + OppoConfiguration.unicastBatchPath, contentType: "application/x-www-form-urlencoded",
+                body: Array(form.utf8), maxBytes: 1 << 20, timeout: .seconds(10))
+            return String(decoding: a.body, as: UTF8.self)
+        }
+        let good = #"{"target_type":2,"target_value":"CN_m1","notification":{"title":"T","content":"C","category":"IM"}}"#
+        let cases: [(String, String, String)] = [
+            ("[" + good + "]", "not-a-token", #""code":11"#),
+            ("{}", token, "messages must be a JSON array"),
+            ("[]", token, "messages: 1 to 1000"),
+            ("[" + Array(repeating: good, count: 1001).joined(separator: ",") + "]", token, "messages: 1 to 1000"),
+            ("[" + good + #",{"target_type":5,"target_value":"a","notification":{}}]"#, token, "messages[1].target_type"),
+            (
+                "[" + good + #",{"target_type":2,"target_value":"CN_m2","notification":{"title":"T","content":"C","category":"SPAM"}}]"#, token,
+                "invalid category"
+            ),
+            (
+                "[" + good + #",{"target_type":2,"target_value":"CN_m2","notification":{"title":"T","content":"C"},"extra":1}]"#, token,
+                "unknown field"
+            ),
+        ]
+        for (messages, t, expected) in cases {
+            let answer = try await post(messages, token: t)
+            XCTAssertTrue(answer.contains(expected), "\(expected): \(answer)")
+        }
+        XCTAssertEqual(mock.batchRequestCount, 0, "nothing refused counts as a batch")
+        // A malformed regid is that message's error, not the request's.
+        let mixed = try await post(
+            "[" + good + #",{"target_type":2,"target_value":"CN bad","notification":{"title":"T","content":"C"}}]"#, token: token)
+        XCTAssertTrue(mixed.contains(#""code":0"#) && mixed.contains(#""errorCode":10000"#), mixed)
+    }
+
     func testBatchClassifierNeverTrapsOnHostileBodies() {
         let regids = ["CN_a", "CN_b"]
         let bodies = [

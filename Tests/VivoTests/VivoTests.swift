@@ -3,6 +3,7 @@ import Foundation
 import MockProviders
 import NIOConcurrencyHelpers
 import NIOPosix
+import ProviderKit
 import PushgateCore
 import TestSupport
 import VivoMock
@@ -243,6 +244,50 @@ final class VivoProviderTests: XCTestCase {
         let sent = mock.sendRequestCount
         _ = await q.sender.send(fields, items(regids))
         XCTAssertEqual(mock.sendRequestCount, sent)
+    }
+
+    func testTheMockRefusesListsVivoWouldRefuse() async throws {
+        let p = try provider()
+        let token = try await p.tokens.token()
+        func post(_ path: String, _ json: String, token: String) async throws -> String {
+            let a = try await BoundedPOST.send(
+                client, url: mock.baseURL + path, contentType: "application/json", headers: [("authToken", token)], body: Array(json.utf8),
+                maxBytes: 1 << 20, timeout: .seconds(10))
+            return String(decoding: a.body, as: UTF8.self)
+        }
+        let payload = #"{"appId":10004,"notifyType":4,"title":"T","content":"C","skipType":1,"classification":1,"category":"IM","requestId":"s1"}"#
+        let saved = try await post(VivoConfiguration.saveListPayloadPath, payload, token: token)
+        let taskID = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(saved.utf8)) as? [String: Any])["taskId"] as? String ?? ""
+        XCTAssertFalse(taskID.isEmpty, saved)
+        let saveCases: [(String, String)] = [
+            (payload.replacingOccurrences(of: #""requestId":"s1""#, with: #""requestId":"s1","regId":"abc""#), "unknown field regId"),
+            (payload.replacingOccurrences(of: #","requestId":"s1""#, with: ""), "requestId"),
+            (payload.replacingOccurrences(of: #""category":"IM""#, with: #""category":"MARKETING""#), "do not match"),
+            (payload.replacingOccurrences(of: "10004", with: "10005"), "appId mismatch"),
+        ]
+        for (json, expected) in saveCases {
+            let answer = try await post(VivoConfiguration.saveListPayloadPath, json, token: token)
+            XCTAssertTrue(answer.contains(expected), "\(expected): \(answer)")
+        }
+        func list(_ regids: [String], task: String = taskID, extra: String = "") -> String {
+            #"{"appId":10004,"regIds":["# + regids.map { "\"\($0)\"" }.joined(separator: ",") + #"],"taskId":""# + task + #"","requestId":"r1""#
+                + extra + "}"
+        }
+        let listCases: [(String, String, String)] = [
+            (list(["a1", "a2"]), "nope", "authToken invalid"),
+            (list(["a1"]), token, "regIds: 2 to 1000"),
+            (list((0...1000).map { "a\($0)" }), token, "regIds: 2 to 1000"),
+            (list(["a1", "a2"], task: "unknown"), token, "taskId"),
+            (list(["a1", "a2"], extra: #","skipType":1"#), token, "unknown field skipType"),
+            (list(["a1", "a2"], extra: #","pushMode":3"#), token, "pushMode"),
+        ]
+        for (json, t, expected) in listCases {
+            let answer = try await post(VivoConfiguration.pushToListPath, json, token: t)
+            XCTAssertTrue(answer.contains(expected), "\(expected): \(answer)")
+        }
+        XCTAssertEqual(mock.pushToListRequestCount, 0, "nothing refused counts as a list")
+        let mixed = try await post(VivoConfiguration.pushToListPath, list(["a1", "bad regid"]), token: token)
+        XCTAssertTrue(mixed.contains(#""result":0"#) && mixed.contains(#""status":1"#) && mixed.contains("bad regid"), mixed)
     }
 
     func testHostileListAnswersGiveEachRegIdAClassifiedOutcome() async throws {
