@@ -426,6 +426,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(name: "SigningTests", dependencies: ["Signing"]),
+        .testTarget(name: "ProviderKitTests", dependencies: ["ProviderKit", "TestSupport"]),
         .testTarget(
             name: "HTTP2PoolTests",
             dependencies: [

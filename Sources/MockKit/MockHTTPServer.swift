@@ -712,16 +712,18 @@ public final class MockResponseHold: Sendable {
 }
 
 extension MockHTTPServer {
-    /// A provider mock's server (FCM, HMS): TLS, port, answer delay and streams limit as given, each
+    /// A provider mock's server (FCM, HMS): TLS, port, answer delay or hold and streams limit as given, each
     /// request answered by `handle` on the mock, which it holds weakly (503 once the mock is gone).
     public static func serving<Mock: AnyObject & Sendable>(
         _ mock: Mock, tls: TLSConfiguration?, port: Int, responseDelay: TimeAmount?, maxConcurrentStreams: Int? = nil,
-        eventLoopGroup: any EventLoopGroup, handle: @escaping @Sendable (Mock, MockRequest) -> MockResponse
+        responseHold: MockResponseHold? = nil, eventLoopGroup: any EventLoopGroup,
+        handle: @escaping @Sendable (Mock, MockRequest) -> MockResponse
     ) -> MockHTTPServer {
         var options = MockHTTPServer.Options()
         options.tls = tls
         options.port = port
         options.responseDelay = responseDelay
+        options.responseHold = responseHold
         if let maxConcurrentStreams { options.maxConcurrentStreams = maxConcurrentStreams }
         return MockHTTPServer(
             options: options, eventLoopGroup: eventLoopGroup,

@@ -380,6 +380,70 @@ final class GatewayChinaVendorsTests: XCTestCase {
         await env.stop()
     }
 
+    // MARK: Batches
+
+    /// One request, 50 OPPO and 50 vivo tokens: the first send of each goes alone while the others
+    /// wait (the mocks hold their answers until every other send is waiting), then the 49 go in one
+    /// `unicast_batch` / one `saveListPayload` + `pushToList`; the one dead token of each batch,
+    /// and only it, reaches the feedback hook.
+    func testManyTokensOfOneNotificationShareBatchRequestsAndOnlyTheDeadTokenIsFedBack() async throws {
+        let oppoHold = MockResponseHold()
+        let vivoHold = MockResponseHold()
+        let env = try await TestEnvironment.start(holds: ["oppo": oppoHold, "vivo": vivoHold])
+        let oppo = try XCTUnwrap(env.stack.mock(RunningMockOppo.self)).mock
+        let vivo = try XCTUnwrap(env.stack.mock(RunningMockVivo.self)).mock
+        let oppoTokens = (0..<50).map { "CN_t\($0)" }
+        let vivoTokens = (0..<50).map { "vt\($0)" }
+        oppo.script(regid: "CN_t17", [.invalidRegid])
+        vivo.script(regid: "vt17", [.invalidUser])
+        func list(_ tokens: [String]) -> String { tokens.map { "\"\($0)\"" }.joined(separator: ",") }
+        let request =
+            #"{"notifications":[{"platform":"oppo","tokens":["# + list(oppoTokens) + #"],"title":"Hi","message":"Hello"},"#
+            + #"{"platform":"vivo","tokens":["# + list(vivoTokens) + #"],"title":"Hi","message":"Hello"}]}"#
+        // Tokens unmasked in the feedback posts: which token was fed back is the point.
+        let yaml =
+            oppoYAML(oppo) + "\n  max_concurrent_pushes: 64\n" + vivoYAML(vivo) + "\n  max_concurrent_pushes: 64\nlog:\n  hide_token: false\n"
+        try await env.withGateway(yaml) { client, gateway in
+            let r = try await client.push(request)
+            XCTAssertEqual(r.status, 200, r.body)
+            let op = try Self.provider(gateway, .oppo, type: OppoProvider.self)
+            let vp = try Self.provider(gateway, .vivo, type: VivoProvider.self)
+            try await waitUntil("49 OPPO sends waiting") { await op.batches.waiting == 49 }
+            try await waitUntil("49 vivo sends waiting") { await vp.batches.waiting == 49 }
+            oppoHold.release()
+            vivoHold.release()
+            try await waitUntil("every token answered") { oppo.messages.count == 50 && vivo.messages.count == 50 }
+            XCTAssertEqual(Set(oppo.messages.map(\.regid)), Set(oppoTokens))
+            XCTAssertEqual(Set(vivo.messages.map(\.regid)), Set(vivoTokens))
+            XCTAssertEqual(oppo.rejections, [])
+            XCTAssertEqual(vivo.rejections, [])
+            XCTAssertEqual(oppo.sendRequestCount, 2, "one unicast, one unicast_batch for 50 tokens")
+            XCTAssertEqual(oppo.batches.map(\.count), [49])
+            XCTAssertEqual(vivo.sendRequestCount, 3, "one send, one saveListPayload and one pushToList for 50 tokens")
+            XCTAssertEqual(vivo.batches.map(\.count), [49])
+            // The dispatcher's concurrency bounds the waiting sends: none ever went alone for want of room.
+            let (oppoMost, oppoOver, vivoMost, vivoOver) = (
+                await op.batches.mostWaiting, await op.batches.overflowed, await vp.batches.mostWaiting, await vp.batches.overflowed
+            )
+            XCTAssertLessThanOrEqual(oppoMost, 64)
+            XCTAssertLessThanOrEqual(vivoMost, 64)
+            XCTAssertEqual(oppoOver + vivoOver, 0)
+            try await waitUntil("both dead tokens fed back") { env.feedbackCount == 2 }
+            let posts = env.feedbackPosts.withLockedValue { $0.map { String(decoding: $0.body, as: UTF8.self) } }
+            XCTAssertEqual(posts.filter { $0.contains("CN_t17") }.count, 1, "\(posts)")
+            XCTAssertEqual(posts.filter { $0.contains("\"vt17\"") }.count, 1, "\(posts)")
+            for t in oppoTokens + vivoTokens where t != "CN_t17" && t != "vt17" {
+                XCTAssertFalse(posts.contains { $0.contains("\"\(t)\"") }, "\(t) is not dead")
+            }
+            try await waitUntil("the answers counted") {
+                let m = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
+                return Self.responses(m, provider: "oppo", class: "delivered") == 49 && Self.responses(m, provider: "vivo", class: "delivered") == 49
+                    && Self.responses(m, provider: "oppo", class: "token_dead") == 1 && Self.responses(m, provider: "vivo", class: "token_dead") == 1
+            }
+        }
+        await env.stop()
+    }
+
     func testVivoWithoutCategoryOrAppDefaultAndHostileFieldsAre400s() async throws {
         let env = try await TestEnvironment.start()
         let vivo = try XCTUnwrap(env.stack.mock(RunningMockVivo.self)).mock

@@ -46,10 +46,14 @@ final class TestEnvironment: Sendable {
     var webpush: MockWebPush { webpushMock.mock }
     var vapid: VAPIDKeys { webpushMock.vapid }
 
-    static func start(apnsMaxStreams: Int = 1000, apnsDelay: TimeAmount? = nil, apnsHold: MockResponseHold? = nil) async throws -> TestEnvironment {
+    /// `holds`: the answers of the mocks named hold until released (the APNs mock's: `apnsHold`).
+    static func start(
+        apnsMaxStreams: Int = 1000, apnsDelay: TimeAmount? = nil, apnsHold: MockResponseHold? = nil, holds: [String: MockResponseHold] = [:]
+    ) async throws -> TestEnvironment {
         let group = MultiThreadedEventLoopGroup.singleton
         let dir = NSTemporaryDirectory() + "pushgate-test-\(UUID().uuidString)"
         let settings = MockStack.Settings(directory: dir) { name, run in
+            if let hold = holds[name] { run.hold = hold }
             guard name == ProviderMockModule.apns.name else { return }
             run.maxConcurrentStreams = apnsMaxStreams
             run.latencyMs = apnsDelay.map { Int($0.nanoseconds / 1_000_000) } ?? 0

@@ -6,6 +6,7 @@ import NIOPosix
 import OppoMock
 import ProviderKit
 import PushgateCore
+import TestSupport
 import XCTest
 
 @testable import Oppo
@@ -186,5 +187,205 @@ final class OppoProviderTests: XCTestCase {
         XCTAssertEqual(p.checkIngest(n, options: nil)?.detail.hasPrefix("oppo.category"), true)
         XCTAssertThrowsError(try p.prepare(n, options: nil))
         XCTAssertEqual(mock.authRequestCount, 0)
+    }
+
+    // MARK: Batches
+
+    func items(_ p: OppoProvider, _ regids: [String]) throws -> [OppoBatchItem] {
+        var n = PushNotification(platform: .oppo, tokens: regids)
+        n.title = "订单"
+        n.message = "已发货"
+        let prepared = try p.prepare(n, options: nil)
+        return regids.map { OppoBatchItem(regid: $0, message: prepared.message(for: $0)) }
+    }
+
+    static func send(_ p: OppoProvider, _ regid: String) async throws -> SendOutcome {
+        var n = PushNotification(platform: .oppo, tokens: [regid])
+        n.title = "T"
+        n.message = "M"
+        return await p.send(try p.prepare(n, options: nil), to: .token(regid), context: DeliveryContext(messageID: regid))
+    }
+
+    func testABatchIsOneUnicastBatchWithEachRegidsOwnResult() async throws {
+        let p = try provider()
+        mock.script(regid: "CN_dead", [.invalidRegid])
+        let regids = (0..<20).map { "CN_b\($0)" } + ["CN_dead", "CN_b0"]
+        let outcomes = await p.sender.send(try items(p, regids))
+        XCTAssertEqual(outcomes.count, regids.count)
+        for (r, o) in zip(regids, outcomes) { XCTAssertEqual(o.className, r == "CN_dead" ? "token_dead" : "delivered", "\(r): \(o)") }
+        XCTAssertEqual(mock.rejections, [], "the mock checked the token and every message")
+        XCTAssertEqual(mock.batches, [regids])
+        XCTAssertEqual(mock.sendRequestCount, 1)
+        let ids = outcomes.compactMap { o -> String? in if case .delivered(let id) = o { return id } else { return nil } }
+        XCTAssertEqual(Set(ids).count, 21, "each regid its own messageId")
+        // One item is a unicast.
+        let one = await p.sender.send(try items(p, ["CN_solo"]))
+        XCTAssertTrue(one[0].isDelivered)
+        XCTAssertEqual(mock.batchRequestCount, 1)
+        XCTAssertEqual(mock.sendRequestCount, 2)
+    }
+
+    func testConcurrentSendsWhileOneIsInFlightShareOneUnicastBatch() async throws {
+        let pki = try TestPKI.generate()
+        var o = MockOppo.Options(appKey: "app-key-1", masterSecret: "master/secret", tls: try pki.serverTLSConfiguration())
+        let clock = self.clock
+        o.now = { clock.now() }
+        let hold = MockResponseHold()
+        o.hold = hold
+        let held = MockOppo(options: o, eventLoopGroup: MultiThreadedEventLoopGroup.singleton)
+        try await held.start()
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: try pki.clientTLSConfiguration()))
+        let c = try OppoConfiguration(appKey: "app-key-1", masterSecret: "master/secret", endpoint: held.baseURL, defaultCategory: "IM")
+        let p = OppoProvider(configuration: c, httpClient: client, maxWaiting: 64, now: clock.now)
+        held.script(regid: "CN_c7", [.invalidRegid])
+        let regids = (0..<30).map { "CN_c\($0)" }
+        let outcomes = try await withThrowingTaskGroup(of: (String, SendOutcome).self) { g in
+            for r in regids { g.addTask { (r, try await Self.send(p, r)) } }
+            // The first send waits for its auth token (held by the mock); the others wait for it.
+            try await waitUntil("29 sends waiting") { await p.batches.waiting == 29 }
+            hold.release()
+            var out: [String: SendOutcome] = [:]
+            for try await (r, o) in g { out[r] = o }
+            return out
+        }
+        for r in regids {
+            XCTAssertEqual(outcomes[r]?.className, r == "CN_c7" ? "token_dead" : "delivered", "\(r): \(String(describing: outcomes[r]))")
+        }
+        XCTAssertEqual(held.rejections, [])
+        XCTAssertEqual(held.sendRequestCount, 2, "one unicast, then one unicast_batch of the 29 that waited")
+        XCTAssertEqual(held.batches.map(\.count), [29])
+        XCTAssertEqual(held.authRequestCount, 1)
+        let most = await p.batches.mostWaiting
+        XCTAssertLessThanOrEqual(most, 29, "never more waiting than the callers")
+        await p.shutdown()
+        try await client.shutdown()
+        try await held.stop()
+    }
+
+    func testAWholeBatchRefusalAppliesToEveryRegidAsTheSinglePathDoes() async throws {
+        let p = try provider()
+        let regids = ["CN_w1", "CN_w2", "CN_w3"]
+        // The auth token refused: every regid credentials (one retry each, with a new token).
+        _ = await p.sender.send(try items(p, ["CN_w0"]))
+        mock.revokeAuthTokens()
+        let refused = await p.sender.send(try items(p, regids))
+        XCTAssertEqual(refused.map(\.className), ["credentials", "credentials", "credentials"])
+        let again = await p.sender.send(try items(p, regids))
+        XCTAssertEqual(again.map(\.className), ["delivered", "delivered", "delivered"])
+        XCTAssertEqual(mock.authRequestCount, 2, "one new token for the whole batch")
+        // Flow control: every regid transient.
+        mock.script(regid: "CN_w2", [.flowControl])
+        let flow = await p.sender.send(try items(p, regids))
+        XCTAssertEqual(flow.map(\.className), ["transient", "transient", "transient"])
+        // The daily limit: every regid quota_exceeded, and the app held without a request.
+        mock.script(regid: "CN_w3", [.dailyLimit])
+        let quota = await p.sender.send(try items(p, regids))
+        XCTAssertEqual(quota.map(\.className), ["quota_exceeded", "quota_exceeded", "quota_exceeded"])
+        let sent = mock.sendRequestCount
+        let held = await p.sender.send(try items(p, regids))
+        XCTAssertEqual(held.map(\.className), ["quota_exceeded", "quota_exceeded", "quota_exceeded"])
+        XCTAssertEqual(mock.sendRequestCount, sent)
+    }
+
+    func testHostileBatchAnswersGiveEachRegidAClassifiedOutcome() async throws {
+        let p = try provider()
+        let regids = ["CN_h1", "CN_h2", "CN_h3"]
+        let cases: [(answer: String, classes: [String])] = [
+            // Shorter than the batch: the regid without a result is retried.
+            (#"{"code":0,"data":[{"messageId":"m1","registrationId":"CN_h1"}]}"#, ["delivered", "transient", "transient"]),
+            // Longer, with results for regids not asked and a regid twice.
+            (
+                #"{"code":0,"data":[{"messageId":"x","registrationId":"CN_zz"},{"messageId":"m3","registrationId":"CN_h3"},"#
+                    + #"{"messageId":"m2","registrationId":"CN_h2","errorCode":10000,"errorMessage":"bad"},{"messageId":"m1","registrationId":"CN_h1"},"#
+                    + #"{"messageId":"m1b","registrationId":"CN_h1"}]}"#,
+                ["delivered", "token_dead", "delivered"]
+            ),
+            // No regids named, one result each: by position.
+            (#"{"code":0,"data":[{"messageId":"a"},{"errorCode":33},{"errorCode":-2}]}"#, ["delivered", "quota_exceeded", "transient"]),
+            // Wrong types.
+            (#"{"code":0,"data":"nope"}"#, ["transient", "transient", "transient"]),
+            (
+                #"{"code":0,"data":[7,"x",{"registrationId":5},{"registrationId":"CN_h1","errorCode":"boom"},{"registrationId":"CN_h2","errorCode":1e300}]}"#,
+                ["permanent", "permanent", "transient"]
+            ),
+            (#"{"code":"0","data":[]}"#, ["permanent", "permanent", "permanent"]),
+            (#"[1,2,3]"#, ["permanent", "permanent", "permanent"]),
+            ("not json", ["permanent", "permanent", "permanent"]),
+            (#"{"code":-1,"message":"unavailable"}"#, ["transient", "transient", "transient"]),
+        ]
+        for (answer, classes) in cases {
+            // A fresh app each time: a quota answer holds the app.
+            let p = try provider()
+            mock.scriptBatchAnswer(answer)
+            let outcomes = await p.sender.send(try items(p, regids))
+            XCTAssertEqual(outcomes.map(\.className), classes, answer)
+        }
+        // Refused naming a bad regid without saying which: each goes alone and gets its own answer.
+        mock.script(regid: "CN_h2", [.ok, .invalidRegid])
+        mock.scriptBatchAnswer(#"{"code":10000,"message":"Invalid RegistrationId"}"#)
+        let before = mock.sendRequestCount
+        let alone = await p.sender.send(try items(p, regids))
+        XCTAssertEqual(alone.map(\.className), ["delivered", "token_dead", "delivered"])
+        XCTAssertEqual(mock.sendRequestCount - before, 4, "the batch, then one unicast per regid")
+    }
+
+    func testTheMockRefusesBatchesOPPOWouldRefuse() async throws {
+        let p = try provider()
+        let token = try await p.tokens.token()
+        func post(_ messages: String, token: String) async throws -> String {
+            let form = "auth_token=" + OAuthTokenCache.formEncode(token) + "&messages=" + OAuthTokenCache.formEncode(messages)
+            let a = try await BoundedPOST.send(
+                client, url: mock.baseURL + OppoConfiguration.unicastBatchPath, contentType: "application/x-www-form-urlencoded",
+                body: Array(form.utf8), maxBytes: 1 << 20, timeout: .seconds(10))
+            return String(decoding: a.body, as: UTF8.self)
+        }
+        let good = #"{"target_type":2,"target_value":"CN_m1","notification":{"title":"T","content":"C","category":"IM"}}"#
+        let cases: [(String, String, String)] = [
+            ("[" + good + "]", "not-a-token", #""code":11"#),
+            ("{}", token, "messages must be a JSON array"),
+            ("[]", token, "messages: 1 to 1000"),
+            ("[" + Array(repeating: good, count: 1001).joined(separator: ",") + "]", token, "messages: 1 to 1000"),
+            ("[" + good + #",{"target_type":5,"target_value":"a","notification":{}}]"#, token, "messages[1].target_type"),
+            (
+                "[" + good + #",{"target_type":2,"target_value":"CN_m2","notification":{"title":"T","content":"C","category":"SPAM"}}]"#, token,
+                "invalid category"
+            ),
+            (
+                "[" + good + #",{"target_type":2,"target_value":"CN_m2","notification":{"title":"T","content":"C"},"extra":1}]"#, token,
+                "unknown field"
+            ),
+        ]
+        for (messages, t, expected) in cases {
+            let answer = try await post(messages, token: t)
+            XCTAssertTrue(answer.contains(expected), "\(expected): \(answer)")
+        }
+        XCTAssertEqual(mock.batchRequestCount, 0, "nothing refused counts as a batch")
+        // A malformed regid is that message's error, not the request's.
+        let mixed = try await post(
+            "[" + good + #",{"target_type":2,"target_value":"CN bad","notification":{"title":"T","content":"C"}}]"#, token: token)
+        XCTAssertTrue(mixed.contains(#""code":0"#) && mixed.contains(#""errorCode":10000"#), mixed)
+    }
+
+    func testBatchClassifierNeverTrapsOnHostileBodies() {
+        let regids = ["CN_a", "CN_b"]
+        let bodies = [
+            "", "{", "null", "{}", #"{"code":null}"#, #"{"code":1e400}"#, #"{"code":-9223372036854775809}"#, #"{"code":0,"data":null}"#,
+            #"{"code":0,"data":[null,null,null]}"#, #"{"code":0,"data":[{"errorCode":-1e30,"registrationId":"CN_a"}]}"#,
+            #"{"code":0,"data":[{"errorCode":9223372036854775807,"registrationId":"CN_b"}]}"#,
+            String(repeating: "[", count: 100_000),
+        ]
+        for b in bodies {
+            for status in [200, 400, 429, 503] {
+                let answers = OppoResponseClassifier.classifyBatch(status: status, body: Array(b.utf8), regids: regids, retryAfter: "7")
+                XCTAssertEqual(answers?.count, 2, b)
+            }
+        }
+        // The smallest Int64 as a code: no overflow taking its size (the single answer's parse too).
+        let smallest = Array(#"{"code":-9223372036854775808}"#.utf8)
+        XCTAssertEqual(
+            OppoResponseClassifier.classify(status: 200, body: smallest, retryAfter: nil), .outcome(.permanent(reason: "HTTP 200", status: 200)))
+        XCTAssertEqual(OppoResponseClassifier.classifyBatch(status: 200, body: smallest, regids: regids, retryAfter: nil)?.count, 2)
+        let big = Array(repeating: UInt8(ascii: " "), count: OppoResponseClassifier.maxBatchBodyBytes + 1)
+        XCTAssertEqual(OppoResponseClassifier.classifyBatch(status: 200, body: big, regids: regids, retryAfter: nil)?.count, 2)
     }
 }

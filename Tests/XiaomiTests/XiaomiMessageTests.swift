@@ -145,6 +145,12 @@ final class XiaomiMessageTests: XCTestCase {
         XCTAssertTrue(own.form.contains("extra.channel_id=im"))
     }
 
+    func testTheSmallestInt64AsACodeDoesNotTrap() {
+        let body = XiaomiResponseClassifier.parse(Array(#"{"code":-9223372036854775808,"result":"error"}"#.utf8))
+        XCTAssertNotNil(body)
+        XCTAssertNil(body?.code)
+    }
+
     func testRegistrationIDsCannotSmuggleMoreTargets() {
         XCTAssertTrue(XiaomiMessageMapper.isRegistrationID("Xr2k/9+aB=_-."))
         for bad in ["", "a,b", "a&b=c", "a b", "a\nb", String(repeating: "a", count: 513), "é"] {

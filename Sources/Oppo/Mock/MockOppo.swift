@@ -15,7 +15,11 @@ import PushgateCore
 /// 2, a well-formed regid, title and content within OPPO's lengths for the style, a known
 /// `category`, a `notify_level` only with a category, `click_action_type` with what it needs,
 /// `off_line_ttl` at most 10 days, `action_parameters` at most 4000 characters) and answers OPPO's
-/// codes, scriptable per regid.
+/// codes, scriptable per regid; `POST /server/v1/message/notification/unicast_batch` checks the
+/// token and `messages`, a JSON array of 1...1000 such messages, each as strictly, and answers one
+/// result per message (`messageId`, `registrationId`, `errorCode` 10000 for a dead or malformed
+/// regid); a scripted quota, flow-control, auth or custom reply of any of its regids answers the
+/// whole request, and `scriptBatchAnswer(_:)` replaces the next answer (hostile answers).
 public final class MockOppo: Sendable {
     public enum Reply: Sendable, Equatable {
         case ok
@@ -46,6 +50,8 @@ public final class MockOppo: Sendable {
         public var tls: TLSConfiguration?
         public var port = 0
         public var responseDelay: TimeAmount? = nil
+        /// Answers wait until it lets them go (tests of sends in flight).
+        public var hold: MockResponseHold? = nil
         public var recordRequests = true
         /// The mock's clock (the timestamp window is checked against it).
         public var now: @Sendable () -> Date = { Date() }
@@ -66,7 +72,13 @@ public final class MockOppo: Sendable {
         var sendRequests = 0
         var rejections: [String] = []
         var messages: [RecordedMessage] = []
+        var batchRequests = 0
+        var batches: [[String]] = []
+        var batchAnswers: [String] = []
     }
+
+    /// `unicast_batch` takes at most 1000 messages.
+    public static let maxBatch = 1000
 
     public static let categories: Set<String> = [
         "IM", "ACCOUNT", "TODO", "DEVICE_REMINDER", "ORDER", "SUBSCRIPTION", "NEWS", "CONTENT", "MARKETING", "SOCIAL",
@@ -83,7 +95,8 @@ public final class MockOppo: Sendable {
     public init(options: Options, eventLoopGroup: any EventLoopGroup) {
         self.options = options
         let server = MockHTTPServer.serving(
-            self, tls: options.tls, port: options.port, responseDelay: options.responseDelay, eventLoopGroup: eventLoopGroup
+            self, tls: options.tls, port: options.port, responseDelay: options.responseDelay, responseHold: options.hold,
+            eventLoopGroup: eventLoopGroup
         ) { mock, request in mock.handle(request) }
         serverBox.withLockedValue { $0 = server }
     }
@@ -100,6 +113,12 @@ public final class MockOppo: Sendable {
     public var sendRequestCount: Int { state.withLockedValue { $0.sendRequests } }
     public var rejections: [String] { state.withLockedValue { $0.rejections } }
     public var messages: [RecordedMessage] { state.withLockedValue { $0.messages } }
+    /// `unicast_batch` requests that passed the checks.
+    public var batchRequestCount: Int { state.withLockedValue { $0.batchRequests } }
+    /// The regids of each `unicast_batch` request that passed the checks, in order.
+    public var batches: [[String]] { state.withLockedValue { $0.batches } }
+    /// The body of the next `unicast_batch` answer (HTTP 200), whatever the request's regids.
+    public func scriptBatchAnswer(_ body: String) { state.withLockedValue { $0.batchAnswers.append(body) } }
 
     static func answer(_ code: Int, _ message: String, data: [String: Any]? = nil) -> MockResponse {
         var o: [String: Any] = ["code": code, "message": message]
@@ -129,6 +148,7 @@ public final class MockOppo: Sendable {
         switch path {
         case "/server/v1/auth": return handleAuth(request)
         case "/server/v1/message/notification/unicast": return handleUnicast(request)
+        case "/server/v1/message/notification/unicast_batch": return handleUnicastBatch(request)
         default: return MockResponse(status: 404)
         }
     }
@@ -211,19 +231,9 @@ public final class MockOppo: Sendable {
         guard let n = m["notification"] as? [String: Any] else { return refuse(40, "notification is required", auth: false) }
         if let (code, why) = problem(n) { return refuse(code, why, auth: false) }
         let hooked = options.hook?(regid, request.body)
-        let record = options.recordRequests
         let reply: Reply = state.withLockedValue { s in
             s.sendRequests += 1
-            var r = s.defaultReply
-            if let hooked {
-                r = hooked
-            } else if var q = s.scripts[regid], !q.isEmpty {
-                r = q.removeFirst()
-                s.scripts[regid] = q
-            }
-            if r == .invalidAuthToken { s.issued.remove(token) }
-            if record { s.messages.append(RecordedMessage(regid: regid, authToken: token, messageJSON: text, reply: r)) }
-            return r
+            return self.reply(&s, regid: regid, hooked: hooked, token: token, messageJSON: text)
         }
         switch reply {
         case .ok: return Self.answer(0, "Success", data: ["messageId": "oppo-msg-\(UInt32.random(in: 1...UInt32.max))"])
@@ -237,6 +247,82 @@ public final class MockOppo: Sendable {
     }
 }
 
+extension MockOppo {
+    /// The next reply for `regid` (the hook's, else its script's, else the default), recorded.
+    func reply(_ s: inout State, regid: String, hooked: Reply?, token: String, messageJSON: String) -> Reply {
+        var r = s.defaultReply
+        if let hooked {
+            r = hooked
+        } else if var q = s.scripts[regid], !q.isEmpty {
+            r = q.removeFirst()
+            s.scripts[regid] = q
+        }
+        if r == .invalidAuthToken { s.issued.remove(token) }
+        if options.recordRequests { s.messages.append(RecordedMessage(regid: regid, authToken: token, messageJSON: messageJSON, reply: r)) }
+        return r
+    }
+
+    func handleUnicastBatch(_ request: MockRequest) -> MockResponse {
+        guard let f = Self.parseForm(request.body) else { return refuse(40, "malformed form", auth: false) }
+        for k in f.keys where k != "auth_token" && k != "messages" { return refuse(41, "unknown parameter \(k)", auth: false) }
+        guard let token = f["auth_token"], state.withLockedValue({ $0.issued.contains(token) }) else {
+            return refuse(11, "Invalid AuthToken", auth: false)
+        }
+        guard let text = f["messages"], let list = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [Any] else {
+            return refuse(40, "messages must be a JSON array", auth: false)
+        }
+        guard (1...Self.maxBatch).contains(list.count) else { return refuse(41, "messages: 1 to \(Self.maxBatch) messages", auth: false) }
+        var targets: [(regid: String, valid: Bool, json: String)] = []
+        for (i, item) in list.enumerated() {
+            guard let m = item as? [String: Any] else { return refuse(40, "messages[\(i)] must be a JSON object", auth: false) }
+            for k in m.keys where !["target_type", "target_value", "notification", "verify_registration_id"].contains(k) {
+                return refuse(41, "unknown field messages[\(i)].\(k)", auth: false)
+            }
+            guard (m["target_type"] as? NSNumber)?.intValue == 2 else {
+                return refuse(41, "messages[\(i)].target_type must be 2 (registration id)", auth: false)
+            }
+            guard let regid = m["target_value"] as? String else { return refuse(41, "messages[\(i)].target_value is required", auth: false) }
+            guard let n = m["notification"] as? [String: Any] else { return refuse(40, "messages[\(i)].notification is required", auth: false) }
+            if let (code, why) = problem(n) { return refuse(code, "messages[\(i)]: \(why)", auth: false) }
+            let json = (try? JSONSerialization.data(withJSONObject: m, options: [.sortedKeys])).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+            targets.append((regid, Self.isRegid(regid), json))
+        }
+        let hooks = targets.map { $0.valid ? options.hook?($0.regid, request.body) : nil }
+        let (replies, scripted): ([Reply?], String?) = state.withLockedValue { s in
+            s.sendRequests += 1
+            s.batchRequests += 1
+            s.batches.append(targets.map(\.regid))
+            let replies = zip(targets, hooks).map { t, hooked in
+                t.valid ? self.reply(&s, regid: t.regid, hooked: hooked, token: token, messageJSON: t.json) : nil
+            }
+            return (replies, s.batchAnswers.isEmpty ? nil : s.batchAnswers.removeFirst())
+        }
+        if let scripted { return MockResponse(status: 200, headers: [("content-type", "application/json")], body: Array(scripted.utf8)) }
+        // A reply that is no regid's own answers the whole request.
+        for r in replies {
+            switch r {
+            case .dailyLimit?: return Self.answer(33, "The number of messages exceeds the daily limit")
+            case .flowControl?: return Self.answer(-2, "Service in Flow Control")
+            case .invalidAuthToken?: return Self.answer(11, "Invalid AuthToken")
+            case .custom(let status, let body)?:
+                return MockResponse(status: status, headers: [("content-type", "application/json")], body: Array(body.utf8))
+            default: continue
+            }
+        }
+        let data: [[String: Any]] = zip(targets, replies).map { t, r in
+            guard r == .ok else {
+                return [
+                    "registrationId": t.regid, "messageId": "", "errorCode": 10000,
+                    "errorMessage": "Invalid RegistrationId",
+                ]
+            }
+            return ["registrationId": t.regid, "messageId": "oppo-msg-\(UInt32.random(in: 1...UInt32.max))"]
+        }
+        let body = (try? JSONSerialization.data(withJSONObject: ["code": 0, "message": "Success", "data": data], options: [.sortedKeys])) ?? Data()
+        return MockResponse(status: 200, headers: [("content-type", "application/json;charset=UTF-8")], body: Array(body))
+    }
+}
+
 extension ProviderMockModule {
     /// The mock OPPO: a throwaway AppKey and MasterSecret; the app's default category `IM`.
     public static let oppo = ProviderMockModule(name: "oppo", title: "OPPO", platforms: [.oppo]) { tls, _, settings, group in
@@ -245,6 +331,7 @@ extension ProviderMockModule {
         var options = MockOppo.Options(appKey: hex(12), masterSecret: hex(16), tls: tls)
         options.port = settings.port
         options.responseDelay = settings.delay
+        options.hold = settings.hold
         options.recordRequests = settings.recordRequests
         if let verdict = settings.verdict {
             options.hook = { regid, body in

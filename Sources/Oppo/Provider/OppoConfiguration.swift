@@ -12,6 +12,7 @@ public struct OppoConfiguration: Sendable, CustomStringConvertible {
     ]
     public static let authPath = "/server/v1/auth"
     public static let unicastPath = "/server/v1/message/notification/unicast"
+    public static let unicastBatchPath = "/server/v1/message/notification/unicast_batch"
     /// An `auth_token` lives 24 hours (OPPO's API doc copy).
     public static let tokenLifetime: TimeInterval = 86_400
 

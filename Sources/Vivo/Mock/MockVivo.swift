@@ -16,6 +16,11 @@ import Vivo
 /// characters, `notifyType`, `skipType` with the `skipContent` it needs, `classification` present
 /// and matching a known `category`, `clientCustomMap` a map of strings of at most 1024 characters,
 /// a `requestId` of at most 64, no unknown field) and answers vivo's codes, scriptable per regId.
+/// `POST /message/saveListPayload` checks the token and the message as strictly (no `regId`) and
+/// answers a `taskId`; `POST /message/pushToList` checks the token, the AppID, `regIds` (2...1000),
+/// a `taskId` it issued and the `requestId`, and answers `invalidUsers` (status 2 for a scripted
+/// dead regId, 1 for a malformed one); a scripted quota, auth or custom reply of any of its regIds
+/// answers the whole request, and `scriptListAnswer(_:)` replaces the next answer (hostile answers).
 public final class MockVivo: Sendable {
     public enum Reply: Sendable, Equatable {
         case ok
@@ -25,6 +30,8 @@ public final class MockVivo: Sendable {
         case dailyLimit
         /// 10000: the authToken is refused (the mock forgets it too).
         case invalidAuthToken
+        /// 10252 (`saveListPayload` only): the day's batch message bodies are spent.
+        case listPayloadLimit
         case custom(status: Int, body: String)
     }
 
@@ -43,6 +50,8 @@ public final class MockVivo: Sendable {
         public var tls: TLSConfiguration?
         public var port = 0
         public var responseDelay: TimeAmount? = nil
+        /// Answers wait until it lets them go (tests of sends in flight).
+        public var hold: MockResponseHold? = nil
         public var recordRequests = true
         public var now: @Sendable () -> Date = { Date() }
         public var hook: (@Sendable (_ regid: String, _ body: [UInt8]) -> Reply?)? = nil
@@ -64,7 +73,17 @@ public final class MockVivo: Sendable {
         var sendRequests = 0
         var rejections: [String] = []
         var messages: [RecordedMessage] = []
+        var payloads: [String: String] = [:]
+        var saveListRequests = 0
+        var saveListReplies: [Reply] = []
+        var pushToListRequests = 0
+        var batches: [[String]] = []
+        var listAnswers: [String] = []
     }
+
+    /// `pushToList` takes 2...1000 regIds.
+    public static let listRange = 2...1000
+    static let listFields: Set<String> = ["appId", "regIds", "taskId", "requestId", "pushMode"]
 
     static let sendFields: Set<String> = [
         "appId", "regId", "notifyType", "title", "content", "timeToLive", "skipType", "skipContent", "classification", "category",
@@ -78,7 +97,8 @@ public final class MockVivo: Sendable {
     public init(options: Options, eventLoopGroup: any EventLoopGroup) {
         self.options = options
         let server = MockHTTPServer.serving(
-            self, tls: options.tls, port: options.port, responseDelay: options.responseDelay, eventLoopGroup: eventLoopGroup
+            self, tls: options.tls, port: options.port, responseDelay: options.responseDelay, responseHold: options.hold,
+            eventLoopGroup: eventLoopGroup
         ) { mock, request in mock.handle(request) }
         serverBox.withLockedValue { $0 = server }
     }
@@ -94,6 +114,16 @@ public final class MockVivo: Sendable {
     public var sendRequestCount: Int { state.withLockedValue { $0.sendRequests } }
     public var rejections: [String] { state.withLockedValue { $0.rejections } }
     public var messages: [RecordedMessage] { state.withLockedValue { $0.messages } }
+    /// `saveListPayload` requests that passed the checks.
+    public var saveListRequestCount: Int { state.withLockedValue { $0.saveListRequests } }
+    /// `pushToList` requests that passed the checks.
+    public var pushToListRequestCount: Int { state.withLockedValue { $0.pushToListRequests } }
+    /// The regIds of each `pushToList` request that passed the checks, in order.
+    public var batches: [[String]] { state.withLockedValue { $0.batches } }
+    /// Replies of the next `saveListPayload` requests (`.listPayloadLimit`, `.dailyLimit`, …).
+    public func scriptSaveList(_ replies: [Reply]) { state.withLockedValue { $0.saveListReplies += replies } }
+    /// The body of the next `pushToList` answer (HTTP 200), whatever the request's regIds.
+    public func scriptListAnswer(_ body: String) { state.withLockedValue { $0.listAnswers.append(body) } }
 
     static func answer(_ result: Int, _ desc: String, extra: [String: Any] = [:]) -> MockResponse {
         var o: [String: Any] = ["result": result, "desc": desc]
@@ -122,6 +152,8 @@ public final class MockVivo: Sendable {
         switch path {
         case "/message/auth": return handleAuth(json)
         case "/message/send": return handleSend(json, token: request.header("authtoken"), body: request.body)
+        case "/message/saveListPayload": return handleSaveList(json, token: request.header("authtoken"), body: request.body)
+        case "/message/pushToList": return handlePushToList(json, token: request.header("authtoken"), body: request.body)
         default: return MockResponse(status: 404)
         }
     }
@@ -158,10 +190,13 @@ public final class MockVivo: Sendable {
             && t.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "_" || $0 == "-") }
     }
 
-    func problem(_ m: [String: Any]) -> (Int, String)? {
-        for k in m.keys where !Self.sendFields.contains(k) { return (10200, "unknown field \(k)") }
+    /// The message's problem; `list`: a `saveListPayload` body, which names no regId.
+    func problem(_ m: [String: Any], list: Bool = false) -> (Int, String)? {
+        for k in m.keys where !Self.sendFields.contains(k) || (list && k == "regId") { return (10200, "unknown field \(k)") }
         guard (m["appId"] as? NSNumber)?.int64Value == options.appID else { return (10094, "appId mismatch") }
-        guard let regid = m["regId"] as? String, Self.isRegid(regid) else { return (10302, "regId不合法") }
+        if !list {
+            guard let regid = m["regId"] as? String, Self.isRegid(regid) else { return (10302, "regId不合法") }
+        }
         guard let nt = (m["notifyType"] as? NSNumber)?.intValue, (1...4).contains(nt) else { return (10200, "notifyType: 1 to 4") }
         guard let title = m["title"] as? String, !title.isEmpty, title.utf16.count <= 40 else { return (10200, "title: 1 to 40 characters") }
         guard let content = m["content"] as? String, !content.isEmpty, content.utf16.count <= 100 else {
@@ -191,29 +226,107 @@ public final class MockVivo: Sendable {
         if let (code, why) = problem(m) { return refuse(code, why, auth: false) }
         let regid = m["regId"] as? String ?? ""
         let hooked = options.hook?(regid, body)
-        let record = options.recordRequests
         let text = String(decoding: body, as: UTF8.self)
         let reply: Reply = state.withLockedValue { s in
             s.sendRequests += 1
-            var r = s.defaultReply
-            if let hooked {
-                r = hooked
-            } else if var q = s.scripts[regid], !q.isEmpty {
-                r = q.removeFirst()
-                s.scripts[regid] = q
-            }
-            if r == .invalidAuthToken { s.issued.remove(token) }
-            if record { s.messages.append(RecordedMessage(regid: regid, authToken: token, json: text, reply: r)) }
-            return r
+            return self.reply(&s, regid: regid, hooked: hooked, token: token, json: text)
         }
         switch reply {
         case .ok: return Self.answer(0, "请求成功", extra: ["taskId": "vivo-task-\(UInt32.random(in: 1...UInt32.max))"])
         case .invalidUser: return Self.answer(10302, "regId不合法", extra: ["invalidUser": ["status": 2, "userid": regid]])
         case .dailyLimit: return Self.answer(10070, "超过当日发送总量")
         case .invalidAuthToken: return Self.answer(10000, "authToken invalid")
+        case .listPayloadLimit: return Self.answer(10200, "listPayloadLimit is a saveListPayload reply")
         case .custom(let status, let body):
             return MockResponse(status: status, headers: [("content-type", "application/json")], body: Array(body.utf8))
         }
+    }
+}
+
+extension MockVivo {
+    /// The next reply for `regid` (the hook's, else its script's, else the default), recorded.
+    func reply(_ s: inout State, regid: String, hooked: Reply?, token: String, json: String) -> Reply {
+        var r = s.defaultReply
+        if let hooked {
+            r = hooked
+        } else if var q = s.scripts[regid], !q.isEmpty {
+            r = q.removeFirst()
+            s.scripts[regid] = q
+        }
+        if r == .invalidAuthToken { s.issued.remove(token) }
+        if options.recordRequests { s.messages.append(RecordedMessage(regid: regid, authToken: token, json: json, reply: r)) }
+        return r
+    }
+
+    func handleSaveList(_ m: [String: Any], token: String?, body: [UInt8]) -> MockResponse {
+        guard let token, state.withLockedValue({ $0.issued.contains(token) }) else { return refuse(10000, "authToken invalid", auth: false) }
+        if let (code, why) = problem(m, list: true) { return refuse(code, why, auth: false) }
+        let text = String(decoding: body, as: UTF8.self)
+        let (reply, taskID): (Reply?, String) = state.withLockedValue { s in
+            s.sendRequests += 1
+            s.saveListRequests += 1
+            let r = s.saveListReplies.isEmpty ? nil : s.saveListReplies.removeFirst()
+            if r == .invalidAuthToken { s.issued.remove(token) }
+            let id = "vivo-list-\(s.saveListRequests)-\(UInt32.random(in: 1...UInt32.max))"
+            if r == nil || r == .ok { s.payloads[id] = text }
+            return (r, id)
+        }
+        switch reply {
+        case nil, .ok?: return Self.answer(0, "请求成功", extra: ["taskId": taskID])
+        case .listPayloadLimit?: return Self.answer(10252, "批量发送消息体超出限制")
+        case .dailyLimit?: return Self.answer(10070, "超过当日发送总量")
+        case .invalidAuthToken?: return Self.answer(10000, "authToken invalid")
+        case .invalidUser?: return Self.answer(10200, "invalidUser is a pushToList reply")
+        case .custom(let status, let body)?:
+            return MockResponse(status: status, headers: [("content-type", "application/json")], body: Array(body.utf8))
+        }
+    }
+
+    func handlePushToList(_ m: [String: Any], token: String?, body: [UInt8]) -> MockResponse {
+        guard let token, state.withLockedValue({ $0.issued.contains(token) }) else { return refuse(10000, "authToken invalid", auth: false) }
+        for k in m.keys where !Self.listFields.contains(k) { return refuse(10200, "unknown field \(k)", auth: false) }
+        guard (m["appId"] as? NSNumber)?.int64Value == options.appID else { return refuse(10094, "appId mismatch", auth: false) }
+        guard let regids = m["regIds"] as? [Any], Self.listRange.contains(regids.count) else {
+            return refuse(10200, "regIds: \(Self.listRange.lowerBound) to \(Self.listRange.upperBound) regIds", auth: false)
+        }
+        guard let ids = regids as? [String] else { return refuse(10200, "regIds must be strings", auth: false) }
+        guard let rid = m["requestId"] as? String, (1...64).contains(rid.utf8.count) else {
+            return refuse(10200, "requestId: 1 to 64 characters", auth: false)
+        }
+        if let mode = m["pushMode"] {
+            guard let i = (mode as? NSNumber)?.intValue, i == 0 || i == 1 else { return refuse(10200, "pushMode: 0 or 1", auth: false) }
+        }
+        guard let taskID = m["taskId"] as? String, let payload = state.withLockedValue({ $0.payloads[taskID] }) else {
+            return refuse(10200, "taskId不合法: not one saveListPayload answered", auth: false)
+        }
+        let hooks = ids.map { Self.isRegid($0) ? options.hook?($0, body) : nil }
+        let (replies, scripted): ([Reply?], String?) = state.withLockedValue { s in
+            s.sendRequests += 1
+            s.pushToListRequests += 1
+            s.batches.append(ids)
+            let replies = zip(ids, hooks).map { id, hooked in
+                Self.isRegid(id) ? self.reply(&s, regid: id, hooked: hooked, token: token, json: payload) : nil
+            }
+            return (replies, s.listAnswers.isEmpty ? nil : s.listAnswers.removeFirst())
+        }
+        if let scripted { return MockResponse(status: 200, headers: [("content-type", "application/json")], body: Array(scripted.utf8)) }
+        // A reply that is no regId's own answers the whole request.
+        for r in replies {
+            switch r {
+            case .dailyLimit?: return Self.answer(10070, "超过当日发送总量")
+            case .invalidAuthToken?: return Self.answer(10000, "authToken invalid")
+            case .custom(let status, let body)?:
+                return MockResponse(status: status, headers: [("content-type", "application/json")], body: Array(body.utf8))
+            default: continue
+            }
+        }
+        var invalid: [[String: Any]] = []
+        for (id, r) in zip(ids, replies) {
+            if r == nil { invalid.append(["status": 1, "userid": id]) } else if r == .invalidUser { invalid.append(["status": 2, "userid": id]) }
+        }
+        var extra: [String: Any] = ["taskId": taskID]
+        if !invalid.isEmpty { extra["invalidUsers"] = invalid }
+        return Self.answer(0, "请求成功", extra: extra)
     }
 }
 
@@ -225,6 +338,7 @@ extension ProviderMockModule {
         var options = MockVivo.Options(appID: Int64.random(in: 10_000...99_999, using: &random), appKey: hex(12), appSecret: hex(16), tls: tls)
         options.port = settings.port
         options.responseDelay = settings.delay
+        options.hold = settings.hold
         options.recordRequests = settings.recordRequests
         if let verdict = settings.verdict {
             options.hook = { regid, body in

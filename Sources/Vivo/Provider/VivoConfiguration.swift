@@ -10,6 +10,8 @@ public struct VivoConfiguration: Sendable, CustomStringConvertible {
     public static let host = "https://api-push.vivo.com.cn"
     public static let authPath = "/message/auth"
     public static let sendPath = "/message/send"
+    public static let saveListPayloadPath = "/message/saveListPayload"
+    public static let pushToListPath = "/message/pushToList"
     /// An `authToken` lives 24 hours, but vivo advises fetching a new one every hour or two: it is
     /// taken as living 2 hours and refreshed 1 hour before that (an hour after it was issued).
     public static let tokenLifetime: TimeInterval = 7_200

@@ -34,7 +34,7 @@ public enum XiaomiResponseClassifier {
             let json = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]
         else { return nil }
         var out = Body()
-        if let n = json["code"] as? NSNumber, let i = Int64(exactly: n.doubleValue), abs(i) < 1_000_000_000_000 {
+        if let n = json["code"] as? NSNumber, let i = Int64(exactly: n.doubleValue), i.magnitude < 1_000_000_000_000 {
             out.code = i
         } else if let s = json["code"] as? String, s.utf8.count <= 16, let i = Int64(s) {
             out.code = i
