@@ -416,7 +416,7 @@ final class GatewayWNSTests: XCTestCase {
     }
 
     /// A 200's `X-WNS-Status` and `X-WNS-DeviceConnectionStatus` are kept with the delivery: its
-    /// status, with the memory and the SQLite engines.
+    /// status, with the memory and the SQLite engines (and PostgreSQL with `PUSHGATE_TEST_POSTGRES_URL`).
     func testDeliveryStatusShowsWhatWNSAnswered() async throws {
         let (env, wns) = try await start()
         defer {
@@ -425,19 +425,22 @@ final class GatewayWNSTests: XCTestCase {
                 await env.stop()
             }
         }
-        for engine in ["memory", "sqlite"] {
+        let postgres = ProcessInfo.processInfo.environment["PUSHGATE_TEST_POSTGRES_URL"]
+        for engine in ["memory", "sqlite"] + (postgres == nil ? [] : ["postgres"]) {
             wns.script(channel: "/?token=off-\(engine)", [.okWithStatus("dropped", device: "disconnected")])
             let environment = [
                 "PUSHGATE_CORE_SYNC": "true", "PUSHGATE_QUEUE_ENGINE": engine, "PUSHGATE_QUEUE_SQLITE_PATH": env.directory + "/wns-detail.sqlite",
+                "PUSHGATE_QUEUE_POSTGRES_URL": postgres ?? "",
             ]
+            let notifID = "wns-\(engine)-\(UUID().uuidString)"
             try await env.withGateway(yaml(wns), environment: environment) { client, _ in
                 let r = try await client.push(
-                    #"{"notifications":[{"notif_id":"wns-\#(engine)","platform":7,"tokens":["\#(Self.channel("off-\(engine)"))","\#(Self.channel("on-\(engine)"))"],"message":"m"}]}"#
+                    #"{"notifications":[{"notif_id":"\#(notifID)","platform":7,"tokens":["\#(Self.channel("off-\(engine)"))","\#(Self.channel("on-\(engine)"))"],"message":"m"}]}"#
                 )
                 XCTAssertEqual(r.body, #"{"counts":2,"logs":[],"success":"ok"}"#, engine)
                 var deliveries: [[String: Any]] = []
                 try await waitUntil("both deliveries are recorded (\(engine))") {
-                    let s = try await client.execute(uri: "/api/push/wns-\(engine)", method: .get) { jsonObject(String(buffer: $0.body)) }
+                    let s = try await client.execute(uri: "/api/push/\(notifID)", method: .get) { jsonObject(String(buffer: $0.body)) }
                     deliveries = s["deliveries"] as? [[String: Any]] ?? []
                     return deliveries.count == 2 && deliveries.allSatisfy { $0["state"] as? String == "delivered" }
                 }
