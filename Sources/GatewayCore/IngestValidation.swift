@@ -111,12 +111,15 @@ extension IngestValidation {
         // Each provider's notifications, by their index in the request.
         var groups: [(provider: any PushProvider, indices: [Int])] = []
         var groupOf: [Platform: Int] = [:]
-        for (k, n) in request.notifications.enumerated() {
+        var without: Set<Platform> = []
+        for (k, n) in request.notifications.enumerated() where !without.contains(n.platform) {
             if let g = groupOf[n.platform] {
                 groups[g].indices.append(k)
-            } else if let p = provider(n.platform) {
+            } else if let p = provider(n.platform), p.checksIngestAsync {
                 groupOf[n.platform] = groups.count
                 groups.append((p, [k]))
+            } else {
+                without.insert(n.platform)
             }
         }
         guard !groups.isEmpty else { return .success(request) }
@@ -155,11 +158,15 @@ extension IngestValidation {
                 }
                 waiting?.resume(returning: value)
             }
-            let task = Task { finish(await work()) }
-            Task {
-                try? await Task.sleep(for: deadline)
+            let task = Task { await work() }
+            let timer = Task {
+                guard (try? await Task.sleep(for: deadline)) != nil else { return }
                 finish(nil)
                 task.cancel()
+            }
+            Task {
+                finish(await task.value)
+                timer.cancel()
             }
         }
     }

@@ -96,6 +96,9 @@ public protocol PushProvider: Sendable {
     /// a cache, a few lookups at a time); the gateway stops waiting at its deadline and accepts then,
     /// so whatever is checked here must be checked again at send time. Default: nothing.
     func checkIngestAsync(_ notifications: [PushNotification]) async -> [Int: IngestProblem]
+    /// Whether `checkIngestAsync` checks anything (default false: the gateway does not call it, and a
+    /// request for providers without such a check costs no task).
+    var checksIngestAsync: Bool { get }
     /// Whether the provider works as configured, for the status page, `/metrics` and `/readyz`'s
     /// body: `.failing` while its service refuses its configuration (credentials for another app).
     /// Default: `.ok`.
@@ -111,6 +114,7 @@ public protocol PushProvider: Sendable {
 extension PushProvider {
     public func checkIngest(_ notification: PushNotification) -> IngestProblem? { nil }
     public func checkIngestAsync(_ notifications: [PushNotification]) async -> [Int: IngestProblem] { [:] }
+    public var checksIngestAsync: Bool { false }
     public var health: ProviderHealth { .ok }
     public func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure? { nil }
 }

@@ -15,6 +15,8 @@ final class AsyncIngestCheckTests: XCTestCase {
         var refusedToken = "bad"
         var hang = false
         let seen = Counter()
+        var checks = true
+        var checksIngestAsync: Bool { checks }
 
         func prepare(_ notification: PushNotification) throws -> any PreparedPush { throw PushFailure("not for sending") }
         func send(_ prepared: any PreparedPush, to target: PushTarget, context: DeliveryContext) async -> SendOutcome {
@@ -70,6 +72,13 @@ final class AsyncIngestCheckTests: XCTestCase {
         XCTAssertEqual(kept.notifications.map(\.tokens), [["a"], ["x"]])
         XCTAssertEqual(kept.skipped.map(\.index), [2])
         XCTAssertEqual(kept.skipped.first?.reason, "refused: notifications[2].tokens[1]: refused")
+    }
+
+    func testAProviderWithoutSuchACheckIsNotCalled() async throws {
+        let ios = CheckingProvider(platform: .ios, checks: false)
+        let result = await IngestValidation.checkProvidersAsync(request(), alone: false, provider: { $0 == .ios ? ios : nil })
+        XCTAssertEqual(try result.get().notifications.count, 3)
+        XCTAssertEqual(ios.seen.value, 0)
     }
 
     func testPastTheDeadlineTheRequestGoesOn() async throws {

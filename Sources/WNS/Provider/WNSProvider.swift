@@ -59,6 +59,8 @@ public final class WNSProvider: PushProvider {
     /// of the request is checked once (`WNSAddressGuard`'s cache answers again for a minute), at most
     /// `maxIngestHosts` of them, `ingestLookups` at a time. A host DNS cannot answer now is accepted:
     /// the send-time guard checks every channel again before any connection.
+    public var checksIngestAsync: Bool { true }
+
     public func checkIngestAsync(_ notifications: [PushNotification]) async -> [Int: IngestProblem] {
         var hosts: [String] = []
         var seen: Set<String> = []
