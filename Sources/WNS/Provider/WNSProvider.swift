@@ -54,13 +54,14 @@ public final class WNSProvider: PushProvider {
     /// Channel hosts resolved at once at ingest.
     public static let ingestLookups = 4
 
+    /// WNS resolves channel hosts at ingest (`checkIngestAsync`).
+    public var checksIngestAsync: Bool { true }
+
     /// The address half of the channel guard at ingest: a channel URI whose host resolves to a
     /// loopback, private or other non-public address is a 400 naming `tokens[k]`. Each distinct host
     /// of the request is checked once (`WNSAddressGuard`'s cache answers again for a minute), at most
     /// `maxIngestHosts` of them, `ingestLookups` at a time. A host DNS cannot answer now is accepted:
     /// the send-time guard checks every channel again before any connection.
-    public var checksIngestAsync: Bool { true }
-
     public func checkIngestAsync(_ notifications: [PushNotification]) async -> [Int: IngestProblem] {
         var hosts: [String] = []
         var seen: Set<String> = []
