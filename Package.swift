@@ -84,6 +84,8 @@ let package = Package(
             dependencies: [
                 "PushgateCore", "HTTP2Pool",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -219,7 +221,7 @@ let package = Package(
         .target(
             name: "WNS",
             dependencies: [
-                "PushgateCore", "ProviderKit", "HTTP2Pool", "WebPush",
+                "PushgateCore", "ProviderKit", "HTTP2Pool",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -485,7 +487,7 @@ let package = Package(
             name: "WebPushTests",
             dependencies: [
                 "TestSupport",
-                "WebPush", "MockProviders", "HTTP2Pool", "Signing", "PushgateCore",
+                "WebPush", "MockProviders", "HTTP2Pool", "Signing", "PushgateCore", "ProviderKit",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
         .testTarget(

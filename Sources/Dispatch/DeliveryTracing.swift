@@ -90,7 +90,10 @@ extension Dispatcher {
         let transition = lifecycle.step(job, .attempted(outcome, started: started), now: now(), random: draw)
         if let status = outcome.status { span.attributes["http.response.status_code"] = status }
         span.attributes["pushgate.outcome_class"] = outcome.className
-        if case .delivered(let id?) = outcome { span.attributes["pushgate.provider_message_id"] = id }
+        if case .delivered(let id, let detail) = outcome {
+            if let id { span.attributes["pushgate.provider_message_id"] = id }
+            if let detail { span.attributes["pushgate.provider_detail"] = detail }
+        }
         if let reason = outcome.reason { span.attributes["pushgate.reason"] = reason }
         var result = "retry"
         for case .complete(let final) in transition.effects {

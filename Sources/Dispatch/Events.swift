@@ -38,6 +38,8 @@ public struct PushEvent: Sendable, Equatable {
     /// Masked per `log.hide_token`.
     public var token: String
     public var providerMessageID: String?
+    /// Sent: what the provider's answer told beyond the acceptance (`SendOutcome.delivered`'s detail).
+    public var providerDetail: String?
     /// Attempts made so far (0 before the first).
     public var attempt: Int
     public var reason: String?
@@ -92,6 +94,10 @@ public struct PushEvent: Sendable, Equatable {
         if let providerMessageID {
             w.key("provider_message_id", first: &first)
             w.string(providerMessageID)
+        }
+        if let providerDetail {
+            w.key("provider_detail", first: &first)
+            w.string(providerDetail)
         }
         w.key("attempt", first: &first)
         w.int(attempt)
@@ -176,9 +182,10 @@ public final class PushEventMapper: Sendable {
         case .finished(let job, let final, let phase, _):
             let attemptClass = lastClass.withLockedValue { $0.removeValue(forKey: job.id) }
             switch final {
-            case .delivered(let providerID):
+            case .delivered(let providerID, let detail):
                 var e = make(job.accepted.fallback == nil ? .sent : .fallbackSent, job, now)
                 e.providerMessageID = providerID
+                e.providerDetail = detail
                 return [e]
             case .failed(let reason, let tokenDead):
                 var e = make(tokenDead ? .tokenDead : .failed, job, now)

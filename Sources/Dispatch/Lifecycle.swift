@@ -7,7 +7,8 @@ import PushgateCore
 public enum DeliveryState: Sendable, Equatable {
     case queued
     case retrying(nextTry: Date, lastError: String?)
-    case delivered(providerID: String?)
+    /// `detail`: what the provider's answer told beyond the acceptance (`SendOutcome.delivered`).
+    case delivered(providerID: String?, detail: String? = nil)
     case failed(reason: String)
     /// Not sent, not a failure: a duplicate (`dedup_key`) or replaced in its coalescing window.
     case skipped(SkipReason)
@@ -41,7 +42,9 @@ public enum DeliveryState: Sendable, Equatable {
     /// The state of a stored row.
     public init(code: Code, attempts: Int, notBefore: Date, lastError: String?, providerID: String?) {
         switch code {
-        case .delivered: self = .delivered(providerID: providerID)
+        case .delivered:
+            let (id, detail) = Self.splitStoredProviderText(providerID)
+            self = .delivered(providerID: id, detail: detail)
         case .failed: self = .failed(reason: lastError ?? "")
         case .duplicate: self = .skipped(.duplicate)
         case .coalesced: self = .skipped(.coalesced)
@@ -52,9 +55,30 @@ public enum DeliveryState: Sendable, Equatable {
         }
     }
 
+    /// The separator of the provider id and the detail in a delivered delivery's stored text (a
+    /// control character no provider id is kept with).
+    static let detailSeparator: Character = "\u{1F}"
+
+    /// A delivered delivery's provider id and detail as one stored text (the stores' `provider_id`
+    /// column, the memory engine's status): the id, then, when there is a detail, U+001F and the
+    /// detail. A text without U+001F (every store written before details were kept) is an id alone.
+    public static func storedProviderText(providerID: String?, detail: String?) -> String? {
+        guard let detail, !detail.isEmpty else { return providerID }
+        let id = (providerID ?? "").filter { $0 != detailSeparator }
+        return id + String(detailSeparator) + detail.filter { $0 != detailSeparator }
+    }
+
+    /// `storedProviderText`'s parts again (an empty id is nil).
+    public static func splitStoredProviderText(_ text: String?) -> (providerID: String?, detail: String?) {
+        guard let text, let sep = text.firstIndex(of: detailSeparator) else { return (text, nil) }
+        let id = String(text[..<sep])
+        let detail = String(text[text.index(after: sep)...])
+        return (id.isEmpty ? nil : id, detail.isEmpty ? nil : detail)
+    }
+
     public init(_ outcome: FinalOutcome) {
         switch outcome {
-        case .delivered(let id): self = .delivered(providerID: id)
+        case .delivered(let id, let detail): self = .delivered(providerID: id, detail: detail)
         case .failed(let reason, _): self = .failed(reason: reason)
         case .skipped(let why): self = .skipped(why)
         }

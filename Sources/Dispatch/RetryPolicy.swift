@@ -62,8 +62,8 @@ public struct RetryPolicy: Sendable, Equatable {
         random: Double
     ) -> RetryDecision {
         switch outcome {
-        case .delivered(let id):
-            return .finish(.delivered(providerID: id))
+        case .delivered(let id, let detail):
+            return .finish(.delivered(providerID: id, detail: detail))
         case .tokenDead(let reason, _):
             return .finish(.failed(reason: reason, tokenDead: true))
         case .permanent(let reason, _), .quotaExceeded(let reason, _):

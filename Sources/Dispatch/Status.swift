@@ -41,6 +41,8 @@ public struct DeliveryStatusRecord: Sendable, Equatable {
     public var error: String?
     /// Delivered: the provider's id (`apns-id`, FCM message `name`).
     public var providerID: String?
+    /// Delivered: what the provider's answer told beyond the acceptance (WNS's `X-WNS-Status`).
+    public var providerDetail: String?
     /// Delivered or failed: when.
     public var finishedAt: Date?
     /// The app the notification was accepted for (the status route shows an app key only its own).
@@ -74,8 +76,9 @@ public struct DeliveryStatusRecord: Sendable, Equatable {
             self.init(platform: platform, token: token, state: .queued, attempts: 0, nextTry: notBefore)
         case .retrying(let next, let error):
             self.init(platform: platform, token: token, state: .retrying, attempts: attempts, nextTry: next, error: error)
-        case .delivered(let id):
+        case .delivered(let id, let detail):
             self.init(platform: platform, token: token, state: .delivered, attempts: attempts, providerID: id, finishedAt: finishedAt)
+            self.providerDetail = detail
         case .failed(let reason):
             self.init(platform: platform, token: token, state: .failed, attempts: attempts, error: reason, finishedAt: finishedAt)
         case .skipped(let why):
@@ -315,9 +318,9 @@ struct StatusSlot {
                 state = .retrying
                 detail = StatusSlot.detail(error)
                 time = next.timeIntervalSince1970
-            case .delivered(let id):
+            case .delivered(let id, let providerDetail):
                 state = .delivered
-                detail = StatusSlot.detail(id)
+                detail = StatusSlot.detail(DeliveryState.storedProviderText(providerID: id, detail: providerDetail))
                 time = t.timeIntervalSince1970
             case .failed(let reason):
                 state = .failed
@@ -358,7 +361,7 @@ struct StatusSlot {
         var r = DeliveryStatusRecord(platform: platform, token: tokenString, state: state, attempts: Int(attempts))
         switch state {
         case .delivered:
-            r.providerID = text
+            (r.providerID, r.providerDetail) = DeliveryState.splitStoredProviderText(text)
             r.finishedAt = when
         case .queued, .retrying, .scheduled:
             r.error = text

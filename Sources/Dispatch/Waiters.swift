@@ -76,7 +76,7 @@ public struct DeliveryOutcome: Sendable, Equatable {
     init(_ job: DeliveryJob, _ final: FinalOutcome?, position: Int) {
         let result: Result
         switch final {
-        case .delivered(let id)?: result = .delivered(providerID: id)
+        case .delivered(let id, _)?: result = .delivered(providerID: id)
         case .failed(let reason, let dead)?: result = .failed(reason: reason, tokenDead: dead)
         case .skipped(let why)?: result = .skipped(why)
         case nil: result = .pending

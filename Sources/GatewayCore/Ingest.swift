@@ -19,6 +19,20 @@ extension Gateway {
         return nil
     }
 
+    /// Each served app's providers' own state (`PushProvider.health`), by app id then registry order.
+    /// A failing provider does not make the gateway unready: it is one app's configuration error,
+    /// and the gateway still serves every other provider and app (`/readyz` lists it in its body).
+    public var providerHealth: [(app: String, platform: Platform, health: ProviderHealth)] {
+        var out: [(app: String, platform: Platform, health: ProviderHealth)] = []
+        for a in dispatcher.allApps.sorted(by: { $0.id < $1.id }) {
+            for p in ProviderRegistry.platforms {
+                guard let slot = a.slots[p] else { continue }
+                out.append((a.id, p, slot.provider.health))
+            }
+        }
+        return out
+    }
+
     /// A service that marks the gateway draining when graceful shutdown reaches it: run it after the
     /// application in the same service group (`[app, gateway.drainSignal]`) and it is reached first, at
     /// SIGTERM, before the HTTP server finishes its requests.

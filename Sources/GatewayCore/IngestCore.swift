@@ -131,7 +131,8 @@ extension Gateway {
     }
 
     /// In order: shutdown, the request's limits and fields (the gateway's rules, then each
-    /// notification's provider module), the app and whether the caller may act for it, the
+    /// notification's provider module), the app and whether the caller may act for it, the app's
+    /// providers' checks (synchronous, then those that wait on the network, `checkProvidersAsync`), the
     /// idempotency key, the app's rate limit, the queue. Nothing is queued unless every step passed.
     /// With `tracing.enabled` all of it is one span (`acceptTraced`); without, no span is made.
     public func accept(_ request: PushRequest, from caller: IngestCaller, options: IngestOptions) async -> IngestDecision {
@@ -163,6 +164,12 @@ extension Gateway {
         }
         if let providers = dispatcher.app(app) {
             switch IngestValidation.checkProviders(request, alone: options.refuseNotificationsAlone, provider: { providers.slots[$0]?.provider }) {
+            case .success(let checked): request = checked
+            case .failure(let problem): return .refused(IngestRefusal(.invalid, problem))
+            }
+            switch await IngestValidation.checkProvidersAsync(
+                request, alone: options.refuseNotificationsAlone, provider: { providers.slots[$0]?.provider })
+            {
             case .success(let checked): request = checked
             case .failure(let problem): return .refused(IngestRefusal(.invalid, problem))
             }

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import PushgateCore
 
 /// Field checks at ingest that turn into a 400 naming the field (beyond JSON types): the gateway's
@@ -93,7 +94,87 @@ extension IngestValidation {
             if !alone { return .failure(RequestError(message: problem.message, detail: "notifications[\(k)].\(problem.detail)")) }
             refused.append((k, problem))
         }
-        guard !refused.isEmpty else { return .success(request) }
+        return .success(skipping(refused, of: request))
+    }
+
+    /// How long `checkProvidersAsync` waits for the providers' answers before it accepts.
+    public static let asyncCheckDeadline: Duration = .seconds(2)
+
+    /// The app's providers' checks that wait on the network (`PushProvider.checkIngestAsync`), run
+    /// after every synchronous check passed: each provider once, with its notifications of the
+    /// request, all at once. Problems as `checkProviders`' (with `alone`, the notification is moved
+    /// to `skipped`). Waits at most `deadline`: past it, or when a provider cannot tell (a DNS
+    /// failure), the request goes on and the send-time checks decide.
+    public static func checkProvidersAsync(
+        _ request: PushRequest, alone: Bool, provider: (Platform) -> (any PushProvider)?, deadline: Duration = asyncCheckDeadline
+    ) async -> Result<PushRequest, RequestError> {
+        // Each provider's notifications, by their index in the request.
+        var groups: [(provider: any PushProvider, indices: [Int])] = []
+        var groupOf: [Platform: Int] = [:]
+        var without: Set<Platform> = []
+        for (k, n) in request.notifications.enumerated() where !without.contains(n.platform) {
+            if let g = groupOf[n.platform] {
+                groups[g].indices.append(k)
+            } else if let p = provider(n.platform), p.checksIngestAsync {
+                groupOf[n.platform] = groups.count
+                groups.append((p, [k]))
+            } else {
+                without.insert(n.platform)
+            }
+        }
+        guard !groups.isEmpty else { return .success(request) }
+        let notifications = request.notifications
+        let work = groups
+        let answers = await firstOf(deadline: deadline) { () async -> [(Int, IngestProblem)] in
+            await withTaskGroup(of: [(Int, IngestProblem)].self) { group in
+                for g in work {
+                    group.addTask {
+                        let problems = await g.provider.checkIngestAsync(g.indices.map { notifications[$0] })
+                        return problems.compactMap { i, p in g.indices.indices.contains(i) ? (g.indices[i], p) : nil }
+                    }
+                }
+                var all: [(Int, IngestProblem)] = []
+                for await part in group { all += part }
+                return all
+            }
+        }
+        guard let refused = answers?.sorted(by: { $0.0 < $1.0 }), !refused.isEmpty else { return .success(request) }
+        if !alone, let (k, problem) = refused.first {
+            return .failure(RequestError(message: problem.message, detail: "notifications[\(k)].\(problem.detail)"))
+        }
+        return .success(skipping(refused, of: request))
+    }
+
+    /// `work`'s answer, or nil once `deadline` passed first. The work is not awaited past the
+    /// deadline: it goes on alone and its answer is dropped (its own bounds end it).
+    static func firstOf<T: Sendable>(deadline: Duration, _ work: @escaping @Sendable () async -> T) async -> T? {
+        let done = NIOLockedValueBox<CheckedContinuation<T?, Never>?>(nil)
+        return await withCheckedContinuation { (c: CheckedContinuation<T?, Never>) in
+            done.withLockedValue { $0 = c }
+            @Sendable func finish(_ value: T?) {
+                let waiting = done.withLockedValue { c -> CheckedContinuation<T?, Never>? in
+                    defer { c = nil }
+                    return c
+                }
+                waiting?.resume(returning: value)
+            }
+            let task = Task { await work() }
+            let timer = Task {
+                guard (try? await Task.sleep(for: deadline)) != nil else { return }
+                finish(nil)
+                task.cancel()
+            }
+            Task {
+                finish(await task.value)
+                timer.cancel()
+            }
+        }
+    }
+
+    /// `request` with the notifications at `refused` (indices into its notifications) moved to
+    /// `skipped`, each with its problem as the reason.
+    static func skipping(_ refused: [(Int, IngestProblem)], of request: PushRequest) -> PushRequest {
+        guard !refused.isEmpty else { return request }
         var out = request
         let indices = request.bodyIndices
         var skipped = request.skipped
@@ -106,7 +187,7 @@ extension IngestValidation {
         let refusedAt = Set(refused.map(\.0))
         out.notifications = request.notifications.enumerated().filter { !refusedAt.contains($0.offset) }.map(\.element)
         out.skipped = skipped
-        return .success(out)
+        return out
     }
 
     /// `send_at` / `delay_seconds` against the clock: not beyond `core.max_schedule_horizon`, and

@@ -93,6 +93,12 @@ extension Gateway {
         text += "# TYPE pushgate_queue_oldest_pending_seconds gauge\npushgate_queue_oldest_pending_seconds \(age)\n"
         text += "# HELP pushgate_dead_tokens_total Deliveries that ended with the token reported dead by the provider\n"
         text += "# TYPE pushgate_dead_tokens_total counter\npushgate_dead_tokens_total \(a.deadTokensTotal)\n"
+        text +=
+            "# HELP pushgate_provider_failing 1 while the app's provider refuses its configuration (e.g. WNS credentials for another app), else 0\n"
+        text += "# TYPE pushgate_provider_failing gauge\n"
+        for h in providerHealth {
+            text += "pushgate_provider_failing{app=\"\(h.app)\",provider=\"\(h.platform.name)\"} \(h.health.isFailing ? 1 : 0)\n"
+        }
         text += "# HELP pushgate_http2_pools HTTP/2 connection pools open to providers (one per origin)\n"
         text += "# TYPE pushgate_http2_pools gauge\npushgate_http2_pools \(pools.count)\n"
         text += "# HELP pushgate_http2_connections_active HTTP/2 connections to providers established and not closed\n"

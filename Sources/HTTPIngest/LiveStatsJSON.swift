@@ -15,8 +15,10 @@ import PushgateCore
 ///  "queue":{"pending":3,"capacity":100000,"durable":true,"oldest_pending_since":"…","oldest_pending_seconds":4.2,"tracked":3},
 ///  "dead_tokens":{"total":1,"recent":[{"at":"…","app":"default","platform":"ios","token":"**********…","reason":"Unregistered"}]},
 ///  "pools":[{"origin":"https://api.push.apple.com","label":"apns production, app default, key ABC123DEFG","provider":"apns",
-///            "environment":"production","app":"default","key_id":"ABC123DEFG","active_connections":2,"connections_opened":2,"pending_requests":0}]}
+///            "environment":"production","app":"default","key_id":"ABC123DEFG","active_connections":2,"connections_opened":2,"pending_requests":0}],
+///  "health":{"default":{"ios":{"state":"ok"},"wns":{"state":"failing","reason":"Forbidden (…)","since":"…"}}}}
 /// ```
+/// `health` is each app's providers' own state (`PushProvider.health`, the status page's per-app table).
 /// `oldest_pending_*` and `tracked` count the deliveries this process accepted and has not finished
 /// (deliveries resumed from a store after a restart, or queued by another gateway on a shared
 /// PostgreSQL queue, are in `pending` only). Tokens are as the failure logs have them
@@ -141,7 +143,38 @@ extension Gateway {
             w.int(p.pendingRequests)
             w.raw("}")
         }
-        w.raw("]}")
+        w.raw("]")
+        w.key("health", first: &first)
+        w.raw("{")
+        var fh = true
+        var openApp: String?
+        var fp = true
+        for h in providerHealth {
+            if h.app != openApp {
+                if openApp != nil { w.raw("}") }
+                w.key(h.app, first: &fh)
+                w.raw("{")
+                openApp = h.app
+                fp = true
+            }
+            var fs = true
+            w.key(h.platform.name, first: &fp)
+            w.raw("{")
+            w.key("state", first: &fs)
+            switch h.health {
+            case .ok:
+                w.string("ok")
+            case .failing(let reason, let since):
+                w.string("failing")
+                w.key("reason", first: &fs)
+                w.string(reason)
+                w.key("since", first: &fs)
+                w.string(Self.iso(since))
+            }
+            w.raw("}")
+        }
+        if openApp != nil { w.raw("}") }
+        w.raw("}}")
         return w.bytes
     }
 

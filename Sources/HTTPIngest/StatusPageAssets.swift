@@ -54,7 +54,7 @@ enum StatusPageAssets {
             </div>
             <div>
               <h2>Per app</h2>
-              <table id="apps"><thead><tr><th>app</th><th>pending</th><th>provider</th><th>push_success</th><th>push_error</th></tr></thead><tbody></tbody></table>
+              <table id="apps"><thead><tr><th>app</th><th>pending</th><th>provider</th><th>push_success</th><th>push_error</th><th>health</th></tr></thead><tbody></tbody></table>
             </div>
           </section>
           <section class="cols">
@@ -193,6 +193,11 @@ enum StatusPageAssets {
               cell(tr, r.p);
               cell(tr, r.c.push_success, "ok").dataset.k = "apps." + r.id + "." + r.p + ".push_success";
               cell(tr, r.c.push_error, "bad").dataset.k = "apps." + r.id + "." + r.p + ".push_error";
+              // The provider's own state: failing while its service refuses the app's configuration.
+              const h = ((live.health || {})[r.id] || {})[r.p];
+              const failing = h && h.state === "failing";
+              const text = !h ? "" : failing ? "failing since " + new Date(h.since).toLocaleTimeString() + ": " + h.reason : "ok";
+              cell(tr, text, failing ? "bad" : "ok").dataset.k = "apps." + r.id + "." + r.p + ".health";
             });
           }
 

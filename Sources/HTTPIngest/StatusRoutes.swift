@@ -167,6 +167,10 @@ extension Gateway {
                     w.key("provider_id", first: &f)
                     w.string(id)
                 }
+                if let detail = r.providerDetail {
+                    w.key("provider_detail", first: &f)
+                    w.string(detail)
+                }
                 if let t = r.finishedAt {
                     w.key("finished_at", first: &f)
                     w.string(iso(t))

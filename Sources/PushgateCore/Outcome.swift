@@ -2,8 +2,11 @@ import Foundation
 
 /// How a provider answered one delivery attempt, classified. Every provider response maps to one of these.
 public enum SendOutcome: Sendable, Equatable {
-    /// Accepted by the provider. `providerID` is e.g. the `apns-id` or the FCM message `name`.
-    case delivered(providerID: String?)
+    /// Accepted by the provider. `providerID` is e.g. the `apns-id` or the FCM message `name`;
+    /// `detail`, what the provider's answer tells of the notification beyond its acceptance (WNS:
+    /// `X-WNS-Status: dropped, X-WNS-DeviceConnectionStatus: disconnected`), kept in the delivery's
+    /// status and events.
+    case delivered(providerID: String?, detail: String? = nil)
     /// The token/subscription is dead (APNs 410, FCM UNREGISTERED, Web Push 404/410): report, never retry.
     case tokenDead(reason: String, status: Int?)
     /// Will not succeed if retried (bad request, payload too large, configuration error).
@@ -92,7 +95,8 @@ public enum SkipReason: String, Sendable, Equatable, Codable {
 
 /// The final state of one delivery, after retries.
 public enum FinalOutcome: Sendable, Equatable {
-    case delivered(providerID: String?)
+    /// `detail`: `SendOutcome.delivered`'s.
+    case delivered(providerID: String?, detail: String? = nil)
     /// `tokenDead` tells whether the feedback hook should treat the token as gone.
     case failed(reason: String, tokenDead: Bool)
     /// Not sent, and not a failure: no feedback, not counted as success or error.

@@ -67,6 +67,16 @@ public struct IngestProblem: Sendable, Equatable {
     }
 }
 
+/// What a provider says of its own state (`PushProvider.health`).
+public enum ProviderHealth: Sendable, Equatable {
+    case ok
+    /// The provider's service refuses its configuration (e.g. credentials for another app): sends
+    /// fail until the configuration is fixed. `since`: the first refusal of this spell.
+    case failing(reason: String, since: Date)
+
+    public var isFailing: Bool { if case .failing = self { return true } else { return false } }
+}
+
 /// One push provider (APNs, FCM, Web Push, UnifiedPush) behind one small protocol.
 public protocol PushProvider: Sendable {
     /// The platform this provider serves.
@@ -79,6 +89,20 @@ public protocol PushProvider: Sendable {
     /// request may leave out: a problem is a 400 naming the field (the Matrix API: that device is
     /// refused). Nil: nothing to say.
     func checkIngest(_ notification: PushNotification) -> IngestProblem?
+    /// Checks at ingest that wait on the network (a DNS lookup), run after every synchronous check
+    /// passed: once per request, with the request's notifications this provider serves, in request
+    /// order. Answers the refused ones by their position in `notifications` (a 400 naming the field,
+    /// as `checkIngest`'s). The work is the provider's to bound (each distinct host once per request,
+    /// a cache, a few lookups at a time); the gateway stops waiting at its deadline and accepts then,
+    /// so whatever is checked here must be checked again at send time. Default: nothing.
+    func checkIngestAsync(_ notifications: [PushNotification]) async -> [Int: IngestProblem]
+    /// Whether `checkIngestAsync` checks anything (default false: the gateway does not call it, and a
+    /// request for providers without such a check costs no task).
+    var checksIngestAsync: Bool { get }
+    /// Whether the provider works as configured, for the status page, `/metrics` and `/readyz`'s
+    /// body: `.failing` while its service refuses its configuration (credentials for another app).
+    /// Default: `.ok`.
+    var health: ProviderHealth { get }
     /// Per-target validation before any network call (e.g. an SSRF-refused Web Push endpoint).
     func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure?
     /// One delivery attempt. Never throws: every failure is classified.
@@ -89,6 +113,9 @@ public protocol PushProvider: Sendable {
 
 extension PushProvider {
     public func checkIngest(_ notification: PushNotification) -> IngestProblem? { nil }
+    public func checkIngestAsync(_ notifications: [PushNotification]) async -> [Int: IngestProblem] { [:] }
+    public var checksIngestAsync: Bool { false }
+    public var health: ProviderHealth { .ok }
     public func validate(target: PushTarget, of prepared: any PreparedPush) -> PushFailure? { nil }
 }
 

@@ -191,8 +191,9 @@ enum JobUpdate: Sendable {
     /// The completion of a job, as stored.
     static func completion(id: Int64, outcome: FinalOutcome, attempts: Int, finishedAt: Double, row: OutcomeRow? = nil) -> JobUpdate {
         switch outcome {
-        case .delivered(let providerID):
-            return .complete(id: id, state: .delivered, attempts: attempts, info: StoreText.clean(providerID), finishedAt: finishedAt, row: row)
+        case .delivered(let providerID, let detail):
+            let text = DeliveryState.storedProviderText(providerID: providerID, detail: detail)
+            return .complete(id: id, state: .delivered, attempts: attempts, info: StoreText.clean(text), finishedAt: finishedAt, row: row)
         case .failed(let reason, _):
             return .complete(id: id, state: .failed, attempts: attempts, info: StoreText.clean(reason), finishedAt: finishedAt, row: row)
         case .skipped(let why):

@@ -1,4 +1,5 @@
 import Foundation
+import ProviderKit
 import PushgateCore
 
 /// A parsed push endpoint URL.

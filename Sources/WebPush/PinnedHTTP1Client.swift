@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import ProviderKit
 
 /// The HTTP/1.1 path of the SSRF-guarded transport: one POST per connection to addresses the guard
 /// already checked, with the endpoint's host name for TLS SNI, the certificate check and `Host`.

@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
+import ProviderKit
 import PushgateCore
 
 /// The shared machinery of the Web Push and UnifiedPush `WebPushProvider`s: VAPID, SSRF guard,
@@ -19,7 +20,7 @@ public final class WebPushEngine: Sendable {
     private let resolutions = Locked<[String: (addresses: [[UInt8]], refusal: PushFailure?, expires: Double)]>([:])
     /// Replaceable for tests: host, port -> addresses (default `dns`: getaddrinfo on its own threads).
     let resolver: @Sendable (String, Int) async throws -> [[UInt8]]
-    let dns: WebPushDNSResolver
+    let dns: DNSResolver
 
     /// - Parameters:
     ///   - configuration: the `webpush:` section; validated here (throws `WebPushConfigurationError`).
@@ -75,7 +76,7 @@ public final class WebPushEngine: Sendable {
             eventLoopGroup: eventLoopGroup, logger: logger,
             maxOrigins: maxOrigins, originIdleTimeout: originIdleTimeout)
         // DNS never on NIOThreadPool.singleton: sqlite-nio runs the SQLite queue there.
-        let dns = WebPushDNSResolver(eventLoopGroup: eventLoopGroup)
+        let dns = DNSResolver(eventLoopGroup: eventLoopGroup)
         self.dns = dns
         self.resolver = resolver ?? { host, port in try await dns.resolve(host, port: port) }
     }

@@ -84,13 +84,17 @@ struct Send: AsyncParsableCommand {
             w.key("target", first: &first)
             w.string(r.target)
             switch r.outcome {
-            case .delivered(let id):
+            case .delivered(let id, let detail):
                 let label = provider.deliveredIDLabel
-                print("delivered \(r.target.isEmpty ? "" : "to \(r.target) ")— \(label): \(id ?? "-")")
+                print("delivered \(r.target.isEmpty ? "" : "to \(r.target) ")— \(label): \(id ?? "-")\(detail.map { " (\($0))" } ?? "")")
                 w.key("delivered", first: &first)
                 w.raw("true")
                 w.key("provider_id", first: &first)
                 if let id { w.string(id) } else { w.raw("null") }
+                if let detail {
+                    w.key("provider_detail", first: &first)
+                    w.string(detail)
+                }
             default:
                 failed = true
                 let status = r.outcome.status.map { "HTTP \($0) " } ?? ""

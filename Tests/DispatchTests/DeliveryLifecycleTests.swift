@@ -160,7 +160,7 @@ final class DeliveryLifecycleTests: XCTestCase {
         XCTAssertEqual(DeliveryState.Code.coalesced.rawValue, 4)
         let cases: [DeliveryState] = [
             .queued, .retrying(nextTry: at, lastError: "x"), .delivered(providerID: "p"), .failed(reason: "r"), .skipped(.duplicate),
-            .skipped(.coalesced),
+            .skipped(.coalesced), .delivered(providerID: "p", detail: "X-WNS-Status: dropped"), .delivered(providerID: nil, detail: "d"),
         ]
         for s in cases {
             var attempts = 0
@@ -171,9 +171,9 @@ final class DeliveryLifecycleTests: XCTestCase {
             case .retrying(_, let e):
                 attempts = 1
                 lastError = e
-            case .delivered(let p):
+            case .delivered(let p, let detail):
                 attempts = 1
-                providerID = p
+                providerID = DeliveryState.storedProviderText(providerID: p, detail: detail)
             case .failed(let r):
                 attempts = 1
                 lastError = r
@@ -181,6 +181,9 @@ final class DeliveryLifecycleTests: XCTestCase {
             }
             XCTAssertEqual(DeliveryState(code: s.code, attempts: attempts, notBefore: at, lastError: lastError, providerID: providerID), s)
         }
+        // A provider id stored before details were kept is read as it was.
+        XCTAssertEqual(
+            DeliveryState(code: .delivered, attempts: 1, notBefore: at, lastError: nil, providerID: "0a1b-2c"), .delivered(providerID: "0a1b-2c"))
     }
 
     /// Stats, the memory status records and sync waiters read the same events.

@@ -75,7 +75,7 @@ final class FCMProviderTests: XCTestCase {
             let prepared = try h.provider.prepare(n)
             for target in n.targets(FCMMessageMapper.rules) {
                 let outcome = await h.provider.send(prepared, to: target, context: DeliveryContext(messageID: "m"))
-                guard case .delivered(let id) = outcome else { return XCTFail("\(outcome)") }
+                guard case .delivered(let id, _) = outcome else { return XCTFail("\(outcome)") }
                 XCTAssertTrue(id?.hasPrefix("projects/pushgate-test/messages/") == true, "\(id ?? "nil")")
             }
             XCTAssertEqual(h.mock.sendRejections, [])

@@ -1,6 +1,7 @@
 import Foundation
 import GRPCCore
 import HummingbirdTesting
+import Logging
 import MockProviders
 import NIOPosix
 import PushgateCore
@@ -116,14 +117,24 @@ final class GatewayWNSTests: XCTestCase {
                 XCTAssertTrue(r.body.contains("notifications[0].tokens[1]"), r.body)
                 XCTAssertTrue(r.body.contains(why), r.body)
             }
-            // Resolving to loopback or a private address: refused before any connection.
-            let r = try await client.push(
-                #"{"notifications":[{"platform":7,"tokens":["https://loop.notify.windows.com/?token=a","https://lan.notify.windows.com/?token=b"],"message":"m"}]}"#
+            // Resolving to loopback or a private address: a 400 at ingest naming the token, never a connection.
+            for (k, host, why) in [
+                (1, "loop.notify.windows.com", "loop.notify.windows.com resolves to 127.0.0.1, a loopback address"),
+                (2, "lan.notify.windows.com", "lan.notify.windows.com resolves to 192.168.1.10, a private address"),
+            ] {
+                let tokens = (0..<k).map { Self.channel("ok\($0)") } + ["https://\(host)/?token=b"]
+                let list = tokens.map { "\"\($0)\"" }.joined(separator: ",")
+                let r = try await client.push(#"{"notifications":[{"platform":7,"tokens":[\#(list)],"message":"m"}]}"#)
+                XCTAssertEqual(r.status, 400, r.body)
+                XCTAssertTrue(r.body.contains("notifications[0].tokens[\(k)]"), r.body)
+                XCTAssertTrue(r.body.contains(why), r.body)
+            }
+            // The second notification's channel: named by its notification.
+            let second = try await client.push(
+                #"{"notifications":[{"platform":7,"tokens":["\#(Self.channel("ok"))"],"message":"m"},{"platform":7,"tokens":["https://loop.notify.windows.com/?token=a"],"message":"m"}]}"#
             )
-            let logs = try XCTUnwrap(jsonObject(r.body)["logs"] as? [[String: Any]])
-            XCTAssertEqual(logs.count, 2, r.body)
-            XCTAssertTrue(r.body.contains("loop.notify.windows.com resolves to 127.0.0.1, a loopback address"), r.body)
-            XCTAssertTrue(r.body.contains("lan.notify.windows.com resolves to 192.168.1.10, a private address"), r.body)
+            XCTAssertEqual(second.status, 400, second.body)
+            XCTAssertTrue(second.body.contains("notifications[1].tokens[0]"), second.body)
             XCTAssertEqual(wns.sendRequests, 0)
             XCTAssertEqual(wns.connectionsAccepted, 0, "never a connection")
         }
@@ -139,7 +150,8 @@ final class GatewayWNSTests: XCTestCase {
         }
         wns.script(channel: "/?token=expired", [.status(410)])
         wns.script(channel: "/?token=unknown", [.status(404)])
-        wns.script(channel: "/?token=other-app", [.status(403)])
+        // A 403 is a credentials failure: sent once more with a new token, refused again.
+        wns.script(channel: "/?token=other-app", [.status(403), .status(403)])
         try await env.withGateway(yaml(wns) + "\nlog:\n  hide_token: false", environment: ["PUSHGATE_CORE_SYNC": "true"]) { client, _ in
             let r = try await client.push(
                 #"{"notifications":[{"platform":7,"tokens":["\#(Self.channel("expired"))","\#(Self.channel("unknown"))","\#(Self.channel("fine"))","\#(Self.channel("other-app"))"],"message":"m"}]}"#
@@ -323,6 +335,121 @@ final class GatewayWNSTests: XCTestCase {
             XCTAssertEqual(r2.body, #"{"counts":1,"logs":[],"success":"ok"}"#, "max_retry 0: the credentials retry is on top")
             XCTAssertEqual(wns.tokenRequests.count, 2)
             XCTAssertEqual(wns.sendRejections, ["the access token is invalid or expired"])
+        }
+    }
+
+    /// A 403 (the credentials are for another app) marks the provider failing: the status page's data,
+    /// `/metrics` and `/readyz`'s body (still 200) show it, until a send is accepted again or a reload
+    /// builds the provider anew.
+    func test403MarksTheProviderFailingUntilASendSucceedsOrAReload() async throws {
+        let (env, wns) = try await start()
+        defer {
+            Task {
+                try? await wns.stop()
+                await env.stop()
+            }
+        }
+        let path = env.directory + "/wns-health.yml"
+        let reloadedYAML = env.yaml(yaml(wns, maxRetry: 1))
+        try env.yaml(yaml(wns)).write(toFile: path, atomically: true, encoding: .utf8)
+        let environment = ["PUSHGATE_QUEUE_ENGINE": "memory", "PUSHGATE_CORE_SYNC": "true"]
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let gateway = try GatewayBuilder.build(
+            raw: try RawConfig.load(path: path, environment: environment), logger: logger,
+            reloadSource: { try RawConfig.load(path: path, environment: environment) })
+        let app = try gateway.makeApplication()
+        try await app.test(.live) { client in
+            func get(_ uri: String) async throws -> (status: Int, body: String) {
+                try await client.execute(uri: uri, method: .get) { (Int($0.status.code), String(buffer: $0.body)) }
+            }
+            func wnsHealth() async throws -> [String: Any] {
+                let live = jsonObject(try await get("/api/stat/live").body)
+                return ((live["health"] as? [String: Any])?["default"] as? [String: Any])?["wns"] as? [String: Any] ?? [:]
+            }
+            func refuse() async throws {
+                // Refused twice: the credentials retry with a new token is refused too.
+                wns.script(channel: "/?token=other-app", [.status(403, description: "wrong app"), .status(403, description: "wrong app")])
+                let r = try await client.push(#"{"notifications":[{"platform":7,"tokens":["\#(Self.channel("other-app"))"],"message":"m"}]}"#)
+                XCTAssertTrue(r.body.contains("Forbidden"), r.body)
+            }
+            let okHealth = try await wnsHealth()
+            XCTAssertEqual(okHealth["state"] as? String, "ok")
+
+            try await refuse()
+            let failing = try await wnsHealth()
+            XCTAssertEqual(failing["state"] as? String, "failing", "\(failing)")
+            XCTAssertTrue((failing["reason"] as? String)?.contains("Forbidden") ?? false, "\(failing)")
+            XCTAssertTrue((failing["reason"] as? String)?.contains("wrong app") ?? false, "\(failing)")
+            XCTAssertNotNil(failing["since"] as? String)
+            let metrics = try await get("/metrics").body
+            XCTAssertTrue(metrics.contains("\npushgate_provider_failing{app=\"default\",provider=\"wns\"} 1\n"), metrics)
+            XCTAssertTrue(metrics.contains("\npushgate_provider_failing{app=\"default\",provider=\"ios\"} 0\n"), metrics)
+            let ready = try await get("/readyz")
+            XCTAssertEqual(ready.status, 200, "one provider's configuration error leaves the gateway ready")
+            let readyBody = jsonObject(ready.body)
+            XCTAssertEqual(readyBody["status"] as? String, "ready")
+            let listed = try XCTUnwrap(readyBody["failing"] as? [[String: Any]], ready.body)
+            XCTAssertEqual(listed.first?["provider"] as? String, "wns")
+            XCTAssertEqual(listed.first?["app"] as? String, "default")
+
+            // A send accepted again (with a token fetched after the 403): ok.
+            let fine = try await client.push(#"{"notifications":[{"platform":7,"tokens":["\#(Self.channel("fine"))"],"message":"m"}]}"#)
+            XCTAssertEqual(fine.body, #"{"counts":1,"logs":[],"success":"ok"}"#)
+            let recovered = try await wnsHealth()
+            XCTAssertEqual(recovered["state"] as? String, "ok", "\(recovered)")
+            let metricsAfter = try await get("/metrics").body
+            XCTAssertTrue(metricsAfter.contains("\npushgate_provider_failing{app=\"default\",provider=\"wns\"} 0\n"), metricsAfter)
+            let readyAfter = try await get("/readyz").body
+            XCTAssertEqual(readyAfter, #"{"status":"ready"}"#)
+
+            // Failing again; a reload that changes the wns section builds a new provider: ok.
+            try await refuse()
+            let again = try await wnsHealth()
+            XCTAssertEqual(again["state"] as? String, "failing")
+            try reloadedYAML.write(toFile: path, atomically: true, encoding: .utf8)
+            let summary = try await gateway.reload()
+            XCTAssertEqual(summary.changed, [AppID.defaultApp])
+            let reloaded = try await wnsHealth()
+            XCTAssertEqual(reloaded["state"] as? String, "ok", "\(reloaded)")
+        }
+    }
+
+    /// A 200's `X-WNS-Status` and `X-WNS-DeviceConnectionStatus` are kept with the delivery: its
+    /// status, with the memory and the SQLite engines (and PostgreSQL with `PUSHGATE_TEST_POSTGRES_URL`).
+    func testDeliveryStatusShowsWhatWNSAnswered() async throws {
+        let (env, wns) = try await start()
+        defer {
+            Task {
+                try? await wns.stop()
+                await env.stop()
+            }
+        }
+        let postgres = ProcessInfo.processInfo.environment["PUSHGATE_TEST_POSTGRES_URL"]
+        for engine in ["memory", "sqlite"] + (postgres == nil ? [] : ["postgres"]) {
+            wns.script(channel: "/?token=off-\(engine)", [.okWithStatus("dropped", device: "disconnected")])
+            let environment = [
+                "PUSHGATE_CORE_SYNC": "true", "PUSHGATE_QUEUE_ENGINE": engine, "PUSHGATE_QUEUE_SQLITE_PATH": env.directory + "/wns-detail.sqlite",
+                "PUSHGATE_QUEUE_POSTGRES_URL": postgres ?? "",
+            ]
+            let notifID = "wns-\(engine)-\(UUID().uuidString)"
+            try await env.withGateway(yaml(wns), environment: environment) { client, _ in
+                let r = try await client.push(
+                    #"{"notifications":[{"notif_id":"\#(notifID)","platform":7,"tokens":["\#(Self.channel("off-\(engine)"))","\#(Self.channel("on-\(engine)"))"],"message":"m"}]}"#
+                )
+                XCTAssertEqual(r.body, #"{"counts":2,"logs":[],"success":"ok"}"#, engine)
+                var deliveries: [[String: Any]] = []
+                try await waitUntil("both deliveries are recorded (\(engine))") {
+                    let s = try await client.execute(uri: "/api/push/\(notifID)", method: .get) { jsonObject(String(buffer: $0.body)) }
+                    deliveries = s["deliveries"] as? [[String: Any]] ?? []
+                    return deliveries.count == 2 && deliveries.allSatisfy { $0["state"] as? String == "delivered" }
+                }
+                XCTAssertEqual(
+                    deliveries[0]["provider_detail"] as? String, "X-WNS-Status: dropped, X-WNS-DeviceConnectionStatus: disconnected", engine)
+                XCTAssertEqual(deliveries[1]["provider_detail"] as? String, "X-WNS-Status: received", engine)
+                XCTAssertNotNil(deliveries[0]["provider_id"] as? String, "the X-WNS-Msg-ID stays the provider id (\(engine))")
+                XCTAssertFalse((deliveries[0]["provider_id"] as? String ?? "").contains("dropped"), engine)
+            }
         }
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
+import ProviderKit
 import PushgateCore
-import WebPush
 import XCTest
 
 @testable import WNS
@@ -56,7 +56,7 @@ final class WNSChannelTests: XCTestCase {
         ) { host in
             lookups.add()
             if host == "dns.notify.windows.com" { return [[20, 9, 9, 9]] }
-            throw WNSResolver.Failure(description: "NXDOMAIN")
+            throw HostResolver.Failure(description: "NXDOMAIN")
         }
         let loop = await guardian.check("loop.notify.windows.com")
         XCTAssertEqual(loop, .refused("channel URI refused: loop.notify.windows.com resolves to 127.0.0.1, a loopback address"))
@@ -83,7 +83,14 @@ final class WNSChannelTests: XCTestCase {
         func c(_ status: Int, _ headers: [(String, String)] = []) -> SendOutcome {
             WNSResponseClassifier.classify(WNSAnswer(status: status, headers: headers))
         }
-        XCTAssertEqual(c(200, [("X-WNS-Msg-ID", "1A2B3C"), ("X-WNS-Status", "received")]), .delivered(providerID: "1A2B3C"))
+        XCTAssertEqual(
+            c(200, [("X-WNS-Msg-ID", "1A2B3C"), ("X-WNS-Status", "received")]), .delivered(providerID: "1A2B3C", detail: "X-WNS-Status: received"))
+        XCTAssertEqual(
+            c(200, [("X-WNS-Status", "Dropped"), ("X-WNS-DeviceConnectionStatus", "disconnected")]),
+            .delivered(providerID: nil, detail: "X-WNS-Status: dropped, X-WNS-DeviceConnectionStatus: disconnected"))
+        XCTAssertEqual(c(200), .delivered(providerID: nil, detail: nil))
+        // Undocumented values are not kept.
+        XCTAssertEqual(c(200, [("X-WNS-Status", "<script>"), ("X-WNS-DeviceConnectionStatus", "x\ny")]), .delivered(providerID: nil))
         XCTAssertEqual(c(404).className, "token_dead")
         XCTAssertEqual(c(410).className, "token_dead")
         XCTAssertEqual(c(410, [("X-WNS-Error-Description", "Domain Blocked")]).className, "permanent")
@@ -96,13 +103,34 @@ final class WNSChannelTests: XCTestCase {
         XCTAssertEqual(c(400, [("X-WNS-Error-Description", "Invalid X-WNS-Type")]), .permanent(reason: "BadRequest: Invalid X-WNS-Type", status: 400))
         XCTAssertEqual(c(405).className, "permanent")
         XCTAssertEqual(c(401).className, "credentials")
-        XCTAssertEqual(c(403).className, "permanent")
+        XCTAssertEqual(c(403).className, "credentials", "a token for another app: a configuration error, retried once with a new token")
         // Hostile answers: a forged log line, a huge id, a huge Retry-After.
         let forged = c(400, [("X-WNS-Error-Description", "a\nlevel=error fake")])
         XCTAssertFalse(forged.reason?.contains("\n") ?? true)
         XCTAssertEqual(c(200, [("X-WNS-Msg-ID", "id with spaces")]), .delivered(providerID: nil))
         _ = c(406, [("Retry-After", "99999999999999999999999")])
     }
+
+    /// The address guard at ingest: each distinct host once, the refused channel named by its token.
+    func testIngestCheckResolvesEachHostOnce() async throws {
+        let lookups = Counter()
+        let guardian = WNSAddressGuard(staticAnswers: try WNSAddressGuard.parseStaticAnswers(["loop.notify.windows.com=127.0.0.1"])) { host in
+            lookups.add()
+            if host == "down.notify.windows.com" { throw HostResolver.Failure(description: "SERVFAIL") }
+            return [[20, 9, 9, 9]]
+        }
+        let verdicts = await guardian.check(
+            ["a.notify.windows.com", "b.notify.windows.com", "loop.notify.windows.com", "down.notify.windows.com"], concurrency: 2)
+        XCTAssertEqual(verdicts["a.notify.windows.com"], .allowed)
+        XCTAssertEqual(
+            verdicts["loop.notify.windows.com"], .refused("channel URI refused: loop.notify.windows.com resolves to 127.0.0.1, a loopback address"))
+        guard case .unresolved? = verdicts["down.notify.windows.com"] else { return XCTFail("\(verdicts)") }
+        XCTAssertEqual(lookups.value, 3)
+        let again = await guardian.check(["a.notify.windows.com", "b.notify.windows.com"], concurrency: 2)
+        XCTAssertEqual(again.count, 2)
+        XCTAssertEqual(lookups.value, 3, "answers are cached per host")
+    }
+
 }
 
 final class Counter: @unchecked Sendable {

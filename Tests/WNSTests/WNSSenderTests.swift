@@ -74,7 +74,7 @@ final class WNSSenderTests: XCTestCase {
         let s = WNSSender(
             configuration: c, tlsConfiguration: try Self.pki.clientTLSConfiguration(), eventLoopGroup: group,
             tokenTransport: OAuthTokenCache.httpTransport(tokenClient, timeout: .seconds(10)),
-            lookup: { host in throw WNSResolver.Failure(description: "no DNS in tests: \(host)") }, now: { clock.now })
+            lookup: { host in throw HostResolver.Failure(description: "no DNS in tests: \(host)") }, now: { clock.now })
         senders.append(s)
         return s
     }
@@ -94,7 +94,7 @@ final class WNSSenderTests: XCTestCase {
         let raw = try prepared([("type", .string("raw")), ("raw", .string("{\"sync\":true}")), ("cache_policy", .string("no-cache"))])
         for p in [toast, tile, badge, raw] {
             let outcome = await s.send(p, to: Self.channel, messageID: "m")
-            guard case .delivered(let id) = outcome else { return XCTFail("\(outcome): \(mock.sendRejections)") }
+            guard case .delivered(let id, _) = outcome else { return XCTFail("\(outcome): \(mock.sendRejections)") }
             XCTAssertNotNil(id, "X-WNS-Msg-ID is the provider id")
         }
         let m = mock.messages
@@ -204,9 +204,16 @@ final class WNSSenderTests: XCTestCase {
         mock.script(channel: "/?token=other-app", [.status(403)])
         let outcome = await s.send(
             try PreparedWNS.render(nil, title: "t", message: nil, timeToLive: nil), to: "https://\(Self.host)/?token=other-app", messageID: "m")
-        XCTAssertEqual(outcome.className, "permanent", "a token for another app is not a dead channel")
+        XCTAssertEqual(outcome.className, "credentials", "a token for another app is not a dead channel")
         XCTAssertEqual(s.stats.forbidden, 1)
-        XCTAssertNotNil(s.stats.failing)
+        guard case .failing(let reason, let since) = s.health else { return XCTFail("\(s.health)") }
+        XCTAssertTrue(reason.hasPrefix("Forbidden"), reason)
+        XCTAssertEqual(since, clock.now)
+        // The 403 dropped the token: the next send fetches another, and its success ends the failing state.
+        let ok = await s.send(try PreparedWNS.render(nil, title: "t", message: nil, timeToLive: nil), to: Self.channel, messageID: "m")
+        XCTAssertTrue(ok.isDelivered, "\(ok)")
+        XCTAssertEqual(s.health, .ok)
+        XCTAssertEqual(mock.tokenRequests.count, 2)
     }
 
     func testRefusedChannelsNeverConnect() async throws {
@@ -285,7 +292,7 @@ final class WNSSenderTests: XCTestCase {
         let s = WNSSender(
             configuration: c, tlsConfiguration: try Self.pki.clientTLSConfiguration(), eventLoopGroup: group,
             tokenTransport: { _, _ in (200, Array(#"{"access_token":"\#(token)","expires_in":3600}"#.utf8)) },
-            lookup: { host in throw WNSResolver.Failure(description: "no DNS in tests: \(host)") })
+            lookup: { host in throw HostResolver.Failure(description: "no DNS in tests: \(host)") })
         senders.append(s)
         let p = try PreparedWNS.render(nil, title: "t", message: nil, timeToLive: nil)
         async let sends = Self.sendAll(s, p, count: 6)

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import ProviderKit
 import PushgateCore
 import Signing
 import XCTest

@@ -5,6 +5,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
+import ProviderKit
 import PushgateCore
 import Signing
 import TestSupport
@@ -298,7 +299,7 @@ final class WebPushHostileNetworkTests: XCTestCase {
     func testDNSRunsOnItsOwnBoundedThreadPoolWithATimeout() async throws {
         let release = DispatchSemaphore(value: 0)
         let calls = NIOLockedValueBox<[String]>([])
-        let dns = WebPushDNSResolver(threads: 2, maxLookups: 3, timeout: .milliseconds(300), eventLoopGroup: group) { host, _ in
+        let dns = DNSResolver(threads: 2, maxLookups: 3, timeout: .milliseconds(300), eventLoopGroup: group) { host, _ in
             calls.withLockedValue { $0.append(host) }
             if host.hasPrefix("slow") { release.wait() }
             return [[127, 0, 0, 2]]

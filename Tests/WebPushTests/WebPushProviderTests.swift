@@ -3,6 +3,7 @@ import Foundation
 import MockProviders
 import NIOCore
 import NIOPosix
+import ProviderKit
 import PushgateCore
 import Signing
 import XCTest
@@ -75,7 +76,7 @@ final class WebPushProviderTests: XCTestCase {
         let target = n.targets(nil)[0]
         XCTAssertNil(provider.validate(target: target, of: prepared))
         let outcome = await provider.send(prepared, to: target, context: ctx)
-        guard case .delivered(let id) = outcome else { return XCTFail("\(outcome); mock rejections: \(mock.rejections)") }
+        guard case .delivered(let id, _) = outcome else { return XCTFail("\(outcome); mock rejections: \(mock.rejections)") }
         XCTAssertEqual(id, "/message/browser-1-1")
 
         let push = try XCTUnwrap(mock.pushes.first)

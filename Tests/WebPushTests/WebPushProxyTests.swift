@@ -3,6 +3,7 @@ import HTTP2Pool
 import MockProviders
 import NIOCore
 import NIOPosix
+import ProviderKit
 import PushgateCore
 import Signing
 import TestSupport

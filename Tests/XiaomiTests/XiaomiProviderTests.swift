@@ -52,7 +52,7 @@ final class XiaomiProviderTests: XCTestCase {
     func testNotificationWithDataDeliveredAndVerified() async throws {
         let p = try provider()
         let outcome = try await send(p, notification(JSONObject([("order", .int(7))])))
-        guard case .delivered(let id) = outcome else { return XCTFail("\(outcome)") }
+        guard case .delivered(let id, _) = outcome else { return XCTFail("\(outcome)") }
         XCTAssertTrue(id?.hasPrefix("scm") == true)
         XCTAssertEqual(mock.rejections, [])
         let m = try XCTUnwrap(mock.messages.first)

@@ -19,8 +19,9 @@ public final class MockWNS: Sendable {
     /// A scripted answer of a channel.
     public enum Reply: Sendable, Equatable {
         case ok
-        /// 200 with `X-WNS-Status: dropped` or `channelthrottled`.
-        case okWithStatus(String)
+        /// 200 with `X-WNS-Status: dropped` or `channelthrottled`, and with `device`,
+        /// `X-WNS-DeviceConnectionStatus` (else `connected` when the request asked for it).
+        case okWithStatus(String, device: String? = nil)
         /// This status, with `Retry-After` and `X-WNS-Error-Description` when given.
         case status(Int, retryAfter: Int? = nil, description: String? = nil)
     }
@@ -296,9 +297,11 @@ public final class MockWNS: Sendable {
         switch reply {
         case .ok, .okWithStatus:
             var status = "received"
-            if case .okWithStatus(let s) = reply { status = s }
+            var device: String?
+            if case .okWithStatus(let s, let d) = reply { (status, device) = (s, d) }
             var headers = [("x-wns-status", status), ("x-wns-msg-id", String(UInt64.random(in: 0...UInt64.max), radix: 16))]
-            if request.header("x-wns-requestforstatus") == "true" { headers.append(("x-wns-deviceconnectionstatus", "connected")) }
+            if device == nil, request.header("x-wns-requestforstatus") == "true" { device = "connected" }
+            if let device { headers.append(("x-wns-deviceconnectionstatus", device)) }
             return MockResponse(status: 200, headers: headers)
         case .status(let code, let retryAfter, let description):
             var headers: [(String, String)] = []

@@ -2,8 +2,8 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import ProviderKit
 import PushgateCore
-import WebPush
 
 /// A channel URI that passed the shape checks: where one WNS notification is POSTed.
 public struct WNSChannel: Sendable, Hashable {
@@ -59,8 +59,9 @@ public struct WNSChannel: Sendable, Hashable {
 /// The address half of the channel guard: the channel host's addresses must all be public
 /// (`IPAddressClassifier`, the Web Push guard's rules). Answers are cached briefly per host.
 ///
-/// Where the resolution happens: before each send (not at ingest: ingest checks are synchronous and
-/// must not wait on DNS). A refused host fails the delivery permanently, before any connection.
+/// Where the resolution happens: at ingest (`WNSProvider.checkIngestAsync`: a refused host is a 400
+/// naming the token; a host DNS cannot answer in time is accepted) and again before each send (a
+/// refused host fails the delivery permanently, before any connection).
 ///
 /// What it does not stop: the HTTP client resolves the host again when it connects, so a DNS answer
 /// that changed in between is not seen. The host is always in Microsoft's `notify.windows.com` zone
@@ -138,6 +139,23 @@ public final class WNSAddressGuard: Sendable {
         return verdict
     }
 
+    /// `check` of each host, at most `concurrency` at a time.
+    public func check(_ hosts: [String], concurrency: Int) async -> [String: Verdict] {
+        await withTaskGroup(of: (String, Verdict).self) { group in
+            var out: [String: Verdict] = [:]
+            var next = hosts.makeIterator()
+            for _ in 0..<max(1, concurrency) {
+                guard let h = next.next() else { break }
+                group.addTask { (h, await self.check(h)) }
+            }
+            for await (h, v) in group {
+                out[h] = v
+                if let more = next.next() { group.addTask { (more, await self.check(more)) } }
+            }
+            return out
+        }
+    }
+
     func judge(_ host: String, _ addresses: [[UInt8]]) -> Verdict {
         guard !addresses.isEmpty else { return .unresolved("DNS: \(host) has no addresses") }
         for a in addresses {
@@ -147,65 +165,5 @@ public final class WNSAddressGuard: Sendable {
             }
         }
         return .allowed
-    }
-}
-
-/// Blocking `getaddrinfo` on a small thread pool of its own (never an event loop, never
-/// `NIOThreadPool.singleton`, where SQLite runs): at most `maxLookups` running or waiting (more
-/// fail at once), each caller waiting at most `timeout`.
-public final class WNSResolver: Sendable {
-    let threadPool: NIOThreadPool
-    let eventLoopGroup: any EventLoopGroup
-    let maxLookups: Int
-    let timeout: TimeAmount
-    private let inFlight = NIOLockedValueBox(0)
-
-    public init(eventLoopGroup: any EventLoopGroup, threads: Int = 2, maxLookups: Int = 64, timeout: TimeAmount = .seconds(10)) {
-        self.threadPool = NIOThreadPool(numberOfThreads: max(1, threads))
-        self.threadPool.start()
-        self.eventLoopGroup = eventLoopGroup
-        self.maxLookups = max(1, maxLookups)
-        self.timeout = timeout
-    }
-
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-    }
-
-    public func resolve(_ host: String) async throws -> [[UInt8]] {
-        let admitted = inFlight.withLockedValue { n -> Bool in
-            guard n < maxLookups else { return false }
-            n += 1
-            return true
-        }
-        guard admitted else { throw Failure(description: "cannot resolve \(host): more than \(maxLookups) DNS lookups in flight") }
-        let loop = eventLoopGroup.next()
-        let lookup = threadPool.runIfActive(eventLoop: loop) { try HostResolver.resolve(host, port: 443) }
-        lookup.whenComplete { _ in self.inFlight.withLockedValue { $0 -= 1 } }
-        let answer = loop.makePromise(of: [[UInt8]].self)
-        let done = NIOLockedValueBox(false)
-        let timeout = self.timeout
-        let timer = loop.scheduleTask(in: timeout) {
-            if done.withLockedValue({ d in
-                defer { d = true }
-                return !d
-            }) {
-                answer.fail(Failure(description: "cannot resolve \(host): timed out after \(timeout.nanoseconds / 1_000_000) ms"))
-            }
-        }
-        lookup.whenComplete { result in
-            timer.cancel()
-            if done.withLockedValue({ d in
-                defer { d = true }
-                return !d
-            }) {
-                answer.completeWith(result)
-            }
-        }
-        return try await answer.futureResult.get()
-    }
-
-    public func shutdown() async {
-        try? await threadPool.shutdownGracefully()
     }
 }

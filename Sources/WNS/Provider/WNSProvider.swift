@@ -46,6 +46,51 @@ public final class WNSProvider: PushProvider {
 
     public func shutdown() async { await sender.shutdown() }
 
+    /// Failing from a 403 until a send is accepted again (`WNSSender.health`).
+    public var health: ProviderHealth { sender.health }
+
+    /// Channel hosts resolved at ingest per request at most; the hosts past them are checked at send time only.
+    public static let maxIngestHosts = 32
+    /// Channel hosts resolved at once at ingest.
+    public static let ingestLookups = 4
+
+    /// WNS resolves channel hosts at ingest (`checkIngestAsync`).
+    public var checksIngestAsync: Bool { true }
+
+    /// The address half of the channel guard at ingest: a channel URI whose host resolves to a
+    /// loopback, private or other non-public address is a 400 naming `tokens[k]`. Each distinct host
+    /// of the request is checked once (`WNSAddressGuard`'s cache answers again for a minute), at most
+    /// `maxIngestHosts` of them, `ingestLookups` at a time. A host DNS cannot answer now is accepted:
+    /// the send-time guard checks every channel again before any connection.
+    public func checkIngestAsync(_ notifications: [PushNotification]) async -> [Int: IngestProblem] {
+        var hosts: [String] = []
+        var seen: Set<String> = []
+        var channelHosts: [[String?]] = []
+        for n in notifications {
+            var row: [String?] = []
+            for token in n.tokens {
+                guard case .success(let c) = WNSChannel.parse(token) else {
+                    row.append(nil)
+                    continue
+                }
+                row.append(c.host)
+                if seen.count < Self.maxIngestHosts, seen.insert(c.host).inserted { hosts.append(c.host) }
+            }
+            channelHosts.append(row)
+        }
+        guard !hosts.isEmpty else { return [:] }
+        let verdicts = await sender.addressGuard.check(hosts, concurrency: Self.ingestLookups)
+        var problems: [Int: IngestProblem] = [:]
+        for (i, row) in channelHosts.enumerated() {
+            for (k, host) in row.enumerated() {
+                guard let host, case .refused(let why)? = verdicts[host] else { continue }
+                problems[i] = IngestProblem(message: "Invalid WNS channel URI.", detail: "tokens[\(k)]: \(why)")
+                break
+            }
+        }
+        return problems
+    }
+
     /// The ingest check of a WNS notification: every token a channel URI of the right shape (a 400
     /// naming `tokens[k]`), and its payload renders (a 400 naming the field).
     public static func checkIngest(_ n: PushNotification, options: WNSOptions?) -> (detail: String, message: String)? {

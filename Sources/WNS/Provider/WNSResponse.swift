@@ -16,6 +16,21 @@ public struct WNSAnswer: Sendable, Equatable {
     /// `X-WNS-CONTINUE-AFTER`: seconds to wait on a throttled channel.
     public var continueAfter: String?
 
+    /// The `X-WNS-Status` values WNS documents.
+    public static let wnsStatusValues: Set<String> = ["received", "dropped", "channelthrottled"]
+    /// The `X-WNS-DeviceConnectionStatus` values WNS documents.
+    public static let deviceConnectionStatusValues: Set<String> = ["connected", "disconnected", "tempconnected", "tempdisconnected"]
+
+    /// What a 200 tells of the notification beyond its acceptance, for the delivery's status
+    /// (`SendOutcome.delivered`'s detail): "X-WNS-Status: dropped, X-WNS-DeviceConnectionStatus:
+    /// disconnected"; only documented values, nil when neither header has one.
+    public var deliveryDetail: String? {
+        var parts: [String] = []
+        if let w = wnsStatus, Self.wnsStatusValues.contains(w) { parts.append("X-WNS-Status: \(w)") }
+        if let d = deviceConnectionStatus, Self.deviceConnectionStatusValues.contains(d) { parts.append("X-WNS-DeviceConnectionStatus: \(d)") }
+        return parts.isEmpty ? nil : parts.joined(separator: ", ")
+    }
+
     public init(status: Int, headers: [(String, String)]) {
         self.status = status
         func header(_ name: String, max: Int) -> String? {
@@ -42,15 +57,17 @@ public enum WNSResponseClassifier {
         let delay = RetryAfter.parse(a.retryAfter) ?? RetryAfter.parse(a.continueAfter)
         switch a.status {
         case 200..<300:
-            return .delivered(providerID: a.messageID)
+            return .delivered(providerID: a.messageID, detail: a.deliveryDetail)
         case 400:
             return .permanent(reason: reason("BadRequest"), status: a.status)
         case 401:
             return .credentials(reason: reason("Unauthorized"), status: a.status)
         case 403:
             // The token is valid but for another app than the channel's: a configuration error
-            // (wrong credentials for this app), not a dead channel.
-            return .permanent(reason: reason("Forbidden (the WNS credentials are not those of the channel's app)"), status: a.status)
+            // (wrong credentials for this app), not a dead channel. A credentials failure: the token
+            // is dropped and the send made once more with a new one (a fix made at Microsoft's end is
+            // seen at once), and the sender marks the provider failing.
+            return .credentials(reason: reason("Forbidden (the WNS credentials are not those of the channel's app)"), status: a.status)
         case 404:
             return .tokenDead(reason: reason("NotFound (channel URI not recognised)"), status: a.status)
         case 405:

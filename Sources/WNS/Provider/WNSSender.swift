@@ -6,7 +6,6 @@ import NIOCore
 import NIOSSL
 import ProviderKit
 import PushgateCore
-import WebPush
 
 /// What the sender is configured with (the `wns:` section, validated).
 public struct WNSSenderConfiguration: Sendable {
@@ -34,8 +33,11 @@ public struct WNSSenderStats: Sendable, Equatable {
     public var wnsStatus: [String: Int] = [:]
     public var deviceConnectionStatus: [String: Int] = [:]
     public var forbidden = 0
-    /// Why the provider is failing (the last 403), nil while no 403 was seen.
+    /// Why the provider is failing (the last 403), nil while it is not: from a 403 until a send is
+    /// accepted again (with a token fetched after the 403: a 403 drops the token it was answered to).
     public var failing: String?
+    /// The first 403 of the spell `failing` tells of.
+    public var failingSince: Date?
 }
 
 /// The WNS provider's work that needs no gateway wiring: render, check a channel URI, send one
@@ -49,8 +51,9 @@ public final class WNSSender: Sendable {
     public let tokens: WNSTokenProvider
     public let addressGuard: WNSAddressGuard
     let client: HTTPClient
-    let resolver: WNSResolver?
+    let resolver: DNSResolver?
     let logger: Logger
+    let now: @Sendable () -> Date
     private let statsBox = NIOLockedValueBox(WNSSenderStats())
     static let maxResponseBytes = 64 * 1024
 
@@ -67,14 +70,15 @@ public final class WNSSender: Sendable {
     ) {
         self.configuration = configuration
         self.logger = logger
+        self.now = now
         self.tokens = WNSTokenProvider(
             credentials: configuration.credentials, tokenURL: configuration.tokenURL, transport: tokenTransport, logger: logger, now: now)
-        let resolver = lookup == nil ? WNSResolver(eventLoopGroup: eventLoopGroup) : nil
+        let resolver = lookup == nil ? DNSResolver(eventLoopGroup: eventLoopGroup) : nil
         self.resolver = resolver
         let resolve: @Sendable (String) async throws -> [[UInt8]] =
             lookup ?? { host in
-                guard let resolver else { throw WNSResolver.Failure(description: "no resolver") }
-                return try await resolver.resolve(host)
+                guard let resolver else { throw HostResolver.Failure(description: "no resolver") }
+                return try await resolver.resolve(host, port: 443)
             }
         if let classify {
             self.addressGuard = WNSAddressGuard(staticAnswers: configuration.staticAnswers, classify: classify, now: now, lookup: resolve)
@@ -94,6 +98,15 @@ public final class WNSSender: Sendable {
     }
 
     public var stats: WNSSenderStats { statsBox.withLockedValue { $0 } }
+
+    /// `.failing` from a 403 (the credentials are not those of the channel's app: a configuration
+    /// error) until a send is accepted again; a reload that changes the `wns` section builds a new sender.
+    public var health: ProviderHealth {
+        statsBox.withLockedValue { s in
+            guard let reason = s.failing, let since = s.failingSince else { return .ok }
+            return .failing(reason: reason, since: since)
+        }
+    }
 
     // MARK: prepare / validate
 
@@ -169,22 +182,31 @@ public final class WNSSender: Sendable {
     }
 
     private func record(_ a: WNSAnswer, _ outcome: SendOutcome) {
-        let firstForbidden = statsBox.withLockedValue { s -> Bool in
-            if let w = a.wnsStatus, ["received", "dropped", "channelthrottled"].contains(w) { s.wnsStatus[w, default: 0] += 1 }
-            if let d = a.deviceConnectionStatus, ["connected", "disconnected", "tempconnected", "tempdisconnected"].contains(d) {
+        let t = now()
+        let (firstForbidden, recovered) = statsBox.withLockedValue { s -> (Bool, Bool) in
+            if let w = a.wnsStatus, WNSAnswer.wnsStatusValues.contains(w) { s.wnsStatus[w, default: 0] += 1 }
+            if let d = a.deviceConnectionStatus, WNSAnswer.deviceConnectionStatusValues.contains(d) {
                 s.deviceConnectionStatus[d, default: 0] += 1
             }
-            guard a.status == 403 else { return false }
+            if a.status / 100 == 2 {
+                let was = s.failing != nil
+                s.failing = nil
+                s.failingSince = nil
+                return (false, was)
+            }
+            guard a.status == 403 else { return (false, false) }
             s.forbidden += 1
             let first = s.failing == nil
             s.failing = outcome.reason
-            return first
+            if first { s.failingSince = t }
+            return (first, false)
         }
         if firstForbidden {
             logger.error(
                 "WNS refused the credentials for a channel (403): the configured wns credentials are not those of the channel's app",
                 metadata: ["reason": "\(a.errorDescription ?? "")"])
         }
+        if recovered { logger.notice("WNS accepts sends again: the provider is no longer failing") }
         if a.status / 100 == 2, let w = a.wnsStatus, w != "received" {
             logger.debug("WNS accepted but did not deliver", metadata: ["x_wns_status": "\(w)", "msg_id": "\(a.messageID ?? "")"])
         }

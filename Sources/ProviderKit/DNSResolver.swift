@@ -1,8 +1,10 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
-/// Name resolution for the Web Push SSRF guard, on its own small thread pool.
+/// Name resolution for the SSRF guards (Web Push endpoints, WNS channel hosts), on its own small
+/// thread pool.
 ///
 /// `getaddrinfo` blocks a thread for as long as the DNS server takes. It never runs on
 /// `NIOThreadPool.singleton` (sqlite-nio runs every SQLite statement there: a slow or hostile DNS
@@ -12,17 +14,18 @@ import NIOPosix
 /// - concurrent lookups of one host share one `getaddrinfo` call;
 /// - a caller waits at most `timeout`; a lookup that outlives it keeps its slot until it returns, so
 ///   stuck lookups cannot pile up behind the bound.
-final class WebPushDNSResolver: Sendable {
-    let threadPool: NIOThreadPool
+public final class DNSResolver: Sendable {
+    /// Its own pool (never `NIOThreadPool.singleton`).
+    public let threadPool: NIOThreadPool
     let eventLoopGroup: any EventLoopGroup
     let maxLookups: Int
     let timeout: TimeAmount
     /// The blocking lookup (getaddrinfo; replaceable for tests).
     let blockingLookup: @Sendable (String, Int) throws -> [[UInt8]]
-    private let state = Locked<(inFlight: [String: EventLoopFuture<[[UInt8]]>], count: Int)>(([:], 0))
-    private let isShutDown = Locked(false)
+    private let state = NIOLockedValueBox<(inFlight: [String: EventLoopFuture<[[UInt8]]>], count: Int)>(([:], 0))
+    private let isShutDown = NIOLockedValueBox(false)
 
-    init(
+    public init(
         threads: Int = 2, maxLookups: Int = 64, timeout: TimeAmount = .seconds(10), eventLoopGroup: any EventLoopGroup,
         blockingLookup: @escaping @Sendable (String, Int) throws -> [[UInt8]] = { try HostResolver.resolve($0, port: $1) }
     ) {
@@ -35,17 +38,17 @@ final class WebPushDNSResolver: Sendable {
     }
 
     /// Lookups currently running or waiting for a thread.
-    var lookupsInFlight: Int { state.withLock { $0.count } }
+    public var lookupsInFlight: Int { state.withLockedValue { $0.count } }
 
-    func resolve(_ host: String, port: Int) async throws -> [[UInt8]] {
+    public func resolve(_ host: String, port: Int) async throws -> [[UInt8]] {
         try await lookup(host, port: port).get()
     }
 
-    func lookup(_ host: String, port: Int) -> EventLoopFuture<[[UInt8]]> {
+    public func lookup(_ host: String, port: Int) -> EventLoopFuture<[[UInt8]]> {
         let loop = eventLoopGroup.next()
         let key = "\(host):\(port)"
         enum Decision { case join(EventLoopFuture<[[UInt8]]>), start(EventLoopPromise<[[UInt8]]>), busy }
-        let decision = state.withLock { s -> Decision in
+        let decision = state.withLockedValue { s -> Decision in
             if let f = s.inFlight[key] { return .join(f) }
             guard s.count < maxLookups else { return .busy }
             let p = loop.makePromise(of: [[UInt8]].self)
@@ -63,7 +66,7 @@ final class WebPushDNSResolver: Sendable {
             shared = p.futureResult
             threadPool.runIfActive(eventLoop: loop) { [blockingLookup] in try blockingLookup(host, port) }
                 .whenComplete { result in
-                    self.state.withLock { s in
+                    self.state.withLockedValue { s in
                         s.inFlight[key] = nil
                         s.count -= 1
                     }
@@ -72,11 +75,11 @@ final class WebPushDNSResolver: Sendable {
         }
         // Each caller gets its own deadline.
         let mine = loop.makePromise(of: [[UInt8]].self)
-        let done = Locked(false)
+        let done = NIOLockedValueBox(false)
         let timeout = self.timeout
         let timer = loop.scheduleTask(in: timeout) {
             guard
-                done.withLock({ d in
+                done.withLockedValue({ d in
                     defer { d = true }
                     return !d
                 })
@@ -86,7 +89,7 @@ final class WebPushDNSResolver: Sendable {
         shared.hop(to: loop).whenComplete { result in
             timer.cancel()
             guard
-                done.withLock({ d in
+                done.withLockedValue({ d in
                     defer { d = true }
                     return !d
                 })
@@ -96,8 +99,8 @@ final class WebPushDNSResolver: Sendable {
         return mine.futureResult
     }
 
-    func shutdown() async {
-        let already = isShutDown.withLock { s -> Bool in
+    public func shutdown() async {
+        let already = isShutDown.withLockedValue { s -> Bool in
             defer { s = true }
             return s
         }

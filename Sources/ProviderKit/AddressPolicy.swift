@@ -8,8 +8,9 @@ import Foundation
     import Darwin
 #endif
 
-/// What kind of address an IP is, for the SSRF guard. Only `.public` may be contacted unless
-/// `webpush.allow_private_endpoints` is set.
+/// What kind of address an IP is, for the SSRF guards of the providers whose destinations come
+/// from requests (Web Push endpoints, WNS channel URIs): only `.public` may be contacted (Web Push:
+/// unless `webpush.allow_private_endpoints` is set).
 public enum IPAddressClass: String, Sendable, Equatable {
     case `public`
     case loopback
@@ -76,7 +77,7 @@ public enum IPAddressClassifier {
         return classifyV6(b)
     }
 
-    static func classifyV4(_ a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8) -> IPAddressClass {
+    public static func classifyV4(_ a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8) -> IPAddressClass {
         switch (a, b, c, d) {
         case (255, 255, 255, 255): return .broadcast
         case (0, _, _, _): return .unspecified  // 0.0.0.0/8
@@ -98,7 +99,7 @@ public enum IPAddressClassifier {
         }
     }
 
-    static func classifyV6(_ b: [UInt8]) -> IPAddressClass {
+    public static func classifyV6(_ b: [UInt8]) -> IPAddressClass {
         let first10 = b[0..<10].allSatisfy { $0 == 0 }
         if first10 && b[10] == 0xFF && b[11] == 0xFF {
             return .ipv4Mapped  // ::ffff:0:0/96
@@ -146,30 +147,13 @@ public enum IPAddressClassifier {
         let n = buf.firstIndex(of: 0) ?? buf.count
         return String(decoding: buf[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
-
-    /// The refusal message for a non-public address, or nil when public.
-    /// With `host`, the message reads "endpoint refused: HOST resolves to ADDR, a loopback address (...)".
-    public static func refusal(for bytes: [UInt8], host: String? = nil) -> String? {
-        refusal(for: bytes, host: host, class: classify(bytes: bytes))
-    }
-
-    /// The refusal message for an address already classified as `cls` (nil when `.public`).
-    public static func refusal(for bytes: [UInt8], host: String?, class cls: IPAddressClass) -> String? {
-        if cls.isPublic { return nil }
-        var phrase = cls.phrase
-        if cls == .ipv4Mapped {
-            let inner = classifyV4(bytes[12], bytes[13], bytes[14], bytes[15])
-            if !inner.isPublic { phrase += " of \(inner.phrase)" }
-        }
-        let subject = host.map { "\($0) resolves to \(format(bytes))," } ?? "\(format(bytes)) is"
-        return "endpoint refused: \(subject) \(phrase) (set webpush.allow_private_endpoints to allow)"
-    }
 }
 
 /// Blocking name resolution (getaddrinfo), returning 4- and 16-byte addresses.
 public enum HostResolver {
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
+        public init(description: String) { self.description = description }
     }
 
     public static func resolve(_ host: String, port: Int) throws -> [[UInt8]] {
