@@ -65,7 +65,7 @@ final class GatewayHonorTests: XCTestCase {
             let fed = await eventually { env.feedbackCount == 1 }
             XCTAssertTrue(fed, "feedback posts: \(env.feedbackCount)")
             let post = String(decoding: env.feedbackPosts.withLockedValue { $0.first?.body ?? [] }, as: UTF8.self)
-            XCTAssertTrue(post.contains("hdead"), post)
+            XCTAssertTrue(post.contains("honor") && post.contains("expireTokens"), post)
             // The daily quota: held until midnight in China, counted as quota_exceeded.
             let before = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
             let q = try await client.push(#"{"notifications":[{"platform":"honor","tokens":["hq1"],"title":"Hi","message":"Hello"}]}"#)

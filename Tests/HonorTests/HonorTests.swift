@@ -4,6 +4,7 @@ import HonorMock
 import MockProviders
 import NIOConcurrencyHelpers
 import NIOPosix
+import ProviderKit
 import PushgateCore
 import XCTest
 
@@ -18,12 +19,12 @@ final class HonorClock: Sendable {
 
 final class HonorMessageTests: XCTestCase {
     func testConfiguration() throws {
-        let c = try HonorConfiguration(appID: "104000001", clientID: "cid", clientSecret: "a/b c&d", quotaCodes: " 80300013, 7 ")
+        let c = try HonorConfiguration(appID: "104000001", clientID: "cid", clientSecret: "a/b+c&d", quotaCodes: " 80300013, 7 ")
         XCTAssertEqual(c.sendURL, "https://push-api.cloud.honor.com/api/v1/104000001/sendMessage")
         XCTAssertEqual(c.tokenURL, "https://iam.developer.honor.com/auth/token")
-        XCTAssertEqual(c.tokenForm, "grant_type=client_credentials&client_id=cid&client_secret=a%2Fb%20c%26d")
+        XCTAssertEqual(c.tokenForm, "grant_type=client_credentials&client_id=cid&client_secret=a%2Fb%2Bc%26d")
         XCTAssertEqual(c.quotaCodes, [80_300_013, 7])
-        XCTAssertFalse(c.description.contains("a/b c&d"))
+        XCTAssertFalse(c.description.contains("a/b+c&d"))
         for (appID, secret, importance, codes, key) in [
             ("1e19", "s", "", "", "honor.app_id"), ("", "s", "", "", "honor.app_id"), ("1", "", "", "", "honor.client_secret"),
             ("1", "s\u{0}", "", "", "honor.client_secret"), ("1", "s", "HIGH", "", "honor.importance"), ("1", "s", "", "1e19", "honor.quota_codes"),
@@ -47,7 +48,7 @@ final class HonorMessageTests: XCTestCase {
             (#"{"click_type":2}"#, "honor.url"), (#"{"click_type":1}"#, "honor.intent"), (#"{"url":"https://e.com"}"#, "honor.click_type"),
             (#"{"click_type":2,"url":"http://e.com"}"#, "honor.url"), (#"{"click_type":4}"#, "honor.click_type"),
             (#"{"click_type":1e19}"#, "honor.click_type"), (#"{"notify_id":-1}"#, "honor.notify_id"), (#"{"notify_id":1e19}"#, "honor.notify_id"),
-            (#"{"tag":"a\u0000b"}"#, "honor.tag"), (#"{"test_mode":"yes"}"#, "honor.test_mode"), (#"{"colour":1}"#, "honor.colour"),
+            (#"{"tag":"a\u0007b"}"#, "honor.tag"), (#"{"test_mode":"yes"}"#, "honor.test_mode"), (#"{"colour":1}"#, "honor.colour"),
         ] {
             XCTAssertThrowsError(try options(json), json) { XCTAssertEqual(($0 as? RequestMemberProblem)?.field, field, json) }
         }
