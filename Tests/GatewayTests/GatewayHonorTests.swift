@@ -36,8 +36,8 @@ final class GatewayHonorTests: XCTestCase {
         honor.script(token: "hdead", [.expiredToken])
         honor.script(token: "hq1", [.dailyLimit])
         let clock = Vendors.Clock(Vendors.afternoon)
-        try await env.withGateway(honorYAML(honor), environment: ["PUSHGATE_CORE_SYNC": "true"]) { client, gateway in
-            try await Vendors.provider(gateway, .honor, type: HonorProvider.self).quota.setClock(clock.now)
+        // The gateway's clock reaches the provider's quota hold (ProviderBuildContext.now).
+        try await env.withGateway(honorYAML(honor), environment: ["PUSHGATE_CORE_SYNC": "true"], clock: clock.seconds) { client, _ in
             let r = try await client.push(
                 #"{"notifications":[{"platform":"honor","tokens":["hn1"],"title":"Hi","message":"Hello","data":{"id":7}},"#
                     + #"{"platform":8,"tokens":["hd1"],"data":{"sync":true}},"#

@@ -70,7 +70,8 @@ public struct HonorModule: ProviderModule {
             appID: s[Keys.appID], clientID: s[Keys.clientID], clientSecret: s[Keys.clientSecret], endpoint: s[Keys.endpoint],
             tokenURL: s[Keys.tokenURL], defaultImportance: s[Keys.importance], quotaCodes: s[Keys.quotaCodes])
         let provider = HonorProvider(
-            configuration: c, httpClient: context.httpClient(for: c.endpoint), tokenClient: context.httpClient(for: c.tokenURL))
+            configuration: c, httpClient: context.httpClient(for: c.endpoint), tokenClient: context.httpClient(for: c.tokenURL),
+            quotaClock: context.now)
         return ProviderBuild(
             providers: [ProviderSlot(provider: provider, maxRetry: s[Keys.maxRetry], concurrency: s[Keys.maxConcurrentPushes])],
             shutdown: { await provider.shutdown() },

@@ -117,14 +117,15 @@ public final class HonorProvider: PushProvider {
 
     public init(
         configuration: HonorConfiguration, httpClient: HTTPClient, tokenClient: HTTPClient? = nil, timeout: TimeAmount = .seconds(30),
-        now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "pushgate.honor")
+        now: @escaping @Sendable () -> Date = { Date() }, quotaClock: (@Sendable () -> Date)? = nil,
+        logger: Logger = Logger(label: "pushgate.honor")
     ) {
         self.configuration = configuration
         self.client = httpClient
         self.timeout = timeout
         self.now = now
         self.logger = logger
-        self.quota = DailyQuotaHold(now: now)
+        self.quota = DailyQuotaHold(now: quotaClock ?? now)
         let url = configuration.tokenURL
         let form = Array(configuration.tokenForm.utf8)
         self.tokens = OAuthTokenCache(

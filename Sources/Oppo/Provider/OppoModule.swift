@@ -63,7 +63,7 @@ public struct OppoModule: ProviderModule {
         let c = try OppoConfiguration(
             appKey: s[Keys.appKey], masterSecret: s[Keys.masterSecret], region: s[Keys.region], endpoint: s[Keys.endpoint],
             defaultCategory: s[Keys.category], defaultNotifyLevel: s[Keys.notifyLevel], defaultChannelID: s[Keys.channelID])
-        let provider = OppoProvider(configuration: c, httpClient: context.httpClient(for: c.endpoint))
+        let provider = OppoProvider(configuration: c, httpClient: context.httpClient(for: c.endpoint), quotaClock: context.now)
         return ProviderBuild(
             providers: [ProviderSlot(provider: provider, maxRetry: s[Keys.maxRetry], concurrency: s[Keys.maxConcurrentPushes])],
             shutdown: { await provider.shutdown() },

@@ -58,7 +58,7 @@ public struct VivoModule: ProviderModule {
         guard s[Keys.enabled] else { return ProviderBuild() }
         let c = try VivoConfiguration(
             appID: s[Keys.appID], appKey: s[Keys.appKey], appSecret: s[Keys.appSecret], endpoint: s[Keys.endpoint], defaultCategory: s[Keys.category])
-        let provider = VivoProvider(configuration: c, httpClient: context.httpClient(for: c.endpoint))
+        let provider = VivoProvider(configuration: c, httpClient: context.httpClient(for: c.endpoint), quotaClock: context.now)
         return ProviderBuild(
             providers: [ProviderSlot(provider: provider, maxRetry: s[Keys.maxRetry], concurrency: s[Keys.maxConcurrentPushes])],
             shutdown: { await provider.shutdown() },

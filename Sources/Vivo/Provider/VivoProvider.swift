@@ -83,13 +83,14 @@ public final class VivoProvider: PushProvider {
 
     public init(
         configuration: VivoConfiguration, httpClient: HTTPClient, timeout: TimeAmount = .seconds(30),
-        now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "pushgate.vivo")
+        now: @escaping @Sendable () -> Date = { Date() }, quotaClock: (@Sendable () -> Date)? = nil,
+        logger: Logger = Logger(label: "pushgate.vivo")
     ) {
         self.configuration = configuration
         self.client = httpClient
         self.timeout = timeout
         self.logger = logger
-        self.quota = DailyQuotaHold(now: now)
+        self.quota = DailyQuotaHold(now: quotaClock ?? now)
         let c = configuration
         self.tokens = VendorTokenCache(
             vendor: "vivo", refreshMargin: VivoConfiguration.refreshMargin, minimumInterval: VivoConfiguration.minimumAuthInterval,
