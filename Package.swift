@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "Xiaomi", targets: ["Xiaomi"]),
         .library(name: "Oppo", targets: ["Oppo"]),
         .library(name: "Vivo", targets: ["Vivo"]),
+        .library(name: "Honor", targets: ["Honor"]),
         // The one list of provider modules (the gateway, `pushgate send`, the fuzz targets).
         .library(name: "Providers", targets: ["Providers"]),
         // The gateway in-process for Swift servers (README "Embedding Pushgate in a Swift server").
@@ -204,6 +205,24 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ], path: "Sources/Vivo/Mock"),
+        // Honor Push: the OAuth 2.0 client-credentials token shared by every send, JSON sends, Honor's answers and daily limit.
+        .target(
+            name: "Honor",
+            dependencies: [
+                "PushgateCore", "ProviderKit",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ], path: "Sources/Honor/Provider"),
+        // The strict mock Honor (tests, `pushgate mock`).
+        .target(
+            name: "HonorMock",
+            dependencies: [
+                "MockKit", "ProviderKit", "PushgateCore", "Honor",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ], path: "Sources/Honor/Mock"),
         // Web Push (RFC 8030/8291/8292) and UnifiedPush.
         .target(
             name: "WebPush",
@@ -232,7 +251,7 @@ let package = Package(
         // The registry: the one list of provider modules, and what the rest reads from it.
         .target(
             name: "Providers",
-            dependencies: ["PushgateCore", "ProviderKit", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "WNS", "Xiaomi", "Oppo", "Vivo"]),
+            dependencies: ["PushgateCore", "ProviderKit", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "WNS", "Xiaomi", "Oppo", "Vivo", "Honor"]),
         // Queues, workers, retry policy. (Named PushDispatch: "Dispatch" is the system libdispatch module.)
         .target(
             name: "PushDispatch",
@@ -370,7 +389,7 @@ let package = Package(
             name: "MockProviders",
             dependencies: [
                 "MockKit", "HuaweiMock", "HarmonyMock", "PushgateCore", "Signing", "APNs", "FCM", "Huawei", "Harmony", "WebPush", "ProviderKit",
-                "WNSMock", "XiaomiMock", "OppoMock", "VivoMock",
+                "WNSMock", "XiaomiMock", "OppoMock", "VivoMock", "HonorMock",
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -478,6 +497,14 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]),
         .testTarget(
+            name: "HonorTests",
+            dependencies: [
+                "TestSupport", "Honor", "HonorMock", "MockProviders", "ProviderKit", "PushgateCore",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]),
+        .testTarget(
             name: "HarmonyTests",
             dependencies: [
                 "TestSupport", "Harmony", "Huawei", "MockProviders", "HTTP2Pool", "PushgateCore", "Signing",
@@ -515,7 +542,7 @@ let package = Package(
             dependencies: [
                 "TestSupport",
                 "GatewayCore", "HTTPIngest", "GorushRPC", "MatrixIngest", "PushgateKit", "MockProviders", "PushgateCore", "PushDispatch", "Signing",
-                "WNSMock", "XiaomiMock", "OppoMock", "VivoMock",
+                "WNSMock", "XiaomiMock", "OppoMock", "VivoMock", "HonorMock",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),

@@ -34,7 +34,8 @@ public enum GatewayBuilder {
         // Before the providers: a module may make metrics when it is built (the APNs certificate's expiry gauge).
         MetricsSetup.bootstrap()
         let providers = try ProviderSet.make(
-            raw: raw, logger: logger, eventLoopGroup: eventLoopGroup, environment: environment, extraTrustRootsPEM: extraTrustRootsPEM)
+            raw: raw, logger: logger, eventLoopGroup: eventLoopGroup, environment: environment, extraTrustRootsPEM: extraTrustRootsPEM,
+            now: { Date(timeIntervalSince1970: clock()) })
         let slots = providers.slots
         var hooks: [@Sendable () async -> Void] = []
         for w in providers.warnings { logger.warning("\(w)") }
@@ -177,7 +178,8 @@ public struct ProviderSet: Sendable {
     ///   (the embedding API); the caller checked that they parse.
     public static func make(
         raw: RawConfig, logger: Logger, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        environment: [String: String] = ProcessInfo.processInfo.environment, extraTrustRootsPEM: [String] = []
+        environment: [String: String] = ProcessInfo.processInfo.environment, extraTrustRootsPEM: [String] = [],
+        now: @escaping @Sendable () -> Date = { Date() }
     ) throws -> ProviderSet {
         let outbound = OutboundSettings(raw)
         let proxy = try outbound.proxy(environment: environment)
@@ -219,7 +221,7 @@ public struct ProviderSet: Sendable {
         let clients = OutboundHTTPClients(proxy: proxy, configuration: clientConfig, eventLoopGroup: eventLoopGroup)
         let httpClient = clients.direct
         let context = ProviderBuildContext(
-            poolConfiguration: poolConfig, httpClient: httpClient, eventLoopGroup: eventLoopGroup, httpClients: clients)
+            poolConfiguration: poolConfig, httpClient: httpClient, eventLoopGroup: eventLoopGroup, httpClients: clients, now: now)
         let config = raw.providerConfig(environment: environment)
 
         var set = ProviderSet(slots: [], httpClient: httpClient, httpClients: clients, hooks: [], context: context)

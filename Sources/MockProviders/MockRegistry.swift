@@ -3,6 +3,7 @@ import FCM
 import Foundation
 import Harmony
 @_exported import HarmonyMock
+import HonorMock
 import Huawei
 @_exported import HuaweiMock
 @_exported import MockKit
@@ -19,7 +20,7 @@ import XiaomiMock
 /// Every provider's mock, for tests, `pushgate serve --mock`, `pushgate mock` and `pushgate bench`.
 /// Adding a provider: one line here next to the one in `ProviderRegistry`.
 public enum MockRegistry {
-    public static let modules: [ProviderMockModule] = [.apns, .fcm, .hms, .webpush, .wns, .xiaomi, .oppo, .vivo]
+    public static let modules: [ProviderMockModule] = [.apns, .fcm, .hms, .webpush, .wns, .honor, .xiaomi, .oppo, .vivo]
 
     public static func module(named name: String) -> ProviderMockModule? { modules.first { $0.name == name } }
 

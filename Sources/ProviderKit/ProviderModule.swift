@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Foundation
 import HTTP2Pool
 import Logging
 import NIOCore
@@ -13,15 +14,19 @@ public struct ProviderBuildContext: Sendable {
     public var eventLoopGroup: any EventLoopGroup
     /// The shared clients per proxy route; nil = `httpClient` for everything.
     public var httpClients: OutboundHTTPClients?
+    /// The gateway's clock (injected by tests): what a provider's day-long state, such as a daily
+    /// quota hold, is judged against.
+    public var now: @Sendable () -> Date
 
     public init(
         poolConfiguration: HTTP2PoolConfiguration, httpClient: HTTPClient, eventLoopGroup: any EventLoopGroup,
-        httpClients: OutboundHTTPClients? = nil
+        httpClients: OutboundHTTPClients? = nil, now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.poolConfiguration = poolConfiguration
         self.httpClient = httpClient
         self.eventLoopGroup = eventLoopGroup
         self.httpClients = httpClients
+        self.now = now
     }
 
     /// `poolConfiguration` with this ceiling of connections per origin (`<platform>.max_connections`).

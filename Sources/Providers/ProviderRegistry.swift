@@ -1,6 +1,7 @@
 @_exported import APNs
 @_exported import FCM
 @_exported import Harmony
+@_exported import Honor
 @_exported import Huawei
 @_exported import Oppo
 import ProviderKit
@@ -26,6 +27,7 @@ public enum ProviderRegistry {
             WebPushModule(),
             HarmonyModule(),
             WNSModule(),
+            HonorModule(),
             XiaomiModule(),
             OppoModule(),
             VivoModule(),

@@ -21,6 +21,8 @@ final class GatewayChinaVendorsTests: XCTestCase {
         let box: NIOLockedValueBox<Date>
         init(_ d: Date) { box = NIOLockedValueBox(d) }
         var now: @Sendable () -> Date { { [box] in box.withLockedValue { $0 } } }
+        /// The same clock as the gateway takes it (`GatewayBuilder.build(clock:)`).
+        var seconds: @Sendable () -> Double { { [box] in box.withLockedValue { $0 }.timeIntervalSince1970 } }
         func set(_ d: Date) { box.withLockedValue { $0 = d } }
     }
 
@@ -127,8 +129,7 @@ final class GatewayChinaVendorsTests: XCTestCase {
         let mi = try XCTUnwrap(env.stack.mock(RunningMockXiaomi.self)).mock
         mi.script(regid: "regid-q1", [.quotaExceeded])
         let clock = Clock(Self.afternoon)
-        try await env.withGateway(xiaomiYAML(mi), environment: ["PUSHGATE_CORE_SYNC": "true"]) { client, gateway in
-            try await Self.provider(gateway, .xiaomi, type: XiaomiProvider.self).quota.setClock(clock.now)
+        try await env.withGateway(xiaomiYAML(mi), environment: ["PUSHGATE_CORE_SYNC": "true"], clock: clock.seconds) { client, _ in
             let before = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
             let r = try await client.push(#"{"notifications":[{"platform":"xiaomi","tokens":["regid-q1"],"title":"Hi","message":"Hello"}]}"#)
             XCTAssertTrue(r.body.contains("DailyQuotaExceeded") && r.body.contains("200001"), r.body)
@@ -218,8 +219,7 @@ final class GatewayChinaVendorsTests: XCTestCase {
         let oppo = try XCTUnwrap(env.stack.mock(RunningMockOppo.self)).mock
         oppo.script(regid: "CN_q1", [.dailyLimit])
         let clock = Clock(Self.afternoon)
-        try await env.withGateway(oppoYAML(oppo), environment: ["PUSHGATE_CORE_SYNC": "true"]) { client, gateway in
-            try await Self.provider(gateway, .oppo, type: OppoProvider.self).quota.setClock(clock.now)
+        try await env.withGateway(oppoYAML(oppo), environment: ["PUSHGATE_CORE_SYNC": "true"], clock: clock.seconds) { client, _ in
             let before = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
             let r = try await client.push(#"{"notifications":[{"platform":"oppo","tokens":["CN_q1"],"title":"Hi","message":"Hello"}]}"#)
             XCTAssertTrue(r.body.contains("DailyQuotaExceeded") && r.body.contains("33"), r.body)
@@ -341,8 +341,7 @@ final class GatewayChinaVendorsTests: XCTestCase {
         vivo.script(regid: "vdead", [.invalidUser])
         vivo.script(regid: "vq1", [.dailyLimit])
         let clock = Clock(Self.afternoon)
-        try await env.withGateway(vivoYAML(vivo), environment: ["PUSHGATE_CORE_SYNC": "true"]) { client, gateway in
-            try await Self.provider(gateway, .vivo, type: VivoProvider.self).quota.setClock(clock.now)
+        try await env.withGateway(vivoYAML(vivo), environment: ["PUSHGATE_CORE_SYNC": "true"], clock: clock.seconds) { client, _ in
             let r = try await client.push(
                 #"{"notifications":[{"platform":"vivo","tokens":["vn1"],"title":"Hi","message":"Hello"},"#
                     + #"{"platform":11,"tokens":["vd1"],"title":"Promo","message":"Sale","data":{"id":7},"vivo":{"category":"MARKETING","classification":0,"skip_type":2,"skip_content":"https://example.com/p"}}]}"#

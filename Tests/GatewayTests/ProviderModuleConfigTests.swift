@@ -115,7 +115,7 @@ final class ProviderModuleConfigTests: XCTestCase {
     func testOnlyTheRegistryImportsProviderModules() throws {
         let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Sources")
-        let providers = ["APNs", "FCM", "Huawei", "Harmony", "WebPush", "WNS"]
+        let providers = ["APNs", "FCM", "Huawei", "Harmony", "WebPush", "WNS", "Honor", "Xiaomi", "Oppo", "Vivo"]
         var importers: [String] = []
         let files = FileManager.default.enumerator(atPath: sources.path)?.compactMap { $0 as? String } ?? []
         XCTAssertFalse(files.isEmpty)

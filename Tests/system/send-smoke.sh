@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks `pushgate send` against `pushgate mock` (a separate process, as an operator would run it):
 # a delivery per provider prints the provider's answer and exits 0; a dead token exits 1 with the
-# provider's reason (APNs 410 Unregistered, FCM 404 UNREGISTERED, HMS and HarmonyOS 80300007, Web Push 410); an
+# provider's reason (APNs 410 Unregistered, FCM 404 UNREGISTERED, HMS and HarmonyOS 80300007, Honor expireTokens, Web Push 410); an
 # APNs broadcast to a channel made on the mock's channel-management host is delivered, one to a
 # channel never made is refused (ChannelNotRegistered).
 # Usage: Tests/system/send-smoke.sh [path/to/pushgate]   (default: builds and uses .build/debug/pushgate)
@@ -35,6 +35,9 @@ expect 0 "requestId: "      -- --platform huawei --token hms-token-1 --title Hi 
 expect 1 "80300007"         -- --platform huawei --token $DEAD --message Hello
 expect 0 "requestId: "      -- --platform harmony --token harmony-token-1 --title Hi --message Hello
 expect 1 "80300007"         -- --platform harmony --token $DEAD --title Hi --message Hello
+expect 0 "requestId: "      -- --platform honor --token honor-token-1 --title Hi --message Hello
+expect 0 "requestId: "      -- --platform honor --token honor-token-1 --data '{"n":1}'
+expect 1 "expireTokens"     -- --platform honor --token $DEAD --title Hi --message Hello
 SUB=$(curl -s -X POST "$CTL/__mock/webpush/subscribe?count=1" | python3 -c 'import json,sys;print(json.dumps(json.load(sys.stdin)[0]))')
 expect 0 "location: "       -- --platform webpush --subscription "$SUB" --title Hi --message Hello
 expect 0 "location: "       -- --platform unifiedpush --endpoint "$WP/up-1" --message Hello

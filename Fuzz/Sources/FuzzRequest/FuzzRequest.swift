@@ -212,6 +212,20 @@ func renderForProviders(_ n: PushNotification) {
         } catch {
             note("  WebPushRequestValidator.prepare: \(error)")
         }
+    case .honor:
+        // With an app default importance: what prepare takes renders as JSON within Honor's size for any well-formed token.
+        do {
+            let c = try HonorConfiguration(appID: "100", clientID: "fuzz", clientSecret: "fuzz", defaultImportance: "LOW")
+            let prepared = try HonorMessageMapper.prepare(n, options: try HonorRequestMember.options(of: n), configuration: c)
+            note("  HonorMessageMapper.prepare: \(prepared.isNotification ? "notification" : "data") message")
+            for token in n.tokens + [String(repeating: "t", count: 512)] where HonorMessageMapper.isToken(token) {
+                let body = prepared.body(token: token)
+                mustBeJSON(body, "Honor body")
+                precondition(body.count <= HonorMessageMapper.maxMessageBytes, "Honor body over 4096 bytes after prepare")
+            }
+        } catch {
+            note("  HonorMessageMapper.prepare: \(error)")
+        }
     default:
         // Its request members were decoded above by the registry's decoders (`requestLimits`).
         note("  \(n.platform): no rendering target here")

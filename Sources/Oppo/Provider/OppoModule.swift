@@ -64,7 +64,8 @@ public struct OppoModule: ProviderModule {
             appKey: s[Keys.appKey], masterSecret: s[Keys.masterSecret], region: s[Keys.region], endpoint: s[Keys.endpoint],
             defaultCategory: s[Keys.category], defaultNotifyLevel: s[Keys.notifyLevel], defaultChannelID: s[Keys.channelID])
         let provider = OppoProvider(
-            configuration: c, httpClient: context.httpClient(for: c.endpoint), maxWaiting: s[Keys.maxConcurrentPushes])
+            configuration: c, httpClient: context.httpClient(for: c.endpoint), maxWaiting: s[Keys.maxConcurrentPushes],
+            quotaClock: context.now)
         return ProviderBuild(
             providers: [ProviderSlot(provider: provider, maxRetry: s[Keys.maxRetry], concurrency: s[Keys.maxConcurrentPushes])],
             shutdown: { await provider.shutdown() },

@@ -179,13 +179,14 @@ public final class OppoProvider: PushProvider {
     public init(
         configuration: OppoConfiguration, httpClient: HTTPClient, timeout: TimeAmount = .seconds(30), maxWaiting: Int = 256,
         maxBatch: Int = OppoProvider.maxBatch, now: @escaping @Sendable () -> Date = { Date() },
+        quotaClock: (@Sendable () -> Date)? = nil,
         logger: Logger = Logger(label: "pushgate.oppo")
     ) {
         self.configuration = configuration
         self.client = httpClient
         self.timeout = timeout
         self.logger = logger
-        self.quota = DailyQuotaHold(now: now)
+        self.quota = DailyQuotaHold(now: quotaClock ?? now)
         let c = configuration
         let tokens = VendorTokenCache(vendor: "OPPO", logger: logger, now: now) { issued in
             let (status, body) = try await OppoProvider.post(

@@ -59,7 +59,8 @@ public struct VivoModule: ProviderModule {
         let c = try VivoConfiguration(
             appID: s[Keys.appID], appKey: s[Keys.appKey], appSecret: s[Keys.appSecret], endpoint: s[Keys.endpoint], defaultCategory: s[Keys.category])
         let provider = VivoProvider(
-            configuration: c, httpClient: context.httpClient(for: c.endpoint), maxWaiting: s[Keys.maxConcurrentPushes])
+            configuration: c, httpClient: context.httpClient(for: c.endpoint), maxWaiting: s[Keys.maxConcurrentPushes],
+            quotaClock: context.now)
         return ProviderBuild(
             providers: [ProviderSlot(provider: provider, maxRetry: s[Keys.maxRetry], concurrency: s[Keys.maxConcurrentPushes])],
             shutdown: { await provider.shutdown() },

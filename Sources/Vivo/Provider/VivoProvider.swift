@@ -142,14 +142,15 @@ public final class VivoProvider: PushProvider {
     public init(
         configuration: VivoConfiguration, httpClient: HTTPClient, timeout: TimeAmount = .seconds(30), maxWaiting: Int = 256,
         maxBatch: Int = VivoProvider.maxBatch, now: @escaping @Sendable () -> Date = { Date() },
+        quotaClock: (@Sendable () -> Date)? = nil,
         logger: Logger = Logger(label: "pushgate.vivo")
     ) {
         self.configuration = configuration
         self.client = httpClient
         self.timeout = timeout
         self.logger = logger
-        self.quota = DailyQuotaHold(now: now)
-        self.listQuota = DailyQuotaHold(now: now)
+        self.quota = DailyQuotaHold(now: quotaClock ?? now)
+        self.listQuota = DailyQuotaHold(now: quotaClock ?? now)
         let c = configuration
         let tokens = VendorTokenCache(
             vendor: "vivo", refreshMargin: VivoConfiguration.refreshMargin, minimumInterval: VivoConfiguration.minimumAuthInterval,

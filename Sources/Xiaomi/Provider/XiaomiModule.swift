@@ -63,7 +63,7 @@ public struct XiaomiModule: ProviderModule {
         let c = try XiaomiConfiguration(
             appSecret: s[Keys.appSecret], packageName: s[Keys.packageName], region: s[Keys.region], endpoint: s[Keys.endpoint],
             defaultChannelID: s[Keys.channelID])
-        let provider = XiaomiProvider(configuration: c, httpClient: context.httpClient(for: c.sendURL))
+        let provider = XiaomiProvider(configuration: c, httpClient: context.httpClient(for: c.sendURL), quotaClock: context.now)
         var warnings: [String] = []
         if c.defaultChannelID.isEmpty {
             warnings.append("xiaomi.channel_id is empty: pushes to Xiaomi without xiaomi.channel_id are refused")

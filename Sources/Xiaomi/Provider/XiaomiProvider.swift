@@ -19,12 +19,13 @@ public final class XiaomiProvider: PushProvider {
 
     public init(
         configuration: XiaomiConfiguration, httpClient: HTTPClient, timeout: TimeAmount = .seconds(30),
-        now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "pushgate.xiaomi")
+        now: @escaping @Sendable () -> Date = { Date() }, quotaClock: (@Sendable () -> Date)? = nil,
+        logger: Logger = Logger(label: "pushgate.xiaomi")
     ) {
         self.configuration = configuration
         self.client = httpClient
         self.timeout = timeout
-        self.quota = DailyQuotaHold(now: now)
+        self.quota = DailyQuotaHold(now: quotaClock ?? now)
         self.logger = logger
     }
 
