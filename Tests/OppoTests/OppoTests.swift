@@ -216,7 +216,7 @@ final class OppoProviderTests: XCTestCase {
         XCTAssertEqual(mock.rejections, [], "the mock checked the token and every message")
         XCTAssertEqual(mock.batches, [regids])
         XCTAssertEqual(mock.sendRequestCount, 1)
-        let ids = outcomes.compactMap { o -> String? in if case .delivered(let id) = o { return id } else { return nil } }
+        let ids = outcomes.compactMap { o -> String? in if case .delivered(let id, _) = o { return id } else { return nil } }
         XCTAssertEqual(Set(ids).count, 21, "each regid its own messageId")
         // One item is a unicast.
         let one = await p.sender.send(try items(p, ["CN_solo"]))
