@@ -23,11 +23,6 @@ let package = Package(
             dependencies: [
                 "CFuzzerDriver",
                 .product(name: "PushgateCore", package: "pushgate"),
-                .product(name: "APNs", package: "pushgate"),
-                .product(name: "FCM", package: "pushgate"),
-                .product(name: "Huawei", package: "pushgate"),
-                .product(name: "Harmony", package: "pushgate"),
-                .product(name: "WebPush", package: "pushgate"),
                 .product(name: "Providers", package: "pushgate"),
             ]),
         // RFC 8291 / RFC 8188 aes128gcm decryption (WebPushCrypto.decrypt, what the mock Web Push

@@ -111,6 +111,11 @@ public protocol ProviderModule: Sendable {
     var routes: [ProviderRoute] { get }
     /// How people are shown `platform`: its title in messages and its colour on the status page.
     func presentation(for platform: Platform) -> PlatformPresentation
+    /// Renders `notification` as `prepare` would (a configuration of the module's choosing, no I/O)
+    /// for each of `targets`, and traps when a rendering breaks the module's own rules (not JSON,
+    /// over the provider's size limit after the size check): what the request fuzzer runs on every
+    /// notification the decoder accepts. Returns lines saying what was rendered or refused.
+    func checkRendering(_ notification: PushNotification, targets: [PushTarget]) -> [String]
 }
 
 /// How a platform is shown to people.
@@ -128,6 +133,7 @@ public struct PlatformPresentation: Sendable, Equatable {
 
 extension ProviderModule {
     public var requestMembers: [RequestMember] { [] }
+    public func checkRendering(_ notification: PushNotification, targets: [PushTarget]) -> [String] { [] }
     public func checkIngest(_ notification: PushNotification) -> IngestProblem? { nil }
     public func requestRules(for platform: Platform) -> PlatformRules { PlatformRules(maxTokens: defaultMaxTokens(for: platform)) }
     public func counters(for platform: Platform) -> PlatformCounters { PlatformCounters(pushgate: platform) }

@@ -5,27 +5,20 @@
 //
 // Per input:
 //  1. `RequestParser.parse(input, limits: registeredLimits)` then `registeredLimits.check` (what
-//     `/api/push` runs). On success, per notification: its module's `checkIngest`, `WebPushRequestValidator.validate` (ingest) and the platform's provider
-//     `prepare` (dispatch): `APNsPreparedPush.init` (APNsPushType.of + APNsPayload.render + size check)
-//     for iOS, `FCMMessageMapper.prepare` + `render` + `body(for:)` of every target for Android,
-//     `HuaweiMessageMapper.prepare` + `render` + `body(for:)` of every target for Huawei,
-//     `WebPushRequestValidator.prepare` + `ttlSeconds` for Web Push and UnifiedPush. Every rendered
-//     body must be valid JSON (checked by parsing it back). On failure: the 4xx answer
+//     `/api/push` runs). On success, per notification, through the registry: its module's
+//     `checkIngest` (ingest) and `checkRendering` (what `prepare` renders at dispatch, for every
+//     target, checked by the module: valid JSON, within the provider's limits; each provider's own
+//     file, e.g. `Sources/APNs/APNsRenderingCheck.swift`). On failure: the 4xx answer
 //     (`RequestError.json`) must be valid JSON and the status a 4xx.
 //  2. `JSONParser.parse` alone with small limits: a document accepted under small limits is accepted
 //     under the defaults with the same value.
 //  3. Round trip: for any document `JSONParser` accepts, `JSONWriter` output parses again to the same
 //     value (integral doubles compared as the integers the writer prints them as, see `normalized`),
 //     and writing that value again gives the same bytes.
-import APNs
 import CFuzzerDriver
-import FCM
 import Foundation
-import Harmony
-import Huawei
 import Providers
 import PushgateCore
-import WebPush
 
 /// Limits large enough for anything the renderers produce (the checks are of syntax, not size).
 let outputLimits = JSONLimits(maxDepth: 256, maxObjectKeys: 1 << 22, maxValues: 1 << 26, maxStringBytes: 1 << 28)
@@ -127,109 +120,15 @@ func fuzzSmallLimits(_ bytes: [UInt8]) {
     }
 }
 
-/// What runs on one accepted notification: ingest validation, then the platform provider's `prepare`.
+/// What runs on one accepted notification: its provider module's ingest checks (what
+/// `Gateway.accept` runs for the platform), then its rendering as `prepare` would make it, checked by
+/// the module (`ProviderModule.checkRendering`: JSON, within the provider's limits).
 func renderForProviders(_ n: PushNotification) {
-    let webPushProblem = WebPushRequestValidator.validate(n)
-    note("  \(n.platform): \(targets(n).count) target(s); WebPushRequestValidator.validate: \(webPushProblem ?? "ok")")
-    // Its provider module's ingest checks (what `Gateway.accept` runs for the platform).
-    let moduleProblem = ProviderRegistry.module(for: n.platform)?.checkIngest(n)
+    let module = ProviderRegistry.module(for: n.platform)
+    note("  \(n.platform): \(targets(n).count) target(s)")
+    let moduleProblem = module?.checkIngest(n)
     note("  \(n.platform) module checkIngest: \(moduleProblem.map { "\($0.message) \($0.detail)" } ?? "ok")")
-    switch n.platform {
-    case .ios:
-        for production in [false, true] {
-            let prepared: APNsPreparedPush
-            do {
-                prepared = try APNsPreparedPush(n, defaultTopic: "com.example.fuzz", defaultProduction: production)
-            } catch {
-                note("  APNsPreparedPush: \(error)")
-                continue
-            }
-            note("  APNsPreparedPush: \(prepared.payload.count) bytes, \(prepared.headers)")
-            mustBeJSON(prepared.payload, "APNs payload")
-            precondition(prepared.payload.count <= prepared.pushType.payloadLimit, "APNs payload over its limit after the size check")
-            _ = prepared.header("apns-topic")
-        }
-    case .huawei:
-        let rendered = HuaweiMessageMapper.render(n)
-        note("  HuaweiMessageMapper.render: \(rendered.messageJSONWithoutTarget.prefix(300))")
-        mustBeJSON(Array(rendered.messageJSONWithoutTarget.utf8), "HMS message without target")
-        for target in targets(n) + [.token(""), .topic] {
-            if let body = rendered.body(for: target) { mustBeJSON(body, "HMS body for \(target)") }
-        }
-        do {
-            let prepared = try HuaweiMessageMapper.prepare(n)
-            note("  HuaweiMessageMapper.prepare: ok")
-            for target in targets(n) {
-                precondition(prepared.size(for: target) <= HuaweiMessageMapper.maxMessageSize, "HMS body over 4096 bytes after prepare")
-            }
-        } catch {
-            note("  HuaweiMessageMapper.prepare: \(error)")
-        }
-    case .android:
-        let rendered: FCMPreparedMessage?
-        do { rendered = try FCMMessageMapper.render(n) } catch {
-            rendered = nil
-            note("  FCMMessageMapper.render: \(error)")
-        }
-        if let rendered {
-            note("  FCMMessageMapper.render: \(rendered.messageJSONWithoutTarget.prefix(300))")
-            mustBeJSON(Array(rendered.messageJSONWithoutTarget.utf8), "FCM message without target")
-            for target in targets(n) + [.token(""), .token("/topics/fuzz"), .topic] {
-                if let body = rendered.body(for: target) { mustBeJSON(body, "FCM body for \(target)") }
-            }
-        }
-        do {
-            let prepared = try FCMMessageMapper.prepare(n)
-            note("  FCMMessageMapper.prepare: ok")
-            for target in targets(n) {
-                precondition(prepared.size(for: target) <= FCMMessageMapper.maxMessageSize, "FCM body over 4096 bytes after prepare")
-            }
-        } catch {
-            note("  FCMMessageMapper.prepare: \(error)")
-        }
-    case .harmony:
-        do {
-            let prepared = try HarmonyMessageMapper.prepare(n)
-            note("  HarmonyMessageMapper.prepare: push-type \(prepared.pushType.rawValue)")
-            for token in n.tokens {
-                let body = prepared.body(token: token)
-                mustBeJSON(body, "HarmonyOS body")
-                precondition(body.count <= HarmonyMessageMapper.maxMessageSize, "HarmonyOS body over 4096 bytes after prepare")
-            }
-        } catch {
-            note("  HarmonyMessageMapper.prepare: \(error)")
-        }
-    case .webpush, .unifiedpush:
-        do {
-            let prepared = try WebPushRequestValidator.prepare(n)
-            note(
-                "  WebPushRequestValidator.prepare: \(prepared.plaintext.count) bytes, ttl \(prepared.ttl), urgency \(prepared.urgency ?? "-"), topic \(prepared.topic ?? "-")"
-            )
-            _ = prepared.ttlSeconds()
-            _ = prepared.ttlSeconds(now: Date(timeIntervalSince1970: 0))
-            _ = prepared.ttlSeconds(now: Date(timeIntervalSince1970: 1e12))
-            if n.payload == nil { mustBeJSON(prepared.plaintext, "Web Push plaintext") }
-        } catch {
-            note("  WebPushRequestValidator.prepare: \(error)")
-        }
-    case .honor:
-        // With an app default importance: what prepare takes renders as JSON within Honor's size for any well-formed token.
-        do {
-            let c = try HonorConfiguration(appID: "100", clientID: "fuzz", clientSecret: "fuzz", defaultImportance: "LOW")
-            let prepared = try HonorMessageMapper.prepare(n, options: try HonorRequestMember.options(of: n), configuration: c)
-            note("  HonorMessageMapper.prepare: \(prepared.isNotification ? "notification" : "data") message")
-            for token in n.tokens + [String(repeating: "t", count: 512)] where HonorMessageMapper.isToken(token) {
-                let body = prepared.body(token: token)
-                mustBeJSON(body, "Honor body")
-                precondition(body.count <= HonorMessageMapper.maxMessageBytes, "Honor body over 4096 bytes after prepare")
-            }
-        } catch {
-            note("  HonorMessageMapper.prepare: \(error)")
-        }
-    default:
-        // Its request members were decoded above by the registry's decoders (`requestLimits`).
-        note("  \(n.platform): no rendering target here")
-    }
+    for line in module?.checkRendering(n, targets: targets(n)) ?? [] { note("  \(line)") }
 }
 
 func fuzzJSONParser(_ bytes: [UInt8]) {
