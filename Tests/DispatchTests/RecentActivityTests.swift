@@ -148,6 +148,12 @@ final class RecentActivityTests: XCTestCase {
         for i in 0..<3 {
             _ = try await dispatcher.submit(PushRequest(notifications: [PushNotification(platform: .ios, tokens: ["fcm-tok-\(i)"])]), sync: false)
         }
+        // A worker completes a job in the queue (which lets `submit` return here) before it tells the
+        // sinks the delivery finished: wait for the three finishes to be told, then for nothing to be
+        // left pending (the old code kept one acceptance pending for ever).
+        _ = await eventually {
+            dispatcher.stats.snapshot.counts(.ios).pushError == 3 && dispatcher.activity.snapshot.pendingTracked == 0
+        }
         let snap = dispatcher.activity.snapshot
         XCTAssertEqual(dispatcher.queue.pendingCount, 0)
         XCTAssertEqual(snap.pendingTracked, 0, "finished before its acceptance was told: not pending")
