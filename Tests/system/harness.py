@@ -106,16 +106,34 @@ class Run:
         raise SystemExit(f"{self.name}: FAILED: {msg}")
 
     def start_mock(self, *extra):
-        self.ports = {k: free_port() for k in ("apns", "fcm", "hms", "webpush", "stats")}
-        mock = subprocess.Popen(
-            [self.exe, "mock", "--dir", os.path.join(self.work, "mock"), "--apns-port", str(self.ports["apns"]),
-             "--fcm-port", str(self.ports["fcm"]), "--hms-port", str(self.ports["hms"]),
-             "--webpush-port", str(self.ports["webpush"]),
-             "--stats-port", str(self.ports["stats"]), *extra],
-            stdout=open(os.path.join(self.work, "mock.log"), "w"), stderr=subprocess.STDOUT)
-        self.procs.append(mock)
-        self.control = f"http://127.0.0.1:{self.ports['stats']}"
-        wait_for(lambda: http("GET", self.control + "/__mock/stats")[0] == 200, 60, "the mock providers", name=self.name)
+        # The ports are picked free here and bound by the mock a moment later: another process may
+        # take one in between. A mock that exits before it answers is started again on new ports
+        # (three tries), its log shown; one that neither answers nor exits fails the test, its log shown.
+        for attempt in range(3):
+            self.ports = {k: free_port() for k in ("apns", "fcm", "hms", "webpush", "stats")}
+            log = os.path.join(self.work, f"mock-{attempt}.log" if attempt else "mock.log")
+            if os.path.exists(os.path.join(self.work, "mock", "gateway-snippet.yml")):
+                os.remove(os.path.join(self.work, "mock", "gateway-snippet.yml"))  # an earlier try's ports
+            mock = subprocess.Popen(
+                [self.exe, "mock", "--dir", os.path.join(self.work, "mock"), "--apns-port", str(self.ports["apns"]),
+                 "--fcm-port", str(self.ports["fcm"]), "--hms-port", str(self.ports["hms"]),
+                 "--webpush-port", str(self.ports["webpush"]),
+                 "--stats-port", str(self.ports["stats"]), *extra],
+                stdout=open(log, "w"), stderr=subprocess.STDOUT)
+            self.procs.append(mock)
+            self.control = f"http://127.0.0.1:{self.ports['stats']}"
+            try:
+                wait_for(lambda: mock.poll() is not None or http("GET", self.control + "/__mock/stats", timeout=5)[0] == 200,
+                         60, "the mock providers", name=self.name)
+            except SystemExit:
+                self.dump_log(os.path.basename(log))
+                raise
+            if mock.poll() is None:
+                break
+            self.log(f"the mock exited ({mock.returncode}) before it answered; starting it again on other ports")
+            self.dump_log(os.path.basename(log))
+        else:
+            self.fail("the mock providers exited three times before answering")
         self.snippet = os.path.join(self.work, "mock", "gateway-snippet.yml")
         wait_for(lambda: os.path.exists(self.snippet), 10, "the mock config snippet", name=self.name)
         return mock
@@ -140,7 +158,10 @@ class Run:
         self.procs.append(p)
         url = f"http://127.0.0.1:{port}"
         try:
-            wait_for(lambda: http("GET", url + "/healthz")[0] == 200, 60, f"gateway {label}", name=self.name)
+            wait_for(lambda: p.poll() is not None or http("GET", url + "/healthz", timeout=5)[0] == 200, 60, f"gateway {label}", name=self.name)
+            if p.poll() is not None:
+                self.dump_log(f"gateway-{label}.log")
+                self.fail(f"gateway {label} exited with {p.returncode} before it answered /healthz")
         except SystemExit:
             self.dump_log(f"gateway-{label}.log")
             raise
