@@ -251,29 +251,27 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
 
     private func receivedHeaders(streamID: Int32, _ h: HTTP2Frame.FramePayload.Headers) {
         guard var stream = self.streams[streamID] else { return }
+        let maxFields = self.core.configuration.maxResponseHeaderFields
         if !stream.gotHeaders {
-            var status = 0
-            var headers: [(String, String)] = []
-            let maxFields = self.core.configuration.maxResponseHeaderFields
-            headers.reserveCapacity(min(h.headers.count, maxFields))
-            for (name, value, _) in h.headers {
-                if name.utf8.first == UInt8(ascii: ":") {
-                    if name == ":status" { status = Int(value) ?? 0 }
-                } else if headers.count < maxFields {
-                    headers.append((name, value))
+            switch HTTP2HeaderCheck.responseHead(h.headers, maxFields: maxFields) {
+            case .failure(let malformed):
+                self.resetMalformed(streamID: streamID, malformed)
+                return
+            case .success(let head):
+                if head.status < 200 {
+                    // Informational (1xx): wait for the final response; one that ends the stream is malformed.
+                    if h.endStream { self.resetMalformed(streamID: streamID, .status("\(head.status)")) }
+                    return
                 }
+                stream.status = head.status
+                stream.headers = head.fields
+                stream.gotHeaders = true
             }
-            if status >= 100 && status < 200 && !h.endStream {
-                return  // informational response, wait for the final one
-            }
-            stream.status = status
-            stream.headers = headers
-            stream.gotHeaders = true
         } else {
             // Trailers.
-            let maxFields = self.core.configuration.maxResponseHeaderFields
-            for (name, value, _) in h.headers where name.utf8.first != UInt8(ascii: ":") && stream.headers.count < maxFields {
-                stream.headers.append((name, value))
+            if let malformed = HTTP2HeaderCheck.trailers(h.headers, into: &stream.headers, maxFields: maxFields) {
+                self.resetMalformed(streamID: streamID, malformed)
+                return
             }
         }
         if h.endStream {
@@ -282,6 +280,18 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
         } else {
             self.streams[streamID] = stream
         }
+    }
+
+    /// A response whose header block breaks RFC 9113 §8.2-8.3: the stream is reset (PROTOCOL_ERROR,
+    /// as swift-nio-http2's own validation would) and its request fails; the connection stays.
+    private func resetMalformed(streamID: Int32, _ malformed: HTTP2HeaderCheck.Malformed) {
+        guard let stream = self.streams.removeValue(forKey: streamID) else { return }
+        if let context = self.context {
+            context.write(self.wrapOutboundOut(HTTP2Frame(streamID: HTTP2StreamID(streamID), payload: .rstStream(.protocolError))), promise: nil)
+            self.flushSoon()
+        }
+        self.streamDone()
+        stream.pending.promise.fail(HTTP2PoolError.malformedResponse(malformed.description))
     }
 
     private func receivedData(streamID: Int32, _ d: HTTP2Frame.FramePayload.Data) {
@@ -414,10 +424,6 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
             self.start(toStart)
             return
         }
-        let sid = self.nextStreamID
-        self.nextStreamID += 2
-        let streamID = HTTP2StreamID(sid)
-
         let req = request.request
         var headers = HPACKHeaders()
         headers.reserveCapacity(req.headers.count + 5)
@@ -427,12 +433,31 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
         let unique = req.uniqueHeaders
         headers.add(name: ":path", value: req.path, indexing: unique.contains(":path") ? .nonIndexable : .indexable)
         var hasContentLength = false
-        for (name, value) in req.headers {
+        var invalid: String? = HTTP2HeaderCheck.isValidRequestLine(method: req.method, path: req.path) ? nil : "bad :method or :path"
+        for (name, value) in req.headers where invalid == nil {
             let lower = Self.isLowercase(name) ? name : name.lowercased()
             if Self.isConnectionSpecific(lower) { continue }
+            guard HTTP2HeaderCheck.isValidName(lower), lower != "te" || value == "trailers" else {
+                invalid = "bad header name \(HTTP2HeaderCheck.Malformed.printable(lower))"
+                break
+            }
+            guard HTTP2HeaderCheck.isValidValue(value) else {
+                invalid = "bad value of header \(HTTP2HeaderCheck.Malformed.printable(lower))"
+                break
+            }
             if lower == "content-length" { hasContentLength = true }
             headers.add(name: lower, value: value, indexing: unique.contains(lower) ? .nonIndexable : .indexable)
         }
+        if let invalid {
+            // Nothing was written: the slot goes back and the caller learns which field it was.
+            let toStart = self.core.streamReleased(connectionID: self.id)
+            request.promise.fail(HTTP2PoolError.invalidRequest(invalid))
+            self.start(toStart)
+            return
+        }
+        let sid = self.nextStreamID
+        self.nextStreamID += 2
+        let streamID = HTTP2StreamID(sid)
         let body = req.body.flatMap { $0.readableBytes > 0 ? $0 : nil }
         if let body, !hasContentLength {
             headers.add(name: "content-length", value: String(body.readableBytes))

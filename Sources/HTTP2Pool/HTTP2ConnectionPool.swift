@@ -426,9 +426,13 @@ final class HTTP2PoolCore: Sendable {
     /// NO_ERROR), which at any real rate tore the connection down every 200 requests, failed the
     /// requests in flight on it and made a new TLS connection. A client keeps the guard against a
     /// flood, at a rate no server answers requests: `maximumResets` in `resetWindow` (200,000/s).
+    ///
+    /// Header blocks are checked by the connection handler (`HTTP2HeaderCheck`, the same RFC 9113
+    /// rules in one pass), so swift-nio-http2's own header block validation is off.
     static func makeHTTP2Handler(_ settings: HTTP2Settings) -> NIOHTTP2Handler {
         var connection = NIOHTTP2Handler.ConnectionConfiguration()
         connection.initialSettings = settings
+        connection.headerBlockValidation = .disabled
         var stream = NIOHTTP2Handler.StreamConfiguration()
         stream.streamResetFrameRateLimit.maximumCount = maximumResets
         stream.streamResetFrameRateLimit.windowLength = resetWindow

@@ -273,6 +273,12 @@ public struct HTTP2PoolError: Error, Sendable, CustomStringConvertible, Hashable
         /// TLS worked but the server did not negotiate "h2" via ALPN (an HTTP/1.1-only origin); the
         /// request was never sent.
         case alpnNotNegotiated
+        /// The request has a header field or request line HTTP/2 forbids (RFC 9113 §8.2-8.3): it was
+        /// never sent. `detail` names the field.
+        case invalidRequest
+        /// The response's header block is malformed (RFC 9113 §8.2-8.3): the stream was reset
+        /// (PROTOCOL_ERROR) and its answer not read. `detail` says what was wrong.
+        case malformedResponse
     }
 
     public let code: Code
@@ -296,14 +302,16 @@ public struct HTTP2PoolError: Error, Sendable, CustomStringConvertible, Hashable
     public static let shutdown = Self(.shutdown)
     public static func tls(_ detail: String) -> Self { Self(.tls, detail) }
     public static func alpnNotNegotiated(_ detail: String) -> Self { Self(.alpnNotNegotiated, detail) }
+    public static func invalidRequest(_ detail: String) -> Self { Self(.invalidRequest, detail) }
+    public static func malformedResponse(_ detail: String) -> Self { Self(.malformedResponse, detail) }
 
     /// True when the server provably did not process the request: refused before processing
     /// (GOAWAY above last-stream-id, REFUSED_STREAM), or no connection was made. The pool itself
     /// re-queues refused streams; this tells a caller what a further attempt risks.
     public var wasNotProcessed: Bool {
         switch self.code {
-        case .connectFailed, .goaway, .streamRefused, .tooManyPending, .shutdown, .tls, .alpnNotNegotiated: return true
-        case .connectionClosed, .streamReset, .timeout: return false
+        case .connectFailed, .goaway, .streamRefused, .tooManyPending, .shutdown, .tls, .alpnNotNegotiated, .invalidRequest: return true
+        case .connectionClosed, .streamReset, .timeout, .malformedResponse: return false
         }
     }
 
@@ -312,7 +320,7 @@ public struct HTTP2PoolError: Error, Sendable, CustomStringConvertible, Hashable
     public var isRetryable: Bool {
         switch self.code {
         case .connectFailed, .connectionClosed, .goaway, .streamRefused: return true
-        case .streamReset, .timeout, .tooManyPending, .shutdown, .tls, .alpnNotNegotiated: return false
+        case .streamReset, .timeout, .tooManyPending, .shutdown, .tls, .alpnNotNegotiated, .invalidRequest, .malformedResponse: return false
         }
     }
 
@@ -331,6 +339,8 @@ public struct HTTP2PoolError: Error, Sendable, CustomStringConvertible, Hashable
         case .tooManyPending: return "HTTP/2 pool: too many pending requests"
         case .shutdown: return "HTTP/2 pool is shut down"
         case .tls, .alpnNotNegotiated: return "TLS error: \(self.detail)"
+        case .invalidRequest: return "HTTP/2 request not sent: \(self.detail)"
+        case .malformedResponse: return "HTTP/2 malformed response: \(self.detail)"
         }
     }
 }

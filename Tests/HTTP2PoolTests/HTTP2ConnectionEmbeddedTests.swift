@@ -43,9 +43,11 @@ final class HTTP2ConnectionEmbeddedTests: XCTestCase {
             return channel
         }
 
-        func execute(_ path: String) -> Box {
+        func execute(_ path: String) -> Box { self.execute(HTTP2Request(path: path)) }
+
+        func execute(_ request: HTTP2Request) -> Box {
             let box = Box()
-            self.core.execute(HTTP2Request(path: path)).whenComplete { box.result = $0 }
+            self.core.execute(request).whenComplete { box.result = $0 }
             self.loop.run()
             return box
         }
@@ -171,5 +173,103 @@ final class HTTP2ConnectionEmbeddedTests: XCTestCase {
         XCTAssertEqual(try sentRequests(c0).map { $0.1 }, ["/1", "/2"])
         for s in [1, 3, 5] { try respond(c0, stream: s) }
         XCTAssertEqual(boxes.map(\.status), [200, 200, 200])
+    }
+
+    /// The pool checks the header fields it sends (swift-nio-http2's own validation is off): a request
+    /// with a field HTTP/2 forbids is never written, fails naming the field, and frees its slot.
+    func testRequestWithAForbiddenFieldIsNotSent() throws {
+        let h = Harness()
+        _ = h.execute("/warm")
+        let c0 = try h.establish(0, maxStreams: 1)
+        XCTAssertEqual(try sentRequests(c0).map { $0.0 }, [1])
+        try respond(c0, stream: 1)
+        let cases: [(HTTP2Request, String)] = [
+            (HTTP2Request(path: "/a", headers: [("apns-topic", "com.example\r\nx-injected: 1")]), "apns-topic"),
+            (HTTP2Request(path: "/a", headers: [("apns-topic", " padded")]), "apns-topic"),
+            (HTTP2Request(path: "/a", headers: [("bad name", "v")]), "bad name"),
+            (HTTP2Request(path: "/a", headers: [("x-nul", "a\u{0}b")]), "x-nul"),
+            (HTTP2Request(path: "/a", headers: [("te", "gzip")]), "te"),
+            (HTTP2Request(path: "/a b"), ":path"),
+            (HTTP2Request(path: "no-slash"), ":path"),
+            (HTTP2Request(method: "PO ST", path: "/a"), ":method"),
+        ]
+        for (request, field) in cases {
+            let box = h.execute(request)
+            XCTAssertEqual(box.error?.code, .invalidRequest, "\(request.headers) \(request.path)")
+            XCTAssertTrue(box.error?.detail.contains(field) == true, "\(box.error?.detail ?? "") names \(field)")
+            XCTAssertEqual(box.error?.wasNotProcessed, true)
+            XCTAssertEqual(try sentRequests(c0).count, 0, "nothing written for \(field)")
+        }
+        // Uppercase names are lowercased, connection-specific ones dropped, as before; the one stream
+        // the server allows was freed by each refused request.
+        let ok = h.execute(HTTP2Request(path: "/b", headers: [("Apns-Topic", "com.example"), ("connection", "close"), ("te", "trailers")]))
+        var sent: [HPACKHeaders] = []
+        while let frame = try c0.readOutbound(as: HTTP2Frame.self) {
+            if case .headers(let hd) = frame.payload { sent.append(hd.headers) }
+        }
+        XCTAssertEqual(sent.count, 1)
+        XCTAssertEqual(sent.first?.first(name: "apns-topic"), "com.example")
+        XCTAssertNil(sent.first?.first(name: "connection"))
+        try respond(c0, stream: 3)
+        XCTAssertEqual(ok.status, 200)
+    }
+
+    /// A response header block HTTP/2 forbids fails its request (`malformedResponse`) and resets its
+    /// stream with PROTOCOL_ERROR; the connection carries the next request.
+    func testMalformedResponseHeadersResetTheStream() throws {
+        let blocks: [(HPACKHeaders, String)] = [
+            (HPACKHeaders([("apns-id", "x")]), "no :status"),
+            (HPACKHeaders([(":status", "20")]), "bad :status"),
+            (HPACKHeaders([(":status", "abc")]), "bad :status"),
+            (HPACKHeaders([(":status", "200"), (":status", "200")]), "pseudo-header"),
+            (HPACKHeaders([(":status", "200"), (":path", "/")]), "pseudo-header"),
+            (HPACKHeaders([("apns-id", "x"), (":status", "200")]), "pseudo-header"),
+            (HPACKHeaders([(":status", "200"), ("Apns-Id", "x")]), "bad header name"),
+            (HPACKHeaders([(":status", "200"), ("connection", "close")]), "bad header name"),
+            (HPACKHeaders([(":status", "200"), ("apns-id", "a\rb")]), "bad value of header apns-id"),
+            (HPACKHeaders([(":status", "100")]), "bad :status 100"),
+        ]
+        let h = Harness()
+        _ = h.execute("/warm")
+        let c0 = try h.establish(0)
+        XCTAssertEqual(try sentRequests(c0).map { $0.0 }, [1])
+        try respond(c0, stream: 1)
+        var stream = 3
+        for (block, reason) in blocks {
+            let box = h.execute("/x")
+            XCTAssertEqual(try sentRequests(c0).map { $0.0 }, [stream])
+            try c0.writeInbound(HTTP2Frame(streamID: HTTP2StreamID(stream), payload: .headers(.init(headers: block, endStream: true))))
+            h.loop.run()
+            XCTAssertEqual(box.error?.code, .malformedResponse, "\(block)")
+            XCTAssertTrue(box.error?.detail.contains(reason) == true, "\(box.error?.detail ?? "nil") says \(reason)")
+            var resets: [HTTP2ErrorCode] = []
+            while let frame = try c0.readOutbound(as: HTTP2Frame.self) {
+                if case .rstStream(let code) = frame.payload, Int(frame.streamID) == stream { resets.append(code) }
+            }
+            XCTAssertEqual(resets, [.protocolError])
+            stream += 2
+        }
+        // An informational head, then the final one with a trailer: read as before.
+        let box = h.execute("/y")
+        _ = try sentRequests(c0)
+        try c0.writeInbound(HTTP2Frame(streamID: HTTP2StreamID(stream), payload: .headers(.init(headers: HPACKHeaders([(":status", "103")])))))
+        try c0.writeInbound(
+            HTTP2Frame(streamID: HTTP2StreamID(stream), payload: .headers(.init(headers: HPACKHeaders([(":status", "410"), ("apns-id", "abc")]))))
+        )
+        try c0.writeInbound(HTTP2Frame(streamID: HTTP2StreamID(stream), payload: .headers(.init(headers: HPACKHeaders([("x-trailer", "t")]), endStream: true))))
+        h.loop.run()
+        XCTAssertEqual(box.status, 410)
+        if case .success(let r) = box.result {
+            XCTAssertEqual(r.header("apns-id"), "abc")
+            XCTAssertEqual(r.header("x-trailer"), "t")
+        }
+        // A trailer block with a pseudo-header is malformed too.
+        let bad = h.execute("/z")
+        _ = try sentRequests(c0)
+        stream += 2
+        try c0.writeInbound(HTTP2Frame(streamID: HTTP2StreamID(stream), payload: .headers(.init(headers: HPACKHeaders([(":status", "200")])))))
+        try c0.writeInbound(HTTP2Frame(streamID: HTTP2StreamID(stream), payload: .headers(.init(headers: HPACKHeaders([(":status", "200")]), endStream: true))))
+        h.loop.run()
+        XCTAssertEqual(bad.error?.code, .malformedResponse)
     }
 }
