@@ -19,6 +19,10 @@ public struct StatsSnapshot: Sendable, Codable, Equatable {
             case pushError = "push_error"
         }
         public init() {}
+
+        mutating func count(delivered: Bool) {
+            if delivered { pushSuccess.addSaturating(1) } else { pushError.addSaturating(1) }
+        }
     }
     public var totalCount: Int64 = 0
     public var submittedTasks: Int64 = 0
@@ -94,20 +98,14 @@ public final class Stats: DeliveryEventSink {
     /// One delivery ended. `queued`: it was a queued job (a task, in gorush's terms); a delivery refused
     /// before sending counts as the platform's push error but is no task.
     public func finished(platform: Platform, delivered: Bool, queued: Bool = true, app: String = AppID.defaultApp) {
+        let name = platform.name
         change { s in
-            var c = s.platforms[platform.name] ?? .init()
-            var a = s.apps[app]?[platform.name] ?? .init()
-            if delivered {
-                c.pushSuccess.addSaturating(1)
-                a.pushSuccess.addSaturating(1)
-                if queued { s.successTasks.addSaturating(1) }
-            } else {
-                c.pushError.addSaturating(1)
-                a.pushError.addSaturating(1)
-                if queued { s.failureTasks.addSaturating(1) }
+            // In place: one hash lookup per dictionary level (a read then a write would be two).
+            s.platforms[name, default: .init()].count(delivered: delivered)
+            s.apps[app, default: [:]][name, default: .init()].count(delivered: delivered)
+            if queued {
+                if delivered { s.successTasks.addSaturating(1) } else { s.failureTasks.addSaturating(1) }
             }
-            s.platforms[platform.name] = c
-            s.apps[app, default: [:]][platform.name] = a
         }
     }
 

@@ -177,17 +177,30 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
         let outcome = StatusSlot.Outcome(job, at: t)
         let id = job.accepted.notifID
         state.withLockedValue { s in
-            if s.notifs[id] == nil {
-                s.fifo.append(id)
-                s.notifs[id] = Notif(
-                    updated: t, app: job.accepted.app, fallback: job.accepted.fallback,
-                    analyticsLabel: job.accepted.notification.analyticsLabel)
-            }
-            // In place (one lookup, no copy of the notification's arrays: O(tokens²) otherwise).
-            s.records += Self.put(job, outcome, overwrite: overwrite, into: &s.notifs[id]!)
-            s.notifs[id]!.updated = t
+            // In place, one hash lookup (no copy of the notification's arrays: O(tokens²) otherwise);
+            // a notification seen for the first time has no job yet.
+            let (added, isNew) = Self.put(
+                job, outcome, overwrite: overwrite, at: t,
+                into: &s.notifs[
+                    id,
+                    default: Notif(
+                        updated: t, app: job.accepted.app, fallback: job.accepted.fallback,
+                        analyticsLabel: job.accepted.notification.analyticsLabel)
+                ])
+            if isNew { s.fifo.append(id) }
+            s.records += added
             if s.records > maxRecords || t.timeIntervalSince(s.lastPrune) > 10 { prune(&s, now: t) }
         }
+    }
+
+    /// `put` below, and the notification's last change set to `t`; `isNew`: it had no job before.
+    private static func put(
+        _ job: DeliveryJob, _ outcome: StatusSlot.Outcome, overwrite: Bool, at t: Date, into n: inout Notif
+    ) -> (added: Int, isNew: Bool) {
+        let isNew = n.jobIDs.isEmpty
+        let added = put(job, outcome, overwrite: overwrite, into: &n)
+        n.updated = t
+        return (added, isNew)
     }
 
     /// Records `outcome` for `job` in `n`; returns the records added (0 or 1). The token is read only
