@@ -256,7 +256,8 @@ final class HTTP2ConnectionEmbeddedTests: XCTestCase {
         try c0.writeInbound(
             HTTP2Frame(streamID: HTTP2StreamID(stream), payload: .headers(.init(headers: HPACKHeaders([(":status", "410"), ("apns-id", "abc")]))))
         )
-        try c0.writeInbound(HTTP2Frame(streamID: HTTP2StreamID(stream), payload: .headers(.init(headers: HPACKHeaders([("x-trailer", "t")]), endStream: true))))
+        try c0.writeInbound(
+            HTTP2Frame(streamID: HTTP2StreamID(stream), payload: .headers(.init(headers: HPACKHeaders([("x-trailer", "t")]), endStream: true))))
         h.loop.run()
         XCTAssertEqual(box.status, 410)
         if case .success(let r) = box.result {
@@ -268,7 +269,8 @@ final class HTTP2ConnectionEmbeddedTests: XCTestCase {
         _ = try sentRequests(c0)
         stream += 2
         try c0.writeInbound(HTTP2Frame(streamID: HTTP2StreamID(stream), payload: .headers(.init(headers: HPACKHeaders([(":status", "200")])))))
-        try c0.writeInbound(HTTP2Frame(streamID: HTTP2StreamID(stream), payload: .headers(.init(headers: HPACKHeaders([(":status", "200")]), endStream: true))))
+        try c0.writeInbound(
+            HTTP2Frame(streamID: HTTP2StreamID(stream), payload: .headers(.init(headers: HPACKHeaders([(":status", "200")]), endStream: true))))
         h.loop.run()
         XCTAssertEqual(bad.error?.code, .malformedResponse)
     }
