@@ -224,22 +224,24 @@ final class GatewayAPNsTests: XCTestCase {
         }
     }
 
-    func testTenThousandSendsOverFewConnections() async throws {
+    /// Three requests of 1,000 tokens: every send shares a few long-lived connections. (The pool's
+    /// scaling is the state machine's tests; the figures at rate are the benchmarks'.)
+    func testThousandsOfSendsOverFewConnections() async throws {
         let env = try await TestEnvironment.start()
         defer { Task { await env.stop() } }
         // The ceiling is the test's (the pool opens connections on demand up to it): whatever the
         // machine's speed, every send shares at most these four long-lived connections.
         try await env.withGateway(environment: ["PUSHGATE_CORE_MAX_NOTIFICATION": "1000", "PUSHGATE_IOS_MAX_CONNECTIONS": "4"]) { client, _ in
-            for batch in 0..<10 {
+            for batch in 0..<3 {
                 let tokens = (0..<1000).map { String(format: "%064x", batch * 1000 + $0) }
                 let body =
                     #"{"notifications":[{"tokens":["# + tokens.map { "\"\($0)\"" }.joined(separator: ",") + #"],"platform":1,"message":"load"}]}"#
                 let r = try await client.push(body)
                 XCTAssertEqual(r.body, #"{"counts":1000,"logs":[],"success":"ok"}"#)
             }
-            let done = await eventually(timeout: 60) { env.apns.requestCount >= 10_000 }
+            let done = await eventually(timeout: 60) { env.apns.requestCount >= 3_000 }
             XCTAssertTrue(done, "only \(env.apns.requestCount) arrived")
-            XCTAssertEqual(env.apns.requestCount, 10_000)
+            XCTAssertEqual(env.apns.requestCount, 3_000)
             XCTAssertLessThanOrEqual(env.apns.connectionsAccepted, 4, "sends must share a few long-lived connections")
         }
     }
