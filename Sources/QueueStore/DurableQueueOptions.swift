@@ -45,10 +45,13 @@ public struct DurableQueueOptions: Sendable {
     /// backlog of millions costs disk, not memory. Sync-mode jobs are always held (their waiter is here).
     public var maxHeld: Int = DurableQueueOptions.defaultMaxHeld
     /// `maxHeld`'s default (`queue.max_held`): a held job costs ~430 bytes (100-token notifications,
-    /// measured: docs/benchmarks.md), so ~21 MB at most. A job beyond it is read back from the store
-    /// before it is sent, which costs the SQLite engine ~1.7 µs of CPU per job (decoding its
-    /// `jobs_data` entry and making the job again): ~3 % of its throughput while a backlog is drained.
-    public static let defaultMaxHeld = 50_000
+    /// measured: docs/benchmarks.md), so ~4.3 MB at most; five times the default deliveries in flight
+    /// of a provider (2,048), so workers never wait on the store. A job beyond it is read back from the
+    /// store before it is sent, which costs the SQLite engine ~1.7 µs of CPU per job (decoding its
+    /// `jobs_data` entry and making the job again): ~3 % of its throughput while a backlog is drained,
+    /// the same whatever the window (50,000 held cost 20 MB more with a backlog and drained at the
+    /// same rate: docs/benchmarks.md, "Backlog").
+    public static let defaultMaxHeld = 10_000
     /// Most notification renderings kept for jobs left in the store (beyond it a leased job's
     /// notification is read back from the store).
     public var maxCachedNotifications: Int = 2_000

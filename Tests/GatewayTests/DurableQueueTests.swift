@@ -33,7 +33,7 @@ final class DurableQueueTests: XCTestCase {
         let engine = try QueueWiring.make(raw: raw, settings: try GatewaySettings(raw), logger: .init(label: "t"))
         let queue = engine.driver
         XCTAssertTrue(queue is DurableQueue)
-        XCTAssertEqual((queue as? DurableQueue)?.options.maxHeld, 50_000, "queue.max_held's default")
+        XCTAssertEqual((queue as? DurableQueue)?.options.maxHeld, 10_000, "queue.max_held's default")
         XCTAssertTrue(engine.sinks.isEmpty, "no memory status records: the store is the status source")
         XCTAssertTrue(FileManager.default.fileExists(atPath: dir + "/data/pushgate.sqlite"), "directory and file created")
         queue.shutdown()
