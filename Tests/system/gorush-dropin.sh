@@ -46,22 +46,35 @@ freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0
 
 run_case() { # run_case <name> <key file> <key_type> <password>
   local name=$1 key=$2 type=$3 pass=$4
-  local port; port=$(freeport)
-  local cfg="$DIR/it-$name.yml"
-  sed -e "s#@DIR@#$DIR#g" -e "s#@PORT@#$port#g" -e "s#@PROXY@#$PROXY#g" -e "s#@APNS@#$APNS#g" -e "s#@FCM@#$FCM#g" \
-    -e "s#@IOS_KEY@#$key#g" -e "s#@IOS_KEY_TYPE@#$type#g" -e "s#@IOS_PASSWORD@#$pass#g" \
-    -e "s#@IOS_KEY_ID@##g" -e "s#@IOS_TEAM_ID@##g" Tests/system/fixtures/gorush-v1.22-config.yml >"$cfg"
-  curl -s -X POST "$CTL/__mock/reset" >/dev/null
-  local before; before=$(curl -s "$CTL/__mock/apns-requests" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
-  local rc=0
-  "$BIN" -c "$cfg" --ping >/dev/null 2>&1 || rc=$?
-  [ "$rc" = 1 ] && ok "$name: --ping with no gateway running exits 1" || bad "$name: --ping with no gateway exited $rc"
-
-  local gport; gport=$(freeport)
-  GORUSH_GRPC_ENABLED=true GORUSH_GRPC_PORT=$gport "$BIN" -c "$cfg" >"$DIR/gw-$name.out" 2>&1 &
-  GW=$!
-  local up=0
-  for _ in $(seq 1 200); do if "$BIN" -c "$cfg" --ping >/dev/null 2>&1; then up=1; break; fi; sleep 0.1; done
+  local cfg="$DIR/it-$name.yml" port gport up=0 try before=0
+  # The ports are picked free here and bound by the gateway a moment later: another process may take
+  # one in between. A gateway that exits on a bind is started again on other ports (three tries); one
+  # that exits for any other reason, or never answers --ping, fails the case with its log.
+  for try in 1 2 3; do
+    port=$(freeport); gport=$(freeport)
+    [ "$gport" = "$port" ] && gport=$(freeport)
+    sed -e "s#@DIR@#$DIR#g" -e "s#@PORT@#$port#g" -e "s#@PROXY@#$PROXY#g" -e "s#@APNS@#$APNS#g" -e "s#@FCM@#$FCM#g" \
+      -e "s#@IOS_KEY@#$key#g" -e "s#@IOS_KEY_TYPE@#$type#g" -e "s#@IOS_PASSWORD@#$pass#g" \
+      -e "s#@IOS_KEY_ID@##g" -e "s#@IOS_TEAM_ID@##g" Tests/system/fixtures/gorush-v1.22-config.yml >"$cfg"
+    if [ "$try" = 1 ]; then
+      curl -s -X POST "$CTL/__mock/reset" >/dev/null
+      before=$(curl -s "$CTL/__mock/apns-requests" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+      local rc=0
+      "$BIN" -c "$cfg" --ping >/dev/null 2>&1 || rc=$?
+      [ "$rc" = 1 ] && ok "$name: --ping with no gateway running exits 1" || bad "$name: --ping with no gateway exited $rc"
+    fi
+    GORUSH_GRPC_ENABLED=true GORUSH_GRPC_PORT=$gport "$BIN" -c "$cfg" >"$DIR/gw-$name.out" 2>&1 &
+    GW=$!
+    for _ in $(seq 1 200); do
+      if "$BIN" -c "$cfg" --ping >/dev/null 2>&1; then up=1; break; fi
+      kill -0 "$GW" 2>/dev/null || break
+      sleep 0.1
+    done
+    [ $up = 1 ] && break
+    kill -0 "$GW" 2>/dev/null || wait "$GW" 2>/dev/null
+    grep -q "Address already in use" "$DIR/gw-$name.out" || break
+    echo "     $name: a port was taken before the gateway bound it; again on other ports"
+  done
   if [ $up = 1 ]; then ok "$name: pushgate -c it.yml serves; --ping exits 0"; else bad "$name: gateway not up: $(tail -5 "$DIR/gw-$name.out")"; return; fi
   [ "$(cat "$DIR/gorush.pid" 2>/dev/null)" = "$GW" ] && ok "$name: core.pid written" || bad "$name: pid file"
 
