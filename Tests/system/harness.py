@@ -145,26 +145,37 @@ class Run:
         return json.loads(http("GET", self.control + f"/__mock/missing?below={below}")[1])["missing"]
 
     def start_gateway(self, label, env_overrides):
-        port = free_port()
-        env = dict(os.environ)
-        env.update({
-            "PUSHGATE_CORE_ADDRESS": "127.0.0.1",
-            "PUSHGATE_CORE_PORT": str(port),
-            "PUSHGATE_LOG_ACCESS_LEVEL": "warning",
-        })
-        env.update({k: str(v) for k, v in env_overrides.items()})
-        p = subprocess.Popen([self.exe, "serve", "-c", self.snippet], env=env, cwd=self.work,
-                             stdout=open(os.path.join(self.work, f"gateway-{label}.log"), "w"), stderr=subprocess.STDOUT)
-        self.procs.append(p)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_for(lambda: p.poll() is not None or http("GET", url + "/healthz", timeout=5)[0] == 200, 60, f"gateway {label}", name=self.name)
-            if p.poll() is not None:
-                self.dump_log(f"gateway-{label}.log")
-                self.fail(f"gateway {label} exited with {p.returncode} before it answered /healthz")
-        except SystemExit:
-            self.dump_log(f"gateway-{label}.log")
-            raise
+        # As for the mock: a gateway that lost its picked port before binding it starts again on another.
+        for attempt in range(3):
+            port = free_port()
+            env = dict(os.environ)
+            env.update({
+                "PUSHGATE_CORE_ADDRESS": "127.0.0.1",
+                "PUSHGATE_CORE_PORT": str(port),
+                "PUSHGATE_LOG_ACCESS_LEVEL": "warning",
+            })
+            env.update({k: str(v) for k, v in env_overrides.items()})
+            log = os.path.join(self.work, f"gateway-{label}.log")
+            p = subprocess.Popen([self.exe, "serve", "-c", self.snippet], env=env, cwd=self.work,
+                                 stdout=open(log, "w"), stderr=subprocess.STDOUT)
+            self.procs.append(p)
+            url = f"http://127.0.0.1:{port}"
+            try:
+                wait_for(lambda: p.poll() is not None or http("GET", url + "/healthz", timeout=5)[0] == 200, 60,
+                         f"gateway {label}", name=self.name)
+                if p.poll() is not None:
+                    with open(log) as f:
+                        lost_port = "Address already in use" in f.read()
+                    if lost_port and attempt < 2:
+                        self.log(f"gateway {label}: its port was taken before it bound it; starting it again on another")
+                        continue
+                    self.dump_log(f"gateway-{label}.log")
+                    self.fail(f"gateway {label} exited with {p.returncode} before it answered /healthz")
+            except SystemExit:
+                if p.poll() is None:
+                    self.dump_log(f"gateway-{label}.log")
+                raise
+            break
         p.url = url
         return p
 
