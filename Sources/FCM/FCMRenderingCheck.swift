@@ -13,17 +13,12 @@ extension FCMModule {
         }
         if let rendered {
             lines.append("FCMMessageMapper.render: \(rendered.messageJSONWithoutTarget.prefix(300))")
-            RenderingCheck.mustBeJSON(Array(rendered.messageJSONWithoutTarget.utf8), "FCM message without target")
-            for target in targets + [.token(""), .token("/topics/fuzz"), .topic] {
-                if let body = rendered.body(for: target) { RenderingCheck.mustBeJSON(body, "FCM body for \(target)") }
-            }
+            RenderingCheck.mustBeJSON(rendered, targets: targets + [.token(""), .token("/topics/fuzz"), .topic], "FCM")
         }
         do {
             let prepared = try FCMMessageMapper.prepare(n)
             lines.append("FCMMessageMapper.prepare: ok")
-            for target in targets {
-                precondition(prepared.size(for: target) <= FCMMessageMapper.maxMessageSize, "FCM body over 4096 bytes after prepare")
-            }
+            RenderingCheck.mustFit(prepared, targets: targets, limit: FCMMessageMapper.maxMessageSize, "FCM")
         } catch {
             lines.append("FCMMessageMapper.prepare: \(error)")
         }

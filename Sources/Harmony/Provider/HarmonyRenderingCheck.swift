@@ -7,9 +7,7 @@ extension HarmonyModule {
         do {
             let prepared = try HarmonyMessageMapper.prepare(n)
             for token in n.tokens {
-                let body = prepared.body(token: token)
-                RenderingCheck.mustBeJSON(body, "HarmonyOS body")
-                precondition(body.count <= HarmonyMessageMapper.maxMessageSize, "HarmonyOS body over 4096 bytes after prepare")
+                RenderingCheck.mustBeJSON(prepared.body(token: token), within: HarmonyMessageMapper.maxMessageSize, "HarmonyOS body")
             }
             return ["HarmonyMessageMapper.prepare: push-type \(prepared.pushType.rawValue)"]
         } catch {

@@ -9,9 +9,7 @@ extension HonorModule {
             let c = try HonorConfiguration(appID: "100", clientID: "fuzz", clientSecret: "fuzz", defaultImportance: "LOW")
             let prepared = try HonorMessageMapper.prepare(n, options: try HonorRequestMember.options(of: n), configuration: c)
             for token in n.tokens + [String(repeating: "t", count: 512)] where HonorMessageMapper.isToken(token) {
-                let body = prepared.body(token: token)
-                RenderingCheck.mustBeJSON(body, "Honor body")
-                precondition(body.count <= HonorMessageMapper.maxMessageBytes, "Honor body over 4096 bytes after prepare")
+                RenderingCheck.mustBeJSON(prepared.body(token: token), within: HonorMessageMapper.maxMessageBytes, "Honor body")
             }
             return ["HonorMessageMapper.prepare: \(prepared.isNotification ? "notification" : "data") message"]
         } catch {

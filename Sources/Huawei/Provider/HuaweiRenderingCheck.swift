@@ -8,16 +8,11 @@ extension HuaweiModule {
         var lines: [String] = []
         let rendered = HuaweiMessageMapper.render(n)
         lines.append("HuaweiMessageMapper.render: \(rendered.messageJSONWithoutTarget.prefix(300))")
-        RenderingCheck.mustBeJSON(Array(rendered.messageJSONWithoutTarget.utf8), "HMS message without target")
-        for target in targets + [.token(""), .topic] {
-            if let body = rendered.body(for: target) { RenderingCheck.mustBeJSON(body, "HMS body for \(target)") }
-        }
+        RenderingCheck.mustBeJSON(rendered, targets: targets + [.token(""), .topic], "HMS")
         do {
             let prepared = try HuaweiMessageMapper.prepare(n)
             lines.append("HuaweiMessageMapper.prepare: ok")
-            for target in targets {
-                precondition(prepared.size(for: target) <= HuaweiMessageMapper.maxMessageSize, "HMS body over 4096 bytes after prepare")
-            }
+            RenderingCheck.mustFit(prepared, targets: targets, limit: HuaweiMessageMapper.maxMessageSize, "HMS")
         } catch {
             lines.append("HuaweiMessageMapper.prepare: \(error)")
         }
