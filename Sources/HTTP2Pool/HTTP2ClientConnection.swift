@@ -436,7 +436,8 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
         var invalid: String? = HTTP2HeaderCheck.isValidRequestLine(method: req.method, path: req.path) ? nil : "bad :method or :path"
         for (name, value) in req.headers where invalid == nil {
             let lower = Self.isLowercase(name) ? name : name.lowercased()
-            if Self.isConnectionSpecific(lower) { continue }
+            // Dropped: fields HTTP/2 forbids (RFC 9113 §8.2.2), and `host`, which `:authority` replaces.
+            if HTTP2HeaderCheck.isConnectionSpecific(lower) || lower == "host" { continue }
             guard HTTP2HeaderCheck.isValidName(lower), lower != "te" || value == "trailers" else {
                 invalid = "bad header name \(HTTP2HeaderCheck.Malformed.printable(lower))"
                 break
@@ -479,13 +480,6 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
     private static func isLowercase(_ s: String) -> Bool {
         for b in s.utf8 where b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z") { return false }
         return true
-    }
-
-    private static func isConnectionSpecific(_ name: String) -> Bool {
-        switch name {
-        case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "host": return true
-        default: return false
-        }
     }
 
     private func flushSoon() {

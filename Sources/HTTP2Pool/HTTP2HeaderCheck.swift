@@ -52,7 +52,8 @@ enum HTTP2HeaderCheck {
         }
     }
 
-    /// Names a response may not carry (RFC 9113 §8.2.2).
+    /// Connection-specific fields, which HTTP/2 forbids (RFC 9113 §8.2.2): a response carrying one is
+    /// malformed; the pool drops them from a request.
     static func isConnectionSpecific(_ name: String) -> Bool {
         switch name {
         case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade": return true
