@@ -105,36 +105,48 @@ class Run:
     def fail(self, msg):
         raise SystemExit(f"{self.name}: FAILED: {msg}")
 
-    def start_mock(self, *extra):
-        # The ports are picked free here and bound by the mock a moment later: another process may
-        # take one in between. A mock that exits before it answers is started again on new ports
-        # (three tries), its log shown; one that neither answers nor exits fails the test, its log shown.
+    def start_on_free_ports(self, what, log_name, start, ready):
+        """Starts a process (`start(log_file)` picks free ports and returns the process) until
+        `ready()` says it answers. The ports are picked free here and bound by the process a moment
+        later: another process may take one in between. One that exits saying so is started again on
+        other ports (three tries); one that exits otherwise, or neither answers nor exits within 60 s,
+        fails the test with its log."""
         for attempt in range(3):
+            log = os.path.join(self.work, log_name)
+            proc = start(open(log, "w"))
+            self.procs.append(proc)
+            try:
+                wait_for(lambda: proc.poll() is not None or ready(), 60, what, name=self.name)
+            except SystemExit:
+                self.dump_log(log_name)
+                raise
+            if proc.poll() is None:
+                return proc
+            with open(log) as f:
+                lost_port = "Address already in use" in f.read()
+            self.dump_log(log_name)
+            if not lost_port or attempt == 2:
+                self.fail(f"{what} exited with {proc.returncode} before it answered")
+            self.log(f"{what}: a port was taken before it bound it; starting it again on other ports")
+
+    def start_mock(self, *extra):
+        snippet = os.path.join(self.work, "mock", "gateway-snippet.yml")
+
+        def start(log):
             self.ports = {k: free_port() for k in ("apns", "fcm", "hms", "webpush", "stats")}
-            log = os.path.join(self.work, f"mock-{attempt}.log" if attempt else "mock.log")
-            if os.path.exists(os.path.join(self.work, "mock", "gateway-snippet.yml")):
-                os.remove(os.path.join(self.work, "mock", "gateway-snippet.yml"))  # an earlier try's ports
-            mock = subprocess.Popen(
+            self.control = f"http://127.0.0.1:{self.ports['stats']}"
+            if os.path.exists(snippet):
+                os.remove(snippet)  # an earlier try's ports
+            return subprocess.Popen(
                 [self.exe, "mock", "--dir", os.path.join(self.work, "mock"), "--apns-port", str(self.ports["apns"]),
                  "--fcm-port", str(self.ports["fcm"]), "--hms-port", str(self.ports["hms"]),
                  "--webpush-port", str(self.ports["webpush"]),
                  "--stats-port", str(self.ports["stats"]), *extra],
-                stdout=open(log, "w"), stderr=subprocess.STDOUT)
-            self.procs.append(mock)
-            self.control = f"http://127.0.0.1:{self.ports['stats']}"
-            try:
-                wait_for(lambda: mock.poll() is not None or http("GET", self.control + "/__mock/stats", timeout=5)[0] == 200,
-                         60, "the mock providers", name=self.name)
-            except SystemExit:
-                self.dump_log(os.path.basename(log))
-                raise
-            if mock.poll() is None:
-                break
-            self.log(f"the mock exited ({mock.returncode}) before it answered; starting it again on other ports")
-            self.dump_log(os.path.basename(log))
-        else:
-            self.fail("the mock providers exited three times before answering")
-        self.snippet = os.path.join(self.work, "mock", "gateway-snippet.yml")
+                stdout=log, stderr=subprocess.STDOUT)
+
+        mock = self.start_on_free_ports("the mock providers", "mock.log", start,
+                                        lambda: http("GET", self.control + "/__mock/stats", timeout=5)[0] == 200)
+        self.snippet = snippet
         wait_for(lambda: os.path.exists(self.snippet), 10, "the mock config snippet", name=self.name)
         return mock
 
@@ -145,9 +157,12 @@ class Run:
         return json.loads(http("GET", self.control + f"/__mock/missing?below={below}")[1])["missing"]
 
     def start_gateway(self, label, env_overrides):
-        # As for the mock: a gateway that lost its picked port before binding it starts again on another.
-        for attempt in range(3):
+        url = None
+
+        def start(log):
+            nonlocal url
             port = free_port()
+            url = f"http://127.0.0.1:{port}"
             env = dict(os.environ)
             env.update({
                 "PUSHGATE_CORE_ADDRESS": "127.0.0.1",
@@ -155,27 +170,11 @@ class Run:
                 "PUSHGATE_LOG_ACCESS_LEVEL": "warning",
             })
             env.update({k: str(v) for k, v in env_overrides.items()})
-            log = os.path.join(self.work, f"gateway-{label}.log")
-            p = subprocess.Popen([self.exe, "serve", "-c", self.snippet], env=env, cwd=self.work,
-                                 stdout=open(log, "w"), stderr=subprocess.STDOUT)
-            self.procs.append(p)
-            url = f"http://127.0.0.1:{port}"
-            try:
-                wait_for(lambda: p.poll() is not None or http("GET", url + "/healthz", timeout=5)[0] == 200, 60,
-                         f"gateway {label}", name=self.name)
-                if p.poll() is not None:
-                    with open(log) as f:
-                        lost_port = "Address already in use" in f.read()
-                    if lost_port and attempt < 2:
-                        self.log(f"gateway {label}: its port was taken before it bound it; starting it again on another")
-                        continue
-                    self.dump_log(f"gateway-{label}.log")
-                    self.fail(f"gateway {label} exited with {p.returncode} before it answered /healthz")
-            except SystemExit:
-                if p.poll() is None:
-                    self.dump_log(f"gateway-{label}.log")
-                raise
-            break
+            return subprocess.Popen([self.exe, "serve", "-c", self.snippet], env=env, cwd=self.work,
+                                    stdout=log, stderr=subprocess.STDOUT)
+
+        p = self.start_on_free_ports(f"gateway {label}", f"gateway-{label}.log", start,
+                                     lambda: http("GET", url + "/healthz", timeout=5)[0] == 200)
         p.url = url
         return p
 
