@@ -193,24 +193,19 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
         }
     }
 
-    /// `put` below, and the notification's last change set to `t`; `isNew`: it had no job before.
+    /// Records `outcome` for `job` in `n` and sets its last change to `t`; returns the records added
+    /// (0 or 1) and whether `n` had no job before (a notification seen for the first time). The token
+    /// is read only for a new record: an update keeps the one stored.
     private static func put(
         _ job: DeliveryJob, _ outcome: StatusSlot.Outcome, overwrite: Bool, at t: Date, into n: inout Notif
     ) -> (added: Int, isNew: Bool) {
         let isNew = n.jobIDs.isEmpty
-        let added = put(job, outcome, overwrite: overwrite, into: &n)
         n.updated = t
-        return (added, isNew)
-    }
-
-    /// Records `outcome` for `job` in `n`; returns the records added (0 or 1). The token is read only
-    /// for a new record: an update keeps the one stored.
-    private static func put(_ job: DeliveryJob, _ outcome: StatusSlot.Outcome, overwrite: Bool, into n: inout Notif) -> Int {
         if let last = n.jobIDs.last, last >= job.id {
             let at = lowerBound(n.jobIDs, job.id)
             if at < n.jobIDs.count, n.jobIDs[at] == job.id {
                 if overwrite { n.slots[at].set(outcome) }
-                return 0
+                return (0, isNew)
             }
             // A record made by an event that came before an earlier job's acceptance.
             n.jobIDs.insert(job.id, at: at)
@@ -220,7 +215,7 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
             n.jobIDs.append(job.id)
             n.slots.append(StatusSlot(job, outcome))
         }
-        return 1
+        return (1, isNew)
     }
 
     /// The first index of `ids` (ascending) not below `id`.
