@@ -1,3 +1,4 @@
+import DequeModule
 import Foundation
 import NIOConcurrencyHelpers
 import PushgateCore
@@ -260,35 +261,24 @@ public struct PlatformJobs: Sendable {
     }
 }
 
-/// A FIFO of ready jobs: an array with a moving head, compacted now and then (no per-pop shifting).
+/// A FIFO of ready jobs (swift-collections' `Deque`: a pop moves the job out, no copy, no shifting).
 /// Shared by the memory queue and the durable queues' in-memory lease buffer.
 public struct JobFIFO: Sendable {
-    private var items: [DeliveryJob] = []
-    private var head = 0
+    private var items = Deque<DeliveryJob>()
     public init() {}
-    public var count: Int { items.count - head }
+    public var count: Int { items.count }
 
     public mutating func append(_ job: DeliveryJob) { items.append(job) }
 
     /// Removes and returns the jobs `match` picks, keeping the others in order. O(n).
     public mutating func remove(where match: (DeliveryJob) -> Bool) -> [DeliveryJob] {
-        guard items[head...].contains(where: match) else { return [] }
-        let removed = items[head...].filter(match)
-        items = items[head...].filter { !match($0) }
-        head = 0
+        guard items.contains(where: match) else { return [] }
+        let removed = Array(items.lazy.filter(match))
+        items.removeAll(where: match)
         return removed
     }
 
-    public mutating func popFirst() -> DeliveryJob? {
-        guard head < items.count else { return nil }
-        let job = items[head]
-        head += 1
-        if head > 1024, head * 2 > items.count {
-            items.removeFirst(head)
-            head = 0
-        }
-        return job
-    }
+    public mutating func popFirst() -> DeliveryJob? { items.popFirst() }
 }
 
 /// A binary min-heap of jobs by `notBefore` (ties by id, so equal times stay FIFO).
