@@ -93,12 +93,13 @@ extension DurableQueue {
     /// room (call with the lock held; hand the result to `startReadingParked` after unlocking).
     /// `now` nil: no failed read to wait for is checked (the hot path; a failure is retried by the timer).
     func readParkedIfNeeded(_ platform: Platform, in s: inout State, now t: Double?) -> [ClosedRange<Int64>]? {
-        guard parksJobs, !s.shutdown, !s.finalizeRequested, let ps = s.platforms[platform] else { return nil }
-        guard !ps.readingParked, !ps.parked.isEmpty, ps.jobs.ready.count < options.leaseBatch else { return nil }
-        if ps.parkedReadFailed > 0 {
-            guard let t, t >= ps.parkedReadFailed + options.pollInterval else { return nil }
-        }
-        let n = min(options.leaseBatch, options.maxHeld - s.held - s.unwritten)
+        // Asked in place (the dictionary's modify accessor): this runs on every completion while jobs
+        // are parked, and reading the platform's state out of the dictionary copies it (a retain and
+        // a release of each of its buffers).
+        guard parksJobs, !s.shutdown, !s.finalizeRequested,
+            s.platforms[platform]?.parkedReadDue(leaseBatch: options.leaseBatch, now: t, retryAfter: options.pollInterval) == true
+        else { return nil }
+        let n = min(max(options.leaseBatch, options.parkedReadBatch), options.maxHeld - s.held - s.unwritten)
         guard n > 0 else { return nil }
         s.platforms[platform]!.readingParked = true
         return s.changeParked(platform) { $0.take(n) }

@@ -43,17 +43,19 @@ extension DurableQueue {
         let update = JobUpdate.completion(
             id: Int64(job.id), outcome: outcome, attempts: job.attempts, finishedAt: t,
             row: rowAtOutcome && job.storeRow != 0 ? OutcomeRow(job) : nil)
+        // The closure takes the platform only, not the whole job.
+        let platform = job.platform
         var read: [ClosedRange<Int64>]?
         let wake: Bool = state.withLockedValue { s in
             let first = addUpdate(update, in: &s)
             s.outstanding -= 1
             s.held -= 1
             s.pendingDelta -= 1
-            if s.parked > 0 { read = readParkedIfNeeded(job.platform, in: &s, now: t) }
+            if s.parked > 0 { read = readParkedIfNeeded(platform, in: &s, now: t) }
             return checkFinalize(&s) || first
         }
         if wake { signal.yield() }
-        if let read { startReadingParked(job.platform, read) }
+        if let read { startReadingParked(platform, read) }
     }
 
     /// The row a retry or an outcome of `job` carries to a store that may not have written it yet

@@ -39,6 +39,17 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         var readingParked = false
         /// When the last read of parked jobs failed (the next waits `pollInterval`).
         var parkedReadFailed: Double = 0
+
+        /// Whether parked jobs are to be read back now: some are parked, none are being read, at most
+        /// `leaseBatch` are ready, and a failed read was `retryAfter` ago (`now` nil: not checked).
+        /// Mutating only so that it is called in place through the dictionary (no copy of the state).
+        mutating func parkedReadDue(leaseBatch: Int, now t: Double?, retryAfter: Double) -> Bool {
+            guard !readingParked, !parked.isEmpty, jobs.ready.count < leaseBatch else { return false }
+            if parkedReadFailed > 0 {
+                guard let t, t >= parkedReadFailed + retryAfter else { return false }
+            }
+            return true
+        }
     }
 
     typealias Inserted = (ids: [(notifRow: Int64, jobIDs: [Int64])], guarded: [Int64: GuardOutcome])
