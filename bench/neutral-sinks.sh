@@ -10,11 +10,12 @@
 # Needs Go (apt-get install golang-go), nginx (apt-get install nginx) and /usr/bin/time; h2load
 # (apt-get install nghttp2-client) optional, printed as the floor (C, nghttp2, no JSON, no queue); run as root
 # (nginx's worker runs as root to read the work directory).
-# Usage: bench/neutral-sinks.sh [pushgate binary]   Env: COUNT (100000), ROUNDS (2), INFLIGHT (100)
+# Usage: bench/neutral-sinks.sh [pushgate binary]   Env: COUNT (100000), ROUNDS (2), INFLIGHT (100),
+# SINKS (the sinks to run, of "mock nginx go-h2": all by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-.build-release/release/pushgate}
-COUNT=${COUNT:-100000}; ROUNDS=${ROUNDS:-2}; INFLIGHT=${INFLIGHT:-100}
+COUNT=${COUNT:-100000}; ROUNDS=${ROUNDS:-2}; INFLIGHT=${INFLIGHT:-100}; SINKS=${SINKS:-mock nginx go-h2}
 [ -x "$BIN" ] || scripts/build-release.sh
 source bench/bench-lib.sh
 GOCLIENT="$W/goclient"; (cd bench/goclient && go build -o "$GOCLIENT" .)
@@ -86,6 +87,7 @@ printf "%-8s | %-28s | %-36s | %-36s | %s\n" sink "Go client: CPU/100k, req/s" "
 port=18590
 for sink in "mock https://127.0.0.1:18543" "nginx https://127.0.0.1:18553" "go-h2 https://127.0.0.1:18563"; do
   set -- $sink; name=$1; url=$2
+  case " $SINKS " in *" $name "*) ;; *) continue ;; esac
   gateway "$name" "$url" memory $port; GWM=$GWPID; PM=$port; port=$((port + 1))
   gateway "$name" "$url" sqlite $port; GWS=$GWPID; PS=$port; port=$((port + 1))
   gateway_run $PM $GWM >/dev/null; gateway_run $PS $GWS >/dev/null   # warm-up, not counted
@@ -116,6 +118,12 @@ def agg(kind):
     r = [x for x in rows if x[0] == kind]; n = sum(int(x[3]) for x in r); c = sum(float(x[2]) for x in r); t = sum(float(x[1]) for x in r)
     return c * 100000 / max(1, n), n / max(t, 1e-9), n
 g, m, s, h = agg("go"), agg("memory"), agg("sqlite"), agg("h2load")
+# Per round (the client and both engines one after the other): how far the rounds agree.
+per = lambda kind: [x for x in rows if x[0] == kind]
+for r, (go, mem, sq) in enumerate(zip(per("go"), per("memory"), per("sqlite")), 1):
+    gc, mc, sc = float(go[2]) / max(1, int(go[1])), float(mem[2]) / max(1, int(mem[3])), float(sq[2]) / max(1, int(sq[3]))
+    print("  %s round %d: Go client %.2f s, memory %.2f s (%.2f x Go), sqlite %.2f s (%.2f x memory) per 100k" % (
+        sys.argv[2], r, gc * 1e5, mc * 1e5, gc / mc, sc * 1e5, mc / sc), file=sys.stderr)
 print("%-8s | %5.2f s, %6.0f/s (%d ok)       | %5.2f s, %6.0f/s, %.2f x Go per CPU-s | %5.2f s, %6.0f/s, %.2f x memory per CPU-s | %s" % (
     sys.argv[2], g[0], g[1], g[2], m[0], m[1], g[0] / m[0], s[0], s[1], m[0] / s[0],
     "%5.2f s, %6.0f/s (%d ok)" % h if h[2] else "no h2load"))
