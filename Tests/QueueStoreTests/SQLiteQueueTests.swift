@@ -379,6 +379,31 @@ final class SQLiteQueueTests: XCTestCase {
         await q.close()
     }
 
+    /// Parked jobs are read back up to `parkedReadBatch` at a time (within the room under `maxHeld`),
+    /// not a `leaseBatch` at a time: each read is a few statements and a decode of the notifications'
+    /// `jobs_data`. Every job still comes out once, oldest first, and the window holds.
+    func testParkedJobsAreReadBackInBatchesLargerThanALease() async throws {
+        let q = try await openSQLiteWindow(maxHeld: 200, leaseBatch: 8) { $0.parkedReadBatch = 64 }
+        for k in 0..<10 { try await q.enqueue(makeJobs(100, notifID: "n-\(k)")) }
+        XCTAssertEqual(q.pendingCount, 1000)
+        XCTAssertLessThanOrEqual(q.heldCount, 200, "only the window is held in memory")
+        var last: UInt64 = 0
+        var mostHeldOnceReading = 0
+        for k in 0..<1000 {
+            let j = try await take(q)
+            XCTAssertGreaterThan(j.id, last, "oldest first, each once")
+            last = j.id
+            // The window's first 200 jobs are held from the start; after them, what is held was read back.
+            if k >= 200 { mostHeldOnceReading = max(mostHeldOnceReading, q.heldCount) }
+            await q.complete(j, outcome: .delivered(providerID: nil))
+        }
+        XCTAssertGreaterThan(mostHeldOnceReading, 8 + 8, "reads brought more than a lease batch at a time")
+        XCTAssertLessThanOrEqual(mostHeldOnceReading, 200, "the window holds")
+        for _ in 0..<500 where q.pendingCount > 0 { try await Task.sleep(for: .milliseconds(10)) }
+        XCTAssertEqual(q.pendingCount, 0)
+        await q.close()
+    }
+
     /// Jobs beyond the memory window of a process alone on its SQLite file are leased to it
     /// as they are inserted and read back by id, oldest first, while few are ready: no second write
     /// of each row (a lease), and the window is never exceeded. A crash frees them for the next start.
