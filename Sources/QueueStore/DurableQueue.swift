@@ -40,8 +40,9 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         /// When the last read of parked jobs failed (the next waits `pollInterval`).
         var parkedReadFailed: Double = 0
 
-        /// Whether parked jobs are to be read back now: some are parked, none are being read, at most
-        /// `leaseBatch` are ready, and a failed read was `retryAfter` ago (`now` nil: not checked).
+        /// Whether parked jobs are to be read back now: some are parked, none are being read, fewer than
+        /// `leaseBatch` are ready, and no read failed, or the last failed at least `retryAfter` before
+        /// `now` (nil, the hot path: not after a failure; the timer tries again).
         /// Mutating only so that it is called in place through the dictionary (no copy of the state).
         mutating func parkedReadDue(leaseBatch: Int, now t: Double?, retryAfter: Double) -> Bool {
             guard !readingParked, !parked.isEmpty, jobs.ready.count < leaseBatch else { return false }
