@@ -170,6 +170,21 @@ extension TestClientProtocol {
     }
 }
 
+extension TestClientProtocol {
+    /// Posts `json` and checks the answer is a 400 whose message or detail names `field` (`shown`
+    /// says which case failed).
+    func pushExpectingRefusal(_ json: String, naming field: String, shown: String, file: StaticString = #filePath, line: UInt = #line)
+        async throws
+    {
+        let r = try await push(json)
+        XCTAssertEqual(r.status, 400, "\(shown): \(r.body.prefix(300))", file: file, line: line)
+        let answer = jsonObject(r.body)
+        XCTAssertTrue(
+            "\(answer["message"] ?? "") \(answer["detail"] ?? "")".contains(field), "\(shown) must name \(field): \(r.body.prefix(300))",
+            file: file, line: line)
+    }
+}
+
 func jsonObject(_ s: String) -> [String: Any] {
     (try? JSONSerialization.jsonObject(with: Data(s.utf8))) as? [String: Any] ?? [:]
 }
