@@ -99,7 +99,7 @@ extension DurableQueue {
         guard parksJobs, !s.shutdown, !s.finalizeRequested,
             s.platforms[platform]?.parkedReadDue(leaseBatch: options.leaseBatch, now: t, retryAfter: options.pollInterval) == true
         else { return nil }
-        let n = min(max(options.leaseBatch, options.parkedReadBatch), options.maxHeld - s.held - s.unwritten)
+        let n = min(options.parkedReadBatch, options.maxHeld - s.held - s.unwritten)
         guard n > 0 else { return nil }
         s.platforms[platform]!.readingParked = true
         return s.changeParked(platform) { $0.take(n) }

@@ -53,7 +53,7 @@ public struct DurableQueueOptions: Sendable {
     /// same rate: docs/benchmarks.md, "Backlog").
     public static let defaultMaxHeld = 10_000
     /// Most parked jobs read back from the store at once (bounded by the room under `maxHeld`), once
-    /// `leaseBatch` or fewer are ready. Each read is a few queries, prepared each time, and decodes
+    /// fewer than `leaseBatch` are ready. Each read is a few queries, prepared each time, and decodes
     /// the `jobs_data` of every notification the ids overlap: reading 1,024 rather than 256 at a
     /// time made a drained backlog's read-back cost about a quarter as many queries and decodes.
     public var parkedReadBatch: Int = 1_024
