@@ -111,15 +111,16 @@ for sink in "mock https://127.0.0.1:18543" "nginx https://127.0.0.1:18553" "go-h
   python3 - "$W/$name.txt" "$name" <<'PY'
 import sys
 rows = [l.split() for l in open(sys.argv[1])]
+per = lambda kind: [x for x in rows if x[0] == kind]
 def agg(kind):
+    r = per(kind)
     if kind in ("go", "h2load"):
-        r = [x for x in rows if x[0] == kind]; n = sum(int(x[1]) for x in r); c = sum(float(x[2]) for x in r)
+        n = sum(int(x[1]) for x in r); c = sum(float(x[2]) for x in r)
         return c * 100000 / max(1, n), sum(float(x[3]) for x in r) / max(1, len(r)), n
-    r = [x for x in rows if x[0] == kind]; n = sum(int(x[3]) for x in r); c = sum(float(x[2]) for x in r); t = sum(float(x[1]) for x in r)
+    n = sum(int(x[3]) for x in r); c = sum(float(x[2]) for x in r); t = sum(float(x[1]) for x in r)
     return c * 100000 / max(1, n), n / max(t, 1e-9), n
 g, m, s, h = agg("go"), agg("memory"), agg("sqlite"), agg("h2load")
 # Per round (the client and both engines one after the other): how far the rounds agree.
-per = lambda kind: [x for x in rows if x[0] == kind]
 for r, (go, mem, sq) in enumerate(zip(per("go"), per("memory"), per("sqlite")), 1):
     gc, mc, sc = float(go[2]) / max(1, int(go[1])), float(mem[2]) / max(1, int(mem[3])), float(sq[2]) / max(1, int(sq[3]))
     print("  %s round %d: Go client %.2f s, memory %.2f s (%.2f x Go), sqlite %.2f s (%.2f x memory) per 100k" % (
