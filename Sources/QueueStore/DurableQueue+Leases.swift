@@ -15,7 +15,7 @@ extension DurableQueue {
             var read: [ClosedRange<Int64>]?
             let immediate: DeliveryJob?? = state.withLockedValue { s in
                 if s.finalized { return .some(nil) }
-                if !s.shutdown, let j = s.platforms[platform]?.jobs.ready.popFirst() {
+                if !s.shutdown, let j = s.inPlace(platform, { $0.jobs.ready.popFirst() }) ?? nil {
                     s.outstanding += 1
                     return .some(j)
                 }
@@ -35,7 +35,7 @@ extension DurableQueue {
     public func nextIfReady(platform: Platform) -> DeliveryJob? {
         var read: [ClosedRange<Int64>]?
         let job: DeliveryJob? = state.withLockedValue { s in
-            guard !s.finalized, !s.shutdown, let j = s.platforms[platform]?.jobs.ready.popFirst() else { return nil }
+            guard !s.finalized, !s.shutdown, let j = s.inPlace(platform, { $0.jobs.ready.popFirst() }) ?? nil else { return nil }
             s.outstanding += 1
             if s.parked > 0 { read = readParkedIfNeeded(platform, in: &s, now: nil) }
             return j
@@ -49,8 +49,8 @@ extension DurableQueue {
         let p = job.platform
         if s.platforms[p] == nil { s.platforms[p] = PlatformState() }
         let handToWaiter = !s.shutdown
-        // Mutated in place (a copy of the platform state would copy its arrays on every job).
-        if let handed = s.platforms[p]!.jobs.place(job, now: t, handToWaiter: handToWaiter) {
+        // Changed in place (a copy of the platform state would copy its arrays on every job).
+        if let handed = s.inPlace(p, { $0.jobs.place(job, now: t, handToWaiter: handToWaiter) }) ?? nil {
             resume.append((handed, job))
             s.outstanding += 1
         }
@@ -93,15 +93,16 @@ extension DurableQueue {
     /// room (call with the lock held; hand the result to `startReadingParked` after unlocking).
     /// `now` nil: no failed read to wait for is checked (the hot path; a failure is retried by the timer).
     func readParkedIfNeeded(_ platform: Platform, in s: inout State, now t: Double?) -> [ClosedRange<Int64>]? {
-        // Asked in place (the dictionary's modify accessor): this runs on every completion while jobs
-        // are parked, and reading the platform's state out of the dictionary copies it (a retain and
-        // a release of each of its buffers).
+        // Asked in place (`State.inPlace`): this runs on every completion while jobs are parked, and
+        // reading the platform's state out of the dictionary copies it (a retain and a release of
+        // each of its buffers).
+        let (leaseBatch, retry) = (options.leaseBatch, options.pollInterval)
         guard parksJobs, !s.shutdown, !s.finalizeRequested,
-            s.platforms[platform]?.parkedReadDue(leaseBatch: options.leaseBatch, now: t, retryAfter: options.pollInterval) == true
+            s.inPlace(platform, { $0.parkedReadDue(leaseBatch: leaseBatch, now: t, retryAfter: retry) }) == true
         else { return nil }
         let n = min(options.parkedReadBatch, options.maxHeld - s.held - s.unwritten)
         guard n > 0 else { return nil }
-        s.platforms[platform]!.readingParked = true
+        s.inPlace(platform) { $0.readingParked = true }
         return s.changeParked(platform) { $0.take(n) }
     }
 

@@ -43,8 +43,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
         /// Whether parked jobs are to be read back now: some are parked, none are being read, fewer than
         /// `leaseBatch` are ready, and no read failed, or the last failed at least `retryAfter` before
         /// `now` (nil, the hot path: not after a failure; the timer tries again).
-        /// Mutating only so that it is called in place through the dictionary (no copy of the state).
-        mutating func parkedReadDue(leaseBatch: Int, now t: Double?, retryAfter: Double) -> Bool {
+        func parkedReadDue(leaseBatch: Int, now t: Double?, retryAfter: Double) -> Bool {
             guard !readingParked, !parked.isEmpty, jobs.ready.count < leaseBatch else { return false }
             if parkedReadFailed > 0 {
                 guard let t, t >= parkedReadFailed + retryAfter else { return false }
@@ -79,6 +78,7 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
     }
 
     struct State {
+        /// Changed through `inPlace` on the hot paths.
         var platforms: [Platform: PlatformState] = [:]
         var work = Work()
         var pendingBase = 0
@@ -210,5 +210,17 @@ public final class DurableQueue: QueueDriver, DeliveryStatusSource, IdempotencyS
             let c = s.notifications
             return (c.entries.count, c.bytes, c.entries.values.filter { $0.leftInStore != nil }.count, c.readBack)
         }
+    }
+}
+
+extension DurableQueue.State {
+    /// Runs `body` on the state of `platform` where it is stored (nil: the platform has none). The
+    /// dictionary's own subscript moves the value out into an optional and back for a change made
+    /// through it (`platforms[p]?.x = …`, `platforms[p]!.x = …`), a copy of the whole platform state
+    /// per call; its values view changes the value in place. Used on every job handed out and
+    /// every completion.
+    mutating func inPlace<R>(_ platform: Platform, _ body: (inout DurableQueue.PlatformState) -> R) -> R? {
+        guard let i = platforms.index(forKey: platform) else { return nil }
+        return body(&platforms.values[i])
     }
 }
