@@ -314,7 +314,7 @@ struct StatusSlot {
         var state: DeliveryStatusRecord.State
 
         /// `job`'s state as its record tells it (`DeliveryStatusRecord`'s mapping), `t` its end if over.
-        init(_ job: DeliveryJob, at t: Date) {
+        init(_ job: borrowing DeliveryJob, at t: Date) {
             attempts = Int32(clamping: job.attempts)
             switch job.state {
             case .queued:
@@ -342,7 +342,7 @@ struct StatusSlot {
         }
     }
 
-    init(_ job: DeliveryJob, _ outcome: Outcome) {
+    init(_ job: borrowing DeliveryJob, _ outcome: Outcome) {
         token = Self.token(job.target.reportedToken)
         platform = job.platform
         detail = outcome.detail

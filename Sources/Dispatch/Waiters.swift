@@ -73,7 +73,7 @@ public struct DeliveryOutcome: Sendable, Equatable {
         self.position = position
     }
 
-    init(_ job: DeliveryJob, _ final: FinalOutcome?, position: Int) {
+    init(_ job: borrowing DeliveryJob, _ final: FinalOutcome?, position: Int) {
         let result: Result
         switch final {
         case .delivered(let id, _)?: result = .delivered(providerID: id)

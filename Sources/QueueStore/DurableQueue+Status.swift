@@ -29,10 +29,11 @@ extension DurableQueue {
             out.attempts = attempts
             out.nextTry = Date(timeIntervalSince1970: notBefore)
             out.error = lastError
-        case .complete(_, let code, let attempts, let info, let finishedAt, _):
-            let state = DeliveryState(code: code, attempts: attempts, notBefore: Date(timeIntervalSince1970: 0), lastError: info, providerID: info)
+        case .complete(let c):
+            let state = DeliveryState(
+                code: c.state, attempts: c.attempts, notBefore: Date(timeIntervalSince1970: 0), lastError: c.info, providerID: c.info)
             out = DeliveryStatusRecord(
-                platform: r.platform, token: r.token, state: state, attempts: attempts, finishedAt: Date(timeIntervalSince1970: finishedAt),
+                platform: r.platform, token: r.token, state: state, attempts: c.attempts, finishedAt: Date(timeIntervalSince1970: c.finishedAt),
                 app: r.app, fallback: r.fallback)
         }
         return out

@@ -316,14 +316,14 @@ struct PostgresStatements: QueueStatements {
         var rCred: [Int] = []
         for u in updates {
             switch u {
-            case .complete(let id, let state, let attempts, let info, let finishedAt, _):
-                let delivered = state == .delivered
-                cID.append(id)
-                cState.append(state.rawValue)
-                cAtt.append(attempts)
-                cPid.append(delivered ? (info ?? "") : "")
-                cErr.append(delivered ? "" : (info ?? ""))
-                cAt.append(finishedAt)
+            case .complete(let c):
+                let delivered = c.state == .delivered
+                cID.append(c.id)
+                cState.append(c.state.rawValue)
+                cAtt.append(c.attempts)
+                cPid.append(delivered ? (c.info ?? "") : "")
+                cErr.append(delivered ? "" : (c.info ?? ""))
+                cAt.append(c.finishedAt)
             case .reschedule(let id, let attempts, let notBefore, let lastError, let cred, _):
                 rID.append(id)
                 rAtt.append(attempts)

@@ -139,12 +139,12 @@ extension SQLiteBackend: QueueStatements {
         }
         for u in updates {
             switch u {
-            case .complete(let id, let state, let attempts, let info, let finishedAt, _):
-                let delivered = state == .delivered
+            case .complete(let c):
+                let delivered = c.state == .delivered
                 completes += [
-                    .integer(Int(id)), .integer(state.rawValue), .integer(attempts),
-                    delivered ? (info.map { .text($0) } ?? .null) : .null,
-                    delivered ? .null : (info.map { .text($0) } ?? .null), .float(finishedAt),
+                    .integer(Int(c.id)), .integer(c.state.rawValue), .integer(c.attempts),
+                    delivered ? (c.info.map { .text($0) } ?? .null) : .null,
+                    delivered ? .null : (c.info.map { .text($0) } ?? .null), .float(c.finishedAt),
                 ]
                 nc += 1
                 if nc == 2000 {
@@ -188,33 +188,33 @@ extension SQLiteBackend: QueueStatements {
             guard rows.count > 0 else { return }
             _ = try writer.query(sql, [.text(rows.take()), .text(owner)])
         }
-        for u in updates {
-            guard case .reschedule(let id, let attempts, let notBefore, let lastError, let cred, let row?) = u else { continue }
-            rows.add(
-                id: id, row, attempts: attempts, notBefore: notBefore, lastError: lastError, credentialRetryUsed: cred,
-                state: .pending, providerID: nil, finishedAt: nil, leaseOwner: owner)
-            if rows.count == 1000 { try await flush(Self.upsertRetried) }
-        }
-        try await flush(Self.upsertRetried)
-        let outcomes = updates.indices.filter { if case .complete(_, _, _, _, _, _?) = updates[$0] { true } else { false } }
-        try writer.executeEach(Self.upsertOutcome, count: outcomes.count) { k, b in
-            guard case .complete(let id, let state, let attempts, let info, let finishedAt, let row?) = updates[outcomes[k]] else {
-                // `outcomes` holds exactly these: not reached (a row left unbound would step the last one again).
-                throw QueueStoreError("SQLite queue: update \(outcomes[k]) is not an outcome with its job")
+        // Retries are rare: the updates are not copied out one by one to look for them.
+        if updates.contains(where: \.isRetryWithRow) {
+            for u in updates {
+                guard case .reschedule(let id, let attempts, let notBefore, let lastError, let cred, let row?) = u else { continue }
+                rows.add(
+                    id: id, row, attempts: attempts, notBefore: notBefore, lastError: lastError, credentialRetryUsed: cred,
+                    state: .pending, providerID: nil, finishedAt: nil, leaseOwner: owner)
+                if rows.count == 1000 { try await flush(Self.upsertRetried) }
             }
-            let delivered = state == .delivered
-            let providerID = delivered ? info : nil
+            try await flush(Self.upsertRetried)
+        }
+        try writer.executeEach(Self.upsertOutcome, count: updates.count) { k, b in
+            guard case .complete(let c) = updates[k], let row = c.row else { return false }
+            let delivered = c.state == .delivered
+            let providerID = delivered ? c.info : nil
             let sameID = providerID == row.messageID
-            b.int(1, Int(id))
+            b.int(1, Int(c.id))
             b.int(2, Int(row.notifRow))
             b.int(3, row.platform.rawValue)
             b.int(4, sameID ? WrittenOnce.RowsJSON.providerIDIsMessageID : WrittenOnce.RowsJSON.narrowOutcome)
-            b.int(5, attempts)
-            b.text(6, delivered ? row.lastError : info)
-            b.int(7, state.rawValue)
+            b.int(5, c.attempts)
+            b.text(6, delivered ? row.lastError : c.info)
+            b.int(7, c.state.rawValue)
             b.text(8, sameID ? nil : providerID)
-            b.double(9, finishedAt)
+            b.double(9, c.finishedAt)
             b.text(10, owner)
+            return true
         }
     }
 

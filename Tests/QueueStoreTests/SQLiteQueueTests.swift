@@ -277,7 +277,7 @@ final class SQLiteQueueTests: XCTestCase {
             us.map {
                 switch $0 {
                 case .reschedule(let id, let attempts, _, _, _, _): return "r\(id)@\(attempts)"
-                case .complete(let id, _, _, _, _, _): return "c\(id)"
+                case .complete(let c): return "c\(c.id)"
                 }
             }
         }
