@@ -129,7 +129,7 @@ public final class RecentActivity: DeliveryEventSink {
     private static func bucket(_ d: Date) -> Int { Int(max(0, d.timeIntervalSince1970)) / bucketSeconds }
     private static func second(_ d: Date) -> Int64 { Int64(max(0, min(d.timeIntervalSince1970, 1e12))) }
 
-    public func record(_ event: DeliveryEvent) {
+    public func record(_ event: borrowing DeliveryEvent) {
         switch event {
         case .accepted(let job):
             let second = Self.second(job.enqueuedAt)

@@ -327,8 +327,8 @@ extension Dispatcher {
             for case .emit(let e) in lifecycle.step(jobs[i], .skipped(.duplicate), now: t).effects { duplicates.append(e) }
         }
         publish(.submitted(counts: plan.counts, queued: jobs.count - duplicates.count))
-        for e in submitted.accepted { publish(e) }
-        for e in duplicates { publish(e) }
+        publish(submitted.accepted)
+        publish(duplicates)
 
         var unavailableEntries = BoundedLogs(budget: sync ? answer.maxAnswerBytes : 0)
         var failedNow = BoundedLogs(budget: sync ? answer.maxAnswerBytes : 0)
@@ -340,8 +340,8 @@ extension Dispatcher {
                 earlyOutcomes.append(DeliveryOutcome(job, final, position: positionOfJob[job.id] ?? 0))
             }
         }
+        publish(submitted.rejected)
         for e in submitted.rejected {
-            publish(e)
             guard case .finished(_, _, let phase, let entry?) = e else { continue }
             if phase == .notServed { unavailableEntries.append(entry) } else { failedNow.append(entry) }
         }

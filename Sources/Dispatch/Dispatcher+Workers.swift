@@ -148,15 +148,48 @@ extension Dispatcher {
         }
     }
 
-    /// Carries out a worker's transition, in order.
-    func apply(_ transition: DeliveryTransition) async {
-        for effect in transition.effects {
+    /// Carries out a worker's transition, in order. The events are told by a synchronous function
+    /// that reads each effect where the array holds it (`publish(_:from:)`): iterating here copied
+    /// every effect and then its event, a retain and release of each field of the job in both, and
+    /// so does reading an element in an asynchronous function.
+    func apply(_ transition: borrowing DeliveryTransition) async {
+        var next = 0
+        while let (effect, after) = publish(transition.effects, from: next) {
             switch effect {
-            case .emit(let e): publish(e)
             case .reschedule: await queue.reschedule(transition.job)
             case .complete(let outcome): await queue.complete(transition.job, outcome: outcome)
-            case .enqueue, .recordFailedBeforeSending, .release: break  // submit's and the queue drivers' business
             }
+            next = after
+        }
+    }
+
+    /// What an effect asks of the queue.
+    private enum QueueEffect {
+        case reschedule
+        case complete(FinalOutcome)
+    }
+
+    /// Tells the sinks the events of `effects` from `start` on, up to the first effect that asks
+    /// something of the queue: returns it and the index after it (nil: none is left).
+    @inline(never)
+    private func publish(_ effects: borrowing [DeliveryEffect], from start: Int) -> (QueueEffect, next: Int)? {
+        for i in start..<effects.count {
+            if let q = publish(effects[i]) { return (q, i + 1) }
+        }
+        return nil
+    }
+
+    /// Tells the sinks an event effect; returns what any other effect asks of the queue. Its own
+    /// function, borrowing: a `switch` over the array's element binding the event copied it out.
+    @inline(never)
+    private func publish(_ effect: borrowing DeliveryEffect) -> QueueEffect? {
+        switch effect {
+        case .emit(let e):
+            publish(e)
+            return nil
+        case .reschedule: return .reschedule
+        case .complete(let outcome): return .complete(outcome)
+        case .enqueue, .recordFailedBeforeSending, .release: return nil  // submit's and the queue drivers' business
         }
     }
 }

@@ -206,8 +206,20 @@ public final class Dispatcher: Sendable {
     /// Per-app figure for `/api/stat/app`: deliveries of `app` accepted and not finished.
     public func pendingCount(app: String) -> Int { appPending.count(app, queuePending: queue.pendingCount) }
 
-    func publish(_ event: DeliveryEvent) {
-        if case .finished(let job, _, let phase, _) = event, phase == .afterSending || phase == .skipped { appPending.release(job.accepted.app) }
+    /// Tells the sinks `events`, in order: by index, from a synchronous function (a for-in loop
+    /// copies each event out, and so does an asynchronous caller: a retain and release of each
+    /// field of its job).
+    func publish(_ events: borrowing [DeliveryEvent]) {
+        for i in events.indices { publish(events[i]) }
+    }
+
+    /// Not inlined: inlined into a caller, matching a case copied the event out again.
+    @inline(never)
+    func publish(_ event: borrowing DeliveryEvent) {
+        switch event {
+        case .finished(let job, _, let phase, _) where phase == .afterSending || phase == .skipped: appPending.release(job.accepted.app)
+        default: break
+        }
         for sink in sinks { sink.record(event) }
     }
 

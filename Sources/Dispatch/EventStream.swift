@@ -161,7 +161,7 @@ public final class EventStream: DeliveryEventSink {
 
     public var snapshot: EventCounters { counters.withLockedValue { $0 } }
 
-    public func record(_ event: DeliveryEvent) {
+    public func record(_ event: borrowing DeliveryEvent) {
         var events = mapper.events(event, now: now())
         if let types { events.removeAll { !types.contains($0.type) } }
         guard !events.isEmpty else { return }

@@ -114,7 +114,11 @@ public enum DeliveryEvent: Sendable {
 
 /// A reader of the delivery event stream. Called in line by the dispatcher: keep it short.
 public protocol DeliveryEventSink: Sendable {
-    func record(_ event: DeliveryEvent)
+    /// Told every event of every delivery, several per delivery: `borrowing`, and read with
+    /// `switch`, so that matching a case does not copy the job out of the event (`if case`, or a
+    /// parameter taken the default way, copied the case's whole payload, a retain and release of
+    /// each field of the job, per sink and event).
+    func record(_ event: borrowing DeliveryEvent)
 }
 
 /// What happens to a delivery (the input of `DeliveryLifecycle.step`).

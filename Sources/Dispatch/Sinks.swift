@@ -24,7 +24,7 @@ final class MetricsSink: DeliveryEventSink {
         }
     }
 
-    func record(_ event: DeliveryEvent) {
+    func record(_ event: borrowing DeliveryEvent) {
         switch event {
         case .attempted(let job, let outcome, let started, let ended):
             let m: PlatformMetrics? = metrics(job)
@@ -44,8 +44,11 @@ final class MetricsSink: DeliveryEventSink {
 
 /// Failed deliveries to the feedback hook (not those of a platform that is not served).
 extension FeedbackSender: DeliveryEventSink {
-    public func record(_ event: DeliveryEvent) {
-        if case .finished(_, _, let phase, let failure?) = event, phase != .notServed { post(failure) }
+    public func record(_ event: borrowing DeliveryEvent) {
+        switch event {
+        case .finished(_, _, let phase, let failure?) where phase != .notServed: post(failure)
+        default: break
+        }
     }
 }
 
@@ -53,7 +56,7 @@ extension FeedbackSender: DeliveryEventSink {
 struct LogSink: DeliveryEventSink {
     let logger: Logger
 
-    func record(_ event: DeliveryEvent) {
+    func record(_ event: borrowing DeliveryEvent) {
         switch event {
         case .retrying(let job, _):
             logger.debug(

@@ -109,7 +109,7 @@ public final class Stats: DeliveryEventSink {
         }
     }
 
-    public func record(_ event: DeliveryEvent) {
+    public func record(_ event: borrowing DeliveryEvent) {
         switch event {
         case .submitted(let counts, let queued):
             change { s in

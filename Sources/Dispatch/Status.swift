@@ -156,7 +156,7 @@ public final class MemoryStatusStore: DeliveryEventSink, DeliveryStatusSource {
 
     public var recordCount: Int { state.withLockedValue { $0.records } }
 
-    public func record(_ event: DeliveryEvent) {
+    public func record(_ event: borrowing DeliveryEvent) {
         switch event {
         case .accepted(let job): accepted(job)
         case .retrying(let job, _), .finished(let job, _, _, _): update(job)

@@ -186,9 +186,12 @@ final class WaiterRegistry: Sendable {
 
 extension WaiterRegistry: DeliveryEventSink {
     /// A sync request's delivery ended: one fewer to wait for.
-    func record(_ event: DeliveryEvent) {
-        if case .finished(let job, let outcome, _, let failure) = event, let w = job.waiterID {
-            finished(w, job: job, outcome: outcome, failure: failure)
+    func record(_ event: borrowing DeliveryEvent) {
+        switch event {
+        case .finished(let job, let outcome, _, let failure):
+            if let w = job.waiterID { finished(w, job: job, outcome: outcome, failure: failure) }
+        default:
+            break
         }
     }
 }

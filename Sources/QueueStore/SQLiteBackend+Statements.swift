@@ -200,7 +200,17 @@ extension SQLiteBackend: QueueStatements {
             try await flush(Self.upsertRetried)
         }
         try writer.executeEach(Self.upsertOutcome, count: updates.count) { k, b in
-            guard case .complete(let c) = updates[k], let row = c.row else { return false }
+            Self.bindOutcome(updates[k], owner: owner, to: b)
+        }
+    }
+
+    /// Binds `upsertOutcome`'s parameters to `update` if it is an outcome carrying its job (else
+    /// false, nothing bound). Borrowed and matched with `switch`: `guard case` copied the update
+    /// out of the batch, a retain and release of each of its strings, for every delivery.
+    private static func bindOutcome(_ update: borrowing JobUpdate, owner: String, to b: WriterConnection.Binder) -> Bool {
+        switch update {
+        case .complete(let c):
+            guard let row = c.row else { return false }
             let delivered = c.state == .delivered
             let providerID = delivered ? c.info : nil
             let sameID = providerID == row.messageID
@@ -215,6 +225,8 @@ extension SQLiteBackend: QueueStatements {
             b.double(9, c.finishedAt)
             b.text(10, owner)
             return true
+        case .reschedule:
+            return false
         }
     }
 

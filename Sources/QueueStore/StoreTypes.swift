@@ -183,20 +183,22 @@ enum JobUpdate: Sendable {
     }
 
     /// It carries its job for a store that may not have written the job's row yet.
-    /// (These three are asked of every update of a batch: their patterns bind nothing, so the
-    /// payload is not copied out to answer.)
     var carriesRow: Bool { isRetryWithRow || isOutcomeWithRow }
 
-    /// A reschedule carrying its job.
+    /// A reschedule carrying its job. (Matched with `switch`: `if case` copies the payload out.)
     var isRetryWithRow: Bool {
-        if case .reschedule(_, _, _, _, _, .some) = self { return true }
-        return false
+        switch self {
+        case .reschedule(_, _, _, _, _, let row): return row != nil
+        case .complete: return false
+        }
     }
 
     /// An outcome carrying its job.
     var isOutcomeWithRow: Bool {
-        if case .complete(let c) = self { return c.row != nil }
-        return false
+        switch self {
+        case .complete(let c): return c.row != nil
+        case .reschedule: return false
+        }
     }
 
     /// `updates` without the reschedules a later reschedule of the same job replaces: a job retried
