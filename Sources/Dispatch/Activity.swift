@@ -143,7 +143,7 @@ public final class RecentActivity: DeliveryEventSink {
                 s.pendingTracked += 1
             }
         case .attempted(let job, let outcome, _, let ended):
-            guard let c = Self.classes.firstIndex(of: outcome.className) else { return }
+            let c = outcome.classIndex
             let p = platformIndex(job.platform)
             state.withLockedValue { s in
                 let slot = s.slot(Self.bucket(ended))

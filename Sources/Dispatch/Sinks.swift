@@ -6,7 +6,13 @@ import PushgateCore
 
 /// swift-metrics instruments, per app and platform (made on first use), fed by the delivery event stream.
 final class MetricsSink: DeliveryEventSink {
-    private let made = NIOLockedValueBox<[String: [Platform: PlatformMetrics]]>([:])
+    /// By app and platform, one level: found with one hash per event (two levels were two).
+    private let made = NIOLockedValueBox<[AppPlatform: PlatformMetrics]>([:])
+
+    private struct AppPlatform: Hashable {
+        var app: String
+        var platform: Platform
+    }
 
     init() {}
 
@@ -16,10 +22,11 @@ final class MetricsSink: DeliveryEventSink {
     func fallback(app: String, platform: Platform) { metrics(app: app, platform: platform).fallbacks.increment() }
 
     private func metrics(app: String, platform p: Platform) -> PlatformMetrics {
-        made.withLockedValue { m in
-            if let existing = m[app]?[p] { return existing }
+        let key = AppPlatform(app: app, platform: p)
+        return made.withLockedValue { m in
+            if let existing = m[key] { return existing }
             let new = PlatformMetrics(platform: p, app: app)
-            m[app, default: [:]][p] = new
+            m[key] = new
             return new
         }
     }
@@ -28,14 +35,14 @@ final class MetricsSink: DeliveryEventSink {
         switch event {
         case .attempted(let job, let outcome, let started, let ended):
             let m: PlatformMetrics? = metrics(job)
-            m?.attempt(className: outcome.className, seconds: ended.timeIntervalSince(started))
+            m?.attempt(outcome, seconds: ended.timeIntervalSince(started))
             if outcome.isDelivered { m?.latency(seconds: ended.timeIntervalSince(job.enqueuedAt)) }
         case .retrying(let job, _):
             metrics(job).retried()
         case .finished(let job, .skipped(let why), _, _):
             metrics(job).skipped(why)
         case .finished(let job, let outcome, let phase, _) where phase != .notServed:
-            metrics(job).finished(className: outcome.isDelivered ? "delivered" : "failed")
+            metrics(job).finished(delivered: outcome.isDelivered)
         default:
             break
         }
@@ -91,8 +98,10 @@ struct LogSink: DeliveryEventSink {
 /// and release of each member per copy.
 final class PlatformMetrics: Sendable {
     let platform: Platform
-    let attempts: [String: Counter]
-    let finals: [String: Counter]
+    /// By `SendOutcome.classIndex`.
+    let attempts: [Counter]
+    let delivered: Counter
+    let failed: Counter
     let retries: Counter
     let skips: [SkipReason: Counter]
     /// Notifications sent as their `fallback` (over the provider's limit).
@@ -104,16 +113,11 @@ final class PlatformMetrics: Sendable {
         self.platform = platform
         let p = ("provider", platform.name)
         let appLabel = ("app", app)
-        var a: [String: Counter] = [:]
-        for c in SendOutcome.classNames {
-            a[c] = Counter(label: "pushgate_provider_responses_total", dimensions: [appLabel, p, ("class", c)])
+        attempts = SendOutcome.classNames.map { c in
+            Counter(label: "pushgate_provider_responses_total", dimensions: [appLabel, p, ("class", c)])
         }
-        attempts = a
-        var f: [String: Counter] = [:]
-        f["delivered"] = Counter(label: "pushgate_push_success_total", dimensions: [appLabel, p])
-        f["failed"] = Counter(label: "pushgate_push_error_total", dimensions: [appLabel, p])
-        f["permanent"] = f["failed"]
-        finals = f
+        delivered = Counter(label: "pushgate_push_success_total", dimensions: [appLabel, p])
+        failed = Counter(label: "pushgate_push_error_total", dimensions: [appLabel, p])
         retries = Counter(label: "pushgate_push_retry_total", dimensions: [appLabel, p])
         var sk: [SkipReason: Counter] = [:]
         for why in [SkipReason.duplicate, .coalesced, .cancelled, .quietHours] {
@@ -125,8 +129,8 @@ final class PlatformMetrics: Sendable {
         deliveryLatency = Timer(label: "pushgate_delivery_latency_seconds", dimensions: [appLabel, p], preferredDisplayUnit: .seconds)
     }
 
-    func attempt(className: String, seconds: Double) {
-        attempts[className]?.increment()
+    func attempt(_ outcome: SendOutcome, seconds: Double) {
+        attempts[outcome.classIndex].increment()
         sendDuration.recordNanoseconds(Self.nanoseconds(seconds))
     }
 
@@ -140,5 +144,5 @@ final class PlatformMetrics: Sendable {
     }
     func retried() { retries.increment() }
     func skipped(_ why: SkipReason) { skips[why]?.increment() }
-    func finished(className: String) { finals[className]?.increment() }
+    func finished(delivered isDelivered: Bool) { (isDelivered ? delivered : failed).increment() }
 }

@@ -39,6 +39,18 @@ public enum SendOutcome: Sendable, Equatable {
         }
     }
 
+    /// Its class's position in `classNames` (arrays indexed by it spare a lookup by name per attempt).
+    public var classIndex: Int {
+        switch self {
+        case .delivered: return 0
+        case .tokenDead: return 1
+        case .permanent: return 2
+        case .transient: return 3
+        case .credentials: return 4
+        case .quotaExceeded: return 5
+        }
+    }
+
     /// A label for metrics: one of `classNames`.
     public var className: String {
         switch self {
