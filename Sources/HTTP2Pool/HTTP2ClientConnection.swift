@@ -250,17 +250,23 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
     }
 
     private func receivedHeaders(streamID: Int32, _ h: HTTP2Frame.FramePayload.Headers) {
-        guard var stream = self.streams[streamID] else { return }
+        // Taken out of the table (moved, where reading it copied the request it holds) and put back
+        // only if the stream goes on: most answers end with their HEADERS.
+        guard var stream = self.streams.removeValue(forKey: streamID) else { return }
         let maxFields = self.core.configuration.maxResponseHeaderFields
         if !stream.gotHeaders {
             switch HTTP2HeaderCheck.responseHead(h.headers, maxFields: maxFields) {
             case .failure(let malformed):
-                self.resetMalformed(streamID: streamID, malformed)
+                self.resetMalformed(streamID: streamID, stream, malformed)
                 return
             case .success(let head):
                 if head.status < 200 {
                     // Informational (1xx): wait for the final response; one that ends the stream is malformed.
-                    if h.endStream { self.resetMalformed(streamID: streamID, .status("\(head.status)")) }
+                    if h.endStream {
+                        self.resetMalformed(streamID: streamID, stream, .status("\(head.status)"))
+                    } else {
+                        self.streams[streamID] = stream
+                    }
                     return
                 }
                 stream.status = head.status
@@ -270,22 +276,21 @@ final class HTTP2ClientConnectionHandler: ChannelInboundHandler, @unchecked Send
         } else {
             // Trailers.
             if let malformed = HTTP2HeaderCheck.trailers(h.headers, into: &stream.headers, maxFields: maxFields) {
-                self.resetMalformed(streamID: streamID, malformed)
+                self.resetMalformed(streamID: streamID, stream, malformed)
                 return
             }
         }
         if h.endStream {
-            self.streams.removeValue(forKey: streamID)
             self.complete(stream)
         } else {
             self.streams[streamID] = stream
         }
     }
 
-    /// A response whose header block breaks RFC 9113 §8.2-8.3: the stream is reset (PROTOCOL_ERROR,
-    /// as swift-nio-http2's own validation would) and its request fails; the connection stays.
-    private func resetMalformed(streamID: Int32, _ malformed: HTTP2HeaderCheck.Malformed) {
-        guard let stream = self.streams.removeValue(forKey: streamID) else { return }
+    /// A response whose header block breaks RFC 9113 §8.2-8.3 (`stream`, taken out of the table):
+    /// the stream is reset (PROTOCOL_ERROR, as swift-nio-http2's own validation would) and its
+    /// request fails; the connection stays.
+    private func resetMalformed(streamID: Int32, _ stream: Stream, _ malformed: HTTP2HeaderCheck.Malformed) {
         if let context = self.context {
             context.write(self.wrapOutboundOut(HTTP2Frame(streamID: HTTP2StreamID(streamID), payload: .rstStream(.protocolError))), promise: nil)
             self.flushSoon()
