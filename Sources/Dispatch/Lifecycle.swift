@@ -249,7 +249,8 @@ public struct DeliveryLifecycle: Sendable {
         }
     }
 
-    private func finish(_ job: DeliveryJob, _ final: FinalOutcome, before: [DeliveryEffect]) -> DeliveryTransition {
+    /// (`consuming`: `step`'s own copy of the job is handed over, not copied again.)
+    private func finish(_ job: consuming DeliveryJob, _ final: FinalOutcome, before: [DeliveryEffect]) -> DeliveryTransition {
         var job = job
         job.state = DeliveryState(final)
         var failure: LogEntry?

@@ -101,28 +101,31 @@ extension DurableQueue {
                 let (notifRow, jobIDs) = ids[gi]
                 var leftInStore = 0
                 for (k, i) in g.jobs.enumerated() {
-                    var job = jobs[i]
-                    job.id = UInt64(jobIDs[k])
-                    job.storeRow = notifRow
-                    switch guarded[jobIDs[k]] {
+                    var heldUntil: Date?
+                    switch guarded.isEmpty ? nil : guarded[jobIDs[k]] {
                     case .duplicate:
                         // Stored as duplicate in the insert: never queued.
                         dispositions[i] = .duplicate
                         s.pendingDelta -= 1
                         continue
                     case .heldUntil(let until):
-                        job.notBefore = Date(timeIntervalSince1970: until)
-                        dispositions[i] = .queued(notBefore: job.notBefore)
+                        heldUntil = Date(timeIntervalSince1970: until)
+                        dispositions[i] = .queued(notBefore: Date(timeIntervalSince1970: until))
                     case nil:
                         break
                     }
                     if hold[i] {
+                        // Copied only when held (a copy retains each field of the job).
+                        var job = jobs[i]
+                        job.id = UInt64(jobIDs[k])
+                        job.storeRow = notifRow
+                        if let heldUntil { job.notBefore = heldUntil }
                         s.held += 1
                         place(job, in: &s, now: tNow, resume: &resume)
                     } else {
                         leftInStore += 1
                         if parksJobs && !jobs[i].isScheduled {
-                            s.changeParked(job.platform) { $0.append(jobIDs[k]) }
+                            s.changeParked(g.accepted.notification.platform) { $0.append(jobIDs[k]) }
                         }
                     }
                 }
@@ -176,13 +179,13 @@ extension DurableQueue {
     {
         var groupIndex: [ObjectIdentifier: Int] = [:]
         var groups: [(accepted: AcceptedNotification, jobs: [Int])] = []
-        for (i, j) in jobs.enumerated() {
-            let key = ObjectIdentifier(j.accepted)
+        for i in jobs.indices {
+            let key = ObjectIdentifier(jobs[i].accepted)
             if let g = groupIndex[key] {
                 groups[g].jobs.append(i)
             } else {
                 groupIndex[key] = groups.count
-                groups.append((j.accepted, [i]))
+                groups.append((jobs[i].accepted, [i]))
             }
         }
         var inserts: [NotificationInsert] = []

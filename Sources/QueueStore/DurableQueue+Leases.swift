@@ -222,7 +222,7 @@ extension DurableQueue {
                 s.platforms[platform]!.fetching = false
                 s.platforms[platform]!.storeMayHaveWork = rows.count >= limit
             }
-            for j in jobs { place(j, in: &s, now: tNow, resume: &resume) }
+            for i in jobs.indices { place(jobs[i], in: &s, now: tNow, resume: &resume) }
             s.outstanding += unreadable.count
             read = readParkedIfNeeded(platform, in: &s, now: tNow.timeIntervalSince1970)
             return requestLeaseIfNeeded(platform, in: &s, now: tNow.timeIntervalSince1970)
