@@ -402,6 +402,65 @@ final class WrittenOnceTests: XCTestCase {
         await q.close()
     }
 
+    /// Outcomes are written `SQLiteBackend.outcomeRowsPerStatement` rows to a statement, the rest
+    /// one to a statement: a batch of 2 full statements and 6 single rows, mixing jobs without a row
+    /// and retried jobs with one (an upsert updating it) and every kind of outcome, reads back
+    /// exactly, each job with its own state, provider id and error.
+    func testOutcomesWrittenManyToAStatementReadBackEachAsItWas() async throws {
+        let per = SQLiteBackend.outcomeRowsPerStatement
+        let n = 2 * per + 6
+        let path = tempDir() + "/q.sqlite"
+        let q = try await SQLiteQueue.open(path: path, options: options())
+        try await q.enqueue(makeJobs(n, notifID: "n-many"))
+        var jobs: [DeliveryJob] = []
+        for _ in 0..<n { jobs.append(try await take(q)) }
+        // Every seventh job is retried first: it has a row when its outcome comes.
+        let retriedIndices = Set(stride(from: 3, to: n, by: 7))
+        for i in retriedIndices.sorted() {
+            jobs[i].attempts = 1
+            jobs[i].lastError = "ServiceUnavailable"
+            jobs[i].notBefore = Date()
+            await q.reschedule(jobs[i])
+            let again = try await take(q)
+            XCTAssertEqual(again.id, jobs[i].id)
+            jobs[i] = again
+        }
+        await q.flush()
+        let retriedRows = try await rawCount(path, "SELECT count(*) AS n FROM jobs")
+        XCTAssertEqual(retriedRows, retriedIndices.count)
+        var expected: [String: (DeliveryStatusRecord.State, String?, String?)] = [:]
+        var attempts: [String: Int] = [:]
+        for (i, j) in jobs.enumerated() {
+            guard case .token(let token) = j.target else { return XCTFail("not a token: \(j.target)") }
+            attempts[token] = j.attempts
+            switch i % 3 {
+            case 0:
+                await q.complete(j, outcome: .delivered(providerID: j.messageID))
+                expected[token] = (.delivered, j.messageID, nil)
+            case 1:
+                await q.complete(j, outcome: .delivered(providerID: "provider-\(i)"))
+                expected[token] = (.delivered, "provider-\(i)", nil)
+            default:
+                await q.complete(j, outcome: .failed(reason: "Unregistered-\(i)", tokenDead: true))
+                expected[token] = (.failed, nil, "Unregistered-\(i)")
+            }
+        }
+        await q.flush()
+        let rows = try await rawCount(path, "SELECT count(*) AS n FROM jobs")
+        XCTAssertEqual(rows, n, "one row per job")
+        let status = try await q.deliveryStatus(notifID: "n-many") ?? []
+        XCTAssertEqual(status.count, n)
+        for r in status {
+            guard let (state, providerID, error) = expected[r.token] else { return XCTFail("unexpected token \(r.token)") }
+            XCTAssertEqual(r.state, state, r.token)
+            XCTAssertEqual(r.providerID, providerID, r.token)
+            XCTAssertEqual(r.error, error, r.token)
+            XCTAssertEqual(r.attempts, attempts[r.token], r.token)
+        }
+        XCTAssertEqual(q.pendingCount, 0)
+        await q.close()
+    }
+
     /// Alone on the store, job ids are reserved a block at a time (`SQLiteBackend.allocate`): after
     /// a crash the next process starts past the whole block, so no id is handed out twice, and a
     /// notification's ids stay consecutive.
