@@ -148,10 +148,11 @@ extension Dispatcher {
         }
     }
 
-    /// Carries out a worker's transition, in order. The events are told by a synchronous function
-    /// that reads each effect where the array holds it (`publish(_:from:)`): iterating here copied
-    /// every effect and then its event, a retain and release of each field of the job in both, and
-    /// so does reading an element in an asynchronous function.
+    /// Carries out a worker's transition, in order. The events are told by synchronous functions
+    /// that take them borrowing (`publish(_:from:)`): iterating here copied every effect and then
+    /// its event, a retain and release of each field of the job in both. An effect is still copied
+    /// once out of the array before its event goes to the sinks (they are behind a protocol, so the
+    /// compiler cannot see that they leave the array alone), the event no more.
     func apply(_ transition: borrowing DeliveryTransition) async {
         var next = 0
         while let (effect, after) = publish(transition.effects, from: next) {
@@ -180,7 +181,8 @@ extension Dispatcher {
     }
 
     /// Tells the sinks an event effect; returns what any other effect asks of the queue. Its own
-    /// function, borrowing: a `switch` over the array's element binding the event copied it out.
+    /// function, borrowing: a `switch` over the array's element binding the event copied the event
+    /// out as well.
     @inline(never)
     private func publish(_ effect: borrowing DeliveryEffect) -> QueueEffect? {
         switch effect {

@@ -206,9 +206,10 @@ public final class Dispatcher: Sendable {
     /// Per-app figure for `/api/stat/app`: deliveries of `app` accepted and not finished.
     public func pendingCount(app: String) -> Int { appPending.count(app, queuePending: queue.pendingCount) }
 
-    /// Tells the sinks `events`, in order: by index, from a synchronous function (a for-in loop
-    /// copies each event out, and so does an asynchronous caller: a retain and release of each
-    /// field of its job).
+    /// Tells the sinks `events`, in order: by index, from a synchronous function, not inlined (a
+    /// for-in loop copies each event out, and so does an asynchronous caller reading them: a retain
+    /// and release of each field of its job).
+    @inline(never)
     func publish(_ events: borrowing [DeliveryEvent]) {
         for i in events.indices { publish(events[i]) }
     }
