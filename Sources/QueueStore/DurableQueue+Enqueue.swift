@@ -109,8 +109,9 @@ extension DurableQueue {
                         s.pendingDelta -= 1
                         continue
                     case .heldUntil(let until):
-                        heldUntil = Date(timeIntervalSince1970: until)
-                        dispositions[i] = .queued(notBefore: Date(timeIntervalSince1970: until))
+                        let end = Date(timeIntervalSince1970: until)
+                        heldUntil = end
+                        dispositions[i] = .queued(notBefore: end)
                     case nil:
                         break
                     }
