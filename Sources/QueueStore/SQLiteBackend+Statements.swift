@@ -171,7 +171,7 @@ extension SQLiteBackend: QueueStatements {
     /// expired lease's rows were written free by another process: the update does not apply).
     /// Reschedules first, so a job retried and over in one batch ends over. A retried job's row is
     /// whole (it is read back when leased); an outcome's row is narrow when the job had none
-    /// (`upsertOutcomes`: its description stays in `jobs_data`).
+    /// (`makeUpsertOutcomes`: its description stays in `jobs_data`).
     ///
     /// Outcomes, one per delivery: kept statements of `outcomeRowsPerStatement` rows each, then of
     /// one row for the rest, their values bound from the updates (`WriterConnection.executeEach`).
@@ -210,32 +210,33 @@ extension SQLiteBackend: QueueStatements {
         }
         let per = Self.outcomeRowsPerStatement
         let full = outcomes.count / per
-        try writer.executeEach(Self.upsertOutcomes(per), count: full) { k, b in
+        try writer.executeEach(Self.upsertOutcomesFull, count: full) { k, b in
             b.text(1, owner)
-            for r in 0..<per { Self.bindOutcome(updates[outcomes[k * per + r]], row: r, to: b) }
-            return true
+            for r in 0..<per { try Self.bindOutcome(updates[outcomes[k * per + r]], row: r, to: b) }
         }
-        try writer.executeEach(Self.upsertOutcomes(1), count: outcomes.count - full * per) { k, b in
+        try writer.executeEach(Self.upsertOutcomeOne, count: outcomes.count - full * per) { k, b in
             b.text(1, owner)
-            Self.bindOutcome(updates[outcomes[full * per + k]], row: 0, to: b)
-            return true
+            try Self.bindOutcome(updates[outcomes[full * per + k]], row: 0, to: b)
         }
     }
+
+    private static let notAnOutcome = QueueStoreError("SQLite queue: an update to write as an outcome row is not an outcome with its job")
 
     /// Outcome rows per statement of `upsertRows` (its remainder goes in statements of one).
     static let outcomeRowsPerStatement = 32
 
-    /// Binds the parameters of row `r` of `upsertOutcomes` to `update`, an outcome carrying its
-    /// job. Borrowed, matched with `switch`, inlined, and every value read out before the first
-    /// bind: otherwise the compiler copies the whole update (or outcome) out of the batch first, a
-    /// retain and release of each of its strings for every delivery, because the binds are C calls
-    /// it cannot see into.
+    /// Binds the parameters of row `r` of `makeUpsertOutcomes` to `update`, an outcome carrying its
+    /// job (`upsertRows` passes only those: anything else throws, since a row left unbound would be
+    /// written again with the values of the one before). Borrowed, matched with `switch`, inlined,
+    /// and every value read out before the first bind: otherwise the compiler copies the whole
+    /// update (or outcome) out of the batch first, a retain and release of each of its strings for
+    /// every delivery, because the binds are C calls it cannot see into.
     @inline(__always)
-    private static func bindOutcome(_ update: borrowing JobUpdate, row r: Int, to b: WriterConnection.Binder) {
+    private static func bindOutcome(_ update: borrowing JobUpdate, row r: Int, to b: WriterConnection.Binder) throws {
         let values: (id: Int64, notifRow: Int64, platform: Int, kind: Int, attempts: Int, error: String?, state: Int, providerID: String?, at: Double)
         switch update {
         case .complete(let c):
-            guard let row = c.row else { return }
+            guard let row = c.row else { throw Self.notAnOutcome }
             let delivered = c.state == .delivered
             let providerID = delivered ? c.info : nil
             let sameID = providerID == row.messageID
@@ -245,7 +246,7 @@ extension SQLiteBackend: QueueStatements {
                 delivered ? row.lastError : c.info, c.state.rawValue, sameID ? nil : providerID, c.finishedAt
             )
         case .reschedule:
-            return
+            throw Self.notAnOutcome
         }
         let p = Int32(1 + 9 * r)
         b.int(p + 1, Int(values.id))
@@ -273,16 +274,14 @@ extension SQLiteBackend: QueueStatements {
         onConflict:
             "attempts = excluded.attempts, not_before = excluded.not_before, last_error = excluded.last_error, cred_retry = excluded.cred_retry"
     )
+    /// `upsertRows`' two outcome statements: `outcomeRowsPerStatement` rows, and one row.
+    private static let upsertOutcomesFull = makeUpsertOutcomes(outcomeRowsPerStatement)
+    private static let upsertOutcomeOne = makeUpsertOutcomes(1)
     /// `rows` narrow outcome rows (schema version 5), ?1 the lease owner, then nine values per row:
     /// its id, notification, platform, `target_kind` (`RowsJSON.narrowOutcome`, or
     /// `providerIDIsMessageID` with no provider id of its own), attempts, last error, state, provider
     /// id and finish time. Its target, message id and times stay in `jobs_data`; when the job has a
     /// row (retried), the upsert updates that row's outcome columns and the rest stays as it is.
-    private static func upsertOutcomes(_ rows: Int) -> String {
-        rows == outcomeRowsPerStatement ? upsertOutcomesFull : rows == 1 ? upsertOutcomeOne : makeUpsertOutcomes(rows)
-    }
-    private static let upsertOutcomesFull = makeUpsertOutcomes(outcomeRowsPerStatement)
-    private static let upsertOutcomeOne = makeUpsertOutcomes(1)
     private static func makeUpsertOutcomes(_ rows: Int) -> String {
         let values = (0..<rows).map { r in
             let v = (1...9).map { "?\(1 + 9 * r + $0)" }

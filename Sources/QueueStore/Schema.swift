@@ -30,7 +30,7 @@ struct QueueSchema: Sendable {
     /// 4: a job row is written once, at its outcome (`WrittenOnce`): `notifications.first_job`,
     /// `job_count` and `jobs_data`, table `open_notifs`; a notification's row id is its first job's
     /// id; no `jobs_notif_row` index.
-    /// 5: the outcome row of a job that had none is narrow (`SQLiteBackend.upsertOutcomes`):
+    /// 5: the outcome row of a job that had none is narrow (`SQLiteBackend.makeUpsertOutcomes`):
     /// `target_kind` -1 (-2: its provider id is its message id), its target, message id and times
     /// left in `jobs_data`.
     /// 6: `notifications.traceparent` (the request's ingest span, W3C Trace Context).

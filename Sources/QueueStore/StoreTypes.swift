@@ -128,7 +128,7 @@ extension StoredJob {
 }
 
 /// What an outcome's row needs of its job when the store may not have written the row yet: a
-/// narrow row (`SQLiteBackend.upsertOutcomes`) takes the rest from `jobs_data`. Four fields
+/// narrow row (`SQLiteBackend.makeUpsertOutcomes`) takes the rest from `jobs_data`. Four fields
 /// where the whole `StoredJob` copied (and retained) the target and more per completion.
 struct OutcomeRow: Sendable {
     var notifRow: Int64

@@ -95,12 +95,11 @@ final class WriterConnection: @unchecked Sendable {
         }
     }
 
-    /// Runs `sql` (one statement, no result rows) once for each of `0..<count` that `bind` binds
-    /// the parameters of and returns true for (false, before binding anything: that one is passed
-    /// over): one statement prepared once and stepped per row, its values bound straight from the
-    /// caller's data. Returns the rows changed in all.
+    /// Runs `sql` (one statement, no result rows) `count` times, its parameters bound by `bind` for
+    /// each of `0..<count` in turn: one statement prepared once and stepped per row, its values bound
+    /// straight from the caller's data. Returns the rows changed in all.
     @discardableResult
-    func executeEach(_ sql: String, count: Int, _ bind: (Int, Binder) throws -> Bool) throws -> Int {
+    func executeEach(_ sql: String, count: Int, _ bind: (Int, Binder) throws -> Void) throws -> Int {
         try lock.withLock {
             guard let handle else { throw QueueStoreError("the SQLite queue's writer connection is closed") }
             let s = try prepared(sql, handle).statement
@@ -111,7 +110,7 @@ final class WriterConnection: @unchecked Sendable {
             let binder = Binder(statement: s)
             var changed = 0
             for k in 0..<count {
-                guard try bind(k, binder) else { continue }
+                try bind(k, binder)
                 guard binder.failed == SQLITE_OK else { throw error(handle) }
                 let ret = sqlite_nio_sqlite3_step(s)
                 guard ret == SQLITE_DONE || ret == SQLITE_ROW else { throw error(handle) }

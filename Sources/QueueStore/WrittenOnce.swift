@@ -10,7 +10,7 @@ import PushgateCore
 ///   (`owner`). A notification's row id is its first job's id, and its jobs' ids are
 ///   consecutive (`first_job`, `job_count`).
 /// - **A retry** inserts the job's full row (updated from then on: one upsert); **an outcome** of a
-///   job without a row inserts a narrow one (`SQLiteBackend.upsertOutcomes`, schema version 5: its target,
+///   job without a row inserts a narrow one (`SQLiteBackend.makeUpsertOutcomes`, schema version 5: its target,
 ///   message id and times stay in `jobs_data`). A prune pass closes the notifications whose every
 ///   job has a row (deletes their `open_notifs` rows): nothing in the hot path counts.
 /// - **A pending job is derived, not stored**: a job of an open notification with no row
@@ -172,7 +172,7 @@ enum WrittenOnce {
             count += 1
         }
 
-        /// The `target_kind` of a narrow outcome row (`SQLiteBackend.upsertOutcomes`; a whole row's is 0
+        /// The `target_kind` of a narrow outcome row (`SQLiteBackend.makeUpsertOutcomes`; a whole row's is 0
         /// or more): its target, message id and times are in its notification's `jobs_data`.
         static let narrowOutcome = -1
         /// The `target_kind` of a narrow outcome row whose provider id is its message id (APNs answers
