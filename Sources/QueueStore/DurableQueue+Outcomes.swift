@@ -42,7 +42,7 @@ extension DurableQueue {
         let t = now().timeIntervalSince1970
         let update = JobUpdate.completion(
             id: Int64(job.id), outcome: outcome, attempts: job.attempts, finishedAt: t,
-            row: rowAtOutcome && job.storeRow != 0 ? OutcomeRow(job) : nil)
+            row: rowAtOutcome && job.storeRow != 0 ? OutcomeRow(job, outcome: outcome) : nil)
         // The closure takes the platform only, not the whole job.
         let platform = job.platform
         var read: [ClosedRange<Int64>]?

@@ -238,12 +238,11 @@ extension SQLiteBackend: QueueStatements {
         case .complete(let c):
             guard let row = c.row else { throw Self.notAnOutcome }
             let delivered = c.state == .delivered
-            let providerID = delivered ? c.info : nil
-            let sameID = providerID == row.messageID
+            let sameID = delivered && row.providerIDIsMessageID
             values = (
-                c.id, row.notifRow, row.platform.rawValue,
+                c.id, row.notifRow, row.platform,
                 sameID ? WrittenOnce.RowsJSON.providerIDIsMessageID : WrittenOnce.RowsJSON.narrowOutcome, c.attempts,
-                delivered ? row.lastError : c.info, c.state.rawValue, sameID ? nil : providerID, c.finishedAt
+                delivered ? row.lastError : c.info, c.state.rawValue, delivered && !sameID ? c.info : nil, c.finishedAt
             )
         case .reschedule:
             throw Self.notAnOutcome

@@ -128,23 +128,38 @@ extension StoredJob {
 }
 
 /// What an outcome's row needs of its job when the store may not have written the row yet: a
-/// narrow row (`SQLiteBackend.makeUpsertOutcomes`) takes the rest from `jobs_data`. Four fields
-/// where the whole `StoredJob` copied (and retained) the target and more per completion.
+/// narrow row (`SQLiteBackend.makeUpsertOutcomes`) takes the rest from `jobs_data`. Nothing in it
+/// but `lastError` is counted by reference (almost always nil): the writer reads it for every
+/// delivery, and a copy of a job's fields (its message id, its `Platform` with its aliases)
+/// retained and released each of them.
 struct OutcomeRow: Sendable {
     var notifRow: Int64
-    var platform: Platform
-    var messageID: String
+    /// `Platform.rawValue`.
+    var platform: Int
+    /// The outcome's provider id is the job's message id (APNs answers with the apns-id it was
+    /// sent): the row stores neither (`WrittenOnce.RowsJSON.providerIDIsMessageID`).
+    var providerIDIsMessageID: Bool
     var lastError: String?
 
-    init(notifRow: Int64, platform: Platform, messageID: String, lastError: String?) {
+    init(notifRow: Int64, platform: Int, providerIDIsMessageID: Bool, lastError: String?) {
         self.notifRow = notifRow
         self.platform = platform
-        self.messageID = messageID
+        self.providerIDIsMessageID = providerIDIsMessageID
         self.lastError = lastError
     }
 
-    init(_ job: borrowing DeliveryJob) {
-        self.init(notifRow: job.storeRow, platform: job.platform, messageID: job.messageID, lastError: StoreText.clean(job.lastError))
+    /// `job`'s row at `outcome`.
+    init(_ job: borrowing DeliveryJob, outcome: borrowing FinalOutcome) {
+        let sameID: Bool
+        switch outcome {
+        case .delivered(let providerID, let detail):
+            sameID = DeliveryState.storedProviderText(providerID: providerID, detail: detail) == job.messageID
+        case .failed, .skipped:
+            sameID = false
+        }
+        self.init(
+            notifRow: job.storeRow, platform: job.accepted.notification.platform.rawValue, providerIDIsMessageID: sameID,
+            lastError: StoreText.clean(job.lastError))
     }
 }
 

@@ -51,7 +51,7 @@ final class SQLiteCheckpointTests: XCTestCase {
             // complete what the previous commit inserted, like delivered jobs
             // (each job's row is written by its completion: `WrittenOnce`)
             batch.updates = jobIDs.map {
-                let row = OutcomeRow(notifRow: $0, platform: .ios, messageID: UUID().uuidString, lastError: nil)
+                let row = OutcomeRow(notifRow: $0, platform: Platform.ios.rawValue, providerIDIsMessageID: false, lastError: nil)
                 return .complete(id: $0, state: .delivered, attempts: 1, info: "ok", finishedAt: t, row: row)
             }
             let result = try await backend.commit(batch, owner: "o", now: t, leaseTimeout: 60)
