@@ -34,11 +34,15 @@ extension DurableQueue {
 
     public func nextIfReady(platform: Platform) -> DeliveryJob? {
         var read: [ClosedRange<Int64>]?
-        let job: DeliveryJob? = state.withLockedValue { s in
-            guard !s.finalized, !s.shutdown, let j = s.inPlace(platform, { $0.jobs.ready.popFirst() }) ?? nil else { return nil }
+        // Popped straight into `job`: returned through the lock's closure and an optional of an
+        // optional, the job was copied out three times more.
+        var job: DeliveryJob?
+        state.withLockedValue { s in
+            guard !s.finalized, !s.shutdown, let i = s.platforms.index(forKey: platform) else { return }
+            job = s.platforms.values[i].jobs.ready.popFirst()
+            guard job != nil else { return }
             s.outstanding += 1
             if s.parked > 0 { read = readParkedIfNeeded(platform, in: &s, now: nil) }
-            return j
         }
         if let read { startReadingParked(platform, read) }
         return job

@@ -40,14 +40,16 @@ extension DurableQueue {
         // Group commit without waiting: a completion lost in a crash means one duplicate delivery
         // (at-least-once), never a lost one. Shutdown commits every pending write before closing.
         let t = now().timeIntervalSince1970
-        let update = JobUpdate.completion(
+        // Taken out of the optional into the batch (a move): appending a `let` copied it.
+        var update: JobUpdate? = JobUpdate.completion(
             id: Int64(job.id), outcome: outcome, attempts: job.attempts, finishedAt: t,
             row: rowAtOutcome && job.storeRow != 0 ? OutcomeRow(job, outcome: outcome) : nil)
         // The closure takes the platform only, not the whole job.
         let platform = job.platform
         var read: [ClosedRange<Int64>]?
         let wake: Bool = state.withLockedValue { s in
-            let first = addUpdate(update, in: &s)
+            guard let u = update.take() else { return false }
+            let first = addUpdate(u, in: &s)
             s.outstanding -= 1
             s.held -= 1
             s.pendingDelta -= 1
@@ -66,7 +68,7 @@ extension DurableQueue {
 
     /// Adds a completion or reschedule to the next commit. True when the writer must look at it:
     /// the first of a batch (it schedules the commit `updateDelay` later) or a full batch.
-    private func addUpdate(_ u: JobUpdate, in s: inout State) -> Bool {
+    private func addUpdate(_ u: consuming JobUpdate, in s: inout State) -> Bool {
         guard !s.finalized else { return false }
         s.work.batch.updates.append(u)
         return s.work.batch.updates.count == 1 || s.work.batch.updates.count == options.updateBatch

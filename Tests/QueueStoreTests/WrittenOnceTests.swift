@@ -318,6 +318,21 @@ final class WrittenOnceTests: XCTestCase {
 
     /// Outcome rows (`SQLiteBackend.upsertOutcome`, values bound per row; a JSON array before): a
     /// target, provider id and reason with JSON's special characters are stored as they were.
+    /// Text for the store: a NUL anywhere (short strings kept inline, long ones on the heap, and
+    /// one taken from a larger string) becomes U+FFFD; the rest is kept, up to `StoreText.maxBytes`.
+    func testStoredTextReplacesNULWhereverItIs() {
+        XCTAssertEqual(StoreText.clean(text: ""), "")
+        XCTAssertEqual(StoreText.clean(text: "\u{0}"), "\u{FFFD}")
+        XCTAssertEqual(StoreText.clean(text: "a\u{0}b"), "a\u{FFFD}b")
+        let long = String(repeating: "x", count: 40)
+        XCTAssertEqual(StoreText.clean(text: long), long)
+        XCTAssertEqual(StoreText.clean(text: long + "\u{0}"), long + "\u{FFFD}")
+        XCTAssertEqual(StoreText.clean(text: String((long + "é\u{0}z").dropFirst(3))), String(repeating: "x", count: 37) + "é\u{FFFD}z")
+        XCTAssertEqual(StoreText.clean(nil), nil)
+        let capped = StoreText.clean(text: String(repeating: "y", count: 5000))
+        XCTAssertEqual(capped, String(repeating: "y", count: StoreText.maxBytes) + "…")
+    }
+
     func testOutcomeRowsKeepEveryCharacter() async throws {
         let path = tempDir() + "/q.sqlite"
         let odd = "quote\" back\\slash\nline\ttab\u{1}ctl é 😀 ]["
