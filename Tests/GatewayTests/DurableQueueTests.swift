@@ -29,6 +29,7 @@ final class DurableQueueTests: XCTestCase {
         XCTAssertEqual(settings.queueEngine, "sqlite", "no queue section means the durable engine")
         XCTAssertEqual(raw.string("queue.sqlite.path"), "data/pushgate.sqlite")
         let dir = NSTemporaryDirectory() + "pushgate-default-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
         raw.set("queue.sqlite.path", .string(dir + "/data/pushgate.sqlite"))
         let engine = try QueueWiring.make(raw: raw, settings: try GatewaySettings(raw), logger: .init(label: "t"))
         let queue = engine.driver

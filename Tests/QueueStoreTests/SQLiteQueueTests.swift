@@ -15,10 +15,32 @@ import XCTest
 
 struct TestPrepared: PreparedPush {}
 
+/// A new directory under the system's temporary one, removed when the test process exits (the
+/// stores the tests write would otherwise pile up there, run after run).
 func tempDir() -> String {
     let d = NSTemporaryDirectory() + "pushgate-qs-\(UUID().uuidString)"
     try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+    TempDirs.remember(d)
     return d
+}
+
+private enum TempDirs {
+    nonisolated(unsafe) private static var made: [String] = []
+    private static let lock = NSLock()
+    private static let removedAtExit: Void = {
+        atexit {
+            TempDirs.lock.lock()
+            defer { TempDirs.lock.unlock() }
+            for d in TempDirs.made { try? FileManager.default.removeItem(atPath: d) }
+        }
+    }()
+
+    static func remember(_ d: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        _ = removedAtExit
+        made.append(d)
+    }
 }
 
 func makeJobs(
