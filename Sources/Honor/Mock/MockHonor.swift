@@ -272,44 +272,23 @@ extension ProviderMockModule {
     }
 }
 
-public struct RunningMockHonor: RunningProviderMock {
-    public let mock: MockHonor
-    public var name: String { "honor" }
-    public var baseURL: String { mock.baseURL }
+public typealias RunningMockHonor = RunningMock<MockHonor>
 
-    public init(mock: MockHonor) { self.mock = mock }
-
-    public var configOverrides: [(key: String, value: ConfigValue)] {
-        [
-            ("honor.enabled", .bool(true)),
-            ("honor.app_id", .string(mock.options.appID)),
-            ("honor.client_id", .string(mock.options.clientID)),
-            ("honor.client_secret", .string(mock.options.clientSecret)),
-            ("honor.endpoint", .string(mock.baseURL)),
-            ("honor.token_url", .string(mock.tokenURL)),
-        ]
+extension RunningMock where Mock == MockHonor {
+    public init(mock: MockHonor) {
+        self.init(
+            mock: mock, name: "honor", baseURL: mock.baseURL,
+            overrides: [
+                ("honor.enabled", .bool(true)),
+                ("honor.app_id", .string(mock.options.appID)),
+                ("honor.client_id", .string(mock.options.clientID)),
+                ("honor.client_secret", .string(mock.options.clientSecret)),
+                ("honor.endpoint", .string(mock.baseURL)),
+                ("honor.token_url", .string(mock.tokenURL)),
+            ],
+            defaults: [("honor.importance", .string("NORMAL")), ("honor.quota_codes", .string(String(mock.options.quotaCode)))],
+            comments: ["honor.client_secret": "the mock's throwaway secret"],
+            banner: "  Honor      \(mock.baseURL)   (OAuth token endpoint \(mock.tokenURL), app id \(mock.options.appID))",
+            stop: { try await mock.stop() })
     }
-
-    public var configDefaults: [(key: String, value: ConfigValue)] {
-        [("honor.importance", .string("NORMAL")), ("honor.quota_codes", .string(String(mock.options.quotaCode)))]
-    }
-
-    public var configSnippet: String {
-        """
-        honor:
-          enabled: true
-          app_id: "\(mock.options.appID)"
-          client_id: "\(mock.options.clientID)"
-          client_secret: "\(mock.options.clientSecret)"   # the mock's throwaway secret
-          endpoint: "\(mock.baseURL)"
-          token_url: "\(mock.tokenURL)"
-          importance: "NORMAL"
-          quota_codes: "\(mock.options.quotaCode)"
-
-        """
-    }
-
-    public var bannerLine: String { "  Honor      \(mock.baseURL)   (OAuth token endpoint \(mock.tokenURL), app id \(mock.options.appID))" }
-
-    public func stop() async throws { try await mock.stop() }
 }

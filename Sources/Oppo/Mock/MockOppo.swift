@@ -352,38 +352,22 @@ extension ProviderMockModule {
     }
 }
 
-public struct RunningMockOppo: RunningProviderMock {
-    public let mock: MockOppo
-    public var name: String { "oppo" }
-    public var baseURL: String { mock.baseURL }
+public typealias RunningMockOppo = RunningMock<MockOppo>
 
-    public init(mock: MockOppo) { self.mock = mock }
-
-    public var configOverrides: [(key: String, value: ConfigValue)] {
-        [
-            ("oppo.enabled", .bool(true)),
-            ("oppo.app_key", .string(mock.options.appKey)),
-            ("oppo.master_secret", .string(mock.options.masterSecret)),
-            ("oppo.endpoint", .string(mock.baseURL)),
-        ]
+extension RunningMock where Mock == MockOppo {
+    /// The classification default a gateway run against the mock gets unless it sets its own: `IM`.
+    public init(mock: MockOppo) {
+        self.init(
+            mock: mock, name: "oppo", baseURL: mock.baseURL,
+            overrides: [
+                ("oppo.enabled", .bool(true)),
+                ("oppo.app_key", .string(mock.options.appKey)),
+                ("oppo.master_secret", .string(mock.options.masterSecret)),
+                ("oppo.endpoint", .string(mock.baseURL)),
+            ],
+            defaults: [("oppo.category", .string("IM"))],
+            comments: ["oppo.master_secret": "the mock's throwaway secret"],
+            banner: "  OPPO       \(mock.baseURL)   (app key \(mock.options.appKey))",
+            stop: { try await mock.stop() })
     }
-
-    /// The classification default a gateway run against the mock gets unless it sets its own.
-    public var configDefaults: [(key: String, value: ConfigValue)] { [("oppo.category", .string("IM"))] }
-
-    public var configSnippet: String {
-        """
-        oppo:
-          enabled: true
-          app_key: "\(mock.options.appKey)"
-          master_secret: "\(mock.options.masterSecret)"   # the mock's throwaway secret
-          endpoint: "\(mock.baseURL)"
-          category: "IM"
-
-        """
-    }
-
-    public var bannerLine: String { "  OPPO       \(mock.baseURL)   (app key \(mock.options.appKey))" }
-
-    public func stop() async throws { try await mock.stop() }
 }

@@ -359,39 +359,23 @@ extension ProviderMockModule {
     }
 }
 
-public struct RunningMockVivo: RunningProviderMock {
-    public let mock: MockVivo
-    public var name: String { "vivo" }
-    public var baseURL: String { mock.baseURL }
+public typealias RunningMockVivo = RunningMock<MockVivo>
 
-    public init(mock: MockVivo) { self.mock = mock }
-
-    public var configOverrides: [(key: String, value: ConfigValue)] {
-        [
-            ("vivo.enabled", .bool(true)),
-            ("vivo.app_id", .string(String(mock.options.appID))),
-            ("vivo.app_key", .string(mock.options.appKey)),
-            ("vivo.app_secret", .string(mock.options.appSecret)),
-            ("vivo.endpoint", .string(mock.baseURL)),
-        ]
+extension RunningMock where Mock == MockVivo {
+    /// The classification default a gateway run against the mock gets unless it sets its own: `IM`.
+    public init(mock: MockVivo) {
+        self.init(
+            mock: mock, name: "vivo", baseURL: mock.baseURL,
+            overrides: [
+                ("vivo.enabled", .bool(true)),
+                ("vivo.app_id", .string(String(mock.options.appID))),
+                ("vivo.app_key", .string(mock.options.appKey)),
+                ("vivo.app_secret", .string(mock.options.appSecret)),
+                ("vivo.endpoint", .string(mock.baseURL)),
+            ],
+            defaults: [("vivo.category", .string("IM"))],
+            comments: ["vivo.app_secret": "the mock's throwaway secret"],
+            banner: "  vivo       \(mock.baseURL)   (app id \(mock.options.appID))",
+            stop: { try await mock.stop() })
     }
-
-    public var configDefaults: [(key: String, value: ConfigValue)] { [("vivo.category", .string("IM"))] }
-
-    public var configSnippet: String {
-        """
-        vivo:
-          enabled: true
-          app_id: "\(mock.options.appID)"
-          app_key: "\(mock.options.appKey)"
-          app_secret: "\(mock.options.appSecret)"   # the mock's throwaway secret
-          endpoint: "\(mock.baseURL)"
-          category: "IM"
-
-        """
-    }
-
-    public var bannerLine: String { "  vivo       \(mock.baseURL)   (app id \(mock.options.appID))" }
-
-    public func stop() async throws { try await mock.stop() }
 }

@@ -250,40 +250,27 @@ extension ProviderMockModule {
     }
 }
 
-public struct RunningMockXiaomi: RunningProviderMock {
-    public let mock: MockXiaomi
-    public var name: String { "xiaomi" }
-    public var baseURL: String { mock.baseURL }
+public typealias RunningMockXiaomi = RunningMock<MockXiaomi>
 
-    public init(mock: MockXiaomi) { self.mock = mock }
-
-    /// The classification default a gateway run against the mock gets unless it sets its own.
-    public var configDefaults: [(key: String, value: ConfigValue)] { [("xiaomi.channel_id", .string("mock_private"))] }
-
-    public var configOverrides: [(key: String, value: ConfigValue)] {
-        [
-            ("xiaomi.enabled", .bool(true)),
-            ("xiaomi.app_secret", .string(mock.options.appSecret)),
-            ("xiaomi.package_name", .string(mock.options.packageName)),
-            ("xiaomi.endpoint", .string(mock.baseURL)),
-        ]
+extension RunningMock where Mock == MockXiaomi {
+    /// The classification default a gateway run against the mock gets unless it sets its own: the
+    /// mock's private channel.
+    public init(mock: MockXiaomi) {
+        self.init(
+            mock: mock, name: "xiaomi", baseURL: mock.baseURL,
+            overrides: [
+                ("xiaomi.enabled", .bool(true)),
+                ("xiaomi.app_secret", .string(mock.options.appSecret)),
+                ("xiaomi.package_name", .string(mock.options.packageName)),
+                ("xiaomi.endpoint", .string(mock.baseURL)),
+            ],
+            defaults: [("xiaomi.channel_id", .string("mock_private"))],
+            comments: [
+                "xiaomi.app_secret": "the mock's throwaway secret",
+                "xiaomi.channel_id": "the mock's channels: \(mock.options.channels.sorted().joined(separator: ", "))",
+            ],
+            banner:
+                "  Xiaomi     \(mock.baseURL)   (package \(mock.options.packageName), channels \(mock.options.channels.sorted().joined(separator: ", ")))",
+            stop: { try await mock.stop() })
     }
-
-    public var configSnippet: String {
-        """
-        xiaomi:
-          enabled: true
-          app_secret: "\(mock.options.appSecret)"   # the mock's throwaway secret
-          package_name: "\(mock.options.packageName)"
-          endpoint: "\(mock.baseURL)"
-          channel_id: "mock_private"   # the mock's channels: mock_private, mock_public
-
-        """
-    }
-
-    public var bannerLine: String {
-        "  Xiaomi     \(mock.baseURL)   (package \(mock.options.packageName), channels \(mock.options.channels.sorted().joined(separator: ", ")))"
-    }
-
-    public func stop() async throws { try await mock.stop() }
 }
