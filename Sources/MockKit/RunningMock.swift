@@ -1,3 +1,4 @@
+import Foundation
 import ProviderKit
 
 /// A running mock described by its values, for a provider mock that needs nothing else of
@@ -61,25 +62,12 @@ public enum MockConfigYAML {
         }
     }
 
+    /// A JSON string is a YAML double-quoted scalar with the same escapes.
     static func quoted(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\t": out += "\\t"
-            case "\r": out += "\\r"
-            default:
-                if u.value < 0x20 || u.value == 0x7F {
-                    let hex = String(u.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(u)
-                }
-            }
-        }
-        return out + "\""
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .withoutEscapingSlashes
+        guard let data = try? encoder.encode(s) else { return "\"\"" }
+        return String(decoding: data, as: UTF8.self)
     }
 
     private struct Node {
