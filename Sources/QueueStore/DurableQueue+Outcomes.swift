@@ -43,7 +43,7 @@ extension DurableQueue {
         // Taken out of the optional into the batch (a move): appending a `let` copied it.
         var update: JobUpdate? = JobUpdate.completion(
             id: Int64(job.id), outcome: outcome, attempts: job.attempts, finishedAt: t,
-            row: rowAtOutcome && job.storeRow != 0 ? OutcomeRow(job, outcome: outcome) : nil)
+            row: rowAtOutcome && job.storeRow != 0 ? OutcomeRow(job) : nil, messageID: job.messageID)
         // The closure takes the platform only, not the whole job.
         let platform = job.platform
         var read: [ClosedRange<Int64>]?

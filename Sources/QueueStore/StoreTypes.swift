@@ -151,17 +151,11 @@ struct OutcomeRow: Sendable {
         self.lastError = lastError
     }
 
-    /// `job`'s row at `outcome`.
-    init(_ job: borrowing DeliveryJob, outcome: borrowing FinalOutcome) {
-        let sameID: Bool
-        switch outcome {
-        case .delivered(let providerID, let detail):
-            sameID = DeliveryState.storedProviderText(providerID: providerID, detail: detail) == job.messageID
-        case .failed, .skipped:
-            sameID = false
-        }
+    /// `job`'s row; whether its outcome's provider id is its message id is decided with the outcome
+    /// (`JobUpdate.completion`).
+    init(_ job: borrowing DeliveryJob) {
         self.init(
-            notifRow: job.storeRow, platform: job.accepted.notification.platform.rawValue, providerIDIsMessageID: sameID,
+            notifRow: job.storeRow, platform: job.accepted.notification.platform.rawValue, providerIDIsMessageID: false,
             lastError: StoreText.clean(job.lastError))
     }
 }
@@ -238,12 +232,17 @@ enum JobUpdate: Sendable {
         }
     }
 
-    /// The completion of a job, as stored.
-    static func completion(id: Int64, outcome: FinalOutcome, attempts: Int, finishedAt: Double, row: OutcomeRow? = nil) -> JobUpdate {
+    /// The completion of a job, as stored. `messageID`: the job's, with its `row`: a delivery whose
+    /// stored provider id is the message id is marked so in the row (the row stores neither).
+    static func completion(
+        id: Int64, outcome: FinalOutcome, attempts: Int, finishedAt: Double, row: OutcomeRow? = nil, messageID: String? = nil
+    ) -> JobUpdate {
         switch outcome {
         case .delivered(let providerID, let detail):
-            let text = DeliveryState.storedProviderText(providerID: providerID, detail: detail)
-            return .complete(id: id, state: .delivered, attempts: attempts, info: StoreText.clean(text), finishedAt: finishedAt, row: row)
+            let text = StoreText.clean(DeliveryState.storedProviderText(providerID: providerID, detail: detail))
+            var row = row
+            if text != nil, text == messageID { row?.providerIDIsMessageID = true }
+            return .complete(id: id, state: .delivered, attempts: attempts, info: text, finishedAt: finishedAt, row: row)
         case .failed(let reason, _):
             return .complete(id: id, state: .failed, attempts: attempts, info: StoreText.clean(reason), finishedAt: finishedAt, row: row)
         case .skipped(let why):
