@@ -38,8 +38,8 @@ extension DurableQueue {
         // optional, the job was copied out three times more.
         var job: DeliveryJob?
         state.withLockedValue { s in
-            guard !s.finalized, !s.shutdown, let i = s.platforms.index(forKey: platform) else { return }
-            job = s.platforms.values[i].jobs.ready.popFirst()
+            guard !s.finalized, !s.shutdown else { return }
+            s.inPlace(platform) { job = $0.jobs.ready.popFirst() }
             guard job != nil else { return }
             s.outstanding += 1
             if s.parked > 0 { read = readParkedIfNeeded(platform, in: &s, now: nil) }

@@ -316,8 +316,6 @@ final class WrittenOnceTests: XCTestCase {
         await again.close()
     }
 
-    /// Outcome rows (`SQLiteBackend.upsertOutcome`, values bound per row; a JSON array before): a
-    /// target, provider id and reason with JSON's special characters are stored as they were.
     /// Text for the store: a NUL anywhere (short strings kept inline, long ones on the heap, and
     /// one taken from a larger string) becomes U+FFFD; the rest is kept, up to `StoreText.maxBytes`.
     func testStoredTextReplacesNULWhereverItIs() {
@@ -333,6 +331,8 @@ final class WrittenOnceTests: XCTestCase {
         XCTAssertEqual(capped, String(repeating: "y", count: StoreText.maxBytes) + "…")
     }
 
+    /// Outcome rows (`SQLiteBackend.makeUpsertOutcomes`, values bound per row; a JSON array before):
+    /// a target, provider id and reason with JSON's special characters are stored as they were.
     func testOutcomeRowsKeepEveryCharacter() async throws {
         let path = tempDir() + "/q.sqlite"
         let odd = "quote\" back\\slash\nline\ttab\u{1}ctl é 😀 ]["

@@ -256,6 +256,7 @@ extension RunningMock where Mock == MockXiaomi {
     /// The classification default a gateway run against the mock gets unless it sets its own: the
     /// mock's private channel.
     public init(mock: MockXiaomi) {
+        let channels = mock.options.channels.sorted().joined(separator: ", ")
         self.init(
             mock: mock, name: "xiaomi", baseURL: mock.baseURL,
             overrides: [
@@ -267,10 +268,9 @@ extension RunningMock where Mock == MockXiaomi {
             defaults: [("xiaomi.channel_id", .string("mock_private"))],
             comments: [
                 "xiaomi.app_secret": "the mock's throwaway secret",
-                "xiaomi.channel_id": "the mock's channels: \(mock.options.channels.sorted().joined(separator: ", "))",
+                "xiaomi.channel_id": "the mock's channels: \(channels)",
             ],
-            banner:
-                "  Xiaomi     \(mock.baseURL)   (package \(mock.options.packageName), channels \(mock.options.channels.sorted().joined(separator: ", ")))",
+            banner: "  Xiaomi     \(mock.baseURL)   (package \(mock.options.packageName), channels \(channels))",
             stop: { try await mock.stop() })
     }
 }
