@@ -117,13 +117,14 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             _ = try writer.query("PRAGMA wal_autocheckpoint=0")
             for sql in schema + WrittenOnce.tables { _ = try writer.query(sql) }
             // Older stores: add the columns they lack (a version-1 store's rows belong to the default app).
-            for c in QueueSchema.addedColumns + WrittenOnce.addedColumns {
+            for c in QueueSchema.addedColumns + WrittenOnce.addedColumns + [WrittenOnce.runColumn] {
                 let has = try writer.query(
                     "SELECT count(*) AS n FROM pragma_table_info('\(c.table)') WHERE name = '\(c.column)'")
                 if has.first?.column("n")?.integer == 0 {
                     _ = try writer.query(QueueSchema.sqlite.addColumn(c))
                 }
             }
+            for sql in WrittenOnce.indexes { _ = try writer.query(sql) }
             let version = try writer.query("SELECT value FROM pushgate_meta WHERE key = 'schema_version'").first?.column("value")?.integer ?? 0
             // A newer store's rows may mean what this version cannot read (narrow outcome rows since 5).
             if version > schemaVersion {
@@ -215,9 +216,16 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         let open = try writer.query(
             "SELECT o.notif_row AS r, o.job_count AS c, n.platform AS p FROM open_notifs o JOIN notifications n ON n.id = o.notif_row ORDER BY o.notif_row"
         )
+        // The rows among their jobs, as id ranges (a run row stands for its run).
         let withRows = try writer.query(
-            "SELECT j.id AS id FROM open_notifs o JOIN jobs j ON j.id BETWEEN o.notif_row AND o.notif_row + o.job_count - 1 ORDER BY j.id")
-        var rows = withRows.lazy.compactMap { $0.column("id")?.integer.map(Int64.init) }.makeIterator()
+            """
+            SELECT coalesce(j.run_first, j.id) AS lo, j.id AS hi FROM open_notifs o
+            JOIN jobs j ON j.id BETWEEN o.notif_row AND o.notif_row + o.job_count - 1 ORDER BY j.id
+            """)
+        var rows = withRows.lazy.compactMap { r -> ClosedRange<Int64>? in
+            guard let lo = r.column("lo")?.integer, let hi = r.column("hi")?.integer, lo <= hi else { return nil }
+            return Int64(lo)...Int64(hi)
+        }.makeIterator()
         var nextRow = rows.next()
         for o in open {
             guard let first = o.column("r")?.integer, let count = o.column("c")?.integer, count > 0,
@@ -228,8 +236,8 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
                 continue
             }
             for id in Int64(first)..<Int64(first + count) {
-                while let r = nextRow, r < id { nextRow = rows.next() }
-                if nextRow == id { continue }
+                while let r = nextRow, r.upperBound < id { nextRow = rows.next() }
+                if let r = nextRow, r.contains(id) { continue }
                 adopted[platform, default: ParkedJobIDs()].append(id)
             }
         }
@@ -268,7 +276,8 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         let rows = try await reader.query(
             """
             SELECT \(Self.pendingRowsSQL) + (SELECT coalesce(sum(job_count), 0) FROM open_notifs)
-              - (SELECT count(*) FROM open_notifs o JOIN jobs j ON j.id BETWEEN o.notif_row AND o.notif_row + o.job_count - 1) AS n
+              - (SELECT coalesce(sum(\(WrittenOnce.runWeight("j"))), 0) FROM open_notifs o
+                 JOIN jobs j ON j.id BETWEEN o.notif_row AND o.notif_row + o.job_count - 1) AS n
             """)
         return rows.first?.column("n")?.integer ?? 0
     }
@@ -278,13 +287,33 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
         // max - min + 1 rows. Past it, a walk of `keep` finished rows from the newest id down: the
         // finish time of the `keep`-th newest by id (ids follow acceptance, so a job retried for long
         // counts by when it was accepted; there is no index by finish time, `QueueSchema.finishedIndex`).
-        let span = try await reader.query("SELECT (SELECT min(id) FROM jobs) AS lo, (SELECT max(id) FROM jobs) AS hi").first
+        // A run row stands for its run's jobs (`WrittenOnce`): where one is among the newest `keep`
+        // rows, the walk counts each row's jobs instead (a window sum, several times slower per row,
+        // so not where every row is one job).
+        let span = try await reader.query(
+            "SELECT (SELECT coalesce(run_first, id) FROM jobs ORDER BY id LIMIT 1) AS lo, (SELECT max(id) FROM jobs) AS hi"
+        ).first
         guard let lo = span?.column("lo")?.integer, let hi = span?.column("hi")?.integer, hi - lo + 1 > keep else { return nil }
-        return try await reader.query(Self.finishedCutoffSQL, [.integer(max(0, keep - 1))]).first?.column("finished_at")?.double
+        if let row = try await reader.query(Self.finishedCutoffSQL, [.integer(max(0, keep - 1))]).first,
+            let id = row.column("id")?.integer,
+            try await reader.query("SELECT 1 AS x FROM jobs WHERE run_first IS NOT NULL AND id >= ? LIMIT 1", [.integer(id)]).isEmpty
+        {
+            return row.column("finished_at")?.double
+        }
+        if try await reader.query("SELECT 1 AS x FROM jobs WHERE run_first IS NOT NULL LIMIT 1").isEmpty { return nil }
+        return try await reader.query(Self.finishedCutoffByJobsSQL, [.integer(keep)]).first?.column("finished_at")?.double
     }
 
     static let finishedCutoffSQL =
-        "SELECT finished_at FROM jobs WHERE state <> 0 AND finished_at IS NOT NULL ORDER BY id DESC LIMIT 1 OFFSET ?"
+        "SELECT id, finished_at FROM jobs WHERE state <> 0 AND finished_at IS NOT NULL ORDER BY id DESC LIMIT 1 OFFSET ?"
+    /// `finishedCutoffSQL` counting the jobs of run rows: the finish time of the row that brings the
+    /// count of finished jobs, newest id first, to ?1.
+    static let finishedCutoffByJobsSQL = """
+        SELECT finished_at FROM (
+          SELECT finished_at, sum(\(WrittenOnce.runWeight("jobs"))) OVER (ORDER BY id DESC ROWS UNBOUNDED PRECEDING) AS c
+          FROM jobs WHERE state <> 0 AND finished_at IS NOT NULL)
+        WHERE c >= ? LIMIT 1
+        """
 
     private func transaction<T>(_ body: () async throws -> T) async throws -> T {
         do {
@@ -400,7 +429,8 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
 
     func status(notifID: String) async throws -> [StoredStatus]? {
         // The job rows of the notifications with this id (a narrow outcome row's target and time
-        // from its `jobs_data` entry), and their jobs without a row yet (`WrittenOnce`).
+        // from its `jobs_data` entry), the jobs of their run rows (each from its entry, the outcome
+        // from the run's row), and their jobs without a row yet (`WrittenOnce`).
         func entry(_ k: Int) -> String { "(n.jobs_data ->> ('$[' || (j.id - n.id) || '][\(k)]'))" }
         let rows = try await reader.query(
             """
@@ -410,7 +440,13 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
                    j.last_error, iif(j.target_kind = \(WrittenOnce.RowsJSON.providerIDIsMessageID), \(entry(3)), j.provider_id) AS provider_id,
                    j.finished_at, n.app, n.fallback
             FROM notifications n JOIN jobs j ON j.id BETWEEN n.first_job AND n.first_job + n.job_count - 1 AND j.notif_row = n.id
-            WHERE n.notif_id = ?1
+            WHERE n.notif_id = ?1 AND j.run_first IS NULL
+            UNION ALL
+            SELECT n.id + e.key, n.platform, e.value ->> 0, e.value ->> 1, e.value ->> 2, r.state, r.attempts, n.created_at + (e.value ->> 6),
+                   NULL, e.value ->> 3, r.finished_at, n.app, n.fallback
+            FROM notifications n, json_each(n.jobs_data) e
+            JOIN jobs r ON r.id = (SELECT min(x.id) FROM jobs x WHERE x.id >= n.id + e.key) AND r.run_first <= n.id + e.key
+            WHERE n.notif_id = ?1 AND e.type = 'array'
             UNION ALL
             SELECT v.id, v.platform, v.target_kind, v.target, v.target_keys, 0, v.attempts, v.not_before, NULL, NULL, NULL, n.app, n.fallback
             FROM (\(WrittenOnce.virtualJobs(where: "n.notif_id = ?1"))) v JOIN notifications n ON n.id = v.notif_row
@@ -453,10 +489,15 @@ final class SQLiteBackend: QueueBackend, @unchecked Sendable {
             // `owner` are read back, and any row stands for its job (its `jobs_data` entry is not one).
             var rowIDs = Set<Int64>()
             var found: [StoredJob] = []
+            // (A parked job is never delivered, so no run row covers one: the runs found here are
+            // delivered jobs around the range, left out as any row's.)
             for row in try await reader.query(
-                "SELECT \(QueueSchema.leasedColumns), state, lease_owner FROM jobs WHERE id BETWEEN ?1 AND ?2", Array(binds[0..<2]))
+                "SELECT \(QueueSchema.leasedColumns), state, lease_owner, run_first FROM jobs WHERE id BETWEEN ?1 AND ?2", Array(binds[0..<2]))
             {
                 guard let id = row.column("id")?.integer else { continue }
+                if let first = row.column("run_first")?.integer, first < id {
+                    for covered in Int64(max(first, Int(r.lowerBound)))..<Int64(id) { rowIDs.insert(covered) }
+                }
                 rowIDs.insert(Int64(id))
                 if row.column("state")?.integer == 0, row.column("lease_owner")?.string == owner, let j = Self.storedJob(row) {
                     found.append(j)

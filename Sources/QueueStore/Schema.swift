@@ -34,7 +34,9 @@ struct QueueSchema: Sendable {
     /// `target_kind` -1 (-2: its provider id is its message id), its target, message id and times
     /// left in `jobs_data`.
     /// 6: `notifications.traceparent` (the request's ingest span, W3C Trace Context).
-    static let sqliteVersion = 6
+    /// 7: run rows (`jobs.run_first`, index `jobs_runs`): one row for consecutive jobs delivered
+    /// together (`WrittenOnce`).
+    static let sqliteVersion = 7
 
     static let sqlite = QueueSchema(
         prefix: "", integer: "INTEGER", real: "REAL",

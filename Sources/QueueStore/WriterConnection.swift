@@ -95,6 +95,33 @@ final class WriterConnection: @unchecked Sendable {
         }
     }
 
+    /// The first column of each row of `sql`, an integer (NULL and other types skipped), with ?1 and
+    /// ?2 bound to `a` and `b`: no row made.
+    func integers(_ sql: String, _ a: Int64, _ b: Int64) throws -> [Int64] {
+        try lock.withLock {
+            guard let handle else { throw QueueStoreError("the SQLite queue's writer connection is closed") }
+            let s = try prepared(sql, handle).statement
+            defer {
+                sqlite_nio_sqlite3_reset(s)
+                sqlite_nio_sqlite3_clear_bindings(s)
+            }
+            guard sqlite_nio_sqlite3_bind_int64(s, 1, a) == SQLITE_OK, sqlite_nio_sqlite3_bind_int64(s, 2, b) == SQLITE_OK else {
+                throw error(handle)
+            }
+            var out: [Int64] = []
+            while true {
+                switch sqlite_nio_sqlite3_step(s) {
+                case SQLITE_ROW:
+                    if sqlite_nio_sqlite3_column_type(s, 0) == SQLITE_INTEGER { out.append(sqlite_nio_sqlite3_column_int64(s, 0)) }
+                case SQLITE_DONE:
+                    return out
+                default:
+                    throw error(handle)
+                }
+            }
+        }
+    }
+
     /// Runs `sql` (one statement, no result rows) `count` times, its parameters bound by `bind` for
     /// each of `0..<count` in turn: one statement prepared once and stepped per row, its values bound
     /// straight from the caller's data. Returns the rows changed in all.

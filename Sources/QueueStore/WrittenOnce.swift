@@ -22,6 +22,14 @@ import PushgateCore
 ///   (`reclaimExpired`, a process sharing the store) writes their rows (`materialize`), free, as
 ///   before version 4.
 ///
+/// - **A run row** (schema version 7) stands for consecutive jobs of one notification delivered in
+///   one commit with the same attempt count, each with its message id as provider id (APNs): its id
+///   is the run's last job's, `run_first` its first's (`SQLiteBackend.upsertRows`). It is written
+///   only where none of those jobs has a row, and no row is written for them after it (a job ends
+///   once). Its jobs' finish time is the run's last (within one commit of completions). A job
+///   `X` "has a row" when the first row at or after `X` starts at or before it (`hasRow`), and the
+///   rows of an id range stand for `runWeight` jobs each.
+///
 /// A process sharing the store with another (no file lock) writes a row per job as PostgreSQL
 /// does. Measured in docs/benchmarks.md ("Goal 1, the SQLite engine"): the per-job insert, update
 /// and two index entries of the earlier layout were most of the SQLite engine's extra CPU.
@@ -36,6 +44,22 @@ enum WrittenOnce {
     static let tables = [
         "CREATE TABLE IF NOT EXISTS open_notifs (notif_row INTEGER PRIMARY KEY, job_count INTEGER NOT NULL, owner TEXT NOT NULL)"
     ]
+
+    /// Column version 7 adds to `jobs`: a run row's first job (`hasRow`; NULL: a row of one job).
+    static let runColumn = (table: "jobs", column: "run_first", definition: "INTEGER")
+
+    /// Made after `runColumn` exists: the run rows, so a store without any (or few) finds that at
+    /// once (`SQLiteBackend.finishedCutoff`).
+    static let indexes = ["CREATE INDEX IF NOT EXISTS jobs_runs ON jobs (id) WHERE run_first IS NOT NULL"]
+
+    /// SQL: job `x` (an expression) has a row, of its own or a run's: the first row at or after it
+    /// starts at or before it (a run row's id is its last job's).
+    static func hasRow(_ x: String) -> String {
+        "((SELECT coalesce(r.run_first, r.id) <= \(x) FROM jobs r WHERE r.id >= \(x) ORDER BY r.id LIMIT 1) IS 1)"
+    }
+
+    /// SQL: how many jobs the row `j` stands for (a run row: its run's).
+    static func runWeight(_ j: String) -> String { "(\(j).id - coalesce(\(j).run_first, \(j).id) + 1)" }
 
     /// Run once when a store older than version 4 opens (after `addedColumns`).
     static let migration = [
@@ -62,7 +86,7 @@ enum WrittenOnce {
           j.value ->> 2 AS target_keys, j.value ->> 3 AS message_id, j.value ->> 4 AS attempts, j.value ->> 5 AS max_attempts,
           0 AS cred_retry, n.created_at + (j.value ->> 6) AS not_before, n.created_at + (j.value ->> 7) AS enqueued_at, NULL AS last_error
         FROM open_notifs o JOIN notifications n ON n.id = o.notif_row, json_each(n.jobs_data) j
-        WHERE j.type = 'array' AND (\(condition)) AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = n.id + j.key)
+        WHERE j.type = 'array' AND (\(condition)) AND NOT \(hasRow("n.id + j.key"))
         """
     }
 
@@ -78,7 +102,10 @@ enum WrittenOnce {
     /// SQL: every job of the open notification `o` (an `open_notifs` row) has a row (it is over or
     /// retried): it can be closed.
     static func everyJobHasARow(_ o: String) -> String {
-        "(SELECT count(*) FROM jobs j WHERE j.id BETWEEN \(o).notif_row AND \(o).notif_row + \(o).job_count - 1) >= \(o).job_count"
+        """
+        (SELECT coalesce(sum(\(runWeight("j"))), 0) FROM jobs j WHERE j.id BETWEEN \(o).notif_row AND \(o).notif_row + \(o).job_count - 1)
+          >= \(o).job_count
+        """
     }
 
     /// `notifications.jobs_data`: a JSON array with one entry per job, in id order:

@@ -134,7 +134,8 @@ final class QueueSchemaTests: XCTestCase {
 
     func testSchemaIsVersionOnePlusTheAddedColumnsAndTheGuardTablesForBothStores() {
         // SQLite, version 4: no `jobs_notif_row` index (a notification's jobs are an id range there);
-        // version 5: the same tables (narrow outcome rows), and no
+        // version 5: the same tables (narrow outcome rows; version 7's run column and its index are
+        // added where the store opens, `WrittenOnce.runColumn`), and no
         // `jobs_finished` index (dropped where it exists: the prune reads jobs by id range).
         XCTAssertEqual(
             normalized(QueueSchema.sqlite.statements),
@@ -142,8 +143,8 @@ final class QueueSchemaTests: XCTestCase {
                 Self.leasedByID(Self.version4(Self.version3(Self.oldSQLite, prefix: "", integer: "INTEGER", real: "REAL")), prefix: "")
                     .filter { !$0.contains("jobs_notif_row") }
                     .map { $0.hasPrefix("CREATE INDEX IF NOT EXISTS jobs_finished ") ? "DROP INDEX IF EXISTS jobs_finished" : $0 }
-                    .map { $0.replacingOccurrences(of: "('schema_version', 3)", with: "('schema_version', 6)") }))
-        XCTAssertEqual(QueueSchema.sqliteVersion, 6)
+                    .map { $0.replacingOccurrences(of: "('schema_version', 3)", with: "('schema_version', 7)") }))
+        XCTAssertEqual(QueueSchema.sqliteVersion, 7)
         XCTAssertEqual(
             WrittenOnce.addedColumns.map { "\($0.table).\($0.column)" },
             ["notifications.first_job", "notifications.job_count", "notifications.jobs_data"])
@@ -209,7 +210,7 @@ final class QueueSchemaTests: XCTestCase {
 
         let check = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
         let v = try await check.query("SELECT value FROM pushgate_meta WHERE key = 'schema_version'")
-        XCTAssertEqual(v.first?.column("value")?.integer, 6)
+        XCTAssertEqual(v.first?.column("value")?.integer, 7)
         let indexes = try await check.query(
             "SELECT name FROM sqlite_master WHERE type = 'index' AND name IN ('jobs_owner', 'jobs_leased', 'jobs_notif_row')")
         XCTAssertEqual(
