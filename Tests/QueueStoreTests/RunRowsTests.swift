@@ -200,4 +200,24 @@ extension WrittenOnceTests {
         // The jobs still taken are never finished: a graceful close would wait for them.
         await q.abandonForTesting()
     }
+    /// A run row is pruned as any finished row past the retention, and its notification with it.
+    func testRunRowsArePrunedWithTheirNotification() async throws {
+        let path = tempDir() + "/q.sqlite"
+        var o = options()
+        o.statusRetention = 0.05
+        o.pruneInterval = 0.1
+        let q = try await SQLiteQueue.open(path: path, options: o)
+        try await q.enqueue(makeJobs(4, notifID: "n-pruned"))
+        for _ in 0..<4 {
+            let j = try await take(q)
+            await q.complete(j, outcome: .delivered(providerID: j.messageID))
+        }
+        await q.flush()
+        try await waitUntil { try await self.rawCount(path, "SELECT count(*) AS n FROM notifications") == 0 }
+        let rows = try await rawCount(path, "SELECT count(*) AS n FROM jobs")
+        XCTAssertEqual(rows, 0)
+        let status = try await q.deliveryStatus(notifID: "n-pruned")
+        XCTAssertNil(status)
+        await q.close()
+    }
 }
