@@ -60,9 +60,9 @@ final class WriterConnection: @unchecked Sendable {
         return WriterConnection(handle: handle)
     }
 
-    /// Runs `sql` (one statement) with `binds` for its parameters, in order; returns its rows.
-    @discardableResult
-    func query(_ sql: String, _ binds: [SQLiteData] = []) throws -> [WriterRow] {
+    /// `body` with the kept statement of `sql` and the connection, under the lock; the statement is
+    /// reset and its bindings cleared after it.
+    private func withStatement<T>(_ sql: String, _ body: (Prepared, OpaquePointer) throws -> T) throws -> T {
         try lock.withLock {
             guard let handle else { throw QueueStoreError("the SQLite queue's writer connection is closed") }
             let p = try prepared(sql, handle)
@@ -70,6 +70,14 @@ final class WriterConnection: @unchecked Sendable {
                 sqlite_nio_sqlite3_reset(p.statement)
                 sqlite_nio_sqlite3_clear_bindings(p.statement)
             }
+            return try body(p, handle)
+        }
+    }
+
+    /// Runs `sql` (one statement) with `binds` for its parameters, in order; returns its rows.
+    @discardableResult
+    func query(_ sql: String, _ binds: [SQLiteData] = []) throws -> [WriterRow] {
+        try withStatement(sql) { p, handle in
             let s = p.statement
             guard Int(sqlite_nio_sqlite3_bind_parameter_count(s)) == binds.count else {
                 throw QueueStoreError("SQLite statement has \(sqlite_nio_sqlite3_bind_parameter_count(s)) parameters, \(binds.count) bound")
@@ -98,13 +106,8 @@ final class WriterConnection: @unchecked Sendable {
     /// The first column of each row of `sql`, an integer (NULL and other types skipped), with ?1 and
     /// ?2 bound to `a` and `b`: no row made.
     func integers(_ sql: String, _ a: Int64, _ b: Int64) throws -> [Int64] {
-        try lock.withLock {
-            guard let handle else { throw QueueStoreError("the SQLite queue's writer connection is closed") }
-            let s = try prepared(sql, handle).statement
-            defer {
-                sqlite_nio_sqlite3_reset(s)
-                sqlite_nio_sqlite3_clear_bindings(s)
-            }
+        try withStatement(sql) { p, handle in
+            let s = p.statement
             guard sqlite_nio_sqlite3_bind_int64(s, 1, a) == SQLITE_OK, sqlite_nio_sqlite3_bind_int64(s, 2, b) == SQLITE_OK else {
                 throw error(handle)
             }
@@ -127,13 +130,8 @@ final class WriterConnection: @unchecked Sendable {
     /// straight from the caller's data. Returns the rows changed in all.
     @discardableResult
     func executeEach(_ sql: String, count: Int, _ bind: (Int, Binder) throws -> Void) throws -> Int {
-        try lock.withLock {
-            guard let handle else { throw QueueStoreError("the SQLite queue's writer connection is closed") }
-            let s = try prepared(sql, handle).statement
-            defer {
-                sqlite_nio_sqlite3_reset(s)
-                sqlite_nio_sqlite3_clear_bindings(s)
-            }
+        try withStatement(sql) { p, handle in
+            let s = p.statement
             let binder = Binder(statement: s)
             var changed = 0
             for k in 0..<count {
