@@ -174,7 +174,7 @@ extension SQLiteBackend: QueueStatements {
     /// (`makeUpsertOutcomes`: its description stays in `jobs_data`).
     ///
     /// Outcomes, one per delivery: kept statements of `outcomeRowsPerStatement` rows each, then of
-    /// one row for the rest, their values bound from the updates (`WriterConnection.executeEach`).
+    /// one row for the rest, their values bound from the updates (`WriterConnection.executeRows`).
     /// Stepping a statement per row, each step's setup and teardown (its cursor opened and the
     /// B-tree walked from the root again, its registers freed) was a third of the outcomes' SQLite
     /// time. Retried rows (rare): one bound JSON array
@@ -209,15 +209,10 @@ extension SQLiteBackend: QueueStatements {
             try await flush(Self.upsertRetried)
         }
         outcomes = try writeRuns(updates, outcomes)
-        let per = Self.outcomeRowsPerStatement
-        let full = outcomes.count / per
-        try writer.executeEach(Self.upsertOutcomesFull, count: full) { k, b in
-            b.text(1, owner)
-            for r in 0..<per { try Self.bindOutcome(updates[outcomes[k * per + r]], row: r, to: b) }
-        }
-        try writer.executeEach(Self.upsertOutcomeOne, count: outcomes.count - full * per) { k, b in
-            b.text(1, owner)
-            try Self.bindOutcome(updates[outcomes[full * per + k]], row: 0, to: b)
+        try writer.executeRows(full: Self.upsertOutcomesFull, one: Self.upsertOutcomeOne, per: Self.outcomeRowsPerStatement, count: outcomes.count) {
+            i, r, b in
+            if r == 0 { b.text(1, owner) }
+            try Self.bindOutcome(updates[outcomes[i]], row: r, to: b)
         }
     }
 
@@ -242,69 +237,50 @@ extension SQLiteBackend: QueueStatements {
         }
         guard candidates.count >= 2 else { return outcomes }
         candidates.sort { $0.id < $1.id }
+        // The candidates' ids that have a row (in id order; one query per span of ids).
+        var withRows: [Int64] = []
+        var k = 0
+        while k < candidates.count {
+            var last = k
+            while last + 1 < candidates.count, candidates[last + 1].id - candidates[k].id < Self.runCheckSpan { last += 1 }
+            withRows += try writer.integers("SELECT id FROM jobs WHERE id BETWEEN ?1 AND ?2", candidates[k].id, candidates[last].id)
+            k = last + 1
+        }
+        var next = 0
+        func hasRow(_ id: Int64) -> Bool {
+            while next < withRows.count, withRows[next] < id { next += 1 }
+            return next < withRows.count && withRows[next] == id
+        }
+        // Runs of consecutive candidates without a row: a job with one (its row updated) ends a run,
+        // and a run shorter than two is rows of its own.
         var runs: [Run] = []
         var start = 0
         while start < candidates.count {
-            var end = start + 1
             let first = candidates[start]
-            var finishedAt = first.finishedAt
-            while end < candidates.count, candidates[end].id == candidates[end - 1].id + 1, candidates[end].notifRow == first.notifRow,
-                candidates[end].attempts == first.attempts
-            {
-                finishedAt = max(finishedAt, candidates[end].finishedAt)
-                end += 1
-            }
-            if end - start >= 2 {
-                runs.append(
-                    Run(
-                        ids: first.id...candidates[end - 1].id, notifRow: first.notifRow, platform: first.platform,
-                        attempts: first.attempts, finishedAt: finishedAt, candidates: start..<end))
-            } else {
-                own.append(candidates[start].index)
-            }
-            start = end
-        }
-        // The ids that have a row, among the runs' (runs in id order; one query per span of ids).
-        var withRows: [Int64] = []
-        var k = 0
-        while k < runs.count {
-            var last = k
-            while last + 1 < runs.count, runs[last + 1].ids.upperBound - runs[k].ids.lowerBound < Self.runCheckSpan { last += 1 }
-            withRows += try writer.integers("SELECT id FROM jobs WHERE id BETWEEN ?1 AND ?2", runs[k].ids.lowerBound, runs[last].ids.upperBound)
-            k = last + 1
-        }
-        // A run with rows among its ids is split around them: those jobs get rows of their own (their
-        // rows updated), and so does what is left shorter than two.
-        var written: [Run] = []
-        written.reserveCapacity(runs.count)
-        var next = 0
-        for run in runs {
-            while next < withRows.count, withRows[next] < run.ids.lowerBound { next += 1 }
-            guard next < withRows.count, run.ids.contains(withRows[next]) else {
-                written.append(run)
-                continue
-            }
-            var part = run.candidates.lowerBound
-            for c in run.candidates {
-                let hasRow = next < withRows.count && withRows[next] == candidates[c].id
-                if hasRow { next += 1 }
-                let ends = hasRow || c == run.candidates.upperBound - 1
-                guard ends else { continue }
-                let partEnd = hasRow ? c : c + 1
-                if partEnd - part >= 2 {
-                    var piece = run
-                    piece.ids = candidates[part].id...candidates[partEnd - 1].id
-                    piece.finishedAt = candidates[part..<partEnd].reduce(0) { max($0, $1.finishedAt) }
-                    piece.candidates = part..<partEnd
-                    written.append(piece)
-                } else {
-                    own += candidates[part..<partEnd].map(\.index)
+            var end = start + 1
+            if !hasRow(first.id) {
+                var finishedAt = first.finishedAt
+                while end < candidates.count, candidates[end].id == candidates[end - 1].id + 1, candidates[end].notifRow == first.notifRow,
+                    candidates[end].attempts == first.attempts, !hasRow(candidates[end].id)
+                {
+                    finishedAt = max(finishedAt, candidates[end].finishedAt)
+                    end += 1
                 }
-                if hasRow { own.append(candidates[c].index) }
-                part = c + 1
+                if end - start >= 2 {
+                    runs.append(
+                        Run(
+                            ids: first.id...candidates[end - 1].id, notifRow: first.notifRow, platform: first.platform, attempts: first.attempts,
+                            finishedAt: finishedAt))
+                    start = end
+                    continue
+                }
             }
+            own.append(first.index)
+            start += 1
         }
-        func bind(_ run: Run, row r: Int, to b: WriterConnection.Binder) {
+        try writer.executeRows(full: Self.insertRunsFull, one: Self.insertRunOne, per: Self.runRowsPerStatement, count: runs.count) {
+            i, r, b in
+            let run = runs[i]
             let p = Int32(6 * r)
             b.int(p + 1, Int(run.ids.lowerBound))
             b.int(p + 2, Int(run.ids.upperBound))
@@ -313,12 +289,6 @@ extension SQLiteBackend: QueueStatements {
             b.int(p + 5, run.attempts)
             b.double(p + 6, run.finishedAt)
         }
-        let per = Self.runRowsPerStatement
-        let full = written.count / per
-        try writer.executeEach(Self.insertRunsFull, count: full) { k, b in
-            for r in 0..<per { bind(written[k * per + r], row: r, to: b) }
-        }
-        try writer.executeEach(Self.insertRunOne, count: written.count - full * per) { k, b in bind(written[full * per + k], row: 0, to: b) }
         return own
     }
 
@@ -332,15 +302,13 @@ extension SQLiteBackend: QueueStatements {
         var finishedAt: Double
     }
 
-    /// A run row to write (`writeRuns`): its jobs' ids, what they share, and their outcomes' place
-    /// among the run candidates.
+    /// A run row to write (`writeRuns`): its jobs' ids and what they share.
     private struct Run {
         var ids: ClosedRange<Int64>
         var notifRow: Int64
         var platform: Int
         var attempts: Int
         var finishedAt: Double
-        var candidates: Range<Int>
     }
 
     /// Most ids one query of `writeRuns` reads the rows of (an outcome far behind the others, a job
@@ -361,6 +329,12 @@ extension SQLiteBackend: QueueStatements {
         }
     }
 
+    /// The parameters of row `r` of a statement of many rows, `n` values each, after `before` shared
+    /// ones: `?(before + n r + 1)` to `?(before + n r + n)`.
+    private static func markers(row r: Int, of n: Int, after before: Int = 0) -> [String] {
+        (1...n).map { "?\(before + n * r + $0)" }
+    }
+
     /// Run rows per statement of `writeRuns` (the rest in statements of one).
     static let runRowsPerStatement = 8
     private static let insertRunsFull = makeInsertRuns(runRowsPerStatement)
@@ -369,7 +343,7 @@ extension SQLiteBackend: QueueStatements {
     /// delivered at attempt ?5, the last at ?6.
     private static func makeInsertRuns(_ rows: Int) -> String {
         let values = (0..<rows).map { r in
-            let v = (1...6).map { "?\(6 * r + $0)" }
+            let v = markers(row: r, of: 6)
             return "(\(v[1]), \(v[2]), \(v[3]), \(WrittenOnce.RowsJSON.providerIDIsMessageID), '', NULL, '', \(v[4]), 0, 0, 0, 0, NULL, "
                 + "\(DeliveryState.Code.delivered.rawValue), NULL, \(v[5]), NULL, \(v[0]))"
         }
@@ -439,7 +413,7 @@ extension SQLiteBackend: QueueStatements {
     /// row (retried), the upsert updates that row's outcome columns and the rest stays as it is.
     private static func makeUpsertOutcomes(_ rows: Int) -> String {
         let values = (0..<rows).map { r in
-            let v = (1...9).map { "?\(1 + 9 * r + $0)" }
+            let v = markers(row: r, of: 9, after: 1)
             return "(\(v[0]), \(v[1]), \(v[2]), \(v[3]), '', NULL, '', \(v[4]), 0, 0, 0, 0, \(v[5]), \(v[6]), \(v[7]), \(v[8]), NULL)"
         }
         return """

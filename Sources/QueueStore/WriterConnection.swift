@@ -146,6 +146,18 @@ final class WriterConnection: @unchecked Sendable {
         }
     }
 
+    /// Runs `count` rows through two kept statements of one shape: `full`, holding `per` rows, once
+    /// for each `per` of them, then `one`, holding one, for the rest (`executeEach`). `bind(i, r, b)`
+    /// binds row `i` as the statement's row `r`. Stepping a statement sets it up each time (its
+    /// cursors opened, the B-tree walked from the root): rows go many to a statement.
+    func executeRows(full: String, one: String, per: Int, count: Int, _ bind: (_ row: Int, _ at: Int, Binder) throws -> Void) throws {
+        let whole = count / per
+        try executeEach(full, count: whole) { k, b in
+            for r in 0..<per { try bind(k * per + r, r, b) }
+        }
+        try executeEach(one, count: count - whole * per) { k, b in try bind(whole * per + k, 0, b) }
+    }
+
     /// Binds a statement's parameters (`query`, and one row's in `executeEach`), by 1-based index.
     final class Binder {
         fileprivate let statement: OpaquePointer
