@@ -200,6 +200,7 @@ extension WrittenOnceTests {
         // The jobs still taken are never finished: a graceful close would wait for them.
         await q.abandonForTesting()
     }
+
     /// A run row is pruned as any finished row past the retention, and its notification with it.
     func testRunRowsArePrunedWithTheirNotification() async throws {
         let path = tempDir() + "/q.sqlite"
